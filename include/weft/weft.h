@@ -1,0 +1,529 @@
+/* weft.h — the public API of weft: dataflow graphs of ops and copies, run on CPU threads and
+ * CUDA GPUs with automatic parallelism.
+ *
+ * The model in one paragraph: a graph is a program. Tensors are typed n-d arrays with a home
+ * device; nodes (ops and copies) are added in order, and each declares which tensors it reads
+ * and writes. weft infers the dependencies (read-after-write, write-after-read,
+ * write-after-write), runs independent nodes at the same time, and guarantees that the result
+ * is what running the nodes one by one in insertion order gives ("serial equivalence").
+ * Tensor contents persist between runs, so an iterative program is one graph run N times.
+ *
+ * Conventions:
+ *   - Calls that can fail return a status: WEFT_OK (0) or a negative WEFT_E* code. On failure
+ *     weft_last_error() returns a message for the calling thread that says what is wrong and
+ *     where (node, op, device, and the .weft file:line where there is one).
+ *   - Objects weft allocates have create/destroy pairs; destroy(NULL) is a no-op.
+ *   - Tensors and nodes belong to their graph and live until the graph is destroyed.
+ *   - Ops that produce a result take `weft_tensor **out`: if *out is NULL, a new tensor of the
+ *     inferred shape is created on the op's device and stored in *out; otherwise the result is
+ *     written into the existing tensor *out, which must have the inferred shape and dtype
+ *     (it may be one of the inputs: the op then updates it in place).
+ *   - Thread safety: a runtime may be used from many threads. A graph is built from one thread
+ *     at a time; different graphs may be built and launched from different threads at once.
+ *
+ * Headers: this one carries no CUDA, pthread or libuv type. CUDA-specific calls are in
+ * weft/cuda.h, the libuv adapter in weft/uv.h. */
+#ifndef WEFT_WEFT_H
+#define WEFT_WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(WEFT_STATIC)
+#define WEFT_API
+#elif defined(WEFT_BUILDING)
+#define WEFT_API __attribute__((visibility("default")))
+#else
+#define WEFT_API
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WEFT_NODISCARD __attribute__((warn_unused_result))
+#else
+#define WEFT_NODISCARD
+#endif
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+
+/* ---------------------------------------------------------------------------------------- */
+/* Status codes                                                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+/* X(NAME, value, message). One list generates the enum, weft_strerror and
+ * weft_status_name. New codes are appended. */
+#define WEFT_STATUS_MAP(X)                                                                 \
+  X(OK, 0, "success")                                                                      \
+  X(EINVAL, -1, "invalid argument")                                                        \
+  X(ENOMEM, -2, "out of host memory")                                                      \
+  X(ESHAPE, -3, "shape mismatch")                                                          \
+  X(EDTYPE, -4, "dtype mismatch")                                                          \
+  X(EDEVICE, -5, "device unavailable or wrong device")                                    \
+  X(ECYCLE, -6, "dependency cycle")                                                        \
+  X(EKERNEL, -7, "kernel failed")                                                          \
+  X(ECANCELED, -8, "canceled")                                                             \
+  X(EBUSY, -9, "busy: a run of this graph is in flight")                                  \
+  X(EAGAIN, -10, "not finished yet")                                                       \
+  X(ECUDA, -11, "CUDA error")                                                              \
+  X(ECUBLAS, -12, "cuBLAS error")                                                          \
+  X(EDEVMEM, -13, "out of device memory")                                                  \
+  X(ENOTSUP, -14, "not supported")                                                         \
+  X(ESTATE, -15, "invalid state")                                                          \
+  X(EPARSE, -16, "parse error")                                                            \
+  X(EIO, -17, "input/output error")                                                        \
+  X(ENOENT, -18, "not found")                                                              \
+  X(ELIMIT, -19, "limit exceeded")
+
+typedef enum weft_status {
+#define WEFT_STATUS_ENUM(name, value, msg) WEFT_##name = (value),
+  WEFT_STATUS_MAP(WEFT_STATUS_ENUM)
+#undef WEFT_STATUS_ENUM
+} weft_status;
+
+/* Returns a static English description of `status` ("shape mismatch"). Thread-safe: yes. */
+WEFT_API const char *weft_strerror(int status);
+
+/* Returns the code's name without the prefix ("ESHAPE"), or "UNKNOWN". Thread-safe: yes. */
+WEFT_API const char *weft_status_name(int status);
+
+/* Returns the message of the last failing weft call on the calling thread: what went wrong and
+ * where. The string is owned by weft and valid until the next failing call on this thread.
+ * Returns "" if no call has failed. Thread-safe: yes (the message is per thread). */
+WEFT_API const char *weft_last_error(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Allocator hook                                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Every host allocation weft makes goes through these functions. Tests use them to fail each
+ * allocation site in turn. */
+typedef struct weft_allocator {
+  void *(*malloc_fn)(size_t size, void *user);
+  void *(*realloc_fn)(void *ptr, size_t size, void *user);
+  void (*free_fn)(void *ptr, void *user);
+  void *user;
+} weft_allocator;
+
+/* Installs `a` (copied) as the allocator, or restores the C library's with NULL. Must be
+ * called when no weft object exists. Thread-safe: no. */
+WEFT_API void weft_set_allocator(const weft_allocator *a);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Devices                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef enum weft_device_kind { WEFT_DEVICE_CPU = 0, WEFT_DEVICE_CUDA = 1 } weft_device_kind;
+
+/* A device is a value: {WEFT_DEVICE_CPU, 0} is "cpu", {WEFT_DEVICE_CUDA, 1} is "cuda:1". */
+typedef struct weft_device {
+  int kind;  /* weft_device_kind */
+  int index; /* 0 for the CPU */
+} weft_device;
+
+/* The CPU device. */
+WEFT_API weft_device weft_cpu(void);
+/* The device cuda:index (which may or may not exist: see weft_device_exists). */
+WEFT_API weft_device weft_cuda(int index);
+/* Returns 1 if a and b are the same device. */
+WEFT_API int weft_device_equal(weft_device a, weft_device b);
+/* Writes "cpu" or "cuda:N" into buf (at most size bytes, NUL-terminated); returns buf. */
+WEFT_API char *weft_device_str(weft_device d, char *buf, size_t size);
+/* Parses "cpu", "cuda", "cuda:N" or "gpu:N". Returns WEFT_OK or WEFT_EINVAL. */
+WEFT_NODISCARD WEFT_API int weft_device_parse(const char *text, weft_device *out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Runtime                                                                                   */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct weft_runtime weft_runtime;
+
+enum {
+  /* Do not print the one-line notice when no GPU is found. */
+  WEFT_RUNTIME_QUIET = 1u << 0,
+  /* Synchronise after every GPU node so that an asynchronous fault is reported at its node
+   * (the environment variable WEFT_LAUNCH_BLOCKING=1 sets it too). */
+  WEFT_RUNTIME_LAUNCH_BLOCKING = 1u << 1,
+  /* Allow TF32 tensor-core math for fp32 matrix products on the GPU (default: exact fp32). */
+  WEFT_RUNTIME_ALLOW_TF32 = 1u << 2,
+};
+
+/* Options of a runtime. Fill with weft_runtime_options_init, then change what you need.
+ * Fields are only ever appended. */
+typedef struct weft_runtime_options {
+  /* CPU worker threads. 0: one per core. */
+  int cpu_workers;
+  /* Threads each OpenBLAS call may use. 0: the policy (see docs/architecture.md): weft's
+   * workers own the cores, so every GEMM runs with 1 thread unless cpu_workers is 1, in which
+   * case the GEMM gets all the cores. cpu_workers * blas_threads may not exceed the cores. */
+  int blas_threads;
+  /* GPUs to use: -1 all that are visible (default), 0 none (CPU only), N the first N. */
+  int max_gpus;
+  /* WEFT_RUNTIME_* flags. */
+  unsigned flags;
+  /* NULL for real devices; else a machine profile (a JSON file path or a shipped name such as
+   * "h100" or "h200x8") whose virtual devices the runtime simulates instead. */
+  const char *simulate;
+} weft_runtime_options;
+
+/* Fills `o` with the defaults. */
+WEFT_API void weft_runtime_options_init(weft_runtime_options *o);
+
+/* Creates a runtime: the CPU worker pool and, where there are GPUs, their streams and
+ * allocators. `o` may be NULL for the defaults. On a machine with no GPU (or no driver) the
+ * runtime starts with the CPU alone and says so once on stderr (unless WEFT_RUNTIME_QUIET).
+ * Returns WEFT_OK and stores the runtime in *out, or an error. Thread-safe: yes. */
+WEFT_NODISCARD WEFT_API int weft_runtime_create(const weft_runtime_options *o,
+                                                weft_runtime **out);
+
+/* Destroys the runtime. Every graph of it must have been destroyed. NULL is a no-op. */
+WEFT_API void weft_runtime_destroy(weft_runtime *rt);
+
+/* Number of devices of `kind` (WEFT_DEVICE_CPU: always 1). Thread-safe: yes. */
+WEFT_API int weft_device_count(const weft_runtime *rt, int kind);
+
+/* Returns 1 if `d` is a device of this runtime. Thread-safe: yes. */
+WEFT_API int weft_device_exists(const weft_runtime *rt, weft_device d);
+
+/* Returns cuda:i if that GPU exists, else the CPU (the reference notes' try_gpu). */
+WEFT_API weft_device weft_try_gpu(const weft_runtime *rt, int i);
+
+/* Stores every GPU in out[0..cap) and returns how many there are; with no GPU, stores the CPU
+ * and returns 1 (the reference notes' try_all_gpus). */
+WEFT_API int weft_all_gpus(const weft_runtime *rt, weft_device *out, int cap);
+
+/* Properties of a device, for `weft devices` and for planning. */
+typedef struct weft_device_info {
+  weft_device device;
+  char name[128];        /* "NVIDIA H100 80GB HBM3", or the CPU's model name */
+  size_t memory_bytes;   /* total memory (host RAM for the CPU) */
+  int copy_engines;      /* asynchronous copy engines (0 for the CPU) */
+  int compute_major;     /* compute capability (0 for the CPU) */
+  int compute_minor;
+  int multiprocessors;   /* SMs, or cores for the CPU */
+  int simulated;         /* 1 if this device is virtual (simulate option) */
+} weft_device_info;
+
+/* Fills *out for device `d`. Returns WEFT_EDEVICE if the runtime has no such device. */
+WEFT_NODISCARD WEFT_API int weft_device_info_get(const weft_runtime *rt, weft_device d,
+                                                 weft_device_info *out);
+
+/* Returns 1 if device a can read device b's memory directly (peer access), else 0. */
+WEFT_API int weft_device_can_access_peer(const weft_runtime *rt, weft_device a,
+                                         weft_device b);
+
+/* Number of CPU worker threads of the runtime. */
+WEFT_API int weft_runtime_cpu_workers(const weft_runtime *rt);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Graphs, tensors and nodes                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef struct weft_graph weft_graph;
+typedef struct weft_tensor weft_tensor;
+typedef struct weft_node weft_node;
+typedef struct weft_op weft_op;
+typedef struct weft_run weft_run;
+
+#define WEFT_MAX_DIMS 4
+
+typedef enum weft_dtype { WEFT_F32 = 0, WEFT_F64 = 1 } weft_dtype;
+
+/* Size in bytes of one element of `dt` (0 for an unknown dtype). */
+WEFT_API size_t weft_dtype_size(weft_dtype dt);
+/* "f32" or "f64". */
+WEFT_API const char *weft_dtype_name(weft_dtype dt);
+
+/* Creates an empty graph of runtime `rt`. Thread-safe: yes. */
+WEFT_NODISCARD WEFT_API int weft_graph_create(weft_runtime *rt, weft_graph **out);
+
+/* Destroys the graph, its tensors and nodes; waits for a run in flight to finish first.
+ * NULL is a no-op. */
+WEFT_API void weft_graph_destroy(weft_graph *g);
+
+/* The runtime of the graph. */
+WEFT_API weft_runtime *weft_graph_runtime(const weft_graph *g);
+
+/* Strict device mode: an op whose input lives on another device is an error instead of
+ * getting a copy node inserted automatically. Off by default. */
+WEFT_API void weft_graph_set_strict(weft_graph *g, int strict);
+
+/* How a tensor's contents start. Applied once, when the tensor's storage is first
+ * materialised (at the first launch or the first read/write), not on every run. */
+typedef enum weft_init_kind {
+  WEFT_INIT_ZEROS = 0,
+  WEFT_INIT_ONES,
+  WEFT_INIT_FULL,    /* a = value */
+  WEFT_INIT_UNIFORM, /* uniform in [a, b), from seed */
+  WEFT_INIT_NORMAL,  /* normal with mean a and standard deviation b, from seed */
+} weft_init_kind;
+
+typedef struct weft_init {
+  int kind; /* weft_init_kind */
+  double a, b;
+  uint64_t seed;
+} weft_init;
+
+WEFT_API weft_init weft_zeros(void);
+WEFT_API weft_init weft_ones(void);
+WEFT_API weft_init weft_full(double value);
+/* Uniform in [lo, hi). The same seed gives the same values on every run: the generator is
+ * Philox-4x32-10 keyed by the seed and counted by element index, so a tensor's values do not
+ * depend on the device, the number of threads or the order of execution. */
+WEFT_API weft_init weft_uniform(double lo, double hi, uint64_t seed);
+/* Normal(mean, std) by Box-Muller over the same Philox stream. */
+WEFT_API weft_init weft_normal(double mean, double std, uint64_t seed);
+
+/* Creates a tensor of `ndim` (0..4) dimensions `shape` on `device`, initialised by `init`.
+ * `name` (may be NULL: then "t<id>") is copied; it is used in messages and by the .weft
+ * writer. Fails with WEFT_EDEVICE if the runtime has no such device, WEFT_ESHAPE for a
+ * negative dimension or more than 4 dimensions. The tensor is kept: its contents persist
+ * between runs and can be read after a run. */
+WEFT_NODISCARD WEFT_API int weft_tensor_create(weft_graph *g, const char *name, weft_dtype dt,
+                                               int ndim, const int64_t *shape,
+                                               weft_device device, weft_init init,
+                                               weft_tensor **out);
+
+/* Marks a tensor created by an op (with *out == NULL) as kept. By default such a tensor is a
+ * temporary if a later node of the graph reads it: its storage may be released after its last
+ * use, and reading it after a run is an error (WEFT_ESTATE). A tensor no later node reads is a
+ * result and is always kept. */
+WEFT_API void weft_tensor_keep(weft_tensor *t);
+/* Returns 1 if the tensor is kept (its contents are readable after a run). */
+WEFT_API int weft_tensor_is_kept(const weft_tensor *t);
+
+WEFT_API weft_dtype weft_tensor_dtype(const weft_tensor *t);
+WEFT_API int weft_tensor_ndim(const weft_tensor *t);
+/* Size of dimension i (0 <= i < ndim). */
+WEFT_API int64_t weft_tensor_dim(const weft_tensor *t, int i);
+WEFT_API int64_t weft_tensor_numel(const weft_tensor *t);
+WEFT_API size_t weft_tensor_bytes(const weft_tensor *t);
+WEFT_API weft_device weft_tensor_device(const weft_tensor *t);
+WEFT_API const char *weft_tensor_name(const weft_tensor *t);
+/* Renames the tensor (the name is copied). */
+WEFT_NODISCARD WEFT_API int weft_tensor_set_name(weft_tensor *t, const char *name);
+/* The tensor's position in creation order (0-based). */
+WEFT_API size_t weft_tensor_id(const weft_tensor *t);
+WEFT_API weft_graph *weft_tensor_graph(const weft_tensor *t);
+/* How the tensor was initialised at creation. */
+WEFT_API weft_init weft_tensor_init(const weft_tensor *t);
+
+/* Copies the tensor's contents (row-major, `size` must equal weft_tensor_bytes) into `dst`.
+ * Blocks until any run of the graph has finished is NOT done: fails with WEFT_EBUSY while a
+ * run of the graph is in flight. Works for any device (a GPU tensor is copied back).
+ * Thread-safe: no (with respect to its graph). */
+WEFT_NODISCARD WEFT_API int weft_tensor_read(weft_tensor *t, void *dst, size_t size);
+/* Copies `size` bytes (== weft_tensor_bytes) from `src` into the tensor. Same rules. */
+WEFT_NODISCARD WEFT_API int weft_tensor_write(weft_tensor *t, const void *src, size_t size);
+/* Reads element `index` (flat, row-major) converted to double. */
+WEFT_NODISCARD WEFT_API int weft_tensor_get(weft_tensor *t, int64_t index, double *out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Ops                                                                                       */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Every op runs on the device of its result (*out when given, else its first input). An
+ * input that lives on another device gets a copy node inserted before the op (listed by
+ * `weft explain`), or, in strict mode, the op fails with WEFT_EDEVICE. Shapes and dtypes are
+ * checked here; the error names the node and what is wrong. Each call adds exactly one node
+ * (plus any inserted copies) and returns WEFT_OK, or an error and adds nothing. */
+
+/* Matrix product: a [m,k] x b [k,n] -> [m,n]. cuBLAS on a GPU, OpenBLAS on the CPU. */
+WEFT_NODISCARD WEFT_API int weft_mm(weft_graph *g, weft_tensor *a, weft_tensor *b,
+                                    weft_tensor **out);
+/* Elementwise a + b, a - b, a * b (same shape and dtype). */
+WEFT_NODISCARD WEFT_API int weft_add(weft_graph *g, weft_tensor *a, weft_tensor *b,
+                                     weft_tensor **out);
+WEFT_NODISCARD WEFT_API int weft_sub(weft_graph *g, weft_tensor *a, weft_tensor *b,
+                                     weft_tensor **out);
+WEFT_NODISCARD WEFT_API int weft_mul(weft_graph *g, weft_tensor *a, weft_tensor *b,
+                                     weft_tensor **out);
+/* alpha * x. */
+WEFT_NODISCARD WEFT_API int weft_scale(weft_graph *g, weft_tensor *x, double alpha,
+                                       weft_tensor **out);
+/* max(x, 0). */
+WEFT_NODISCARD WEFT_API int weft_relu(weft_graph *g, weft_tensor *x, weft_tensor **out);
+/* Sum of all elements, as a 0-d tensor. */
+WEFT_NODISCARD WEFT_API int weft_sum(weft_graph *g, weft_tensor *x, weft_tensor **out);
+/* Frobenius norm sqrt(sum x^2), as a 0-d tensor. */
+WEFT_NODISCARD WEFT_API int weft_norm(weft_graph *g, weft_tensor *x, weft_tensor **out);
+/* x [n,in] . w[out,in]^T + b[out] -> [n,out]; b may be NULL. */
+WEFT_NODISCARD WEFT_API int weft_linear(weft_graph *g, weft_tensor *x, weft_tensor *w,
+                                        weft_tensor *b, weft_tensor **out);
+/* Copies src to `device` (a new tensor when *out is NULL), or into *out (same shape and dtype,
+ * any device; `device` is then ignored). Device-to-host copies land in pinned memory. */
+WEFT_NODISCARD WEFT_API int weft_copy(weft_graph *g, weft_tensor *src, weft_device device,
+                                      weft_tensor **out);
+/* A node that sets every element of t from `init` on every run (unlike a tensor's creation
+ * initialiser, which applies once). */
+WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init init);
+
+/* ---------------------------------------------------------------------------------------- */
+/* User ops                                                                                  */
+/* ---------------------------------------------------------------------------------------- */
+
+typedef enum weft_access {
+  WEFT_READ = 1,
+  WEFT_WRITE = 2,
+  WEFT_READ_WRITE = 3,
+} weft_access;
+
+#define WEFT_MAX_ARGS 16
+
+/* What a kernel sees: its node's tensors (on the node's device), its parameters, and (in
+ * weft/cuda.h) its stream and cuBLAS handle. Valid only during the kernel call. */
+typedef struct weft_kernel_ctx weft_kernel_ctx;
+
+/* A kernel: does the node's work (on the CPU) or enqueues it on the context's stream (on a
+ * GPU), and returns WEFT_OK or an error (use weft_ctx_fail for a message). */
+typedef int (*weft_kernel_fn)(weft_kernel_ctx *ctx);
+
+typedef struct weft_op_desc {
+  const char *name;              /* unique in the runtime; [A-Za-z_][A-Za-z0-9_]* */
+  int nargs;                     /* 0..WEFT_MAX_ARGS */
+  weft_access access[WEFT_MAX_ARGS];
+  weft_kernel_fn cpu;            /* kernel for the CPU, or NULL */
+  weft_kernel_fn cuda;           /* kernel for CUDA devices, or NULL */
+  void *user;                    /* passed to kernels through weft_ctx_user */
+  /* Optional cost hint in floating-point operations for planners and the simulator. */
+  double (*cost)(const weft_tensor *const *args, int nargs, const void *params, void *user);
+} weft_op_desc;
+
+/* Registers a user op in the runtime (the desc is copied). Returns WEFT_EINVAL for a bad or
+ * duplicate name, a bad arity or access mode, or no kernel at all. Thread-safe: yes. */
+WEFT_NODISCARD WEFT_API int weft_op_register(weft_runtime *rt, const weft_op_desc *desc,
+                                             const weft_op **out);
+/* Finds a user op by name, or returns NULL. Thread-safe: yes. */
+WEFT_API const weft_op *weft_op_find(const weft_runtime *rt, const char *name);
+WEFT_API const char *weft_op_name(const weft_op *op);
+
+/* Adds a node running user op `op` on `args` (nargs must match the op), with a copy of
+ * `params` (params_size bytes; may be 0). The node runs on the device of its first written
+ * argument (else its first argument); every written argument must live there. */
+WEFT_NODISCARD WEFT_API int weft_call(weft_graph *g, const weft_op *op,
+                                      weft_tensor *const *args, int nargs, const void *params,
+                                      size_t params_size);
+
+/* Kernel context accessors. */
+WEFT_API void *weft_ctx_data(const weft_kernel_ctx *ctx, int i);
+WEFT_API const weft_tensor *weft_ctx_tensor(const weft_kernel_ctx *ctx, int i);
+WEFT_API int weft_ctx_nargs(const weft_kernel_ctx *ctx);
+WEFT_API const void *weft_ctx_params(const weft_kernel_ctx *ctx, size_t *size);
+WEFT_API void *weft_ctx_user(const weft_kernel_ctx *ctx);
+WEFT_API weft_device weft_ctx_device(const weft_kernel_ctx *ctx);
+/* Records a formatted message for the node's failure and returns WEFT_EKERNEL. */
+WEFT_API int weft_ctx_fail(weft_kernel_ctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---------------------------------------------------------------------------------------- */
+/* Nodes, edges and introspection                                                            */
+/* ---------------------------------------------------------------------------------------- */
+
+/* The node added last, or NULL. */
+WEFT_API weft_node *weft_graph_last_node(const weft_graph *g);
+WEFT_API size_t weft_graph_node_count(const weft_graph *g);
+WEFT_API weft_node *weft_graph_node(const weft_graph *g, size_t i);
+WEFT_API size_t weft_graph_tensor_count(const weft_graph *g);
+WEFT_API weft_tensor *weft_graph_tensor(const weft_graph *g, size_t i);
+/* Finds a tensor by name (the first with that name), or NULL. */
+WEFT_API weft_tensor *weft_graph_find_tensor(const weft_graph *g, const char *name);
+
+/* Adds an explicit edge: `after` starts only when `before` has finished. Both must belong to
+ * g. A cycle is reported at the next launch or analyse. */
+WEFT_NODISCARD WEFT_API int weft_graph_add_edge(weft_graph *g, weft_node *before,
+                                                weft_node *after);
+
+/* Runs the dependency analysis now (launch does it when the graph changed). Returns
+ * WEFT_ECYCLE, naming the nodes of a cycle, if explicit edges made one. */
+WEFT_NODISCARD WEFT_API int weft_graph_analyse(weft_graph *g);
+
+typedef enum weft_hazard {
+  WEFT_HAZARD_RAW = 1,      /* reads what the other wrote */
+  WEFT_HAZARD_WAR = 2,      /* writes what the other read */
+  WEFT_HAZARD_WAW = 3,      /* writes what the other wrote */
+  WEFT_HAZARD_EXPLICIT = 4, /* added by weft_graph_add_edge */
+} weft_hazard;
+
+typedef struct weft_edge {
+  weft_node *from, *to;
+  int hazard;               /* weft_hazard */
+  weft_tensor *tensor;      /* the tensor that causes it; NULL for explicit edges */
+} weft_edge;
+
+/* After analysis: the number of edges, and edge i. Edges implied by others are omitted
+ * (a writer waits for the readers since the last write, not also for that write). */
+WEFT_API size_t weft_graph_edge_count(const weft_graph *g);
+WEFT_NODISCARD WEFT_API int weft_graph_edge(const weft_graph *g, size_t i, weft_edge *out);
+
+WEFT_API size_t weft_node_id(const weft_node *n);
+/* The op's name: "mm", "add", ..., "copy", "fill", or the user op's name. */
+WEFT_API const char *weft_node_op_name(const weft_node *n);
+/* The user op of a weft_call node, or NULL for a built-in. */
+WEFT_API const weft_op *weft_node_user_op(const weft_node *n);
+/* The device the node runs on. */
+WEFT_API weft_device weft_node_device(const weft_node *n);
+WEFT_API int weft_node_nargs(const weft_node *n);
+/* Argument i and its access mode. Built-in ops list their inputs first, their result last. */
+WEFT_API weft_tensor *weft_node_arg(const weft_node *n, int i, weft_access *mode);
+/* Scalar parameter of a built-in op (scale's alpha; a fill's weft_init through
+ * weft_node_fill_init), or the user op's parameter bytes. */
+WEFT_API double weft_node_alpha(const weft_node *n);
+WEFT_API weft_init weft_node_fill_init(const weft_node *n);
+WEFT_API const void *weft_node_params(const weft_node *n, size_t *size);
+/* 1 if weft inserted this node (an automatic copy), else 0. */
+WEFT_API int weft_node_is_inserted(const weft_node *n);
+WEFT_API const char *weft_node_name(const weft_node *n);
+WEFT_NODISCARD WEFT_API int weft_node_set_name(weft_node *n, const char *name);
+/* Where the node comes from in a .weft file ("file.weft:3:5"), used in messages. */
+WEFT_NODISCARD WEFT_API int weft_node_set_origin(weft_node *n, const char *origin);
+WEFT_API const char *weft_node_origin(const weft_node *n);
+/* Writes a one-line description ("node 7 'mm' (y3) on cuda:0 at f.weft:3:5"). */
+WEFT_API char *weft_node_describe(const weft_node *n, char *buf, size_t size);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Runs                                                                                      */
+/* ---------------------------------------------------------------------------------------- */
+
+/* Called once when a run finishes, on a weft thread; must not block. */
+typedef void (*weft_run_cb)(weft_run *run, int status, void *arg);
+
+/* Starts a run of the graph and returns at once with a handle in *out. The graph is analysed
+ * and planned first if it changed. Fails with WEFT_EBUSY if a run of this graph is still in
+ * flight, WEFT_ECYCLE for a cycle of explicit edges. If it fails, no run exists and `cb`
+ * (weft_graph_launch_cb) is never called. Thread-safe: yes, for different graphs. */
+WEFT_NODISCARD WEFT_API int weft_graph_launch(weft_graph *g, weft_run **out);
+WEFT_NODISCARD WEFT_API int weft_graph_launch_cb(weft_graph *g, weft_run_cb cb, void *arg,
+                                                 weft_run **out);
+
+/* Blocks until the run has finished; returns its status: WEFT_OK, the first error of a node
+ * (weft_run_error names it), or WEFT_ECANCELED. May be called more than once. */
+WEFT_NODISCARD WEFT_API int weft_run_wait(weft_run *run);
+/* Returns WEFT_EAGAIN while the run is in flight, else what weft_run_wait returns. */
+WEFT_NODISCARD WEFT_API int weft_run_poll(weft_run *run);
+/* Asks the run to stop: nodes not yet started are skipped; the run's status becomes
+ * WEFT_ECANCELED unless a node failed first. Returns at once. */
+WEFT_API void weft_run_cancel(weft_run *run);
+/* The run's error message ("" when it succeeded or is still running). */
+WEFT_API const char *weft_run_error(const weft_run *run);
+/* The node whose failure the status reports, or NULL. */
+WEFT_API weft_node *weft_run_failed_node(const weft_run *run);
+WEFT_API weft_graph *weft_run_graph(const weft_run *run);
+/* Waits for the run if it is still in flight, then frees it. NULL is a no-op. */
+WEFT_API void weft_run_destroy(weft_run *run);
+
+/* Launches, waits and destroys the run: the blocking convenience. On failure the message is
+ * in weft_last_error(). */
+WEFT_NODISCARD WEFT_API int weft_graph_run(weft_graph *g);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_WEFT_H */

@@ -1,0 +1,209 @@
+/* cpu_kernels.c — the CPU implementation of every built-in op, and the initialisers.
+ *
+ * GEMM goes to OpenBLAS's CBLAS (the library made for it); elementwise ops, reductions and
+ * fills are plain loops. Every kernel is deterministic for a given thread count: the
+ * differential oracle compares the scheduler with a serial interpreter bit for bit, and both
+ * call these kernels. Reductions accumulate in double, for f32 too.
+ *
+ * Aliasing: a result may be one of the inputs (in-place update). Elementwise kernels are safe
+ * as written; mm and linear compute into a scratch buffer when the result aliases an input. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "util/philox.h"
+
+void openblas_set_num_threads(int num_threads);
+
+void weft__cpu_set_blas_threads(int n) { openblas_set_num_threads(n); }
+
+#define ELEMENTWISE(T, n, expr)                  \
+  do {                                           \
+    for (int64_t i = 0; i < (n); i++) expr;      \
+  } while (0)
+
+void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init) {
+  if (init.kind == WEFT_INIT_ZEROS) {
+    memset(p, 0, (size_t)n * weft_dtype_size(dtype));
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    double v;
+    switch (init.kind) {
+      case WEFT_INIT_ONES:
+        v = 1.0;
+        break;
+      case WEFT_INIT_FULL:
+        v = init.a;
+        break;
+      case WEFT_INIT_UNIFORM: {
+        double u1, u2;
+        weft__philox_uniform2((uint64_t)i, init.seed, &u1, &u2);
+        v = init.a + (init.b - init.a) * u1;
+        break;
+      }
+      default: { /* normal */
+        double u1, u2;
+        weft__philox_uniform2((uint64_t)i, init.seed, &u1, &u2);
+        v = init.a + init.b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+        break;
+      }
+    }
+    if (dtype == WEFT_F32)
+      ((float *)p)[i] = (float)v;
+    else
+      ((double *)p)[i] = v;
+  }
+}
+
+/* C[m,n] = A[m,k] . op(B) with op(B) = B[k,n] (transb 0) or B[n,k]^T (transb 1). */
+static int gemm(weft_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k, const void *a,
+                const void *b, int transb, void *c) {
+  size_t es = weft_dtype_size(dtype);
+  size_t cbytes = (size_t)(m * n) * es;
+  if (m == 0 || n == 0) return WEFT_OK;
+  if (k == 0) {
+    memset(c, 0, cbytes);
+    return WEFT_OK;
+  }
+  int alias = c == a || c == b;
+  void *out = c;
+  if (alias && (out = weft__malloc(cbytes)) == NULL) {
+    weft_ctx_fail(ctx, "out of host memory for a %zu-byte scratch buffer", cbytes);
+    return WEFT_ENOMEM;
+  }
+  enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
+  int ldb = transb ? (int)k : (int)n;
+  if (dtype == WEFT_F32)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, ldb,
+                0.0f, out, (int)n);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0, a, (int)k, b, ldb,
+                0.0, out, (int)n);
+  if (alias) {
+    memcpy(c, out, cbytes);
+    weft__free(out);
+  }
+  return WEFT_OK;
+}
+
+static double reduce(const void *x, int dtype, int64_t n, int squares) {
+  double acc = 0;
+  if (dtype == WEFT_F32) {
+    const float *p = x;
+    if (squares)
+      ELEMENTWISE(float, n, acc += (double)p[i] * p[i]);
+    else
+      ELEMENTWISE(float, n, acc += p[i]);
+  } else {
+    const double *p = x;
+    if (squares)
+      ELEMENTWISE(double, n, acc += p[i] * p[i]);
+    else
+      ELEMENTWISE(double, n, acc += p[i]);
+  }
+  return squares ? sqrt(acc) : acc;
+}
+
+static void store_scalar(void *out, int dtype, double v) {
+  if (dtype == WEFT_F32)
+    *(float *)out = (float)v;
+  else
+    *(double *)out = v;
+}
+
+int weft__cpu_exec(weft_kernel_ctx *ctx) {
+  weft_node *nd = ctx->node;
+  const weft_tensor *t0 = nd->args[0].t;
+  int dt = t0->dtype;
+  int64_t n = t0->numel;
+  void **d = ctx->data;
+  switch (nd->kind) {
+    case WEFT__OP_MM: {
+      const weft_tensor *b = nd->args[1].t;
+      return gemm(ctx, dt, t0->shape[0], b->shape[1], t0->shape[1], d[0], d[1], 0, d[2]);
+    }
+    case WEFT__OP_LINEAR: {
+      const weft_tensor *w = nd->args[1].t;
+      int has_bias = nd->nargs == 4;
+      void *out = d[nd->nargs - 1];
+      int64_t rows = t0->shape[0], cols = w->shape[0];
+      int rc = gemm(ctx, dt, rows, cols, t0->shape[1], d[0], d[1], 1, out);
+      if (rc != WEFT_OK || !has_bias) return rc;
+      for (int64_t r = 0; r < rows; r++) {
+        if (dt == WEFT_F32) {
+          float *o = (float *)out + r * cols;
+          const float *bias = d[2];
+          for (int64_t c = 0; c < cols; c++) o[c] += bias[c];
+        } else {
+          double *o = (double *)out + r * cols;
+          const double *bias = d[2];
+          for (int64_t c = 0; c < cols; c++) o[c] += bias[c];
+        }
+      }
+      return WEFT_OK;
+    }
+    case WEFT__OP_ADD:
+    case WEFT__OP_SUB:
+    case WEFT__OP_MUL: {
+      int k = nd->kind;
+      if (dt == WEFT_F32) {
+        const float *a = d[0], *b = d[1];
+        float *c = d[2];
+        if (k == WEFT__OP_ADD)
+          ELEMENTWISE(float, n, c[i] = a[i] + b[i]);
+        else if (k == WEFT__OP_SUB)
+          ELEMENTWISE(float, n, c[i] = a[i] - b[i]);
+        else
+          ELEMENTWISE(float, n, c[i] = a[i] * b[i]);
+      } else {
+        const double *a = d[0], *b = d[1];
+        double *c = d[2];
+        if (k == WEFT__OP_ADD)
+          ELEMENTWISE(double, n, c[i] = a[i] + b[i]);
+        else if (k == WEFT__OP_SUB)
+          ELEMENTWISE(double, n, c[i] = a[i] - b[i]);
+        else
+          ELEMENTWISE(double, n, c[i] = a[i] * b[i]);
+      }
+      return WEFT_OK;
+    }
+    case WEFT__OP_SCALE:
+      if (dt == WEFT_F32) {
+        const float *a = d[0];
+        float *c = d[1], s = (float)nd->alpha;
+        ELEMENTWISE(float, n, c[i] = s * a[i]);
+      } else {
+        const double *a = d[0];
+        double *c = d[1], s = nd->alpha;
+        ELEMENTWISE(double, n, c[i] = s * a[i]);
+      }
+      return WEFT_OK;
+    case WEFT__OP_RELU:
+      if (dt == WEFT_F32) {
+        const float *a = d[0];
+        float *c = d[1];
+        ELEMENTWISE(float, n, c[i] = a[i] > 0.0f ? a[i] : 0.0f);
+      } else {
+        const double *a = d[0];
+        double *c = d[1];
+        ELEMENTWISE(double, n, c[i] = a[i] > 0.0 ? a[i] : 0.0);
+      }
+      return WEFT_OK;
+    case WEFT__OP_SUM:
+    case WEFT__OP_NORM:
+      store_scalar(d[1], dt, reduce(d[0], dt, n, nd->kind == WEFT__OP_NORM));
+      return WEFT_OK;
+    case WEFT__OP_COPY:
+      if (d[0] != d[1] && t0->bytes) memcpy(d[1], d[0], t0->bytes);
+      return WEFT_OK;
+    case WEFT__OP_FILL:
+      if (t0->bytes) weft__cpu_fill(d[0], dt, n, nd->fill);
+      return WEFT_OK;
+    case WEFT__OP_USER:
+      return nd->user_op->desc.cpu(ctx);
+    default:
+      return weft_ctx_fail(ctx, "unknown op kind %d", nd->kind);
+  }
+}

@@ -1,0 +1,232 @@
+/* dep_analysis.c — edges from access lists, explicit edges, temporaries, and the cycle check.
+ *
+ * One pass over the nodes in insertion order, keeping per tensor the last writer and the
+ * readers since that write:
+ *   read  t: RAW edge last_writer(t) -> n; n joins readers(t)
+ *   write t: WAR edges readers(t) -> n, or, with no reader since the last write, a WAW edge
+ *            last_writer(t) -> n (a writer that waits for the readers already waits for the
+ *            write they read); then last_writer(t) = n and readers(t) is emptied.
+ * A node that reads and writes t does both; edges from a node to itself are skipped and each
+ * (pred, succ) pair is kept once, with the hazard found first. Inferred edges always point
+ * forward in insertion order, so only explicit edges can close a cycle: the cycle check runs
+ * only when one points backward, and names the nodes of a cycle it finds.
+ *
+ * Cost: O(nodes + accesses + edges) time; scratch arrays of one word per tensor and node. */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+
+typedef struct reader {
+  uint32_t node, next;
+} reader;
+
+#define NONE UINT32_MAX
+
+typedef struct scratch {
+  uint32_t *last_writer; /* per tensor */
+  uint32_t *head;        /* per tensor: first reader since the last write */
+  uint32_t *stamp;       /* per node: the successor its last edge went to, for dedupe */
+  weft__vec readers;     /* reader */
+} scratch;
+
+static int add_edge(weft_graph *g, scratch *s, uint32_t from, uint32_t to, uint32_t tensor,
+                    int hazard) {
+  if (from == to || s->stamp[from] == to) return WEFT_OK;
+  s->stamp[from] = to;
+  weft__edge e = {from, to, tensor, (uint8_t)hazard};
+  return weft__vec_push(&g->edges, &e);
+}
+
+/* Finds a cycle among the nodes Kahn's algorithm could not order and writes its nodes into the
+ * error message. `left` marks them. */
+static int report_cycle(weft_graph *g, const uint8_t *left, const uint32_t *off,
+                        const uint32_t *succ) {
+  size_t n = g->nodes.len;
+  uint32_t *next = weft__malloc(n * sizeof *next);
+  uint32_t *seen = weft__calloc(n, sizeof *seen);
+  if (next == NULL || seen == NULL) {
+    weft__free(next);
+    weft__free(seen);
+    return weft__oom("the cycle report");
+  }
+  /* Every node left over has a successor left over (else it would have been ordered once its
+   * own predecessors were... by symmetry on the reversed graph); walk successors until a node
+   * repeats. */
+  uint32_t start = 0;
+  while (start < n && !left[start]) start++;
+  uint32_t v = start, step = 1;
+  while (!seen[v]) {
+    seen[v] = step++;
+    uint32_t w = NONE;
+    for (uint32_t k = off[v]; k < off[v + 1]; k++)
+      if (left[succ[k]]) {
+        w = succ[k];
+        break;
+      }
+    if (w == NONE) break; /* cannot happen for a true leftover set; stop safely */
+    next[v] = w;
+    v = w;
+  }
+  char msg[900];
+  int len = snprintf(msg, sizeof msg, "dependency cycle through nodes:");
+  uint32_t u = v;
+  int count = 0;
+  do {
+    weft_node *nd = WEFT__VEC_AT(&g->nodes, weft_node *, u);
+    char d[200];
+    if (len > 0 && (size_t)len < sizeof msg - 40)
+      len += snprintf(msg + len, sizeof msg - (size_t)len, "%s %s", count ? " ->" : "",
+                      weft_node_describe(nd, d, sizeof d));
+    count++;
+    u = next[u];
+  } while (u != v && count < 64);
+  if (len > 0 && (size_t)len < sizeof msg - 40)
+    snprintf(msg + len, sizeof msg - (size_t)len, " -> back to node %u (explicit edges close it)", v);
+  weft__free(next);
+  weft__free(seen);
+  return weft__err(WEFT_ECYCLE, "%s", msg);
+}
+
+static int check_cycles(weft_graph *g) {
+  size_t n = g->nodes.len, m = g->edges.len;
+  weft__edge *e = g->edges.data;
+  uint32_t *off = weft__calloc(n + 1, sizeof *off);
+  uint32_t *succ = weft__malloc((m ? m : 1) * sizeof *succ);
+  uint32_t *indeg = weft__calloc(n ? n : 1, sizeof *indeg);
+  uint32_t *queue = weft__malloc((n ? n : 1) * sizeof *queue);
+  uint8_t *left = weft__malloc(n ? n : 1);
+  int rc = WEFT_OK;
+  if (!off || !succ || !indeg || !queue || !left) {
+    rc = weft__oom("the cycle check");
+    goto done;
+  }
+  for (size_t i = 0; i < m; i++) {
+    off[e[i].from + 1]++;
+    indeg[e[i].to]++;
+  }
+  for (size_t i = 0; i < n; i++) off[i + 1] += off[i];
+  {
+    uint32_t *fill = queue; /* reuse as cursor array temporarily */
+    for (size_t i = 0; i < n; i++) fill[i] = off[i];
+    for (size_t i = 0; i < m; i++) succ[fill[e[i].from]++] = e[i].to;
+  }
+  size_t qh = 0, qt = 0;
+  for (size_t i = 0; i < n; i++) {
+    left[i] = 1;
+    if (indeg[i] == 0) queue[qt++] = (uint32_t)i;
+  }
+  while (qh < qt) {
+    uint32_t v = queue[qh++];
+    left[v] = 0;
+    for (uint32_t k = off[v]; k < off[v + 1]; k++)
+      if (--indeg[succ[k]] == 0) queue[qt++] = succ[k];
+  }
+  if (qt < n) rc = report_cycle(g, left, off, succ);
+done:
+  weft__free(off);
+  weft__free(succ);
+  weft__free(indeg);
+  weft__free(queue);
+  weft__free(left);
+  return rc;
+}
+
+int weft__graph_analyse(weft_graph *g) {
+  if (g->analysed_version == g->version) return WEFT_OK;
+  size_t nt = g->tensors.len, nn = g->nodes.len;
+  scratch s;
+  s.last_writer = weft__malloc((nt ? nt : 1) * sizeof(uint32_t));
+  s.head = weft__malloc((nt ? nt : 1) * sizeof(uint32_t));
+  s.stamp = weft__malloc((nn ? nn : 1) * sizeof(uint32_t));
+  weft__vec_init(&s.readers, sizeof(reader));
+  int rc = WEFT_OK;
+  if (!s.last_writer || !s.head || !s.stamp) {
+    rc = weft__oom("the dependency analysis");
+    goto done;
+  }
+  memset(s.last_writer, 0xff, nt * sizeof(uint32_t));
+  memset(s.head, 0xff, nt * sizeof(uint32_t));
+  memset(s.stamp, 0xff, nn * sizeof(uint32_t));
+  g->edges.len = 0;
+  if ((rc = weft__vec_reserve(&g->edges, nn + g->explicit_edges.len)) != WEFT_OK) goto done;
+
+  weft_node **nodes = g->nodes.data;
+  weft_tensor **tensors = g->tensors.data;
+  for (size_t i = 0; i < nt; i++) tensors[i]->flags &= (uint8_t)~WEFT__T_TEMP;
+  for (uint32_t id = 0; id < nn; id++) {
+    weft_node *n = nodes[id];
+    /* Reads first, then writes, so a read-write access orders after the previous writer and
+     * after the other readers. */
+    for (int a = 0; a < n->nargs; a++) {
+      if (!(n->args[a].mode & WEFT_READ)) continue;
+      uint32_t t = n->args[a].t->id;
+      if (s.last_writer[t] != NONE &&
+          (rc = add_edge(g, &s, s.last_writer[t], id, t, WEFT_HAZARD_RAW)) != WEFT_OK)
+        goto done;
+      reader r = {id, s.head[t]};
+      if ((rc = weft__vec_push(&s.readers, &r)) != WEFT_OK) goto done;
+      s.head[t] = (uint32_t)(s.readers.len - 1);
+    }
+    for (int a = 0; a < n->nargs; a++) {
+      if (!(n->args[a].mode & WEFT_WRITE)) continue;
+      uint32_t t = n->args[a].t->id;
+      int any_reader = 0;
+      for (uint32_t r = s.head[t]; r != NONE; r = WEFT__VEC_AT(&s.readers, reader, r).next) {
+        uint32_t from = WEFT__VEC_AT(&s.readers, reader, r).node;
+        if (from == id) continue;
+        any_reader = 1;
+        if ((rc = add_edge(g, &s, from, id, t, WEFT_HAZARD_WAR)) != WEFT_OK) goto done;
+      }
+      if (!any_reader && s.last_writer[t] != NONE &&
+          (rc = add_edge(g, &s, s.last_writer[t], id, t, WEFT_HAZARD_WAW)) != WEFT_OK)
+        goto done;
+      s.last_writer[t] = id;
+      s.head[t] = NONE;
+    }
+  }
+  /* A tensor an op created is a temporary when its final value is read by a later node (the
+   * readers since its last write are not empty) and the user did not keep it: its storage
+   * may be released after that last read. A final value nobody reads is a result. */
+  for (size_t t = 0; t < nt; t++)
+    if ((tensors[t]->flags & WEFT__T_AUTO) && !(tensors[t]->flags & WEFT__T_KEEP) && s.head[t] != NONE)
+      tensors[t]->flags |= WEFT__T_TEMP;
+  int backward = 0;
+  for (size_t i = 0; i < g->explicit_edges.len; i++) {
+    weft__edge e = WEFT__VEC_AT(&g->explicit_edges, weft__edge, i);
+    if (e.from >= nn || e.to >= nn) continue; /* node dropped by a failed call: cannot happen */
+    if ((rc = weft__vec_push(&g->edges, &e)) != WEFT_OK) goto done;
+    if (e.from > e.to) backward = 1;
+  }
+  if (backward && (rc = check_cycles(g)) != WEFT_OK) goto done;
+  g->analysed_version = g->version;
+done:
+  weft__free(s.last_writer);
+  weft__free(s.head);
+  weft__free(s.stamp);
+  weft__vec_fini(&s.readers);
+  if (rc != WEFT_OK) g->edges.len = 0;
+  return rc;
+}
+
+int weft_graph_analyse(weft_graph *g) {
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_graph_analyse: graph is NULL");
+  return weft__graph_analyse(g);
+}
+
+size_t weft_graph_edge_count(const weft_graph *g) {
+  return g->analysed_version == g->version ? g->edges.len : 0;
+}
+
+int weft_graph_edge(const weft_graph *g, size_t i, weft_edge *out) {
+  if (g->analysed_version != g->version)
+    return weft__err(WEFT_ESTATE, "weft_graph_edge: the graph changed since it was analysed");
+  if (i >= g->edges.len || out == NULL)
+    return weft__err(WEFT_EINVAL, "weft_graph_edge: index %zu out of range (%zu edges)", i, g->edges.len);
+  weft__edge e = WEFT__VEC_AT(&g->edges, weft__edge, i);
+  out->from = WEFT__VEC_AT(&g->nodes, weft_node *, e.from);
+  out->to = WEFT__VEC_AT(&g->nodes, weft_node *, e.to);
+  out->hazard = e.hazard;
+  out->tensor = e.tensor == NONE ? NULL : WEFT__VEC_AT(&g->tensors, weft_tensor *, e.tensor);
+  return WEFT_OK;
+}

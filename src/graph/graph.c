@@ -1,0 +1,344 @@
+/* graph.c — graphs, tensors and nodes: creation, naming and introspection.
+ *
+ * Owns: the graph's arena (tensors, nodes, access lists, names, parameters) and its vectors.
+ * Tensors and nodes never move once created, so their pointers are stable handles. Storage of
+ * tensor contents is not here: src/sched/storage.c materialises it on the tensor's device.
+ * Invariant: a node only refers to tensors created before it, and node ids are insertion
+ * order, which is the serial order that defines a graph's meaning. */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+
+weft_graph *weft__graph_new(weft_runtime *rt) {
+  weft_graph *g = weft__calloc(1, sizeof *g);
+  if (g == NULL) {
+    weft__oom("a graph");
+    return NULL;
+  }
+  g->rt = rt;
+  weft__arena_init(&g->arena, 64 * 1024);
+  weft__arena_init(&g->storage_arena, 64 * 1024);
+  weft__vec_init(&g->tensors, sizeof(weft_tensor *));
+  weft__vec_init(&g->nodes, sizeof(weft_node *));
+  weft__vec_init(&g->explicit_edges, sizeof(weft__edge));
+  weft__vec_init(&g->edges, sizeof(weft__edge));
+  g->version = 1;
+  atomic_init(&g->busy, 0);
+  return g;
+}
+
+void weft__graph_free(weft_graph *g) {
+  weft__vec_fini(&g->tensors);
+  weft__vec_fini(&g->nodes);
+  weft__vec_fini(&g->explicit_edges);
+  weft__vec_fini(&g->edges);
+  weft__arena_fini(&g->arena);
+  weft__arena_fini(&g->storage_arena);
+  weft__free(g);
+}
+
+int weft__graph_check_idle(weft_graph *g, const char *what) {
+  if (atomic_load_explicit(&g->busy, memory_order_acquire))
+    return weft__err(WEFT_EBUSY, "%s: a run of this graph is in flight; wait for it first", what);
+  return WEFT_OK;
+}
+
+weft_runtime *weft_graph_runtime(const weft_graph *g) { return g->rt; }
+void weft_graph_set_strict(weft_graph *g, int strict) { g->strict = strict != 0; }
+
+/* ---- devices and dtypes ---------------------------------------------------------------- */
+
+weft_device weft_cpu(void) { return (weft_device){WEFT_DEVICE_CPU, 0}; }
+weft_device weft_cuda(int index) { return (weft_device){WEFT_DEVICE_CUDA, index}; }
+
+int weft_device_equal(weft_device a, weft_device b) {
+  return a.kind == b.kind && a.index == b.index;
+}
+
+char *weft_device_str(weft_device d, char *buf, size_t size) {
+  if (size == 0) return buf;
+  if (d.kind == WEFT_DEVICE_CPU)
+    snprintf(buf, size, "cpu");
+  else if (d.kind == WEFT_DEVICE_CUDA)
+    snprintf(buf, size, "cuda:%d", d.index);
+  else
+    snprintf(buf, size, "device(%d,%d)", d.kind, d.index);
+  return buf;
+}
+
+int weft_device_parse(const char *text, weft_device *out) {
+  if (text == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_device_parse: NULL argument");
+  if (strcmp(text, "cpu") == 0) {
+    *out = weft_cpu();
+    return WEFT_OK;
+  }
+  const char *rest = NULL;
+  if (strncmp(text, "cuda", 4) == 0)
+    rest = text + 4;
+  else if (strncmp(text, "gpu", 3) == 0)
+    rest = text + 3;
+  if (rest != NULL) {
+    if (*rest == '\0') {
+      *out = weft_cuda(0);
+      return WEFT_OK;
+    }
+    if (*rest == ':' && rest[1] >= '0' && rest[1] <= '9') {
+      long v = 0;
+      const char *p = rest + 1;
+      while (*p >= '0' && *p <= '9' && v < 100000) v = v * 10 + (*p++ - '0');
+      if (*p == '\0' && v < 100000) {
+        *out = weft_cuda((int)v);
+        return WEFT_OK;
+      }
+    }
+  }
+  return weft__err(WEFT_EINVAL, "'%s' is not a device: expected cpu, cuda, cuda:N or gpu:N", text);
+}
+
+size_t weft_dtype_size(weft_dtype dt) {
+  switch (dt) {
+    case WEFT_F32:
+      return 4;
+    case WEFT_F64:
+      return 8;
+  }
+  return 0;
+}
+
+const char *weft_dtype_name(weft_dtype dt) {
+  switch (dt) {
+    case WEFT_F32:
+      return "f32";
+    case WEFT_F64:
+      return "f64";
+  }
+  return "?";
+}
+
+/* ---- initialisers ------------------------------------------------------------------------ */
+
+weft_init weft_zeros(void) { return (weft_init){WEFT_INIT_ZEROS, 0, 0, 0}; }
+weft_init weft_ones(void) { return (weft_init){WEFT_INIT_ONES, 1, 0, 0}; }
+weft_init weft_full(double value) { return (weft_init){WEFT_INIT_FULL, value, 0, 0}; }
+weft_init weft_uniform(double lo, double hi, uint64_t seed) {
+  return (weft_init){WEFT_INIT_UNIFORM, lo, hi, seed};
+}
+weft_init weft_normal(double mean, double std, uint64_t seed) {
+  return (weft_init){WEFT_INIT_NORMAL, mean, std, seed};
+}
+
+/* ---- tensors ----------------------------------------------------------------------------- */
+
+static int check_init(weft_init init) {
+  if (init.kind < WEFT_INIT_ZEROS || init.kind > WEFT_INIT_NORMAL)
+    return weft__err(WEFT_EINVAL, "unknown initialiser kind %d", init.kind);
+  if (init.kind == WEFT_INIT_UNIFORM && !(init.a <= init.b))
+    return weft__err(WEFT_EINVAL, "uniform(%g, %g): the low bound is above the high bound",
+                     init.a, init.b);
+  if (init.kind == WEFT_INIT_NORMAL && !(init.b >= 0))
+    return weft__err(WEFT_EINVAL, "normal(%g, %g): the standard deviation is negative", init.a,
+                     init.b);
+  return WEFT_OK;
+}
+
+/* Shared by weft_tensor_create and ops that create their result. */
+int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const int64_t *shape,
+                     weft_device device, weft_init init, unsigned flags, weft_tensor **out) {
+  char dev[32];
+  if (dtype != WEFT_F32 && dtype != WEFT_F64)
+    return weft__err(WEFT_EDTYPE, "tensor '%s': unknown dtype %d (expected WEFT_F32 or WEFT_F64)",
+                     name ? name : "?", dtype);
+  if (ndim < 0 || ndim > WEFT_MAX_DIMS)
+    return weft__err(WEFT_ESHAPE, "tensor '%s': %d dimensions (at most %d)", name ? name : "?",
+                     ndim, WEFT_MAX_DIMS);
+  if (ndim > 0 && shape == NULL)
+    return weft__err(WEFT_EINVAL, "tensor '%s': shape is NULL", name ? name : "?");
+  int64_t numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0)
+      return weft__err(WEFT_ESHAPE, "tensor '%s': dimension %d is negative (%lld)",
+                       name ? name : "?", i, (long long)shape[i]);
+    if (shape[i] > 0 && numel > INT64_MAX / 16 / shape[i])
+      return weft__err(WEFT_ESHAPE, "tensor '%s': too many elements", name ? name : "?");
+    numel *= shape[i];
+  }
+  if (!weft_device_exists(g->rt, device))
+    return weft__err(WEFT_EDEVICE, "tensor '%s': the runtime has no device %s",
+                     name ? name : "?", weft_device_str(device, dev, sizeof dev));
+  int rc = check_init(init);
+  if (rc != WEFT_OK) return rc;
+  if (g->tensors.len >= UINT32_MAX - 1)
+    return weft__err(WEFT_ELIMIT, "graph has too many tensors");
+  if ((rc = weft__vec_reserve(&g->tensors, 1)) != WEFT_OK) return rc;
+  weft_tensor *t = weft__arena_alloc(&g->arena, sizeof *t, 8);
+  if (t == NULL) return WEFT_ENOMEM;
+  memset(t, 0, sizeof *t);
+  if (name != NULL && (t->name = weft__arena_strdup(&g->arena, name)) == NULL) return WEFT_ENOMEM;
+  t->graph = g;
+  t->id = (uint32_t)g->tensors.len;
+  t->dtype = (uint8_t)dtype;
+  t->ndim = (uint8_t)ndim;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  t->numel = numel;
+  t->bytes = (size_t)numel * weft_dtype_size(dtype);
+  t->device = device;
+  t->init = init;
+  t->flags = (uint8_t)flags;
+  weft__vec_push(&g->tensors, &t); /* cannot fail: reserved */
+  g->version++;
+  *out = t;
+  return WEFT_OK;
+}
+
+int weft_tensor_create(weft_graph *g, const char *name, weft_dtype dt, int ndim,
+                       const int64_t *shape, weft_device device, weft_init init,
+                       weft_tensor **out) {
+  if (g == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_create: NULL argument");
+  int rc = weft__graph_check_idle(g, "weft_tensor_create");
+  if (rc != WEFT_OK) return rc;
+  return weft__tensor_new(g, name, dt, ndim, shape, device, init, 0, out);
+}
+
+void weft_tensor_keep(weft_tensor *t) {
+  if (t != NULL && !(t->flags & WEFT__T_KEEP)) {
+    t->flags |= WEFT__T_KEEP;
+    t->graph->version++;
+  }
+}
+
+int weft_tensor_is_kept(const weft_tensor *t) {
+  if (!(t->flags & WEFT__T_AUTO) || (t->flags & WEFT__T_KEEP)) return 1;
+  weft_graph *g = t->graph;
+  if (g->analysed_version != g->version && weft__graph_analyse(g) != WEFT_OK) return 1;
+  return !(t->flags & WEFT__T_TEMP);
+}
+
+weft_dtype weft_tensor_dtype(const weft_tensor *t) { return (weft_dtype)t->dtype; }
+int weft_tensor_ndim(const weft_tensor *t) { return t->ndim; }
+int64_t weft_tensor_dim(const weft_tensor *t, int i) {
+  return (i >= 0 && i < t->ndim) ? t->shape[i] : 0;
+}
+int64_t weft_tensor_numel(const weft_tensor *t) { return t->numel; }
+size_t weft_tensor_bytes(const weft_tensor *t) { return t->bytes; }
+weft_device weft_tensor_device(const weft_tensor *t) { return t->device; }
+size_t weft_tensor_id(const weft_tensor *t) { return t->id; }
+weft_graph *weft_tensor_graph(const weft_tensor *t) { return t->graph; }
+weft_init weft_tensor_init(const weft_tensor *t) { return t->init; }
+
+const char *weft__tensor_name(const weft_tensor *t) {
+  if (t->name != NULL) return t->name;
+  weft_tensor *m = (weft_tensor *)t;
+  if (m->autoname[0] == '\0') snprintf(m->autoname, sizeof m->autoname, "t%u", t->id);
+  return m->autoname;
+}
+
+const char *weft_tensor_name(const weft_tensor *t) { return weft__tensor_name(t); }
+
+int weft_tensor_set_name(weft_tensor *t, const char *name) {
+  if (t == NULL || name == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_set_name: NULL argument");
+  char *n = weft__arena_strdup(&t->graph->arena, name);
+  if (n == NULL) return WEFT_ENOMEM;
+  t->name = n;
+  return WEFT_OK;
+}
+
+/* ---- nodes and introspection --------------------------------------------------------------- */
+
+weft_node *weft_graph_last_node(const weft_graph *g) {
+  return g->nodes.len ? WEFT__VEC_AT(&g->nodes, weft_node *, g->nodes.len - 1) : NULL;
+}
+size_t weft_graph_node_count(const weft_graph *g) { return g->nodes.len; }
+weft_node *weft_graph_node(const weft_graph *g, size_t i) {
+  return i < g->nodes.len ? WEFT__VEC_AT(&g->nodes, weft_node *, i) : NULL;
+}
+size_t weft_graph_tensor_count(const weft_graph *g) { return g->tensors.len; }
+weft_tensor *weft_graph_tensor(const weft_graph *g, size_t i) {
+  return i < g->tensors.len ? WEFT__VEC_AT(&g->tensors, weft_tensor *, i) : NULL;
+}
+
+weft_tensor *weft_graph_find_tensor(const weft_graph *g, const char *name) {
+  if (name == NULL) return NULL;
+  for (size_t i = 0; i < g->tensors.len; i++) {
+    weft_tensor *t = WEFT__VEC_AT(&g->tensors, weft_tensor *, i);
+    if (strcmp(weft__tensor_name(t), name) == 0) return t;
+  }
+  return NULL;
+}
+
+int weft_graph_add_edge(weft_graph *g, weft_node *before, weft_node *after) {
+  if (g == NULL || before == NULL || after == NULL)
+    return weft__err(WEFT_EINVAL, "weft_graph_add_edge: NULL argument");
+  if (before->graph != g || after->graph != g)
+    return weft__err(WEFT_EINVAL, "weft_graph_add_edge: node %u or node %u belongs to another graph",
+                     before->id, after->id);
+  if (before == after)
+    return weft__err(WEFT_ECYCLE, "weft_graph_add_edge: an edge from node %u to itself is a cycle",
+                     before->id);
+  int rc = weft__graph_check_idle(g, "weft_graph_add_edge");
+  if (rc != WEFT_OK) return rc;
+  weft__edge e = {before->id, after->id, UINT32_MAX, WEFT_HAZARD_EXPLICIT};
+  if ((rc = weft__vec_push(&g->explicit_edges, &e)) != WEFT_OK) return rc;
+  g->version++;
+  return WEFT_OK;
+}
+
+size_t weft_node_id(const weft_node *n) { return n->id; }
+const char *weft_node_op_name(const weft_node *n) {
+  return n->kind == WEFT__OP_USER ? n->user_op->name : weft__op_kind_name(n->kind);
+}
+const weft_op *weft_node_user_op(const weft_node *n) { return n->user_op; }
+weft_device weft_node_device(const weft_node *n) { return n->device; }
+int weft_node_nargs(const weft_node *n) { return n->nargs; }
+weft_tensor *weft_node_arg(const weft_node *n, int i, weft_access *mode) {
+  if (i < 0 || i >= n->nargs) return NULL;
+  if (mode != NULL) *mode = (weft_access)n->args[i].mode;
+  return n->args[i].t;
+}
+double weft_node_alpha(const weft_node *n) { return n->alpha; }
+weft_init weft_node_fill_init(const weft_node *n) { return n->fill; }
+const void *weft_node_params(const weft_node *n, size_t *size) {
+  if (size != NULL) *size = n->params_size;
+  return n->params;
+}
+int weft_node_is_inserted(const weft_node *n) { return (n->flags & WEFT__N_INSERTED) != 0; }
+const char *weft_node_name(const weft_node *n) { return n->name ? n->name : ""; }
+const char *weft_node_origin(const weft_node *n) { return n->origin ? n->origin : ""; }
+
+int weft_node_set_name(weft_node *n, const char *name) {
+  if (n == NULL || name == NULL) return weft__err(WEFT_EINVAL, "weft_node_set_name: NULL argument");
+  char *s = weft__arena_strdup(&n->graph->arena, name);
+  if (s == NULL) return WEFT_ENOMEM;
+  n->name = s;
+  return WEFT_OK;
+}
+
+int weft_node_set_origin(weft_node *n, const char *origin) {
+  if (n == NULL || origin == NULL) return weft__err(WEFT_EINVAL, "weft_node_set_origin: NULL argument");
+  char *s = weft__arena_strdup(&n->graph->arena, origin);
+  if (s == NULL) return WEFT_ENOMEM;
+  n->origin = s;
+  return WEFT_OK;
+}
+
+char *weft_node_describe(const weft_node *n, char *buf, size_t size) {
+  char dev[32];
+  const char *result = "";
+  for (int i = n->nargs - 1; i >= 0; i--)
+    if (n->args[i].mode & WEFT_WRITE) {
+      result = weft__tensor_name(n->args[i].t);
+      break;
+    }
+  int len = snprintf(buf, size, "node %u '%s'", n->id, weft_node_op_name(n));
+  if (len < 0 || (size_t)len >= size) return buf;
+  if (n->name != NULL)
+    len += snprintf(buf + len, size - (size_t)len, " \"%s\"", n->name);
+  else if (*result)
+    len += snprintf(buf + len, size - (size_t)len, " (%s)", result);
+  if (len < 0 || (size_t)len >= size) return buf;
+  len += snprintf(buf + len, size - (size_t)len, " on %s",
+                  weft_device_str(n->device, dev, sizeof dev));
+  if (n->origin != NULL && len >= 0 && (size_t)len < size)
+    snprintf(buf + len, size - (size_t)len, " at %s", n->origin);
+  return buf;
+}

@@ -1,0 +1,147 @@
+/* graph.h — the internal layout of graphs, tensors and nodes, shared by src/graph (which
+ * builds and analyses them) and src/sched (which plans and runs them).
+ *
+ * A graph is a program: `nodes` in insertion order, each with an access list over `tensors`.
+ * Everything the graph owns comes from its arena and is freed with it. Analysis turns the
+ * access lists into `edges` (RAW, WAR, WAW and explicit) and marks temporaries; it is redone
+ * when `version` moved since `analysed_version`. Nothing here knows about threads or devices
+ * beyond the device value each tensor and node carries. */
+#ifndef WEFT_GRAPH_H
+#define WEFT_GRAPH_H
+
+#include <stdatomic.h>
+
+#include "util/util.h"
+
+typedef enum weft__op_kind {
+  WEFT__OP_MM = 0,
+  WEFT__OP_ADD,
+  WEFT__OP_SUB,
+  WEFT__OP_MUL,
+  WEFT__OP_SCALE,
+  WEFT__OP_RELU,
+  WEFT__OP_SUM,
+  WEFT__OP_NORM,
+  WEFT__OP_LINEAR,
+  WEFT__OP_COPY,
+  WEFT__OP_FILL,
+  WEFT__OP_USER,
+  WEFT__OP_COUNT
+} weft__op_kind;
+
+/* "mm", "add", ... for built-in kinds. */
+const char *weft__op_kind_name(int kind);
+/* The built-in kind called `name`, or -1. */
+int weft__op_kind_find(const char *name);
+
+/* A registered user op (owned by the runtime). */
+struct weft_op {
+  weft_op_desc desc;
+  char *name;
+};
+
+enum {
+  WEFT__T_AUTO = 1u << 0,     /* created by an op with *out == NULL */
+  WEFT__T_KEEP = 1u << 1,     /* weft_tensor_keep was called */
+  WEFT__T_TEMP = 1u << 2,     /* analysis: auto, not kept, read by a later node */
+  WEFT__T_INSERTED = 1u << 3, /* the destination of an inserted copy */
+  WEFT__T_PINNED = 1u << 4,   /* a CPU tensor a GPU copies to or from: pinned storage */
+};
+
+/* How a tensor's storage was obtained (weft_tensor.storage_kind), for the matching free. */
+enum {
+  WEFT__S_NONE = 0,   /* no storage yet */
+  WEFT__S_EMPTY,      /* zero bytes: nothing to allocate */
+  WEFT__S_SMALL,      /* host, from the graph's storage arena */
+  WEFT__S_HEAP,       /* host, aligned heap block */
+  WEFT__S_PINNED,     /* host, pinned by a GPU backend */
+  WEFT__S_DEVICE,     /* device memory, owned by the tensor's backend */
+};
+
+struct weft_tensor {
+  weft_graph *graph;
+  uint32_t id;
+  uint8_t dtype, ndim, flags;
+  int64_t shape[WEFT_MAX_DIMS];
+  int64_t numel;
+  size_t bytes;
+  weft_device device;
+  weft_init init;
+  const char *name; /* NULL: the name is "t<id>", written into autoname on demand */
+  char autoname[16];
+  /* Storage, owned by the scheduler (src/sched/storage.c): NULL until materialised. */
+  void *data;
+  uint8_t storage_kind; /* how `data` was allocated, for the matching free */
+  uint8_t initialised;  /* the creation initialiser has been applied */
+  /* Copy cache for automatic copies: the copy of this tensor on `copy_dev`, valid until a
+   * later node writes this tensor. */
+  weft_tensor *copy_cache;
+  weft_device copy_dev;
+};
+
+typedef struct weft__arg {
+  weft_tensor *t;
+  uint8_t mode; /* weft_access */
+} weft__arg;
+
+enum { WEFT__N_INSERTED = 1u << 0 };
+
+struct weft_node {
+  weft_graph *graph;
+  uint32_t id;
+  uint8_t kind; /* weft__op_kind */
+  uint8_t nargs;
+  uint8_t flags;
+  weft_device device; /* where it runs */
+  const weft_op *user_op;
+  weft__arg *args;
+  double alpha;     /* scale */
+  weft_init fill;   /* fill */
+  void *params;     /* user op parameters (arena) */
+  size_t params_size;
+  const char *name;
+  const char *origin;
+};
+
+typedef struct weft__edge {
+  uint32_t from, to;
+  uint32_t tensor; /* UINT32_MAX for explicit edges */
+  uint8_t hazard;  /* weft_hazard */
+} weft__edge;
+
+struct weft__plan;
+
+struct weft_graph {
+  weft_runtime *rt;
+  weft__arena arena;
+  weft__arena storage_arena; /* small host tensors' contents */
+  weft__vec tensors;  /* weft_tensor * */
+  weft__vec nodes;    /* weft_node * */
+  weft__vec explicit_edges; /* weft__edge */
+  weft__vec edges;    /* weft__edge: the analysis result */
+  int strict;
+  uint64_t version, analysed_version;
+  /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
+  struct weft__plan *plan;
+  atomic_int busy;
+  size_t materialised; /* tensors [0, materialised) have storage */
+};
+
+weft_graph *weft__graph_new(weft_runtime *rt);
+/* Frees everything the graph module owns (not tensor storage: that is the scheduler's). */
+void weft__graph_free(weft_graph *g);
+
+/* Creates a tensor (shared by weft_tensor_create and ops that make their result). */
+int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const int64_t *shape,
+                     weft_device device, weft_init init, unsigned flags, weft_tensor **out);
+
+/* Runs the analysis if the graph changed. */
+int weft__graph_analyse(weft_graph *g);
+
+/* Returns the tensor's display name. */
+const char *weft__tensor_name(const weft_tensor *t);
+
+/* Fails with WEFT_EBUSY (message set) if a run of g is in flight. */
+int weft__graph_check_idle(weft_graph *g, const char *what);
+
+#endif

@@ -1,0 +1,412 @@
+/* ops.c — the built-in ops and user-op calls: argument checks, shape rules, automatic copies,
+ * and the one function that appends a node.
+ *
+ * Every op call is all-or-nothing: it either appends its node (and any inserted copies and
+ * result tensor) or returns an error and leaves the graph as it was. Errors name the node the
+ * call would have added, the op, and what is wrong with which argument. */
+#include <stdio.h>
+#include <string.h>
+
+#include "graph/graph.h"
+
+
+static const char *const kind_names[WEFT__OP_COUNT] = {
+    "mm", "add", "sub", "mul", "scale", "relu", "sum", "norm", "linear", "copy", "fill", "user"};
+
+const char *weft__op_kind_name(int kind) {
+  return (kind >= 0 && kind < WEFT__OP_COUNT) ? kind_names[kind] : "?";
+}
+
+int weft__op_kind_find(const char *name) {
+  for (int k = 0; k < WEFT__OP_USER; k++)
+    if (strcmp(kind_names[k], name) == 0) return k;
+  return -1;
+}
+
+static char *shape_str(const weft_tensor *t, char *buf, size_t size) {
+  int len = snprintf(buf, size, "[");
+  for (int i = 0; i < t->ndim && len > 0 && (size_t)len < size; i++)
+    len += snprintf(buf + len, size - (size_t)len, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+  if (len > 0 && (size_t)len < size) snprintf(buf + len, size - (size_t)len, "]");
+  return buf;
+}
+
+/* Context of one op call: what to undo if it fails half-way. */
+typedef struct call {
+  weft_graph *g;
+  int kind;
+  const char *opname;
+  size_t nodes0, tensors0;
+  uint32_t id; /* the id of the node this call adds */
+} call;
+
+static void call_begin(call *c, weft_graph *g, int kind, const char *opname) {
+  c->g = g;
+  c->kind = kind;
+  c->opname = opname;
+  c->nodes0 = g->nodes.len;
+  c->tensors0 = g->tensors.len;
+  c->id = (uint32_t)g->nodes.len;
+}
+
+static int call_fail(call *c, int rc) {
+  /* Drop what this call appended; the arena keeps the bytes until the graph dies. */
+  weft_tensor **ts = c->g->tensors.data;
+  for (size_t i = 0; i < c->tensors0; i++)
+    if (ts[i]->copy_cache != NULL && ts[i]->copy_cache->id >= c->tensors0) ts[i]->copy_cache = NULL;
+  c->g->nodes.len = c->nodes0;
+  c->g->tensors.len = c->tensors0;
+  c->g->version++;
+  return rc;
+}
+
+static int append_node(weft_graph *g, int kind, const weft_op *uop, const weft__arg *args,
+                       int nargs, weft_device dev, unsigned flags, weft_node **out) {
+  int rc = weft__vec_reserve(&g->nodes, 1);
+  if (rc != WEFT_OK) return rc;
+  if (g->nodes.len >= UINT32_MAX - 1) return weft__err(WEFT_ELIMIT, "graph has too many nodes");
+  weft_node *n = weft__arena_alloc(&g->arena, sizeof *n + (size_t)nargs * sizeof(weft__arg), 8);
+  if (n == NULL) return WEFT_ENOMEM;
+  memset(n, 0, sizeof *n);
+  n->graph = g;
+  n->id = (uint32_t)g->nodes.len;
+  n->kind = (uint8_t)kind;
+  n->nargs = (uint8_t)nargs;
+  n->flags = (uint8_t)flags;
+  n->device = dev;
+  n->user_op = uop;
+  n->args = (weft__arg *)(n + 1);
+  memcpy(n->args, args, (size_t)nargs * sizeof(weft__arg));
+  weft__vec_push(&g->nodes, &n); /* reserved */
+  g->version++;
+  *out = n;
+  return WEFT_OK;
+}
+
+/* Commits a node's writes to the copy caches: a written tensor's cached copy is stale. */
+static void invalidate_copies(weft_node *n) {
+  for (int i = 0; i < n->nargs; i++)
+    if (n->args[i].mode & WEFT_WRITE) n->args[i].t->copy_cache = NULL;
+}
+
+/* Makes `*t` available on `dev` for reading: the tensor itself, a cached copy, or a new copy
+ * node. In strict mode a tensor on another device is an error. */
+static int localise(call *c, weft_tensor **t, weft_device dev, const char *argname) {
+  char d1[32], d2[32];
+  weft_tensor *src = *t;
+  if (weft_device_equal(src->device, dev)) return WEFT_OK;
+  if (c->g->strict)
+    return weft__err(WEFT_EDEVICE,
+                     "node %u '%s': argument %s (%s) lives on %s but the node runs on %s; "
+                     "copy it there first (strict device mode)",
+                     c->id, c->opname, argname, weft__tensor_name(src),
+                     weft_device_str(src->device, d1, sizeof d1),
+                     weft_device_str(dev, d2, sizeof d2));
+  if (src->copy_cache != NULL && weft_device_equal(src->copy_dev, dev)) {
+    *t = src->copy_cache;
+    return WEFT_OK;
+  }
+  char name[160];
+  snprintf(name, sizeof name, "%s@%s", weft__tensor_name(src), weft_device_str(dev, d1, sizeof d1));
+  weft_tensor *dst;
+  int rc = weft__tensor_new(c->g, name, src->dtype, src->ndim, src->shape, dev, weft_zeros(),
+                            WEFT__T_AUTO | WEFT__T_INSERTED, &dst);
+  if (rc != WEFT_OK) return rc;
+  weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
+  weft_device run_on = src->device.kind != WEFT_DEVICE_CPU ? src->device : dev;
+  weft_node *n;
+  if ((rc = append_node(c->g, WEFT__OP_COPY, NULL, args, 2, run_on, WEFT__N_INSERTED, &n)) != WEFT_OK)
+    return rc;
+  src->copy_cache = dst;
+  src->copy_dev = dev;
+  c->id = (uint32_t)c->g->nodes.len;
+  *t = dst;
+  return WEFT_OK;
+}
+
+static int check_tensor(call *c, const weft_tensor *t, const char *argname) {
+  if (t == NULL)
+    return weft__err(WEFT_EINVAL, "node %u '%s': argument %s is NULL", c->id, c->opname, argname);
+  if (t->graph != c->g)
+    return weft__err(WEFT_EINVAL, "node %u '%s': argument %s (%s) belongs to another graph", c->id,
+                     c->opname, argname, weft__tensor_name(t));
+  return WEFT_OK;
+}
+
+static int check_same_dtype(call *c, const weft_tensor *a, const weft_tensor *b, const char *an,
+                            const char *bn) {
+  if (a->dtype != b->dtype)
+    return weft__err(WEFT_EDTYPE, "node %u '%s': %s (%s) is %s but %s (%s) is %s", c->id, c->opname,
+                     an, weft__tensor_name(a), weft_dtype_name(a->dtype), bn, weft__tensor_name(b),
+                     weft_dtype_name(b->dtype));
+  return WEFT_OK;
+}
+
+/* Checks a given result tensor against the inferred shape and dtype. */
+static int check_out(call *c, const weft_tensor *out, int dtype, int ndim, const int64_t *shape) {
+  char s1[96], s2[96];
+  int rc = check_tensor(c, out, "out");
+  if (rc != WEFT_OK) return rc;
+  if (out->dtype != dtype)
+    return weft__err(WEFT_EDTYPE, "node %u '%s': result %s is %s but the op produces %s", c->id,
+                     c->opname, weft__tensor_name(out), weft_dtype_name(out->dtype),
+                     weft_dtype_name(dtype));
+  int same = out->ndim == ndim;
+  for (int i = 0; same && i < ndim; i++) same = out->shape[i] == shape[i];
+  if (!same) {
+    weft_tensor tmp = {0};
+    tmp.ndim = (uint8_t)ndim;
+    for (int i = 0; i < ndim; i++) tmp.shape[i] = shape[i];
+    return weft__err(WEFT_ESHAPE, "node %u '%s': result %s has shape %s but the op produces %s",
+                     c->id, c->opname, weft__tensor_name(out), shape_str(out, s1, sizeof s1),
+                     shape_str(&tmp, s2, sizeof s2));
+  }
+  return WEFT_OK;
+}
+
+/* The common tail of every built-in op with a result: localise the inputs, create or check
+ * the result, append the node. `ins` are modified in place to their localised tensors. */
+static int finish_op(call *c, weft_tensor **ins, const char *const *names, int nin, int dtype,
+                     int ndim, const int64_t *shape, weft_tensor **out, double alpha) {
+  int rc;
+  if (out == NULL)
+    return weft__err(WEFT_EINVAL, "node %u '%s': the out pointer is NULL", c->id, c->opname);
+  weft_device dev = *out != NULL ? (*out)->device : ins[0]->device;
+  if (*out != NULL && (rc = check_out(c, *out, dtype, ndim, shape)) != WEFT_OK) return rc;
+  if ((rc = weft__graph_check_idle(c->g, c->opname)) != WEFT_OK) return rc;
+  for (int i = 0; i < nin; i++)
+    if ((rc = localise(c, &ins[i], dev, names[i])) != WEFT_OK) return call_fail(c, rc);
+  weft_tensor *res = *out;
+  if (res == NULL &&
+      (rc = weft__tensor_new(c->g, NULL, dtype, ndim, shape, dev, weft_zeros(), WEFT__T_AUTO, &res)) !=
+          WEFT_OK)
+    return call_fail(c, rc);
+  weft__arg args[4];
+  for (int i = 0; i < nin; i++) args[i] = (weft__arg){ins[i], WEFT_READ};
+  args[nin] = (weft__arg){res, WEFT_WRITE};
+  weft_node *n;
+  if ((rc = append_node(c->g, c->kind, NULL, args, nin + 1, dev, 0, &n)) != WEFT_OK)
+    return call_fail(c, rc);
+  n->alpha = alpha;
+  invalidate_copies(n);
+  *out = res;
+  return WEFT_OK;
+}
+
+int weft_mm(weft_graph *g, weft_tensor *a, weft_tensor *b, weft_tensor **out) {
+  char s1[96], s2[96];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_mm: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_MM, "mm");
+  int rc;
+  if ((rc = check_tensor(&c, a, "a")) || (rc = check_tensor(&c, b, "b"))) return rc;
+  if (a->ndim != 2 || b->ndim != 2)
+    return weft__err(WEFT_ESHAPE, "node %u 'mm': operands must be 2-D matrices, got a (%s) %s and b (%s) %s",
+                     c.id, weft__tensor_name(a), shape_str(a, s1, sizeof s1), weft__tensor_name(b),
+                     shape_str(b, s2, sizeof s2));
+  if (a->shape[1] != b->shape[0])
+    return weft__err(WEFT_ESHAPE,
+                     "node %u 'mm': inner dimensions differ: a (%s) is %s, b (%s) is %s",
+                     c.id, weft__tensor_name(a), shape_str(a, s1, sizeof s1), weft__tensor_name(b),
+                     shape_str(b, s2, sizeof s2));
+  if ((rc = check_same_dtype(&c, a, b, "a", "b"))) return rc;
+  int64_t shape[2] = {a->shape[0], b->shape[1]};
+  weft_tensor *ins[2] = {a, b};
+  static const char *const names[2] = {"a", "b"};
+  return finish_op(&c, ins, names, 2, a->dtype, 2, shape, out, 0);
+}
+
+static int binary(weft_graph *g, int kind, weft_tensor *a, weft_tensor *b, weft_tensor **out) {
+  char s1[96], s2[96];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_%s: graph is NULL", weft__op_kind_name(kind));
+  call c;
+  call_begin(&c, g, kind, weft__op_kind_name(kind));
+  int rc;
+  if ((rc = check_tensor(&c, a, "a")) || (rc = check_tensor(&c, b, "b"))) return rc;
+  int same = a->ndim == b->ndim;
+  for (int i = 0; same && i < a->ndim; i++) same = a->shape[i] == b->shape[i];
+  if (!same)
+    return weft__err(WEFT_ESHAPE, "node %u '%s': shapes differ: a (%s) is %s, b (%s) is %s", c.id,
+                     c.opname, weft__tensor_name(a), shape_str(a, s1, sizeof s1),
+                     weft__tensor_name(b), shape_str(b, s2, sizeof s2));
+  if ((rc = check_same_dtype(&c, a, b, "a", "b"))) return rc;
+  weft_tensor *ins[2] = {a, b};
+  static const char *const names[2] = {"a", "b"};
+  return finish_op(&c, ins, names, 2, a->dtype, a->ndim, a->shape, out, 0);
+}
+
+int weft_add(weft_graph *g, weft_tensor *a, weft_tensor *b, weft_tensor **out) {
+  return binary(g, WEFT__OP_ADD, a, b, out);
+}
+int weft_sub(weft_graph *g, weft_tensor *a, weft_tensor *b, weft_tensor **out) {
+  return binary(g, WEFT__OP_SUB, a, b, out);
+}
+int weft_mul(weft_graph *g, weft_tensor *a, weft_tensor *b, weft_tensor **out) {
+  return binary(g, WEFT__OP_MUL, a, b, out);
+}
+
+static int unary(weft_graph *g, int kind, weft_tensor *x, double alpha, int reduce,
+                 weft_tensor **out) {
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_%s: graph is NULL", weft__op_kind_name(kind));
+  call c;
+  call_begin(&c, g, kind, weft__op_kind_name(kind));
+  int rc;
+  if ((rc = check_tensor(&c, x, "x"))) return rc;
+  weft_tensor *ins[1] = {x};
+  static const char *const names[1] = {"x"};
+  if (reduce) return finish_op(&c, ins, names, 1, x->dtype, 0, NULL, out, alpha);
+  return finish_op(&c, ins, names, 1, x->dtype, x->ndim, x->shape, out, alpha);
+}
+
+int weft_scale(weft_graph *g, weft_tensor *x, double alpha, weft_tensor **out) {
+  return unary(g, WEFT__OP_SCALE, x, alpha, 0, out);
+}
+int weft_relu(weft_graph *g, weft_tensor *x, weft_tensor **out) {
+  return unary(g, WEFT__OP_RELU, x, 0, 0, out);
+}
+int weft_sum(weft_graph *g, weft_tensor *x, weft_tensor **out) {
+  return unary(g, WEFT__OP_SUM, x, 0, 1, out);
+}
+int weft_norm(weft_graph *g, weft_tensor *x, weft_tensor **out) {
+  return unary(g, WEFT__OP_NORM, x, 0, 1, out);
+}
+
+int weft_linear(weft_graph *g, weft_tensor *x, weft_tensor *w, weft_tensor *b, weft_tensor **out) {
+  char s1[96], s2[96];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_linear: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_LINEAR, "linear");
+  int rc;
+  if ((rc = check_tensor(&c, x, "x")) || (rc = check_tensor(&c, w, "w"))) return rc;
+  if (b != NULL && (rc = check_tensor(&c, b, "b"))) return rc;
+  if (x->ndim != 2 || w->ndim != 2)
+    return weft__err(WEFT_ESHAPE, "node %u 'linear': x (%s) %s and w (%s) %s must be 2-D", c.id,
+                     weft__tensor_name(x), shape_str(x, s1, sizeof s1), weft__tensor_name(w),
+                     shape_str(w, s2, sizeof s2));
+  if (x->shape[1] != w->shape[1])
+    return weft__err(WEFT_ESHAPE,
+                     "node %u 'linear': x (%s) is %s but w (%s) is %s; w must be [out, %lld]", c.id,
+                     weft__tensor_name(x), shape_str(x, s1, sizeof s1), weft__tensor_name(w),
+                     shape_str(w, s2, sizeof s2), (long long)x->shape[1]);
+  if ((rc = check_same_dtype(&c, x, w, "x", "w"))) return rc;
+  if (b != NULL) {
+    if (b->ndim != 1 || b->shape[0] != w->shape[0])
+      return weft__err(WEFT_ESHAPE, "node %u 'linear': bias (%s) is %s but must be [%lld]", c.id,
+                       weft__tensor_name(b), shape_str(b, s1, sizeof s1), (long long)w->shape[0]);
+    if ((rc = check_same_dtype(&c, x, b, "x", "b"))) return rc;
+  }
+  int64_t shape[2] = {x->shape[0], w->shape[0]};
+  weft_tensor *ins[3] = {x, w, b};
+  static const char *const names[3] = {"x", "w", "b"};
+  return finish_op(&c, ins, names, b != NULL ? 3 : 2, x->dtype, 2, shape, out, 0);
+}
+
+int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor **out) {
+  char d1[32];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_copy: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_COPY, "copy");
+  int rc;
+  if ((rc = check_tensor(&c, src, "src"))) return rc;
+  if (out == NULL) return weft__err(WEFT_EINVAL, "node %u 'copy': the out pointer is NULL", c.id);
+  if (*out != NULL) {
+    if ((rc = check_out(&c, *out, src->dtype, src->ndim, src->shape))) return rc;
+    device = (*out)->device;
+  } else if (!weft_device_exists(g->rt, device)) {
+    return weft__err(WEFT_EDEVICE, "node %u 'copy': the runtime has no device %s", c.id,
+                     weft_device_str(device, d1, sizeof d1));
+  }
+  if ((rc = weft__graph_check_idle(g, "copy")) != WEFT_OK) return rc;
+  weft_tensor *dst = *out;
+  if (dst == NULL && (rc = weft__tensor_new(g, NULL, src->dtype, src->ndim, src->shape, device,
+                                            weft_zeros(), WEFT__T_AUTO, &dst)) != WEFT_OK)
+    return rc;
+  weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
+  weft_device run_on = src->device.kind != WEFT_DEVICE_CPU ? src->device : device;
+  weft_node *n;
+  if ((rc = append_node(g, WEFT__OP_COPY, NULL, args, 2, run_on, 0, &n)) != WEFT_OK)
+    return call_fail(&c, rc);
+  invalidate_copies(n);
+  *out = dst;
+  return WEFT_OK;
+}
+
+int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_fill: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_FILL, "fill");
+  int rc;
+  if ((rc = check_tensor(&c, t, "t"))) return rc;
+  if (init.kind < WEFT_INIT_ZEROS || init.kind > WEFT_INIT_NORMAL ||
+      (init.kind == WEFT_INIT_UNIFORM && !(init.a <= init.b)) ||
+      (init.kind == WEFT_INIT_NORMAL && !(init.b >= 0)))
+    return weft__err(WEFT_EINVAL, "node %u 'fill': invalid initialiser (kind %d, %g, %g)", c.id,
+                     init.kind, init.a, init.b);
+  if ((rc = weft__graph_check_idle(g, "fill")) != WEFT_OK) return rc;
+  weft__arg arg = {t, WEFT_WRITE};
+  weft_node *n;
+  if ((rc = append_node(g, WEFT__OP_FILL, NULL, &arg, 1, t->device, 0, &n)) != WEFT_OK) return rc;
+  n->fill = init;
+  invalidate_copies(n);
+  return WEFT_OK;
+}
+
+int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int nargs,
+              const void *params, size_t params_size) {
+  char d1[32], d2[32], argname[16];
+  if (g == NULL || op == NULL) return weft__err(WEFT_EINVAL, "weft_call: graph or op is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_USER, op->name);
+  if (nargs != op->desc.nargs)
+    return weft__err(WEFT_EINVAL, "node %u '%s': the op takes %d arguments, got %d", c.id, op->name,
+                     op->desc.nargs, nargs);
+  if (nargs > 0 && args == NULL)
+    return weft__err(WEFT_EINVAL, "node %u '%s': args is NULL", c.id, op->name);
+  if (params_size > 0 && params == NULL)
+    return weft__err(WEFT_EINVAL, "node %u '%s': params is NULL with size %zu", c.id, op->name,
+                     params_size);
+  int rc;
+  weft_device dev = weft_cpu();
+  int have_dev = 0;
+  for (int i = 0; i < nargs; i++) {
+    snprintf(argname, sizeof argname, "%d", i);
+    if ((rc = check_tensor(&c, args[i], argname))) return rc;
+    if ((op->desc.access[i] & WEFT_WRITE) && !have_dev) {
+      dev = args[i]->device;
+      have_dev = 1;
+    }
+  }
+  if (!have_dev && nargs > 0) dev = args[0]->device;
+  for (int i = 0; i < nargs; i++)
+    if ((op->desc.access[i] & WEFT_WRITE) && !weft_device_equal(args[i]->device, dev))
+      return weft__err(WEFT_EDEVICE,
+                       "node %u '%s': written argument %d (%s) lives on %s but the node runs on %s",
+                       c.id, op->name, i, weft__tensor_name(args[i]),
+                       weft_device_str(args[i]->device, d1, sizeof d1),
+                       weft_device_str(dev, d2, sizeof d2));
+  if ((dev.kind == WEFT_DEVICE_CPU && op->desc.cpu == NULL) ||
+      (dev.kind == WEFT_DEVICE_CUDA && op->desc.cuda == NULL))
+    return weft__err(WEFT_EDEVICE, "node %u '%s': the op has no kernel for %s", c.id, op->name,
+                     weft_device_str(dev, d1, sizeof d1));
+  if ((rc = weft__graph_check_idle(g, op->name)) != WEFT_OK) return rc;
+  weft__arg local[WEFT_MAX_ARGS];
+  for (int i = 0; i < nargs; i++) {
+    weft_tensor *t = args[i];
+    snprintf(argname, sizeof argname, "%d", i);
+    if (op->desc.access[i] == WEFT_READ && (rc = localise(&c, &t, dev, argname)) != WEFT_OK)
+      return call_fail(&c, rc);
+    local[i] = (weft__arg){t, (uint8_t)op->desc.access[i]};
+  }
+  void *p = NULL;
+  if (params_size > 0) {
+    if ((p = weft__arena_alloc(&g->arena, params_size, 16)) == NULL) return call_fail(&c, WEFT_ENOMEM);
+    memcpy(p, params, params_size);
+  }
+  weft_node *n;
+  if ((rc = append_node(g, WEFT__OP_USER, op, local, nargs, dev, 0, &n)) != WEFT_OK)
+    return call_fail(&c, rc);
+  n->params = p;
+  n->params_size = params_size;
+  invalidate_copies(n);
+  return WEFT_OK;
+}

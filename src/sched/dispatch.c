@@ -1,0 +1,326 @@
+/* dispatch.c — runs: launch, the execution of ready nodes, completion, wait/poll/cancel.
+ *
+ * Protocol. At launch every node's `pending` counter is set to its number of predecessors,
+ * and the roots are handed to the pool. A worker that runs node x then *releases* x's
+ * outgoing edges: each successor's counter is decremented, and a successor that reaches zero
+ * is ready. The worker keeps the first ready successor and runs it next on the same thread
+ * (no queue, no wake-up: a chain runs as a loop), and queues the others where idle workers
+ * can steal them. The acq_rel decrement orders x's writes before the successor's reads.
+ *
+ * Asynchronous backends (CUDA): launch returns WEFT__PENDING once the work is enqueued. Edges
+ * to successors on the same asynchronous backend are released right then ("early": the
+ * device orders them through streams and events, so the host never waits for the GPU before
+ * enqueuing a GPU successor); the other edges are released when the backend reports
+ * completion through weft__sched_complete, from whatever thread observed it.
+ *
+ * Failures. A node that fails records the run's first error (status, node, message) and
+ * poisons its successors; a poisoned node is skipped and poisons its own successors, so only
+ * what depends on the failure is cancelled and every independent node still runs.
+ * weft_run_cancel skips every node not yet started.
+ *
+ * Completion counting is batched per worker: a worker counts the nodes it finished for the
+ * current run and subtracts them from run->remaining when it switches runs or runs out of
+ * work (weft__dispatch_flush), so a 100 000-node chain costs one shared atomic, not 100 000.
+ * The subtraction that reaches zero finishes the run. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sched/sched.h"
+
+
+static _Thread_local struct {
+  weft_run *run;
+  uint32_t count;
+} tls;
+
+enum { SKIPPED = 2 }; /* internal: the node did not run (poisoned or cancelled) */
+
+static void finish_run(weft_run *r);
+
+static void count_done(weft_run *r, uint32_t k) {
+  if (atomic_fetch_sub_explicit(&r->remaining, k, memory_order_acq_rel) == k) finish_run(r);
+}
+
+void weft__dispatch_flush(void) {
+  if (tls.count != 0) {
+    uint32_t k = tls.count;
+    tls.count = 0;
+    count_done(tls.run, k);
+  }
+  tls.run = NULL;
+}
+
+static void record_failure(weft_run *r, weft__xnode *x, int status, const char *msg) {
+  int expected = WEFT_OK;
+  if (!atomic_compare_exchange_strong_explicit(&r->status, &expected, status,
+                                               memory_order_acq_rel, memory_order_relaxed))
+    return; /* not the first */
+  char desc[300];
+  weft_node_describe(x->node, desc, sizeof desc);
+  weft__mutex_lock(&r->lock);
+  r->failed_node = x->id;
+  snprintf(r->error, sizeof r->error, "%s: %s%s%s", desc, weft_strerror(status),
+           msg && *msg ? ": " : "", msg ? msg : "");
+  weft__mutex_unlock(&r->lock);
+}
+
+/* Releases x's outgoing edges of the given kind (early or late). The first successor to
+ * become ready is returned in *next when next is not NULL; others are queued. */
+static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int early, int poisoned,
+                    weft__xnode **next) {
+  for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
+    if (pl->succ_early[k] != early) continue;
+    uint32_t s = pl->succ[k];
+    if (poisoned) atomic_store_explicit(&pl->poison[s], 1, memory_order_relaxed);
+    if (atomic_fetch_sub_explicit(&pl->pending[s], 1, memory_order_acq_rel) == 1) {
+      weft__xnode *xs = &pl->x[s];
+      if (next != NULL && *next == NULL)
+        *next = xs;
+      else if (next != NULL)
+        weft__pool_push(pool, xs);
+      else
+        weft__pool_inject(pool, xs);
+    }
+  }
+}
+
+static int run_node(weft__xnode *x, weft_run *r, char *err, size_t err_size) {
+  weft_node *n = x->node;
+  weft_kernel_ctx ctx;
+  ctx.node = n;
+  ctx.graph = n->graph;
+  ctx.run = r;
+  ctx.index = x->id;
+  ctx.device = n->device;
+  ctx.backend = x->backend;
+  ctx.stream = NULL;
+  ctx.blas = NULL;
+  for (int i = 0; i < n->nargs; i++) ctx.data[i] = n->args[i].t->data;
+  err[0] = '\0';
+  ctx.err = err;
+  ctx.err_size = err_size;
+  return x->backend->vt->launch(x->backend, &ctx);
+}
+
+void weft__dispatch_chain(weft__pool *pool, weft__xnode *x) {
+  char err[512];
+  while (x != NULL) {
+    weft__plan *pl = x->plan;
+    weft_run *r = pl->run;
+    if (tls.run != r) {
+      weft__dispatch_flush();
+      tls.run = r;
+    }
+    int st;
+    if (atomic_load_explicit(&pl->poison[x->id], memory_order_relaxed) ||
+        atomic_load_explicit(&r->cancel, memory_order_relaxed))
+      st = SKIPPED;
+    else
+      st = run_node(x, r, err, sizeof err);
+    weft__xnode *next = NULL;
+    if (st == WEFT__PENDING) {
+      /* Completion (and the late edges) come through weft__sched_complete. */
+      release(pool, pl, x, 1, 0, &next);
+    } else {
+      if (st != WEFT_OK && st != SKIPPED) record_failure(r, x, st, err);
+      int poisoned = st != WEFT_OK;
+      release(pool, pl, x, 1, poisoned, &next);
+      release(pool, pl, x, 0, poisoned, &next);
+      tls.count++;
+    }
+    x = next;
+  }
+}
+
+void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *message) {
+  weft__plan *pl = r->plan;
+  weft__xnode *x = &pl->x[index];
+  if (status != WEFT_OK) {
+    record_failure(r, x, status, message);
+    /* Early edges were released at issue; their nodes are on the device already. */
+  }
+  release(r->graph->rt->pool, pl, x, 0, status != WEFT_OK, NULL);
+  count_done(r, 1);
+}
+
+uint32_t weft__run_claim_roots(weft_run *r, weft__xnode **out, uint32_t max) {
+  weft__plan *pl = r->plan;
+  uint32_t begin = atomic_fetch_add_explicit(&r->root_next, max, memory_order_relaxed);
+  if (begin >= pl->nroots) return 0;
+  uint32_t end = begin + max > pl->nroots ? pl->nroots : begin + max;
+  for (uint32_t i = begin; i < end; i++) out[i - begin] = &pl->x[pl->roots[i]];
+  return end - begin;
+}
+
+int weft__run_has_roots(weft_run *r) {
+  return atomic_load_explicit(&r->root_next, memory_order_relaxed) < r->plan->nroots;
+}
+
+static void finish_run(weft_run *r) {
+  weft_graph *g = r->graph;
+  weft__plan *pl = r->plan;
+  weft_runtime *rt = g->rt;
+  for (int b = 0; b < rt->nbackends; b++)
+    if (rt->backends[b].vt->run_end != NULL) rt->backends[b].vt->run_end(&rt->backends[b], pl);
+  int st = atomic_load_explicit(&r->status, memory_order_acquire);
+  if (st == WEFT_OK && atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
+    st = WEFT_ECANCELED;
+    atomic_store_explicit(&r->status, st, memory_order_release);
+    weft__mutex_lock(&r->lock);
+    snprintf(r->error, sizeof r->error, "the run was cancelled");
+    weft__mutex_unlock(&r->lock);
+  }
+  r->t_end = weft__now_ns();
+  pl->run = NULL;
+  atomic_store_explicit(&g->busy, 0, memory_order_release);
+  if (r->cb != NULL) r->cb(r, st, r->cb_arg);
+  weft__mutex_lock(&r->lock);
+  atomic_store_explicit(&r->done, 1, memory_order_release);
+  weft__cond_broadcast(&r->cond);
+  weft__mutex_unlock(&r->lock);
+}
+
+static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
+  if (g == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_launch: NULL argument");
+  int expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&g->busy, &expected, 1, memory_order_acq_rel,
+                                               memory_order_relaxed))
+    return weft__err(WEFT_EBUSY, "weft_graph_launch: a run of this graph is already in flight");
+  int rc;
+  weft_run *r = NULL;
+  if ((rc = weft__plan_build(g)) != WEFT_OK) goto fail;
+  if ((rc = weft__storage_materialise(g)) != WEFT_OK) goto fail;
+  r = weft__calloc(1, sizeof *r);
+  if (r == NULL) {
+    rc = weft__oom("a run");
+    goto fail;
+  }
+  if ((rc = weft__mutex_init(&r->lock)) != WEFT_OK) goto fail;
+  if ((rc = weft__cond_init(&r->cond)) != WEFT_OK) {
+    weft__mutex_destroy(&r->lock);
+    goto fail;
+  }
+  weft__plan *pl = g->plan;
+  weft_runtime *rt = g->rt;
+  for (int b = 0; b < rt->nbackends; b++) {
+    if (rt->backends[b].vt->run_begin != NULL &&
+        (rc = rt->backends[b].vt->run_begin(&rt->backends[b], pl)) != WEFT_OK) {
+      for (int k = 0; k < b; k++)
+        if (rt->backends[k].vt->run_end != NULL) rt->backends[k].vt->run_end(&rt->backends[k], pl);
+      weft__cond_destroy(&r->cond);
+      weft__mutex_destroy(&r->lock);
+      goto fail;
+    }
+  }
+  r->graph = g;
+  r->plan = pl;
+  r->cb = cb;
+  r->cb_arg = arg;
+  r->failed_node = UINT32_MAX;
+  atomic_init(&r->remaining, pl->n);
+  atomic_init(&r->root_next, 0);
+  atomic_init(&r->cancel, 0);
+  atomic_init(&r->status, WEFT_OK);
+  atomic_init(&r->done, 0);
+  for (uint32_t i = 0; i < pl->n; i++) {
+    atomic_store_explicit(&pl->pending[i], pl->x[i].indeg, memory_order_relaxed);
+    atomic_store_explicit(&pl->poison[i], 0, memory_order_relaxed);
+  }
+  pl->run = r;
+  r->t_launch = weft__now_ns();
+  *out = r;
+  if (pl->n == 0)
+    finish_run(r);
+  else
+    weft__pool_submit_roots(rt->pool, r); /* the pool's lock publishes the run */
+  return WEFT_OK;
+fail:
+  weft__free(r);
+  atomic_store_explicit(&g->busy, 0, memory_order_release);
+  return rc;
+}
+
+int weft_graph_launch(weft_graph *g, weft_run **out) { return launch(g, NULL, NULL, out); }
+
+int weft_graph_launch_cb(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
+  return launch(g, cb, arg, out);
+}
+
+int weft_run_wait(weft_run *r) {
+  if (r == NULL) return weft__err(WEFT_EINVAL, "weft_run_wait: run is NULL");
+  weft__mutex_lock(&r->lock);
+  while (!atomic_load_explicit(&r->done, memory_order_acquire)) weft__cond_wait(&r->cond, &r->lock);
+  weft__mutex_unlock(&r->lock);
+  int st = atomic_load_explicit(&r->status, memory_order_acquire);
+  if (st != WEFT_OK) weft__set_last_error(r->error);
+  return st;
+}
+
+int weft_run_poll(weft_run *r) {
+  if (r == NULL) return weft__err(WEFT_EINVAL, "weft_run_poll: run is NULL");
+  if (!atomic_load_explicit(&r->done, memory_order_acquire)) return WEFT_EAGAIN;
+  return weft_run_wait(r);
+}
+
+void weft_run_cancel(weft_run *r) {
+  if (r != NULL) atomic_store_explicit(&r->cancel, 1, memory_order_relaxed);
+}
+
+const char *weft_run_error(const weft_run *r) {
+  return (r != NULL && atomic_load_explicit(&r->done, memory_order_acquire)) ? r->error : "";
+}
+
+weft_node *weft_run_failed_node(const weft_run *r) {
+  if (r == NULL || !atomic_load_explicit(&r->done, memory_order_acquire) ||
+      r->failed_node == UINT32_MAX)
+    return NULL;
+  return weft_graph_node(r->graph, r->failed_node);
+}
+
+weft_graph *weft_run_graph(const weft_run *r) { return r->graph; }
+
+void weft_run_destroy(weft_run *r) {
+  if (r == NULL) return;
+  int rc = weft_run_wait(r); /* the status is the caller's to have read already */
+  (void)rc;
+  weft__cond_destroy(&r->cond);
+  weft__mutex_destroy(&r->lock);
+  weft__free(r);
+}
+
+int weft_graph_run(weft_graph *g) {
+  weft_run *r;
+  int rc = weft_graph_launch(g, &r);
+  if (rc != WEFT_OK) return rc;
+  rc = weft_run_wait(r);
+  weft_run_destroy(r);
+  return rc;
+}
+
+/* ---- kernel context -------------------------------------------------------------------- */
+
+void *weft_ctx_data(const weft_kernel_ctx *ctx, int i) {
+  return (i >= 0 && i < ctx->node->nargs) ? ctx->data[i] : NULL;
+}
+const weft_tensor *weft_ctx_tensor(const weft_kernel_ctx *ctx, int i) {
+  return (i >= 0 && i < ctx->node->nargs) ? ctx->node->args[i].t : NULL;
+}
+int weft_ctx_nargs(const weft_kernel_ctx *ctx) { return ctx->node->nargs; }
+const void *weft_ctx_params(const weft_kernel_ctx *ctx, size_t *size) {
+  if (size != NULL) *size = ctx->node->params_size;
+  return ctx->node->params;
+}
+void *weft_ctx_user(const weft_kernel_ctx *ctx) {
+  return ctx->node->user_op != NULL ? ctx->node->user_op->desc.user : NULL;
+}
+weft_device weft_ctx_device(const weft_kernel_ctx *ctx) { return ctx->device; }
+
+int weft_ctx_fail(weft_kernel_ctx *ctx, const char *fmt, ...) {
+  if (ctx->err != NULL && ctx->err_size > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, ctx->err_size, fmt, ap);
+    va_end(ap);
+  }
+  return WEFT_EKERNEL;
+}

@@ -1,0 +1,99 @@
+/* plan.c — turns an analysed graph into what the dispatcher runs: per node its backend, its
+ * successor and predecessor lists (CSR), its number of predecessors, the roots, and for each
+ * edge whether it is released at issue ("early": both ends on the same asynchronous backend)
+ * or at completion. Backends then attach their own per-node state (streams, events, memory).
+ *
+ * A plan is rebuilt only when the graph's version moved; re-running an unchanged graph reuses
+ * it, including the per-run counters, which launch resets in one pass. */
+#include <string.h>
+
+#include "sched/sched.h"
+
+static void plan_free_arrays(weft__plan *p) {
+  weft__free(p->x);
+  weft__free(p->succ);
+  weft__free(p->succ_early);
+  weft__free(p->pred);
+  weft__free(p->roots);
+  weft__free(p->pending);
+  weft__free(p->poison);
+}
+
+void weft__plan_free(weft_runtime *rt, weft__plan *p) {
+  if (p == NULL) return;
+  for (int b = 0; b < rt->nbackends; b++)
+    if (rt->backends[b].vt->plan_free != NULL) rt->backends[b].vt->plan_free(&rt->backends[b], p);
+  plan_free_arrays(p);
+  weft__free(p);
+}
+
+int weft__plan_build(weft_graph *g) {
+  if (g->plan != NULL && g->plan->version == g->version) return WEFT_OK;
+  int rc = weft__graph_analyse(g);
+  if (rc != WEFT_OK) return rc;
+  weft_runtime *rt = g->rt;
+  uint32_t n = (uint32_t)g->nodes.len;
+  size_t m = g->edges.len;
+  weft__plan *p = weft__calloc(1, sizeof *p);
+  if (p == NULL) return weft__oom("a plan");
+  p->graph = g;
+  p->n = n;
+  size_t nn = n ? n : 1, mm = m ? m : 1;
+  p->x = weft__calloc(nn, sizeof *p->x);
+  p->succ = weft__malloc(mm * sizeof *p->succ);
+  p->succ_early = weft__malloc(mm);
+  p->pred = weft__malloc(mm * sizeof *p->pred);
+  p->roots = weft__malloc(nn * sizeof *p->roots);
+  p->pending = weft__malloc(nn * sizeof *p->pending);
+  p->poison = weft__malloc(nn * sizeof *p->poison);
+  if (!p->x || !p->succ || !p->succ_early || !p->pred || !p->roots || !p->pending || !p->poison) {
+    plan_free_arrays(p);
+    weft__free(p);
+    return weft__oom("a plan");
+  }
+  weft_node **nodes = g->nodes.data;
+  weft__edge *e = g->edges.data;
+  /* Counts, then prefix sums; x[i].succ_end and pred_end serve as fill cursors. */
+  for (size_t k = 0; k < m; k++) {
+    p->x[e[k].from].succ_end++;
+    p->x[e[k].to].pred_end++;
+  }
+  uint32_t so = 0, po = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    weft__xnode *x = &p->x[i];
+    x->node = nodes[i];
+    x->plan = p;
+    x->id = i;
+    x->backend = weft__backend_for(rt, nodes[i]->device);
+    x->indeg = x->pred_end;
+    uint32_t sc = x->succ_end, pc = x->pred_end;
+    x->succ_begin = x->succ_end = so;
+    x->pred_begin = x->pred_end = po;
+    so += sc;
+    po += pc;
+  }
+  for (size_t k = 0; k < m; k++) {
+    weft__xnode *from = &p->x[e[k].from], *to = &p->x[e[k].to];
+    uint32_t s = from->succ_end++;
+    p->succ[s] = e[k].to;
+    p->succ_early[s] = from->backend == to->backend &&
+                       (from->backend->vt->flags & WEFT__BACKEND_ASYNC) != 0;
+    p->pred[to->pred_end++] = e[k].from;
+  }
+  for (uint32_t i = 0; i < n; i++)
+    if (p->x[i].indeg == 0) p->roots[p->nroots++] = i;
+  for (int b = 0; b < rt->nbackends; b++) {
+    if (rt->backends[b].vt->plan != NULL &&
+        (rc = rt->backends[b].vt->plan(&rt->backends[b], p)) != WEFT_OK) {
+      for (int k = 0; k < b; k++)
+        if (rt->backends[k].vt->plan_free != NULL) rt->backends[k].vt->plan_free(&rt->backends[k], p);
+      plan_free_arrays(p);
+      weft__free(p);
+      return rc;
+    }
+  }
+  weft__plan_free(rt, g->plan);
+  p->version = g->version;
+  g->plan = p;
+  return WEFT_OK;
+}

@@ -1,0 +1,270 @@
+/* pool.c — the CPU worker pool: one work-stealing deque per worker, an injection list for
+ * work arriving from other threads, the list of runs whose roots are not yet claimed, and a
+ * notifier so idle workers sleep without losing a wake-up.
+ *
+ * Finding work, in order: the worker's own deque (newest first, for locality), the injection
+ * list, a chunk of some run's roots (claimed by one atomic add, so a graph with 200 000
+ * independent nodes is not queued node by node), then stealing from the other workers.
+ *
+ * Sleeping (Taskflow's notifier, an eventcount):
+ *   waiter:   waiters++ (seq_cst)  ->  look for work again  ->  found: waiters--, run it
+ *                                                          ->  none: sleep until epoch moves
+ *   notifier: publish work  ->  seq_cst fence  ->  if waiters > 0: epoch++ and signal (locked)
+ * The waiter's increment and the notifier's load of `waiters` are ordered by seq_cst, so
+ * either the waiter's second look sees the work or the notifier sees the waiter; the epoch is
+ * compared under the sleep lock, so a signal between the look and the sleep is not lost.
+ * Before sleeping a worker spins briefly, which keeps it awake through the short gaps of
+ * fine-grained graphs and saves the futex round trip.
+ *
+ * Lock order: inject_lock and sleep_lock are leaves and never held together. */
+#include "sched/sched.h"
+
+#include <stdlib.h>
+
+typedef struct weft__worker {
+  weft__wsq q;
+  struct weft__pool *pool;
+  weft__thread thread;
+  int index;
+  uint32_t rng;
+  int started;
+} weft__worker;
+
+struct weft__pool {
+  weft_runtime *rt;
+  int n;  /* workers running */
+  int nq; /* workers allocated (each owns a deque) */
+  weft__worker *w;
+  weft__mutex inject_lock;
+  weft__xnode *inject_head, *inject_tail;
+  atomic_int inject_count;
+  weft_run *roots_head;
+  atomic_int roots_count;
+  _Alignas(64) atomic_uint_fast64_t epoch;
+  atomic_int waiters;
+  weft__mutex sleep_lock;
+  weft__cond sleep_cond;
+  atomic_int stop;
+};
+
+static _Thread_local weft__worker *self;
+
+enum { SPIN_ROUNDS = 64, ROOT_CHUNK_MAX = 64 };
+
+int weft__pool_size(const weft__pool *p) { return p->n; }
+
+static void notify(weft__pool *p, int all) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&p->waiters, memory_order_relaxed) == 0) return;
+  weft__mutex_lock(&p->sleep_lock);
+  atomic_fetch_add_explicit(&p->epoch, 1, memory_order_relaxed);
+  weft__mutex_unlock(&p->sleep_lock);
+  if (all)
+    weft__cond_broadcast(&p->sleep_cond);
+  else
+    weft__cond_signal(&p->sleep_cond);
+}
+
+void weft__pool_inject(weft__pool *p, weft__xnode *x) {
+  x->next_ready = NULL;
+  weft__mutex_lock(&p->inject_lock);
+  if (p->inject_tail != NULL)
+    p->inject_tail->next_ready = x;
+  else
+    p->inject_head = x;
+  p->inject_tail = x;
+  atomic_fetch_add_explicit(&p->inject_count, 1, memory_order_relaxed);
+  weft__mutex_unlock(&p->inject_lock);
+  notify(p, 0);
+}
+
+/* Queues a ready node: on the calling worker's deque, or the injection list from elsewhere
+ * (or when the deque cannot grow). */
+void weft__pool_push(weft__pool *p, weft__xnode *x) {
+  weft__worker *w = self;
+  if (w != NULL && w->pool == p && weft__wsq_push(&w->q, x) == WEFT_OK) {
+    notify(p, 0);
+    return;
+  }
+  weft__pool_inject(p, x);
+}
+
+void weft__pool_submit_roots(weft__pool *p, weft_run *run) {
+  weft__mutex_lock(&p->inject_lock);
+  run->next_rootrun = p->roots_head;
+  p->roots_head = run;
+  atomic_fetch_add_explicit(&p->roots_count, 1, memory_order_relaxed);
+  weft__mutex_unlock(&p->inject_lock);
+  notify(p, 1);
+}
+
+static weft__xnode *pop_inject(weft__pool *p) {
+  if (atomic_load_explicit(&p->inject_count, memory_order_relaxed) == 0) return NULL;
+  weft__mutex_lock(&p->inject_lock);
+  weft__xnode *x = p->inject_head;
+  if (x != NULL) {
+    p->inject_head = x->next_ready;
+    if (p->inject_head == NULL) p->inject_tail = NULL;
+    atomic_fetch_sub_explicit(&p->inject_count, 1, memory_order_relaxed);
+  }
+  weft__mutex_unlock(&p->inject_lock);
+  return x;
+}
+
+/* Claims a chunk of roots from the first run that has some; keeps one to run now and queues
+ * the rest on the worker's own deque, where idle workers can steal them. */
+static weft__xnode *claim_roots(weft__pool *p, weft__worker *w) {
+  if (atomic_load_explicit(&p->roots_count, memory_order_relaxed) == 0) return NULL;
+  weft__xnode *chunk[ROOT_CHUNK_MAX];
+  uint32_t got = 0;
+  weft__mutex_lock(&p->inject_lock);
+  while (p->roots_head != NULL && got == 0) {
+    weft_run *r = p->roots_head;
+    uint32_t nroots = r->plan->nroots;
+    uint32_t want = nroots / (uint32_t)(p->n * 8);
+    want = want < 1 ? 1 : want > ROOT_CHUNK_MAX ? ROOT_CHUNK_MAX : want;
+    got = weft__run_claim_roots(r, chunk, want);
+    if (!weft__run_has_roots(r)) {
+      p->roots_head = r->next_rootrun;
+      atomic_fetch_sub_explicit(&p->roots_count, 1, memory_order_relaxed);
+    }
+  }
+  weft__mutex_unlock(&p->inject_lock);
+  if (got == 0) return NULL;
+  for (uint32_t i = got - 1; i >= 1; i--)
+    if (weft__wsq_push(&w->q, chunk[i]) != WEFT_OK) weft__pool_inject(p, chunk[i]);
+  if (got > 1) notify(p, 0);
+  return chunk[0];
+}
+
+static weft__xnode *steal(weft__pool *p, weft__worker *w) {
+  if (p->n < 2) return NULL;
+  for (int round = 0; round < 2; round++) {
+    w->rng = w->rng * 1664525u + 1013904223u;
+    int start = (int)(w->rng >> 8) % p->n;
+    for (int k = 0; k < p->n; k++) {
+      int v = (start + k) % p->n;
+      if (v == w->index) continue;
+      void *x = weft__wsq_steal(&p->w[v].q);
+      if (x != WEFT__WSQ_EMPTY && x != WEFT__WSQ_ABORT) return x;
+    }
+  }
+  return NULL;
+}
+
+static weft__xnode *find_work(weft__pool *p, weft__worker *w) {
+  void *x = weft__wsq_take(&w->q);
+  if (x != WEFT__WSQ_EMPTY) return x;
+  if ((x = pop_inject(p)) != NULL) return x;
+  if ((x = claim_roots(p, w)) != NULL) return x;
+  return steal(p, w);
+}
+
+static void *worker_main(void *arg) {
+  weft__worker *w = arg;
+  weft__pool *p = w->pool;
+  self = w;
+  for (;;) {
+    weft__xnode *x = find_work(p, w);
+    if (x == NULL) {
+      weft__dispatch_flush();
+      for (int i = 0; i < SPIN_ROUNDS && x == NULL; i++) {
+        for (int k = 0; k < 32; k++) weft__cpu_relax();
+        x = find_work(p, w);
+      }
+    }
+    if (x == NULL) {
+      atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
+      uint_fast64_t key = atomic_load_explicit(&p->epoch, memory_order_seq_cst);
+      x = find_work(p, w);
+      if (x == NULL) {
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) {
+          atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
+          break;
+        }
+        weft__mutex_lock(&p->sleep_lock);
+        while (atomic_load_explicit(&p->epoch, memory_order_relaxed) == key)
+          weft__cond_wait(&p->sleep_cond, &p->sleep_lock);
+        weft__mutex_unlock(&p->sleep_lock);
+        atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
+        continue;
+      }
+      atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
+    }
+    weft__dispatch_chain(p, x);
+  }
+  weft__dispatch_flush();
+  self = NULL;
+  return NULL;
+}
+
+int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
+  int rc;
+  weft__pool *p = weft__calloc(1, sizeof *p);
+  if (p == NULL) return weft__oom("the worker pool");
+  p->rt = rt;
+  p->n = nworkers;
+  atomic_init(&p->inject_count, 0);
+  atomic_init(&p->roots_count, 0);
+  atomic_init(&p->epoch, 0);
+  atomic_init(&p->waiters, 0);
+  atomic_init(&p->stop, 0);
+  int have_inject = 0, have_sleep = 0, have_cond = 0;
+  if ((rc = weft__mutex_init(&p->inject_lock)) != WEFT_OK) goto fail;
+  have_inject = 1;
+  if ((rc = weft__mutex_init(&p->sleep_lock)) != WEFT_OK) goto fail;
+  have_sleep = 1;
+  if ((rc = weft__cond_init(&p->sleep_cond)) != WEFT_OK) goto fail;
+  have_cond = 1;
+  p->w = weft__calloc((size_t)nworkers, sizeof *p->w);
+  if (p->w == NULL) {
+    rc = weft__oom("the workers");
+    goto fail;
+  }
+  for (int i = 0; i < nworkers; i++) {
+    p->w[i].pool = p;
+    p->w[i].index = i;
+    p->w[i].rng = 0x9e3779b9u * (uint32_t)(i + 1);
+    if ((rc = weft__wsq_init(&p->w[i].q, 1024)) != WEFT_OK) {
+      for (int k = 0; k < i; k++) weft__wsq_fini(&p->w[k].q);
+      weft__free(p->w);
+      p->w = NULL;
+      goto fail;
+    }
+  }
+  p->nq = nworkers;
+  for (int i = 0; i < nworkers; i++) {
+    if ((rc = weft__thread_create(&p->w[i].thread, worker_main, &p->w[i])) != WEFT_OK) {
+      p->n = i; /* destroy joins the ones that started */
+      weft__pool_destroy(p);
+      return rc;
+    }
+    p->w[i].started = 1;
+  }
+  *out = p;
+  return WEFT_OK;
+fail:
+  if (have_cond) weft__cond_destroy(&p->sleep_cond);
+  if (have_sleep) weft__mutex_destroy(&p->sleep_lock);
+  if (have_inject) weft__mutex_destroy(&p->inject_lock);
+  weft__free(p);
+  return rc;
+}
+
+void weft__pool_destroy(weft__pool *p) {
+  if (p == NULL) return;
+  atomic_store_explicit(&p->stop, 1, memory_order_release);
+  weft__mutex_lock(&p->sleep_lock);
+  atomic_fetch_add_explicit(&p->epoch, 1, memory_order_relaxed);
+  weft__mutex_unlock(&p->sleep_lock);
+  weft__cond_broadcast(&p->sleep_cond);
+  for (int i = 0; i < p->nq; i++)
+    if (p->w[i].started) weft__thread_join(p->w[i].thread);
+  /* Workers that never started still own a deque. */
+  for (int i = 0; i < p->nq; i++) weft__wsq_fini(&p->w[i].q);
+  weft__free(p->w);
+  weft__cond_destroy(&p->sleep_cond);
+  weft__mutex_destroy(&p->sleep_lock);
+  weft__mutex_destroy(&p->inject_lock);
+  weft__free(p);
+}

@@ -1,0 +1,246 @@
+/* runtime.c — the runtime: options, the backends and their devices, the worker pool, the
+ * registry of user ops, and the thread policy shared with OpenBLAS.
+ *
+ * Thread policy (one owner of the cores at a time): weft's workers own the cores. With W
+ * workers on C cores each OpenBLAS call may use floor(C / W) threads (1 by default, when W =
+ * C), so inter-op parallelism never multiplies with intra-op threads. A single-worker runtime
+ * gives OpenBLAS every core. OpenBLAS's thread count is process-wide, so the last runtime
+ * created sets it.
+ *
+ * The one `#if WEFT_HAVE_CUDA` outside src/backends/cuda is here, where the table of
+ * backends is filled. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/sched.h"
+
+
+void weft_runtime_options_init(weft_runtime_options *o) {
+  memset(o, 0, sizeof *o);
+  o->max_gpus = -1;
+}
+
+weft__backend *weft__backend_for(weft_runtime *rt, weft_device d) {
+  return (d.kind >= 0 && d.kind <= 1) ? rt->by_kind[d.kind] : NULL;
+}
+
+static int add_backend(weft_runtime *rt, const weft__backend_vtable *vt, const weft_runtime_options *o) {
+  weft__backend *b = &rt->backends[rt->nbackends];
+  b->vt = vt;
+  b->rt = rt;
+  b->state = NULL;
+  int rc = vt->init != NULL ? vt->init(b, o) : WEFT_OK;
+  if (rc != WEFT_OK) return rc;
+  rt->nbackends++;
+  return WEFT_OK;
+}
+
+int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
+  if (out == NULL) return weft__err(WEFT_EINVAL, "weft_runtime_create: out is NULL");
+  weft_runtime_options o;
+  if (opts != NULL)
+    o = *opts;
+  else
+    weft_runtime_options_init(&o);
+  const char *lb = getenv("WEFT_LAUNCH_BLOCKING");
+  if (lb != NULL && strcmp(lb, "1") == 0) o.flags |= WEFT_RUNTIME_LAUNCH_BLOCKING;
+  int cores = weft__cpu_count();
+  if (o.cpu_workers < 0 || o.cpu_workers > 4096)
+    return weft__err(WEFT_EINVAL, "weft_runtime_create: cpu_workers is %d (0 for one per core, or 1..4096)",
+                     o.cpu_workers);
+  if (o.blas_threads < 0)
+    return weft__err(WEFT_EINVAL, "weft_runtime_create: blas_threads is %d (0 for the policy)", o.blas_threads);
+  int workers = o.cpu_workers ? o.cpu_workers : cores;
+  int blas = o.blas_threads ? o.blas_threads : (cores / workers > 1 ? cores / workers : 1);
+  if (o.blas_threads && workers * o.blas_threads > cores && workers <= cores)
+    return weft__err(WEFT_EINVAL,
+                     "weft_runtime_create: %d workers x %d OpenBLAS threads oversubscribe the %d "
+                     "cores; lower one of them",
+                     workers, o.blas_threads, cores);
+  if (o.simulate != NULL)
+    return weft__err(WEFT_ENOTSUP, "weft_runtime_create: simulation ('%s') is not built in yet",
+                     o.simulate);
+
+  int rc;
+  weft_runtime *rt = weft__calloc(1, sizeof *rt);
+  if (rt == NULL) return weft__oom("the runtime");
+  rt->opts = o;
+  rt->opts.simulate = NULL;
+  rt->cores = cores;
+  rt->blas_threads = blas;
+  atomic_init(&rt->graphs, 0);
+  weft__vec_init(&rt->ops, sizeof(weft_op *));
+  if ((rc = weft__mutex_init(&rt->ops_lock)) != WEFT_OK) {
+    weft__free(rt);
+    return rc;
+  }
+  if ((rc = add_backend(rt, &weft__cpu_backend, &o)) != WEFT_OK) goto fail;
+  rt->by_kind[WEFT_DEVICE_CPU] = &rt->backends[0];
+#if WEFT_HAVE_CUDA
+  if (o.max_gpus != 0) {
+    if ((rc = add_backend(rt, &weft__cuda_backend, &o)) != WEFT_OK) goto fail;
+    weft__backend *cb = &rt->backends[rt->nbackends - 1];
+    if (cb->vt->device_count(cb) > 0) {
+      rt->by_kind[WEFT_DEVICE_CUDA] = cb;
+      rt->pinned = cb;
+    }
+  }
+#endif
+  if (rt->by_kind[WEFT_DEVICE_CUDA] == NULL && o.max_gpus != 0 && !(o.flags & WEFT_RUNTIME_QUIET)) {
+    static atomic_int said;
+    if (atomic_exchange(&said, 1) == 0)
+      fprintf(stderr, "weft: no CUDA GPU found%s; running on the CPU alone\n",
+#if WEFT_HAVE_CUDA
+              ""
+#else
+              " (built without CUDA)"
+#endif
+      );
+  }
+  weft__cpu_set_blas_threads(blas);
+  if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
+  *out = rt;
+  return WEFT_OK;
+fail:
+  for (int b = rt->nbackends - 1; b >= 0; b--)
+    if (rt->backends[b].vt->fini != NULL) rt->backends[b].vt->fini(&rt->backends[b]);
+  weft__mutex_destroy(&rt->ops_lock);
+  weft__vec_fini(&rt->ops);
+  weft__free(rt);
+  return rc;
+}
+
+void weft_runtime_destroy(weft_runtime *rt) {
+  if (rt == NULL) return;
+  if (atomic_load(&rt->graphs) != 0)
+    fprintf(stderr, "weft: weft_runtime_destroy: %d graphs are still alive; destroy them first\n",
+            atomic_load(&rt->graphs));
+  weft__pool_destroy(rt->pool);
+  for (int b = rt->nbackends - 1; b >= 0; b--)
+    if (rt->backends[b].vt->fini != NULL) rt->backends[b].vt->fini(&rt->backends[b]);
+  for (size_t i = 0; i < rt->ops.len; i++) {
+    weft_op *op = WEFT__VEC_AT(&rt->ops, weft_op *, i);
+    weft__free(op->name);
+    weft__free(op);
+  }
+  weft__vec_fini(&rt->ops);
+  weft__mutex_destroy(&rt->ops_lock);
+  weft__free(rt);
+}
+
+int weft_runtime_cpu_workers(const weft_runtime *rt) { return weft__pool_size(rt->pool); }
+
+/* ---- devices ----------------------------------------------------------------------------- */
+
+int weft_device_count(const weft_runtime *rt, int kind) {
+  if (kind == WEFT_DEVICE_CPU) return 1;
+  if (kind != WEFT_DEVICE_CUDA || rt->by_kind[kind] == NULL) return 0;
+  const weft__backend *b = rt->by_kind[kind];
+  return b->vt->device_count(b);
+}
+
+int weft_device_exists(const weft_runtime *rt, weft_device d) {
+  if (d.kind == WEFT_DEVICE_CPU) return d.index == 0;
+  return d.index >= 0 && d.index < weft_device_count(rt, d.kind);
+}
+
+weft_device weft_try_gpu(const weft_runtime *rt, int i) {
+  return weft_device_exists(rt, weft_cuda(i)) ? weft_cuda(i) : weft_cpu();
+}
+
+int weft_all_gpus(const weft_runtime *rt, weft_device *out, int cap) {
+  int n = weft_device_count(rt, WEFT_DEVICE_CUDA);
+  if (n == 0) {
+    if (cap > 0 && out != NULL) out[0] = weft_cpu();
+    return 1;
+  }
+  for (int i = 0; i < n && i < cap && out != NULL; i++) out[i] = weft_cuda(i);
+  return n;
+}
+
+int weft_device_info_get(const weft_runtime *rt, weft_device d, weft_device_info *out) {
+  char name[32];
+  if (rt == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_device_info_get: NULL argument");
+  if (!weft_device_exists(rt, d))
+    return weft__err(WEFT_EDEVICE, "weft_device_info_get: no device %s", weft_device_str(d, name, sizeof name));
+  memset(out, 0, sizeof *out);
+  out->device = d;
+  const weft__backend *b = rt->by_kind[d.kind];
+  return b->vt->device_info(b, d.index, out);
+}
+
+int weft_device_can_access_peer(const weft_runtime *rt, weft_device a, weft_device b) {
+  if (a.kind != WEFT_DEVICE_CUDA || b.kind != WEFT_DEVICE_CUDA) return 0;
+  if (!weft_device_exists(rt, a) || !weft_device_exists(rt, b)) return 0;
+  const weft__backend *be = rt->by_kind[WEFT_DEVICE_CUDA];
+  return be->vt->can_access_peer != NULL && be->vt->can_access_peer(be, a.index, b.index);
+}
+
+/* ---- user ops ---------------------------------------------------------------------------- */
+
+static int valid_name(const char *s) {
+  if (s == NULL || !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_')) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return 0;
+  return 1;
+}
+
+int weft_op_register(weft_runtime *rt, const weft_op_desc *d, const weft_op **out) {
+  if (rt == NULL || d == NULL) return weft__err(WEFT_EINVAL, "weft_op_register: NULL argument");
+  if (!valid_name(d->name))
+    return weft__err(WEFT_EINVAL, "weft_op_register: '%s' is not a valid op name ([A-Za-z_][A-Za-z0-9_]*)",
+                     d->name ? d->name : "(null)");
+  if (weft__op_kind_find(d->name) >= 0)
+    return weft__err(WEFT_EINVAL, "weft_op_register: '%s' is the name of a built-in op", d->name);
+  if (d->nargs < 0 || d->nargs > WEFT_MAX_ARGS)
+    return weft__err(WEFT_EINVAL, "weft_op_register: op '%s' has %d arguments (0..%d)", d->name,
+                     d->nargs, WEFT_MAX_ARGS);
+  for (int i = 0; i < d->nargs; i++)
+    if (d->access[i] != WEFT_READ && d->access[i] != WEFT_WRITE && d->access[i] != WEFT_READ_WRITE)
+      return weft__err(WEFT_EINVAL, "weft_op_register: op '%s' argument %d has access mode %d "
+                       "(WEFT_READ, WEFT_WRITE or WEFT_READ_WRITE)", d->name, i, (int)d->access[i]);
+  if (d->cpu == NULL && d->cuda == NULL)
+    return weft__err(WEFT_EINVAL, "weft_op_register: op '%s' has no kernel", d->name);
+  weft_op *op = weft__calloc(1, sizeof *op);
+  char *name = weft__strdup(d->name);
+  if (op == NULL || name == NULL) {
+    weft__free(op);
+    weft__free(name);
+    return weft__oom("a user op");
+  }
+  op->desc = *d;
+  op->name = name;
+  op->desc.name = name;
+  int rc = WEFT_OK;
+  weft__mutex_lock(&rt->ops_lock);
+  for (size_t i = 0; i < rt->ops.len; i++)
+    if (strcmp(WEFT__VEC_AT(&rt->ops, weft_op *, i)->name, d->name) == 0) {
+      rc = weft__err(WEFT_EINVAL, "weft_op_register: an op named '%s' is already registered", d->name);
+      break;
+    }
+  if (rc == WEFT_OK) rc = weft__vec_push(&rt->ops, &op);
+  weft__mutex_unlock(&rt->ops_lock);
+  if (rc != WEFT_OK) {
+    weft__free(name);
+    weft__free(op);
+    return rc;
+  }
+  if (out != NULL) *out = op;
+  return WEFT_OK;
+}
+
+const weft_op *weft_op_find(const weft_runtime *rt, const char *name) {
+  if (rt == NULL || name == NULL) return NULL;
+  weft_runtime *m = (weft_runtime *)rt;
+  const weft_op *found = NULL;
+  weft__mutex_lock(&m->ops_lock);
+  for (size_t i = 0; i < rt->ops.len && found == NULL; i++)
+    if (strcmp(WEFT__VEC_AT(&rt->ops, weft_op *, i)->name, name) == 0)
+      found = WEFT__VEC_AT(&rt->ops, weft_op *, i);
+  weft__mutex_unlock(&m->ops_lock);
+  return found;
+}
+
+const char *weft_op_name(const weft_op *op) { return op->name; }

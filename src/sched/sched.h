@@ -1,0 +1,113 @@
+/* sched.h — the scheduler's internal objects: the runtime, the plan of a graph, runs and the
+ * worker pool. See dispatch.c for the execution protocol and pool.c for the workers.
+ *
+ * Lock order: run->lock is a leaf; pool->inject_lock is a leaf; rt->ops_lock is a leaf.
+ * No lock is held while a kernel runs. */
+#ifndef WEFT_SCHED_H
+#define WEFT_SCHED_H
+
+#include <stdatomic.h>
+
+#include "backends/backend.h"
+#include "sched/thread.h"
+#include "sched/wsq.h"
+
+#define WEFT__MAX_BACKENDS 4
+
+typedef struct weft__pool weft__pool;
+
+struct weft_runtime {
+  weft_runtime_options opts;
+  int cores;
+  int blas_threads;
+  weft__backend backends[WEFT__MAX_BACKENDS];
+  int nbackends;
+  weft__backend *by_kind[2]; /* CPU, CUDA */
+  weft__backend *pinned;     /* the backend whose host_alloc gives pinned memory, or NULL */
+  weft__pool *pool;
+  weft__mutex ops_lock;
+  weft__vec ops; /* weft_op * */
+  atomic_int graphs; /* live graphs, to catch destroy-before-graphs */
+};
+
+/* One node of a plan. Ready nodes are queued by pointer (work-stealing deques) or linked
+ * through `next_ready` (the injection list), so queuing never allocates. */
+typedef struct weft__xnode {
+  weft_node *node;
+  struct weft__plan *plan;
+  weft__backend *backend;
+  uint32_t succ_begin, succ_end;
+  uint32_t pred_begin, pred_end;
+  uint32_t indeg;
+  uint32_t id;
+  struct weft__xnode *next_ready;
+  void *bstate; /* the backend's per-node plan state */
+} weft__xnode;
+
+typedef struct weft__plan {
+  weft_graph *graph;
+  uint64_t version;
+  uint32_t n;
+  weft__xnode *x;
+  uint32_t *succ;       /* CSR of successors; succ_early[k] marks edges released at issue */
+  uint8_t *succ_early;
+  uint32_t *pred;       /* CSR of predecessors */
+  uint32_t *roots;
+  uint32_t nroots;
+  atomic_uint *pending; /* per node: predecessors not yet released in this run */
+  atomic_uchar *poison; /* per node: a predecessor failed or was skipped */
+  weft_run *run;        /* the run in flight, if any */
+  void *bstate[WEFT__MAX_BACKENDS]; /* per backend plan state */
+} weft__plan;
+
+struct weft_run {
+  weft_graph *graph;
+  weft__plan *plan;
+  _Alignas(64) atomic_uint remaining; /* nodes not yet completed */
+  _Alignas(64) atomic_uint root_next; /* next unclaimed root */
+  atomic_int cancel;
+  atomic_int status; /* first failure, or WEFT_OK */
+  atomic_int done;
+  weft_run_cb cb;
+  void *cb_arg;
+  weft__mutex lock;
+  weft__cond cond;
+  uint32_t failed_node; /* UINT32_MAX: none */
+  char error[1024];
+  uint64_t t_launch, t_end;
+  struct weft_run *next_rootrun; /* pool's list of runs with unclaimed roots */
+};
+
+/* plan.c */
+int weft__plan_build(weft_graph *g);
+void weft__plan_free(weft_runtime *rt, weft__plan *p);
+
+/* storage.c */
+int weft__storage_materialise(weft_graph *g);
+int weft__storage_prepare(weft_tensor *t);
+void weft__storage_release_all(weft_graph *g);
+
+/* pool.c */
+int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out);
+void weft__pool_destroy(weft__pool *p);
+int weft__pool_size(const weft__pool *p);
+/* Makes a run's roots available to the workers. */
+void weft__pool_submit_roots(weft__pool *p, weft_run *run);
+/* Queues a ready node: the calling worker's deque, else the injection list. */
+void weft__pool_push(weft__pool *p, weft__xnode *x);
+/* Queues a ready node from any thread (the injection list) and wakes a worker. */
+void weft__pool_inject(weft__pool *p, weft__xnode *x);
+
+/* dispatch.c: called by the pool */
+void weft__dispatch_chain(weft__pool *p, weft__xnode *x);
+/* Claims up to `max` roots of `run`; returns how many were stored in out. */
+uint32_t weft__run_claim_roots(weft_run *run, weft__xnode **out, uint32_t max);
+int weft__run_has_roots(weft_run *run);
+/* Called by the pool when a worker is about to look elsewhere for work: publishes the
+ * completions it has counted. */
+void weft__dispatch_flush(void);
+
+/* runtime.c */
+weft__backend *weft__backend_for(weft_runtime *rt, weft_device d);
+
+#endif

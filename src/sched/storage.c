@@ -1,0 +1,211 @@
+/* storage.c — tensor contents: where they live, when they are allocated and initialised,
+ * and the synchronous reads and writes of the public API; graph creation and destruction.
+ *
+ * Host tensors are the scheduler's own: up to SMALL bytes they come from the graph's storage
+ * arena (a graph of 90 000 one-element tensors costs no malloc per tensor); larger ones from
+ * the heap, 64-byte aligned, or, when a GPU copies to or from them, from the GPU backend's
+ * pinned host memory so the copy is truly asynchronous. Device tensors are their backend's
+ * (`alloc`), which may defer a temporary's storage to the run that needs it.
+ *
+ * Storage is materialised at the first launch or the first read/write of a tensor, and the
+ * creation initialiser applied then, once: contents persist from run to run. */
+#include <string.h>
+
+#include "sched/sched.h"
+
+enum { SMALL = 256 };
+
+static void mark_pinned(weft_graph *g) {
+  if (g->rt->pinned == NULL) return;
+  weft_node **nodes = g->nodes.data;
+  for (size_t i = 0; i < g->nodes.len; i++) {
+    weft_node *n = nodes[i];
+    if (n->kind != WEFT__OP_COPY) continue;
+    weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
+    if (src->device.kind == WEFT_DEVICE_CPU && dst->device.kind != WEFT_DEVICE_CPU)
+      src->flags |= WEFT__T_PINNED;
+    if (dst->device.kind == WEFT_DEVICE_CPU && src->device.kind != WEFT_DEVICE_CPU)
+      dst->flags |= WEFT__T_PINNED;
+  }
+}
+
+static int host_alloc(weft_graph *g, weft_tensor *t) {
+  if (t->bytes <= SMALL) {
+    t->data = weft__arena_alloc(&g->storage_arena, t->bytes, 64);
+    if (t->data == NULL) return weft__oom("tensor contents");
+    t->storage_kind = WEFT__S_SMALL;
+    return WEFT_OK;
+  }
+  if ((t->flags & WEFT__T_PINNED) && g->rt->pinned != NULL) {
+    weft__backend *b = g->rt->pinned;
+    t->data = b->vt->host_alloc(b, t->bytes);
+    if (t->data != NULL) {
+      t->storage_kind = WEFT__S_PINNED;
+      return WEFT_OK;
+    }
+    /* Pinned memory is a speed-up, not a requirement: fall back to pageable memory. */
+  }
+  t->data = weft__aligned_alloc(64, t->bytes);
+  if (t->data == NULL)
+    return weft__err(WEFT_ENOMEM, "out of host memory for tensor %s (%zu bytes)",
+                     weft__tensor_name(t), t->bytes);
+  t->storage_kind = WEFT__S_HEAP;
+  return WEFT_OK;
+}
+
+int weft__storage_prepare(weft_tensor *t) {
+  int rc;
+  weft_graph *g = t->graph;
+  if (t->storage_kind == WEFT__S_NONE) {
+    if (t->bytes == 0) {
+      t->storage_kind = WEFT__S_EMPTY;
+    } else if (t->device.kind == WEFT_DEVICE_CPU) {
+      if ((rc = host_alloc(g, t)) != WEFT_OK) return rc;
+    } else {
+      weft__backend *b = weft__backend_for(g->rt, t->device);
+      if ((rc = b->vt->alloc(b, t)) != WEFT_OK) return rc;
+      if (t->storage_kind == WEFT__S_NONE) return WEFT_OK; /* managed per run by the backend */
+    }
+  }
+  if (!t->initialised) {
+    if (t->storage_kind == WEFT__S_EMPTY) {
+    } else if (t->device.kind == WEFT_DEVICE_CPU) {
+      weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
+    } else {
+      weft__backend *b = weft__backend_for(g->rt, t->device);
+      if ((rc = b->vt->init_tensor(b, t)) != WEFT_OK) return rc;
+    }
+    t->initialised = 1;
+  }
+  return WEFT_OK;
+}
+
+int weft__storage_materialise(weft_graph *g) {
+  if (g->materialised == g->tensors.len) return WEFT_OK;
+  mark_pinned(g);
+  weft_tensor **ts = g->tensors.data;
+  for (size_t i = g->materialised; i < g->tensors.len; i++) {
+    int rc = weft__storage_prepare(ts[i]);
+    if (rc != WEFT_OK) return rc;
+  }
+  g->materialised = g->tensors.len;
+  return WEFT_OK;
+}
+
+void weft__storage_release_all(weft_graph *g) {
+  weft_tensor **ts = g->tensors.data;
+  /* Tensors dropped by a failed op call sit past tensors.len only in the arena; they never
+   * got storage, since storage is made at launch or read/write time. */
+  for (size_t i = 0; i < g->tensors.len; i++) {
+    weft_tensor *t = ts[i];
+    switch (t->storage_kind) {
+      case WEFT__S_HEAP:
+        weft__aligned_free(t->data);
+        break;
+      case WEFT__S_PINNED:
+        g->rt->pinned->vt->host_free(g->rt->pinned, t->data);
+        break;
+      case WEFT__S_DEVICE: {
+        weft__backend *b = weft__backend_for(g->rt, t->device);
+        b->vt->free(b, t);
+        break;
+      }
+      default:
+        break;
+    }
+    t->data = NULL;
+    t->storage_kind = WEFT__S_NONE;
+  }
+}
+
+/* ---- public: reading and writing contents ---------------------------------------------- */
+
+static int access_check(weft_tensor *t, size_t size, const char *what, int reading) {
+  if (t == NULL) return weft__err(WEFT_EINVAL, "%s: tensor is NULL", what);
+  int rc = weft__graph_check_idle(t->graph, what);
+  if (rc != WEFT_OK) return rc;
+  if (size != t->bytes)
+    return weft__err(WEFT_EINVAL, "%s: tensor %s holds %zu bytes but the buffer has %zu", what,
+                     weft__tensor_name(t), t->bytes, size);
+  if (reading && !weft_tensor_is_kept(t) && t->graph->materialised > t->id)
+    return weft__err(WEFT_ESTATE,
+                     "%s: tensor %s is a temporary (an op made it and a later node reads it), so "
+                     "its storage is released after its last use; call weft_tensor_keep before "
+                     "the run to read it",
+                     what, weft__tensor_name(t));
+  return weft__storage_prepare(t);
+}
+
+int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
+  int rc = access_check(t, size, "weft_tensor_read", 1);
+  if (rc != WEFT_OK) return rc;
+  if (size == 0) return WEFT_OK;
+  if (dst == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_read: dst is NULL");
+  if (t->device.kind == WEFT_DEVICE_CPU) {
+    memcpy(dst, t->data, size);
+    return WEFT_OK;
+  }
+  weft__backend *b = weft__backend_for(t->graph->rt, t->device);
+  return b->vt->read(b, t, dst);
+}
+
+int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
+  int rc = access_check(t, size, "weft_tensor_write", 0);
+  if (rc != WEFT_OK) return rc;
+  if (size == 0) return WEFT_OK;
+  if (src == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_write: src is NULL");
+  if (t->device.kind == WEFT_DEVICE_CPU) {
+    memcpy(t->data, src, size);
+    return WEFT_OK;
+  }
+  weft__backend *b = weft__backend_for(t->graph->rt, t->device);
+  return b->vt->write(b, t, src);
+}
+
+int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
+  if (t == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_get: NULL argument");
+  if (index < 0 || index >= t->numel)
+    return weft__err(WEFT_EINVAL, "weft_tensor_get: index %lld out of range for tensor %s (%lld elements)",
+                     (long long)index, weft__tensor_name(t), (long long)t->numel);
+  size_t es = weft_dtype_size(t->dtype);
+  if (t->device.kind == WEFT_DEVICE_CPU) {
+    int rc = access_check(t, t->bytes, "weft_tensor_get", 1);
+    if (rc != WEFT_OK) return rc;
+    const char *p = (const char *)t->data + (size_t)index * es;
+    *out = t->dtype == WEFT_F32 ? (double)*(const float *)p : *(const double *)p;
+    return WEFT_OK;
+  }
+  void *buf = weft__malloc(t->bytes);
+  if (buf == NULL) return weft__oom("a read buffer");
+  int rc = weft_tensor_read(t, buf, t->bytes);
+  if (rc == WEFT_OK) {
+    const char *p = (const char *)buf + (size_t)index * es;
+    *out = t->dtype == WEFT_F32 ? (double)*(const float *)p : *(const double *)p;
+  }
+  weft__free(buf);
+  return rc;
+}
+
+/* ---- public: graph lifecycle ------------------------------------------------------------ */
+
+int weft_graph_create(weft_runtime *rt, weft_graph **out) {
+  if (rt == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_create: NULL argument");
+  weft_graph *g = weft__graph_new(rt);
+  if (g == NULL) return WEFT_ENOMEM;
+  atomic_fetch_add(&rt->graphs, 1);
+  *out = g;
+  return WEFT_OK;
+}
+
+void weft_graph_destroy(weft_graph *g) {
+  if (g == NULL) return;
+  /* A run still in flight uses the graph's storage: let it finish (its handle stays the
+   * user's to destroy). Runs end on their own, so this wait is bounded. */
+  while (atomic_load_explicit(&g->busy, memory_order_acquire)) weft__thread_yield();
+  weft_runtime *rt = g->rt;
+  weft__plan_free(rt, g->plan);
+  g->plan = NULL;
+  weft__storage_release_all(g);
+  weft__graph_free(g);
+  atomic_fetch_sub(&rt->graphs, 1);
+}

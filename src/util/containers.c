@@ -1,0 +1,102 @@
+/* containers.c — growable vectors, the bump arena and the clock.
+ *
+ * The arena serves the graph's many small objects (tensors, nodes, names, access lists): one
+ * pointer bump per object instead of a malloc, and one walk over the chunks to free them. */
+#include <string.h>
+#include <time.h>
+
+#include "util/util.h"
+
+void weft__vec_init(weft__vec *v, size_t elem) {
+  v->data = NULL;
+  v->len = v->cap = 0;
+  v->elem = elem;
+}
+
+void weft__vec_fini(weft__vec *v) {
+  weft__free(v->data);
+  v->data = NULL;
+  v->len = v->cap = 0;
+}
+
+int weft__vec_reserve(weft__vec *v, size_t extra) {
+  if (v->len + extra <= v->cap) return WEFT_OK;
+  size_t cap = v->cap ? v->cap : 16;
+  while (cap < v->len + extra) cap *= 2;
+  void *d = weft__realloc(v->data, cap * v->elem);
+  if (d == NULL) return weft__oom("a vector");
+  v->data = d;
+  v->cap = cap;
+  return WEFT_OK;
+}
+
+int weft__vec_push(weft__vec *v, const void *item) {
+  if (v->len == v->cap) {
+    int rc = weft__vec_reserve(v, 1);
+    if (rc != WEFT_OK) return rc;
+  }
+  memcpy((char *)v->data + v->len * v->elem, item, v->elem);
+  v->len++;
+  return WEFT_OK;
+}
+
+struct weft__arena_chunk {
+  struct weft__arena_chunk *next;
+  size_t used, size;
+  _Alignas(64) unsigned char mem[];
+};
+
+void weft__arena_init(weft__arena *a, size_t chunk_size) {
+  a->head = NULL;
+  a->chunk_size = chunk_size;
+}
+
+void weft__arena_fini(weft__arena *a) {
+  struct weft__arena_chunk *c = a->head;
+  while (c != NULL) {
+    struct weft__arena_chunk *next = c->next;
+    weft__free(c);
+    c = next;
+  }
+  a->head = NULL;
+}
+
+void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
+  struct weft__arena_chunk *c = a->head;
+  if (c != NULL) {
+    size_t off = (c->used + align - 1) & ~(align - 1);
+    if (off + size <= c->size) {
+      c->used = off + size;
+      return c->mem + off;
+    }
+  }
+  size_t cap = a->chunk_size;
+  if (size + align > cap) cap = size + align;
+  /* The chunk's memory is 64-aligned only if the hook's allocation is 16-aligned and we pad;
+   * allocate with room to align by hand. */
+  c = weft__malloc(sizeof *c + cap + 64);
+  if (c == NULL) {
+    weft__oom("graph storage");
+    return NULL;
+  }
+  c->size = cap + 64;
+  c->next = a->head;
+  a->head = c;
+  uintptr_t base = (uintptr_t)c->mem;
+  size_t off = ((base + align - 1) & ~(uintptr_t)(align - 1)) - base;
+  c->used = off + size;
+  return c->mem + off;
+}
+
+char *weft__arena_strdup(weft__arena *a, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = weft__arena_alloc(a, n, 1);
+  if (d != NULL) memcpy(d, s, n);
+  return d;
+}
+
+uint64_t weft__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

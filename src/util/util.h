@@ -1,0 +1,88 @@
+/* util.h — internal helpers shared by every module: the allocation hook, error messages,
+ * growable vectors and a bump arena. Nothing here knows about graphs, threads or devices.
+ *
+ * Errors: a failing internal call returns a negative weft status and has already written the
+ * message with weft__err(); the public entry point returns that status unchanged, so the
+ * message the user sees in weft_last_error() is the innermost, most precise one. */
+#ifndef WEFT_UTIL_H
+#define WEFT_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft/weft.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define WEFT__PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define WEFT__LIKELY(x) __builtin_expect(!!(x), 1)
+#define WEFT__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define WEFT__PRINTF(a, b)
+#define WEFT__LIKELY(x) (x)
+#define WEFT__UNLIKELY(x) (x)
+#endif
+
+#ifdef NDEBUG
+#define WEFT_ASSERT(x) ((void)0)
+#else
+#include <assert.h>
+#define WEFT_ASSERT(x) assert(x)
+#endif
+
+#define WEFT__CONTAINER_OF(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+#define WEFT__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define WEFT__MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Status returned by an async backend launch: the node's work is enqueued and its completion
+ * will be reported later through weft__sched_complete. Never reaches the user. */
+#define WEFT__PENDING 1
+
+/* Allocation through the user's hook. weft__malloc(0) returns a unique non-NULL pointer. */
+void *weft__malloc(size_t size);
+void *weft__calloc(size_t n, size_t size);
+void *weft__realloc(void *p, size_t size);
+void weft__free(void *p);
+char *weft__strdup(const char *s);
+/* Aligned allocation (alignment a power of two, <= 4096) through the same hook. */
+void *weft__aligned_alloc(size_t alignment, size_t size);
+void weft__aligned_free(void *p);
+
+/* Records the calling thread's error message and returns `status`. */
+int weft__err(int status, const char *fmt, ...) WEFT__PRINTF(2, 3);
+int weft__verr(int status, const char *fmt, va_list ap);
+/* Records an out-of-memory error for `what` and returns WEFT_ENOMEM. */
+int weft__oom(const char *what);
+/* Copies `msg` as the calling thread's error message. */
+void weft__set_last_error(const char *msg);
+
+/* Growable vector of fixed-size elements. */
+typedef struct weft__vec {
+  void *data;
+  size_t len, cap, elem;
+} weft__vec;
+
+void weft__vec_init(weft__vec *v, size_t elem);
+void weft__vec_fini(weft__vec *v);
+/* Makes room for `extra` more elements; WEFT_OK or WEFT_ENOMEM (message set). */
+int weft__vec_reserve(weft__vec *v, size_t extra);
+/* Appends one element (copied from `item`). */
+int weft__vec_push(weft__vec *v, const void *item);
+#define WEFT__VEC_AT(v, type, i) (((type *)(v)->data)[i])
+
+/* Bump arena: many small allocations freed together. Chunks come from weft__malloc. */
+typedef struct weft__arena {
+  struct weft__arena_chunk *head;
+  size_t chunk_size;
+} weft__arena;
+
+void weft__arena_init(weft__arena *a, size_t chunk_size);
+void weft__arena_fini(weft__arena *a);
+/* Returns `size` bytes aligned to `align` (a power of two <= 64), or NULL (message set). */
+void *weft__arena_alloc(weft__arena *a, size_t size, size_t align);
+char *weft__arena_strdup(weft__arena *a, const char *s);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t weft__now_ns(void);
+
+#endif

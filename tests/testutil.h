@@ -1,0 +1,38 @@
+/* testutil.h — helpers shared by the cmocka tests: a runtime per test, checked calls, a
+ * counting allocator that can fail the Nth allocation, and GPU detection for skips. */
+#ifndef WEFT_TESTUTIL_H
+#define WEFT_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "weft/weft.h"
+
+/* Fails the test with weft_last_error() when `call` does not return WEFT_OK. */
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    int check_rc_ = (call);                                                               \
+    if (check_rc_ != WEFT_OK)                                                             \
+      fail_msg("%s failed: %s (%s)", #call, weft_status_name(check_rc_), weft_last_error()); \
+  } while (0)
+
+/* A runtime with `workers` CPU workers (0: one per core), quiet, GPUs as available. */
+weft_runtime *tu_runtime(int workers);
+/* Same, CPU only. */
+weft_runtime *tu_runtime_cpu(int workers);
+
+/* A 2-D f32 tensor on the CPU filled from a seed. */
+weft_tensor *tu_matrix(weft_graph *g, const char *name, int64_t r, int64_t c, uint64_t seed);
+
+/* The counting allocator: counts live blocks and fails allocation number `fail_at`
+ * (0-based; -1 never). tu_alloc_install() resets the counters. */
+void tu_alloc_install(long fail_at);
+void tu_alloc_uninstall(void);
+long tu_alloc_live(void);   /* blocks allocated and not yet freed */
+long tu_alloc_calls(void);  /* allocations attempted since install */
+int tu_alloc_failed(void);  /* 1 if the planned failure happened */
+
+#endif
