@@ -369,8 +369,10 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
   weft_device dev = weft_cpu();
   int have_dev = 0;
   for (int i = 0; i < nargs; i++) {
-    snprintf(argname, sizeof argname, "%d", i);
-    if ((rc = check_tensor(&c, args[i], argname))) return rc;
+    if (args[i] == NULL || args[i]->graph != g) {
+      snprintf(argname, sizeof argname, "%d", i);
+      return check_tensor(&c, args[i], argname);
+    }
     if ((op->desc.access[i] & WEFT_WRITE) && !have_dev) {
       dev = args[i]->device;
       have_dev = 1;
@@ -392,9 +394,10 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
   weft__arg local[WEFT_MAX_ARGS];
   for (int i = 0; i < nargs; i++) {
     weft_tensor *t = args[i];
-    snprintf(argname, sizeof argname, "%d", i);
-    if (op->desc.access[i] == WEFT_READ && (rc = localise(&c, &t, dev, argname)) != WEFT_OK)
-      return call_fail(&c, rc);
+    if (op->desc.access[i] == WEFT_READ && !weft_device_equal(t->device, dev)) {
+      snprintf(argname, sizeof argname, "%d", i);
+      if ((rc = localise(&c, &t, dev, argname)) != WEFT_OK) return call_fail(&c, rc);
+    }
     local[i] = (weft__arg){t, (uint8_t)op->desc.access[i]};
   }
   void *p = NULL;

@@ -115,7 +115,8 @@ static void store_scalar(void *out, int dtype, double v) {
 
 int weft__cpu_exec(weft_kernel_ctx *ctx) {
   weft_node *nd = ctx->node;
-  const weft_tensor *t0 = nd->args[0].t;
+  if (nd->kind == WEFT__OP_USER) return nd->user_op->desc.cpu(ctx);
+  const weft_tensor *t0 = nd->args[0].t; /* every built-in has at least one argument */
   int dt = t0->dtype;
   int64_t n = t0->numel;
   void **d = ctx->data;
@@ -201,8 +202,6 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     case WEFT__OP_FILL:
       if (t0->bytes) weft__cpu_fill(d[0], dt, n, nd->fill);
       return WEFT_OK;
-    case WEFT__OP_USER:
-      return nd->user_op->desc.cpu(ctx);
     default:
       return weft_ctx_fail(ctx, "unknown op kind %d", nd->kind);
   }
