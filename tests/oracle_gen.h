@@ -1,0 +1,65 @@
+/* oracle_gen.h — the differential oracle's program generator: seeded random weft programs built
+ * through the public API only, so that any front end (the C API, a .weft round trip) can
+ * replay them and any executor (the scheduler, a serial interpreter) can be checked on them.
+ *
+ * A program is: a few tensors (f32/f64, 0-D to 4-D, mostly small 1-D and 2-D shapes, some with
+ * a zero dimension) with random creation initialisers; then a sequence of nodes: every
+ * built-in op (mm, add, sub, mul, scale, relu, sum, norm, linear with and without bias, copy
+ * cpu->cpu, fill), results either new tensors or written into existing ones (in place into an
+ * input too), user ops over several tensors with READ, WRITE and READ_WRITE accesses and a
+ * parameter, and random forward explicit edges; most op results are kept (weft_tensor_keep),
+ * some are left as temporaries. A few programs end with a backward explicit edge between two
+ * nodes that touch the same tensor, which closes a dependency cycle.
+ *
+ * Determinism: the same seed and configuration build the same graph (same tensors, nodes,
+ * accesses, names, parameters, edges) on every call and every machine. The user ops' CPU
+ * kernels are deterministic functions of their inputs and parameters, so a graph's results
+ * depend only on the order its conflicting nodes run in. */
+#ifndef WEFT_ORACLE_GEN_H
+#define WEFT_ORACLE_GEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "weft/weft.h"
+
+/* What programs oracle_build makes. Fill with oracle_cfg_init, then change what you need. */
+typedef struct oracle_cfg {
+  int min_nodes, max_nodes; /* nodes per program, inserted copies excluded (default 4..32) */
+  int max_inputs;           /* tensors created before the first node: 1..max (default 6) */
+  int max_dim;              /* largest dimension (default 6) */
+  int max_ndim;             /* highest rank, 0..4 (default 4) */
+  int f64_percent;          /* share of f64 dtypes (default 30) */
+  int zero_dims;            /* 1: a dimension may be 0 now and then (default 1) */
+  int user_ops;             /* 1: use the oracle's user ops; needs oracle_register_ops (default 1) */
+  int keep_percent;         /* share of new op results marked kept (default 75) */
+  int edge_percent;         /* chance per node of one random forward explicit edge (default 15) */
+  int cycle_per_mille;      /* programs that end with a cycle-closing backward edge (default 15) */
+} oracle_cfg;
+
+/* What a built program holds, for the caller's checks. */
+typedef struct oracle_info {
+  size_t nodes;       /* weft_graph_node_count after the build */
+  size_t tensors;     /* weft_graph_tensor_count after the build */
+  int cycle;          /* 1 if the program ends with a backward edge that closes a cycle */
+  size_t cycle_from;  /* that edge: node cycle_from (the later one) -> node cycle_to */
+  size_t cycle_to;
+} oracle_info;
+
+/* Fills `cfg` with the defaults above. */
+void oracle_cfg_init(oracle_cfg *cfg);
+
+/* Registers the oracle's user ops in `rt` (names start with "orc_"). Calling it again on the
+ * same runtime is a no-op. Aborts the process if the runtime refuses one (a broken build). */
+void oracle_register_ops(weft_runtime *rt);
+
+/* Builds the program of `seed` into the empty graph `g` (cfg NULL: the defaults). Returns
+ * WEFT_OK, or the status of the first weft call that failed (its message is in
+ * weft_last_error()), or WEFT_ENOENT if cfg->user_ops is set and the runtime lacks the
+ * oracle's ops. Thread-safe: yes, for different graphs. */
+int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg);
+
+/* As oracle_build, and describes the program in *info (may be NULL). */
+int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracle_info *info);
+
+#endif
