@@ -27,15 +27,20 @@ typedef struct scratch {
   uint32_t *last_writer; /* per tensor */
   uint32_t *head;        /* per tensor: first reader since the last write */
   uint32_t *stamp;       /* per node: the successor its last edge went to, for dedupe */
-  weft__vec readers;     /* reader */
+  reader *readers;       /* one entry per read access: never more */
+  uint32_t nreaders;
+  weft__edge *edges;     /* g->edges' storage, reserved for the worst case */
+  size_t nedges;
+  weft__vec readers_vec; /* owns `readers` */
 } scratch;
 
-static int add_edge(weft_graph *g, scratch *s, uint32_t from, uint32_t to, uint32_t tensor,
-                    int hazard) {
-  if (from == to || s->stamp[from] == to) return WEFT_OK;
+/* Inferred edges are bounded by the accesses: a read adds at most one RAW edge and one reader
+ * entry, each reader entry yields at most one WAR edge, a write at most one WAW edge. So
+ * everything is reserved up front and the loop below stores without checks. */
+static inline void add_edge(scratch *s, uint32_t from, uint32_t to, uint32_t tensor, int hazard) {
+  if (from == to || s->stamp[from] == to) return;
   s->stamp[from] = to;
-  weft__edge e = {from, to, tensor, (uint8_t)hazard};
-  return weft__vec_push(&g->edges, &e);
+  s->edges[s->nedges++] = (weft__edge){from, to, tensor, (uint8_t)hazard};
 }
 
 /* Finds a cycle among the nodes Kahn's algorithm could not order and writes its nodes into the
@@ -136,10 +141,11 @@ int weft__graph_analyse(weft_graph *g) {
   if (g->analysed_version == g->version) return WEFT_OK;
   size_t nt = g->tensors.len, nn = g->nodes.len;
   scratch s;
-  s.last_writer = weft__malloc((nt ? nt : 1) * sizeof(uint32_t));
-  s.head = weft__malloc((nt ? nt : 1) * sizeof(uint32_t));
-  s.stamp = weft__malloc((nn ? nn : 1) * sizeof(uint32_t));
-  weft__vec_init(&s.readers, sizeof(reader));
+  size_t tbytes = (nt ? nt : 1) * sizeof(uint32_t), nbytes = (nn ? nn : 1) * sizeof(uint32_t);
+  s.last_writer = weft__mem_get(g->mem, tbytes);
+  s.head = weft__mem_get(g->mem, tbytes);
+  s.stamp = weft__mem_get(g->mem, nbytes);
+  weft__vec_init_mem(&s.readers_vec, sizeof(reader), g->mem);
   int rc = WEFT_OK;
   if (!s.last_writer || !s.head || !s.stamp) {
     rc = weft__oom("the dependency analysis");
@@ -148,11 +154,18 @@ int weft__graph_analyse(weft_graph *g) {
   memset(s.last_writer, 0xff, nt * sizeof(uint32_t));
   memset(s.head, 0xff, nt * sizeof(uint32_t));
   memset(s.stamp, 0xff, nn * sizeof(uint32_t));
-  g->edges.len = 0;
-  if ((rc = weft__vec_reserve(&g->edges, nn + g->explicit_edges.len)) != WEFT_OK) goto done;
-
   weft_node **nodes = g->nodes.data;
   weft_tensor **tensors = g->tensors.data;
+  size_t accesses = 0;
+  for (uint32_t id = 0; id < nn; id++) accesses += nodes[id]->nargs;
+  g->edges.len = 0;
+  if ((rc = weft__vec_reserve(&g->edges, 2 * accesses + g->explicit_edges.len)) != WEFT_OK) goto done;
+  if ((rc = weft__vec_reserve(&s.readers_vec, accesses)) != WEFT_OK) goto done;
+  s.readers = s.readers_vec.data;
+  s.nreaders = 0;
+  s.edges = g->edges.data;
+  s.nedges = 0;
+
   for (size_t i = 0; i < nt; i++) tensors[i]->flags &= (uint8_t)~WEFT__T_TEMP;
   for (uint32_t id = 0; id < nn; id++) {
     weft_node *n = nodes[id];
@@ -161,30 +174,27 @@ int weft__graph_analyse(weft_graph *g) {
     for (int a = 0; a < n->nargs; a++) {
       if (!(n->args[a].mode & WEFT_READ)) continue;
       uint32_t t = n->args[a].t->id;
-      if (s.last_writer[t] != NONE &&
-          (rc = add_edge(g, &s, s.last_writer[t], id, t, WEFT_HAZARD_RAW)) != WEFT_OK)
-        goto done;
-      reader r = {id, s.head[t]};
-      if ((rc = weft__vec_push(&s.readers, &r)) != WEFT_OK) goto done;
-      s.head[t] = (uint32_t)(s.readers.len - 1);
+      if (s.last_writer[t] != NONE) add_edge(&s, s.last_writer[t], id, t, WEFT_HAZARD_RAW);
+      s.readers[s.nreaders] = (reader){id, s.head[t]};
+      s.head[t] = s.nreaders++;
     }
     for (int a = 0; a < n->nargs; a++) {
       if (!(n->args[a].mode & WEFT_WRITE)) continue;
       uint32_t t = n->args[a].t->id;
       int any_reader = 0;
-      for (uint32_t r = s.head[t]; r != NONE; r = WEFT__VEC_AT(&s.readers, reader, r).next) {
-        uint32_t from = WEFT__VEC_AT(&s.readers, reader, r).node;
+      for (uint32_t r = s.head[t]; r != NONE; r = s.readers[r].next) {
+        uint32_t from = s.readers[r].node;
         if (from == id) continue;
         any_reader = 1;
-        if ((rc = add_edge(g, &s, from, id, t, WEFT_HAZARD_WAR)) != WEFT_OK) goto done;
+        add_edge(&s, from, id, t, WEFT_HAZARD_WAR);
       }
-      if (!any_reader && s.last_writer[t] != NONE &&
-          (rc = add_edge(g, &s, s.last_writer[t], id, t, WEFT_HAZARD_WAW)) != WEFT_OK)
-        goto done;
+      if (!any_reader && s.last_writer[t] != NONE)
+        add_edge(&s, s.last_writer[t], id, t, WEFT_HAZARD_WAW);
       s.last_writer[t] = id;
       s.head[t] = NONE;
     }
   }
+  g->edges.len = s.nedges;
   /* A tensor an op created is a temporary when its final value is read by a later node (the
    * readers since its last write are not empty) and the user did not keep it: its storage
    * may be released after that last read. A final value nobody reads is a result. */
@@ -201,10 +211,10 @@ int weft__graph_analyse(weft_graph *g) {
   if (backward && (rc = check_cycles(g)) != WEFT_OK) goto done;
   g->analysed_version = g->version;
 done:
-  weft__free(s.last_writer);
-  weft__free(s.head);
-  weft__free(s.stamp);
-  weft__vec_fini(&s.readers);
+  weft__mem_put(g->mem, s.last_writer, tbytes);
+  weft__mem_put(g->mem, s.head, tbytes);
+  weft__mem_put(g->mem, s.stamp, nbytes);
+  weft__vec_fini(&s.readers_vec);
   if (rc != WEFT_OK) g->edges.len = 0;
   return rc;
 }

@@ -10,19 +10,20 @@
 
 #include "graph/graph.h"
 
-weft_graph *weft__graph_new(weft_runtime *rt) {
+weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
   weft_graph *g = weft__calloc(1, sizeof *g);
   if (g == NULL) {
     weft__oom("a graph");
     return NULL;
   }
   g->rt = rt;
-  weft__arena_init(&g->arena, 64 * 1024);
-  weft__arena_init(&g->storage_arena, 64 * 1024);
-  weft__vec_init(&g->tensors, sizeof(weft_tensor *));
-  weft__vec_init(&g->nodes, sizeof(weft_node *));
+  g->mem = mem;
+  weft__arena_init(&g->arena, 64 * 1024, mem);
+  weft__arena_init(&g->storage_arena, 64 * 1024, mem);
+  weft__vec_init_mem(&g->tensors, sizeof(weft_tensor *), mem);
+  weft__vec_init_mem(&g->nodes, sizeof(weft_node *), mem);
   weft__vec_init(&g->explicit_edges, sizeof(weft__edge));
-  weft__vec_init(&g->edges, sizeof(weft__edge));
+  weft__vec_init_mem(&g->edges, sizeof(weft__edge), mem);
   g->version = 1;
   atomic_init(&g->busy, 0);
   return g;

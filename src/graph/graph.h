@@ -113,6 +113,7 @@ struct weft__plan;
 
 struct weft_graph {
   weft_runtime *rt;
+  const weft__mem *mem;
   weft__arena arena;
   weft__arena storage_arena; /* small host tensors' contents */
   weft__vec tensors;  /* weft_tensor * */
@@ -127,7 +128,8 @@ struct weft_graph {
   size_t materialised; /* tensors [0, materialised) have storage */
 };
 
-weft_graph *weft__graph_new(weft_runtime *rt);
+/* `mem` (may be NULL) supplies the graph's large blocks. */
+weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem);
 /* Frees everything the graph module owns (not tensor storage: that is the scheduler's). */
 void weft__graph_free(weft_graph *g);
 

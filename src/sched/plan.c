@@ -9,14 +9,20 @@
 
 #include "sched/sched.h"
 
+/* Array sizes, in one place for allocation and release. */
+#define X_BYTES(n) ((size_t)((n) ? (n) : 1) * sizeof(weft__xnode))
+#define U32_BYTES(k) ((size_t)((k) ? (k) : 1) * sizeof(uint32_t))
+#define U8_BYTES(k) ((size_t)((k) ? (k) : 1))
+
 static void plan_free_arrays(weft__plan *p) {
-  weft__free(p->x);
-  weft__free(p->succ);
-  weft__free(p->succ_early);
-  weft__free(p->pred);
-  weft__free(p->roots);
-  weft__free(p->pending);
-  weft__free(p->poison);
+  const weft__mem *mem = p->mem;
+  weft__mem_put(mem, p->x, X_BYTES(p->n));
+  weft__mem_put(mem, p->succ, U32_BYTES(p->m));
+  weft__mem_put(mem, p->succ_early, U8_BYTES(p->m));
+  weft__mem_put(mem, p->pred, U32_BYTES(p->m));
+  weft__mem_put(mem, p->roots, U32_BYTES(p->n));
+  weft__mem_put(mem, p->pending, U32_BYTES(p->n));
+  weft__mem_put(mem, p->poison, U8_BYTES(p->n));
 }
 
 void weft__plan_free(weft_runtime *rt, weft__plan *p) {
@@ -38,19 +44,21 @@ int weft__plan_build(weft_graph *g) {
   if (p == NULL) return weft__oom("a plan");
   p->graph = g;
   p->n = n;
-  size_t nn = n ? n : 1, mm = m ? m : 1;
-  p->x = weft__calloc(nn, sizeof *p->x);
-  p->succ = weft__malloc(mm * sizeof *p->succ);
-  p->succ_early = weft__malloc(mm);
-  p->pred = weft__malloc(mm * sizeof *p->pred);
-  p->roots = weft__malloc(nn * sizeof *p->roots);
-  p->pending = weft__malloc(nn * sizeof *p->pending);
-  p->poison = weft__malloc(nn * sizeof *p->poison);
+  p->m = m;
+  p->mem = g->mem;
+  p->x = weft__mem_get(p->mem, X_BYTES(n));
+  p->succ = weft__mem_get(p->mem, U32_BYTES(m));
+  p->succ_early = weft__mem_get(p->mem, U8_BYTES(m));
+  p->pred = weft__mem_get(p->mem, U32_BYTES(m));
+  p->roots = weft__mem_get(p->mem, U32_BYTES(n));
+  p->pending = weft__mem_get(p->mem, U32_BYTES(n));
+  p->poison = weft__mem_get(p->mem, U8_BYTES(n));
   if (!p->x || !p->succ || !p->succ_early || !p->pred || !p->roots || !p->pending || !p->poison) {
     plan_free_arrays(p);
     weft__free(p);
     return weft__oom("a plan");
   }
+  memset(p->x, 0, X_BYTES(n));
   weft_node **nodes = g->nodes.data;
   weft__edge *e = g->edges.data;
   /* Counts, then prefix sums; x[i].succ_end and pred_end serve as fill cursors. */

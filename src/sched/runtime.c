@@ -75,6 +75,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     weft__free(rt);
     return rc;
   }
+  if ((rc = weft__blockpool_create(&rt->blocks)) != WEFT_OK) goto fail;
   if ((rc = add_backend(rt, &weft__cpu_backend, &o)) != WEFT_OK) goto fail;
   rt->by_kind[WEFT_DEVICE_CPU] = &rt->backends[0];
 #if WEFT_HAVE_CUDA
@@ -105,6 +106,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
 fail:
   for (int b = rt->nbackends - 1; b >= 0; b--)
     if (rt->backends[b].vt->fini != NULL) rt->backends[b].vt->fini(&rt->backends[b]);
+  weft__blockpool_destroy(rt->blocks);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->ops);
   weft__free(rt);
@@ -125,6 +127,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
     weft__free(op);
   }
   weft__vec_fini(&rt->ops);
+  weft__blockpool_destroy(rt->blocks);
   weft__mutex_destroy(&rt->ops_lock);
   weft__free(rt);
 }

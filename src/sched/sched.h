@@ -15,6 +15,12 @@
 #define WEFT__MAX_BACKENDS 4
 
 typedef struct weft__pool weft__pool;
+typedef struct weft__blockpool weft__blockpool;
+
+/* blockpool.c */
+int weft__blockpool_create(weft__blockpool **out);
+void weft__blockpool_destroy(weft__blockpool *p);
+const weft__mem *weft__blockpool_mem(weft__blockpool *p);
 
 struct weft_runtime {
   weft_runtime_options opts;
@@ -25,6 +31,7 @@ struct weft_runtime {
   weft__backend *by_kind[2]; /* CPU, CUDA */
   weft__backend *pinned;     /* the backend whose host_alloc gives pinned memory, or NULL */
   weft__pool *pool;
+  weft__blockpool *blocks;
   weft__mutex ops_lock;
   weft__vec ops; /* weft_op * */
   atomic_int graphs; /* live graphs, to catch destroy-before-graphs */
@@ -48,6 +55,8 @@ typedef struct weft__plan {
   weft_graph *graph;
   uint64_t version;
   uint32_t n;
+  size_t m;             /* edges */
+  const weft__mem *mem; /* where the arrays come from */
   weft__xnode *x;
   uint32_t *succ;       /* CSR of successors; succ_early[k] marks edges released at issue */
   uint8_t *succ_early;

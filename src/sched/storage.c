@@ -31,7 +31,8 @@ static void mark_pinned(weft_graph *g) {
 
 static int host_alloc(weft_graph *g, weft_tensor *t) {
   if (t->bytes <= SMALL) {
-    t->data = weft__arena_alloc(&g->storage_arena, t->bytes, 64);
+    /* Tiny tensors (scalars, small vectors) pack 16 to a cache line's worth of alignment. */
+    t->data = weft__arena_alloc(&g->storage_arena, t->bytes, t->bytes <= 32 ? 16 : 64);
     if (t->data == NULL) return weft__oom("tensor contents");
     t->storage_kind = WEFT__S_SMALL;
     return WEFT_OK;
@@ -190,7 +191,7 @@ int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
 
 int weft_graph_create(weft_runtime *rt, weft_graph **out) {
   if (rt == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_create: NULL argument");
-  weft_graph *g = weft__graph_new(rt);
+  weft_graph *g = weft__graph_new(rt, weft__blockpool_mem(rt->blocks));
   if (g == NULL) return WEFT_ENOMEM;
   atomic_fetch_add(&rt->graphs, 1);
   *out = g;

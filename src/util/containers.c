@@ -7,14 +7,29 @@
 
 #include "util/util.h"
 
-void weft__vec_init(weft__vec *v, size_t elem) {
+void *weft__mem_get(const weft__mem *m, size_t size) {
+  return m != NULL ? m->get(m->ctx, size) : weft__malloc(size);
+}
+
+void weft__mem_put(const weft__mem *m, void *p, size_t size) {
+  if (p == NULL) return;
+  if (m != NULL)
+    m->put(m->ctx, p, size);
+  else
+    weft__free(p);
+}
+
+void weft__vec_init_mem(weft__vec *v, size_t elem, const weft__mem *mem) {
   v->data = NULL;
   v->len = v->cap = 0;
   v->elem = elem;
+  v->mem = mem;
 }
 
+void weft__vec_init(weft__vec *v, size_t elem) { weft__vec_init_mem(v, elem, NULL); }
+
 void weft__vec_fini(weft__vec *v) {
-  weft__free(v->data);
+  weft__mem_put(v->mem, v->data, v->cap * v->elem);
   v->data = NULL;
   v->len = v->cap = 0;
 }
@@ -23,7 +38,14 @@ int weft__vec_reserve(weft__vec *v, size_t extra) {
   if (v->len + extra <= v->cap) return WEFT_OK;
   size_t cap = v->cap ? v->cap : 16;
   while (cap < v->len + extra) cap *= 2;
-  void *d = weft__realloc(v->data, cap * v->elem);
+  void *d;
+  if (v->mem == NULL) {
+    d = weft__realloc(v->data, cap * v->elem);
+  } else {
+    d = weft__mem_get(v->mem, cap * v->elem);
+    if (d != NULL && v->len) memcpy(d, v->data, v->len * v->elem);
+    if (d != NULL) weft__mem_put(v->mem, v->data, v->cap * v->elem);
+  }
   if (d == NULL) return weft__oom("a vector");
   v->data = d;
   v->cap = cap;
@@ -46,16 +68,17 @@ struct weft__arena_chunk {
   _Alignas(64) unsigned char mem[];
 };
 
-void weft__arena_init(weft__arena *a, size_t chunk_size) {
+void weft__arena_init(weft__arena *a, size_t chunk_size, const weft__mem *mem) {
   a->head = NULL;
   a->chunk_size = chunk_size;
+  a->mem = mem;
 }
 
 void weft__arena_fini(weft__arena *a) {
   struct weft__arena_chunk *c = a->head;
   while (c != NULL) {
     struct weft__arena_chunk *next = c->next;
-    weft__free(c);
+    weft__mem_put(a->mem, c, sizeof *c + c->size);
     c = next;
   }
   a->head = NULL;
@@ -72,9 +95,9 @@ void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   }
   size_t cap = a->chunk_size;
   if (size + align > cap) cap = size + align;
-  /* The chunk's memory is 64-aligned only if the hook's allocation is 16-aligned and we pad;
-   * allocate with room to align by hand. */
-  c = weft__malloc(sizeof *c + cap + 64);
+  if (a->chunk_size < (1u << 20)) a->chunk_size *= 2;
+  /* Room to align the first object by hand: the block need not be 64-aligned. */
+  c = weft__mem_get(a->mem, sizeof *c + cap + 64);
   if (c == NULL) {
     weft__oom("graph storage");
     return NULL;

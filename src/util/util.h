@@ -56,13 +56,28 @@ int weft__oom(const char *what);
 /* Copies `msg` as the calling thread's error message. */
 void weft__set_last_error(const char *msg);
 
+/* A source of large blocks that may recycle them (the runtime's block pool, so that building
+ * and destroying graph after graph does not fault fresh pages in each time). NULL means the
+ * allocation hook directly. `put` takes the size given to `get`. */
+typedef struct weft__mem {
+  void *(*get)(void *ctx, size_t size);
+  void (*put)(void *ctx, void *p, size_t size);
+  void *ctx;
+} weft__mem;
+
+void *weft__mem_get(const weft__mem *m, size_t size);
+void weft__mem_put(const weft__mem *m, void *p, size_t size);
+
 /* Growable vector of fixed-size elements. */
 typedef struct weft__vec {
   void *data;
   size_t len, cap, elem;
+  const weft__mem *mem;
 } weft__vec;
 
 void weft__vec_init(weft__vec *v, size_t elem);
+/* A vector whose storage comes from `mem`. */
+void weft__vec_init_mem(weft__vec *v, size_t elem, const weft__mem *mem);
 void weft__vec_fini(weft__vec *v);
 /* Makes room for `extra` more elements; WEFT_OK or WEFT_ENOMEM (message set). */
 int weft__vec_reserve(weft__vec *v, size_t extra);
@@ -73,10 +88,12 @@ int weft__vec_push(weft__vec *v, const void *item);
 /* Bump arena: many small allocations freed together. Chunks come from weft__malloc. */
 typedef struct weft__arena {
   struct weft__arena_chunk *head;
-  size_t chunk_size;
+  size_t chunk_size; /* the next chunk's size; doubles up to 1 MiB */
+  const weft__mem *mem;
 } weft__arena;
 
-void weft__arena_init(weft__arena *a, size_t chunk_size);
+/* `mem` may be NULL (the allocation hook). */
+void weft__arena_init(weft__arena *a, size_t chunk_size, const weft__mem *mem);
 void weft__arena_fini(weft__arena *a);
 /* Returns `size` bytes aligned to `align` (a power of two <= 64), or NULL (message set). */
 void *weft__arena_alloc(weft__arena *a, size_t size, size_t align);
