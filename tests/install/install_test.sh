@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# install_test.sh BUILD_DIR SOURCE_DIR — installs weft from BUILD_DIR into a temporary prefix,
+# then builds and runs a consumer through the CMake package (weft::weft) and through pkg-config.
+set -euo pipefail
+build=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
+test -f "$tmp/prefix/include/weft/weft.h"
+pc=$(find "$tmp/prefix" -name weft.pc | head -1)
+cm=$(find "$tmp/prefix" -name weftConfig.cmake | head -1)
+test -n "$pc" && test -n "$cm"
+libdir=$(dirname "$(find "$tmp/prefix" -name 'libweft.so' | head -1)")
+cmake -S "$src/tests/install" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" > "$tmp/consumer.log"
+cmake --build "$tmp/consumer" > "$tmp/consumer-build.log"
+LD_LIBRARY_PATH="$libdir" "$tmp/consumer/consumer"
+PKG_CONFIG_PATH=$(dirname "$pc") cc "$src/tests/install/consumer.c" -o "$tmp/consumer-pc" \
+  $(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs weft)
+LD_LIBRARY_PATH="$libdir" "$tmp/consumer-pc"
+echo "install test passed: CMake package and pkg-config"
