@@ -312,10 +312,10 @@ WEFT_API weft_graph *weft_tensor_graph(const weft_tensor *t);
 /* How the tensor was initialised at creation. */
 WEFT_API weft_init weft_tensor_init(const weft_tensor *t);
 
-/* Copies the tensor's contents (row-major, `size` must equal weft_tensor_bytes) into `dst`.
- * Blocks until any run of the graph has finished is NOT done: fails with WEFT_EBUSY while a
- * run of the graph is in flight. Works for any device (a GPU tensor is copied back).
- * Thread-safe: no (with respect to its graph). */
+/* Copies the tensor's contents (row-major; `size` must equal weft_tensor_bytes) into `dst`.
+ * Works for any device (a GPU tensor is copied back). It does not wait for a run: while a run
+ * of the graph is in flight it fails with WEFT_EBUSY. Reading a temporary after a run fails
+ * with WEFT_ESTATE (see weft_tensor_keep). Thread-safe: no (with respect to its graph). */
 WEFT_NODISCARD WEFT_API int weft_tensor_read(weft_tensor *t, void *dst, size_t size);
 /* Copies `size` bytes (== weft_tensor_bytes) from `src` into the tensor. Same rules. */
 WEFT_NODISCARD WEFT_API int weft_tensor_write(weft_tensor *t, const void *src, size_t size);
