@@ -7,7 +7,9 @@
 
 #include "util/util.h"
 
-static _Thread_local char last_error[1024];
+/* 16 KiB: a .weft parse reports every error of a file in one message (each with its source
+ * line and caret), which 1 KiB cut short after two or three. */
+static _Thread_local char last_error[16384];
 
 const char *weft_strerror(int status) {
   switch (status) {
