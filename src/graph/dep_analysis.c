@@ -44,53 +44,60 @@ static inline void add_edge(scratch *s, uint32_t from, uint32_t to, uint32_t ten
 }
 
 /* Finds a cycle among the nodes Kahn's algorithm could not order and writes its nodes into the
- * error message. `left` marks them. */
-static int report_cycle(weft_graph *g, const uint8_t *left, const uint32_t *off,
-                        const uint32_t *succ) {
-  size_t n = g->nodes.len;
-  uint32_t *next = weft__malloc(n * sizeof *next);
-  uint32_t *seen = weft__calloc(n, sizeof *seen);
-  if (next == NULL || seen == NULL) {
-    weft__free(next);
-    weft__free(seen);
-    return weft__oom("the cycle report");
+ * error message. `left` marks them. A leftover node need not lie on a cycle (it may only be
+ * downstream of one, with no leftover successor), but every leftover node has a leftover
+ * predecessor — else its in-degree would have reached zero — so the walk goes backwards,
+ * from predecessor to predecessor, until a node repeats; the repeated stretch is a cycle. */
+static int report_cycle(weft_graph *g, const uint8_t *left) {
+  size_t n = g->nodes.len, m = g->edges.len;
+  const weft__edge *e = g->edges.data;
+  uint32_t *poff = weft__calloc(n + 1, sizeof *poff);
+  uint32_t *pred = weft__malloc((m ? m : 1) * sizeof *pred);
+  uint32_t *path = weft__malloc((n ? n : 1) * sizeof *path);
+  uint32_t *seen = weft__calloc(n ? n : 1, sizeof *seen); /* position in path + 1 */
+  int rc;
+  if (poff == NULL || pred == NULL || path == NULL || seen == NULL) {
+    rc = weft__oom("the cycle report");
+    goto done;
   }
-  /* Every node left over has a successor left over (else it would have been ordered once its
-   * own predecessors were... by symmetry on the reversed graph); walk successors until a node
-   * repeats. */
-  uint32_t start = 0;
-  while (start < n && !left[start]) start++;
-  uint32_t v = start, step = 1;
+  /* Predecessor lists of the leftover nodes (CSR; path serves as the fill cursor). */
+  for (size_t i = 0; i < m; i++)
+    if (left[e[i].from] && left[e[i].to]) poff[e[i].to + 1]++;
+  for (size_t i = 0; i < n; i++) poff[i + 1] += poff[i];
+  for (size_t i = 0; i < n; i++) path[i] = poff[i];
+  for (size_t i = 0; i < m; i++)
+    if (left[e[i].from] && left[e[i].to]) pred[path[e[i].to]++] = e[i].from;
+  uint32_t v = 0, len = 0;
+  while (v < n && !left[v]) v++;
   while (!seen[v]) {
-    seen[v] = step++;
-    uint32_t w = NONE;
-    for (uint32_t k = off[v]; k < off[v + 1]; k++)
-      if (left[succ[k]]) {
-        w = succ[k];
-        break;
-      }
-    if (w == NONE) break; /* cannot happen for a true leftover set; stop safely */
-    next[v] = w;
-    v = w;
+    WEFT_ASSERT(poff[v] < poff[v + 1]);
+    seen[v] = ++len;
+    path[len - 1] = v;
+    v = pred[poff[v]];
   }
+  /* path[j..len) is the cycle walked backwards: path[j] -> path[len-1] -> ... -> path[j+1]
+   * -> path[j] in execution order. */
+  uint32_t j = seen[v] - 1;
   char msg[900];
-  int len = snprintf(msg, sizeof msg, "dependency cycle through nodes:");
-  uint32_t u = v;
-  int count = 0;
-  do {
-    weft_node *nd = WEFT__VEC_AT(&g->nodes, weft_node *, u);
+  int mlen = snprintf(msg, sizeof msg, "dependency cycle through nodes:");
+  for (uint32_t k = 0; k < len - j && k < 64; k++) {
+    uint32_t u = k == 0 ? path[j] : path[len - k];
     char d[200];
-    if (len > 0 && (size_t)len < sizeof msg - 40)
-      len += snprintf(msg + len, sizeof msg - (size_t)len, "%s %s", count ? " ->" : "",
-                      weft_node_describe(nd, d, sizeof d));
-    count++;
-    u = next[u];
-  } while (u != v && count < 64);
-  if (len > 0 && (size_t)len < sizeof msg - 40)
-    snprintf(msg + len, sizeof msg - (size_t)len, " -> back to node %u (explicit edges close it)", v);
-  weft__free(next);
+    weft_node *nd = WEFT__VEC_AT(&g->nodes, weft_node *, u);
+    if (mlen > 0 && (size_t)mlen < sizeof msg - 40)
+      mlen += snprintf(msg + mlen, sizeof msg - (size_t)mlen, "%s %s", k ? " ->" : "",
+                       weft_node_describe(nd, d, sizeof d));
+  }
+  if (mlen > 0 && (size_t)mlen < sizeof msg - 40)
+    snprintf(msg + mlen, sizeof msg - (size_t)mlen, " -> back to node %u (explicit edges close it)",
+             path[j]);
+  rc = weft__err(WEFT_ECYCLE, "%s", msg);
+done:
+  weft__free(poff);
+  weft__free(pred);
+  weft__free(path);
   weft__free(seen);
-  return weft__err(WEFT_ECYCLE, "%s", msg);
+  return rc;
 }
 
 static int check_cycles(weft_graph *g) {
@@ -127,7 +134,7 @@ static int check_cycles(weft_graph *g) {
     for (uint32_t k = off[v]; k < off[v + 1]; k++)
       if (--indeg[succ[k]] == 0) queue[qt++] = succ[k];
   }
-  if (qt < n) rc = report_cycle(g, left, off, succ);
+  if (qt < n) rc = report_cycle(g, left);
 done:
   weft__free(off);
   weft__free(succ);
