@@ -87,7 +87,10 @@ void weft__arena_fini(weft__arena *a) {
 void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   struct weft__arena_chunk *c = a->head;
   if (c != NULL) {
-    size_t off = (c->used + align - 1) & ~(align - 1);
+    /* Align the address, not the offset: the chunk itself is only as aligned as the block the
+     * allocator gave (16 bytes from malloc). */
+    uintptr_t base = (uintptr_t)c->mem;
+    size_t off = (size_t)(((base + c->used + align - 1) & ~(uintptr_t)(align - 1)) - base);
     if (off + size <= c->size) {
       c->used = off + size;
       return c->mem + off;
