@@ -1,0 +1,474 @@
+/* oracle_gen.c — see oracle_gen.h. Seeded random weft programs, built through the public API.
+ *
+ * The generator keeps the tensors made so far and, for each node, picks an op, then inputs
+ * that fit its shape rule (creating a fitting input tensor when none exists, so every op kind
+ * stays reachable), then where the result goes: a new tensor, or an existing one of the
+ * inferred shape and dtype — one of the inputs where the shapes allow (in-place updates).
+ * Every random choice comes from one splitmix64 stream seeded by the program's seed, and the
+ * graph is queried only through weft's introspection calls, so a seed is a complete,
+ * replayable description of a program.
+ *
+ * User ops: a family of ops that differ only in their access lists (read, write and
+ * read-write over one to six tensors, and one with no argument at all). One kernel serves
+ * them all: it folds everything the node may read into a checksum, then rewrites each tensor
+ * it may write element by element from the tensor's old value (read-write only), the first
+ * readable argument, the checksum and the node's parameter, through x / (1 + |x|) so values
+ * stay bounded over long programs. */
+#include "oracle_gen.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the user ops --------------------------------------------------------------------------- */
+
+typedef struct orc_params {
+  double p;
+  int32_t salt;
+  int32_t pad; /* always 0: parameter bytes are fully defined */
+} orc_params;
+
+typedef struct orc_opdef {
+  const char *name;
+  int nargs;
+  weft_access access[6];
+} orc_opdef;
+
+static const orc_opdef orc_ops[] = {
+    {"orc_map", 2, {WEFT_READ, WEFT_WRITE}},
+    {"orc_acc", 1, {WEFT_READ_WRITE}},
+    {"orc_mix3", 3, {WEFT_READ, WEFT_READ, WEFT_READ_WRITE}},
+    {"orc_split", 3, {WEFT_READ, WEFT_WRITE, WEFT_WRITE}},
+    {"orc_rw2", 3, {WEFT_READ_WRITE, WEFT_READ_WRITE, WEFT_READ}},
+    {"orc_gen", 1, {WEFT_WRITE}},
+    {"orc_peek", 2, {WEFT_READ, WEFT_READ}},
+    {"orc_many", 6, {WEFT_READ, WEFT_READ, WEFT_READ_WRITE, WEFT_WRITE, WEFT_READ, WEFT_READ_WRITE}},
+    {"orc_nop", 0, {0}},
+};
+enum { N_ORC_OPS = sizeof orc_ops / sizeof orc_ops[0] };
+
+static double get_elem(const weft_tensor *t, const void *data, int64_t j) {
+  return weft_tensor_dtype(t) == WEFT_F32 ? (double)((const float *)data)[j]
+                                          : ((const double *)data)[j];
+}
+
+static void set_elem(const weft_tensor *t, void *data, int64_t j, double v) {
+  if (weft_tensor_dtype(t) == WEFT_F32)
+    ((float *)data)[j] = (float)v;
+  else
+    ((double *)data)[j] = v;
+}
+
+static int orc_kernel(weft_kernel_ctx *ctx) {
+  size_t psize = 0;
+  const orc_params *prm = weft_ctx_params(ctx, &psize);
+  if (psize != sizeof *prm) return weft_ctx_fail(ctx, "oracle op: %zu parameter bytes", psize);
+  const orc_opdef *desc = weft_ctx_user(ctx);
+  int n = weft_ctx_nargs(ctx);
+  double sum = prm->salt * 0.001;
+  int first_read = -1;
+  for (int i = 0; i < n; i++) {
+    if (!(desc->access[i] & WEFT_READ)) continue;
+    const weft_tensor *t = weft_ctx_tensor(ctx, i);
+    const void *d = weft_ctx_data(ctx, i);
+    int64_t m = weft_tensor_numel(t);
+    if (first_read < 0 && m > 0) first_read = i;
+    for (int64_t j = 0; j < m; j++) sum += get_elem(t, d, j) * (double)((j % 7) + 1) * 0.125;
+  }
+  double chk = sum / (1.0 + fabs(sum));
+  for (int i = 0; i < n; i++) {
+    if (!(desc->access[i] & WEFT_WRITE)) continue;
+    const weft_tensor *t = weft_ctx_tensor(ctx, i);
+    void *d = weft_ctx_data(ctx, i);
+    int64_t m = weft_tensor_numel(t);
+    const weft_tensor *src = first_read >= 0 ? weft_ctx_tensor(ctx, first_read) : NULL;
+    const void *sd = first_read >= 0 ? weft_ctx_data(ctx, first_read) : NULL;
+    int64_t sn = src != NULL ? weft_tensor_numel(src) : 0;
+    for (int64_t j = 0; j < m; j++) {
+      double old = (desc->access[i] & WEFT_READ) ? get_elem(t, d, j) : 0.0;
+      double in = sn > 0 ? get_elem(src, sd, j % sn) : 0.0;
+      double x = 0.5 * old + in * prm->p + chk + 0.01 * (double)(j + i);
+      set_elem(t, d, j, x / (1.0 + fabs(x)));
+    }
+  }
+  return WEFT_OK;
+}
+
+void oracle_register_ops(weft_runtime *rt) {
+  for (int k = 0; k < N_ORC_OPS; k++) {
+    if (weft_op_find(rt, orc_ops[k].name) != NULL) continue;
+    weft_op_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = orc_ops[k].name;
+    d.nargs = orc_ops[k].nargs;
+    for (int i = 0; i < d.nargs; i++) d.access[i] = orc_ops[k].access[i];
+    d.cpu = orc_kernel;
+    d.user = (void *)&orc_ops[k]; /* the kernel reads the access list from here */
+    if (weft_op_register(rt, &d, NULL) != WEFT_OK) {
+      fprintf(stderr, "oracle_register_ops: %s\n", weft_last_error());
+      abort();
+    }
+  }
+}
+
+/* ---- the generator -------------------------------------------------------------------------- */
+
+void oracle_cfg_init(oracle_cfg *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->min_nodes = 4;
+  cfg->max_nodes = 32;
+  cfg->max_inputs = 6;
+  cfg->max_dim = 6;
+  cfg->max_ndim = 4;
+  cfg->f64_percent = 30;
+  cfg->zero_dims = 1;
+  cfg->user_ops = 1;
+  cfg->keep_percent = 75;
+  cfg->edge_percent = 15;
+  cfg->cycle_per_mille = 15;
+}
+
+typedef struct gen {
+  weft_graph *g;
+  const oracle_cfg *cfg;
+  uint64_t rng;
+  int ninputs;
+  const weft_op *ops[N_ORC_OPS];
+} gen;
+
+static uint64_t next_u64(gen *s) {
+  uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n). */
+static int below(gen *s, int n) { return n <= 1 ? 0 : (int)(next_u64(s) % (uint64_t)n); }
+static int chance(gen *s, int percent) { return below(s, 100) < percent; }
+static double unit(gen *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+static size_t ntensors(gen *s) { return weft_graph_tensor_count(s->g); }
+static weft_tensor *tensor_at(gen *s, size_t i) { return weft_graph_tensor(s->g, i); }
+
+static int64_t rand_dim(gen *s) {
+  if (s->cfg->zero_dims && below(s, 40) == 0) return 0;
+  int hi = s->cfg->max_dim > 0 ? s->cfg->max_dim : 1;
+  return 1 + below(s, hi);
+}
+
+static weft_init rand_init(gen *s) {
+  uint64_t seed = next_u64(s);
+  switch (below(s, 6)) {
+    case 0:
+      return weft_zeros();
+    case 1:
+      return weft_ones();
+    case 2:
+      return weft_full(unit(s) * 4 - 2);
+    case 3:
+      return weft_normal(unit(s) - 0.5, unit(s), seed);
+    default: {
+      double lo = unit(s) * 2 - 1.5;
+      return weft_uniform(lo, lo + unit(s) * 2, seed);
+    }
+  }
+}
+
+static int rand_dtype(gen *s) { return chance(s, s->cfg->f64_percent) ? WEFT_F64 : WEFT_F32; }
+
+static int rand_ndim(gen *s) {
+  static const int weights[5] = {8, 36, 40, 10, 6}; /* mostly 1-D and 2-D */
+  int r = below(s, 100), acc = 0;
+  for (int d = 0; d <= 4; d++) {
+    acc += weights[d];
+    if (r < acc) return d <= s->cfg->max_ndim ? d : s->cfg->max_ndim;
+  }
+  return 1;
+}
+
+/* Creates an input tensor "in<k>" of the given dtype, rank and shape. */
+static int new_input(gen *s, int dtype, int ndim, const int64_t *shape, weft_tensor **out) {
+  char name[24];
+  snprintf(name, sizeof name, "in%d", s->ninputs++);
+  return weft_tensor_create(s->g, name, (weft_dtype)dtype, ndim, shape, weft_cpu(), rand_init(s),
+                            out);
+}
+
+static int new_random_input(gen *s, weft_tensor **out) {
+  int64_t shape[4];
+  int nd = rand_ndim(s);
+  for (int i = 0; i < nd; i++) shape[i] = rand_dim(s);
+  return new_input(s, rand_dtype(s), nd, shape, out);
+}
+
+static int same_shape(const weft_tensor *t, int dtype, int ndim, const int64_t *shape) {
+  if ((int)weft_tensor_dtype(t) != dtype || weft_tensor_ndim(t) != ndim) return 0;
+  for (int i = 0; i < ndim; i++)
+    if (weft_tensor_dim(t, i) != shape[i]) return 0;
+  return 1;
+}
+
+/* A random existing tensor of exactly this dtype and shape, or NULL. */
+static weft_tensor *find_fit(gen *s, int dtype, int ndim, const int64_t *shape) {
+  size_t n = ntensors(s), start = (size_t)below(s, (int)n), found = 0;
+  weft_tensor *pick = NULL;
+  for (size_t k = 0; k < n; k++) {
+    weft_tensor *t = tensor_at(s, (start + k) % n);
+    if (same_shape(t, dtype, ndim, shape) && below(s, (int)++found) == 0) pick = t;
+  }
+  return pick;
+}
+
+/* An existing tensor of this dtype and shape (sometimes a fresh input instead). */
+static int fit_or_new(gen *s, int dtype, int ndim, const int64_t *shape, weft_tensor **out) {
+  weft_tensor *t = chance(s, 80) ? find_fit(s, dtype, ndim, shape) : NULL;
+  if (t != NULL) {
+    *out = t;
+    return WEFT_OK;
+  }
+  return new_input(s, dtype, ndim, shape, out);
+}
+
+/* A random existing tensor matching `pred` (any when pred is NULL), or NULL. */
+static weft_tensor *pick_tensor(gen *s, int (*pred)(const weft_tensor *)) {
+  size_t n = ntensors(s), found = 0;
+  weft_tensor *pick = NULL;
+  for (size_t k = 0; k < n; k++) {
+    weft_tensor *t = tensor_at(s, k);
+    if ((pred == NULL || pred(t)) && below(s, (int)++found) == 0) pick = t;
+  }
+  return pick;
+}
+
+static int is_matrix(const weft_tensor *t) { return weft_tensor_ndim(t) == 2; }
+
+/* Where an op's result goes: NULL (a new tensor), or an existing tensor of the inferred shape,
+ * preferring the inputs (in place) now and then. */
+static weft_tensor *pick_out(gen *s, weft_tensor *const *ins, int nin, int dtype, int ndim,
+                             const int64_t *shape) {
+  int r = below(s, 100);
+  if (r < 55) return NULL;
+  if (r < 80) {
+    for (int k = 0, i = below(s, nin); k < nin; k++, i = (i + 1) % nin)
+      if (ins[i] != NULL && same_shape(ins[i], dtype, ndim, shape)) return ins[i];
+  }
+  return find_fit(s, dtype, ndim, shape);
+}
+
+/* Keeps a new result as often as the configuration asks. */
+static void after_result(gen *s, weft_tensor *before, weft_tensor *res) {
+  if (before == NULL && chance(s, s->cfg->keep_percent)) weft_tensor_keep(res);
+}
+
+static int add_builtin(gen *s) {
+  weft_graph *g = s->g;
+  int rc;
+  weft_tensor *a = NULL, *b = NULL, *c = NULL, *out = NULL;
+  int kind = below(s, 11);
+  switch (kind) {
+    case 0: { /* mm */
+      if ((a = pick_tensor(s, is_matrix)) == NULL || chance(s, 15)) {
+        int64_t sh[2] = {rand_dim(s), rand_dim(s)};
+        if ((rc = new_input(s, rand_dtype(s), 2, sh, &a)) != WEFT_OK) return rc;
+      }
+      int dt = weft_tensor_dtype(a);
+      int64_t bs[2] = {weft_tensor_dim(a, 1), chance(s, 30) ? weft_tensor_dim(a, 1) : rand_dim(s)};
+      if (chance(s, 10) && weft_tensor_dim(a, 0) == weft_tensor_dim(a, 1))
+        b = a; /* a . a */
+      else if ((rc = fit_or_new(s, dt, 2, bs, &b)) != WEFT_OK)
+        return rc;
+      int64_t os[2] = {weft_tensor_dim(a, 0), weft_tensor_dim(b, 1)};
+      weft_tensor *ins[2] = {a, b};
+      out = pick_out(s, ins, 2, dt, 2, os);
+      weft_tensor *before = out;
+      if ((rc = weft_mm(g, a, b, &out)) != WEFT_OK) return rc;
+      after_result(s, before, out);
+      return WEFT_OK;
+    }
+    case 1:
+    case 2:
+    case 3: { /* add, sub, mul */
+      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
+      int dt = weft_tensor_dtype(a), nd = weft_tensor_ndim(a);
+      int64_t sh[4];
+      for (int i = 0; i < nd; i++) sh[i] = weft_tensor_dim(a, i);
+      if (chance(s, 10))
+        b = a;
+      else if ((rc = fit_or_new(s, dt, nd, sh, &b)) != WEFT_OK)
+        return rc;
+      weft_tensor *ins[2] = {a, b};
+      out = pick_out(s, ins, 2, dt, nd, sh);
+      weft_tensor *before = out;
+      rc = kind == 1 ? weft_add(g, a, b, &out) : kind == 2 ? weft_sub(g, a, b, &out)
+                                                          : weft_mul(g, a, b, &out);
+      if (rc != WEFT_OK) return rc;
+      after_result(s, before, out);
+      return WEFT_OK;
+    }
+    case 4:
+    case 5: { /* scale, relu */
+      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
+      int dt = weft_tensor_dtype(a), nd = weft_tensor_ndim(a);
+      int64_t sh[4];
+      for (int i = 0; i < nd; i++) sh[i] = weft_tensor_dim(a, i);
+      out = pick_out(s, &a, 1, dt, nd, sh);
+      weft_tensor *before = out;
+      rc = kind == 4 ? weft_scale(g, a, unit(s) * 2.5 - 1.25, &out) : weft_relu(g, a, &out);
+      if (rc != WEFT_OK) return rc;
+      after_result(s, before, out);
+      return WEFT_OK;
+    }
+    case 6:
+    case 7: { /* sum, norm */
+      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
+      int dt = weft_tensor_dtype(a);
+      out = pick_out(s, &a, 1, dt, 0, NULL);
+      weft_tensor *before = out;
+      rc = kind == 6 ? weft_sum(g, a, &out) : weft_norm(g, a, &out);
+      if (rc != WEFT_OK) return rc;
+      after_result(s, before, out);
+      return WEFT_OK;
+    }
+    case 8: { /* linear: x [n,in] . w[o,in]^T + b[o] */
+      if ((a = pick_tensor(s, is_matrix)) == NULL || chance(s, 15)) {
+        int64_t sh[2] = {rand_dim(s), rand_dim(s)};
+        if ((rc = new_input(s, rand_dtype(s), 2, sh, &a)) != WEFT_OK) return rc;
+      }
+      int dt = weft_tensor_dtype(a);
+      int64_t ws[2] = {chance(s, 30) ? weft_tensor_dim(a, 1) : rand_dim(s), weft_tensor_dim(a, 1)};
+      if ((rc = fit_or_new(s, dt, 2, ws, &b)) != WEFT_OK) return rc;
+      int64_t bs[1] = {weft_tensor_dim(b, 0)};
+      if (chance(s, 60) && (rc = fit_or_new(s, dt, 1, bs, &c)) != WEFT_OK) return rc;
+      int64_t os[2] = {weft_tensor_dim(a, 0), weft_tensor_dim(b, 0)};
+      weft_tensor *ins[3] = {a, b, c};
+      out = pick_out(s, ins, c != NULL ? 3 : 2, dt, 2, os);
+      weft_tensor *before = out;
+      if ((rc = weft_linear(g, a, b, c, &out)) != WEFT_OK) return rc;
+      after_result(s, before, out);
+      return WEFT_OK;
+    }
+    case 9: { /* copy cpu -> cpu, into a new tensor or an existing one (itself included) */
+      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
+      int dt = weft_tensor_dtype(a), nd = weft_tensor_ndim(a);
+      int64_t sh[4];
+      for (int i = 0; i < nd; i++) sh[i] = weft_tensor_dim(a, i);
+      out = pick_out(s, &a, 1, dt, nd, sh);
+      weft_tensor *before = out;
+      if ((rc = weft_copy(g, a, weft_cpu(), &out)) != WEFT_OK) return rc;
+      after_result(s, before, out);
+      return WEFT_OK;
+    }
+    default: /* fill */
+      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
+      return weft_fill(g, a, rand_init(s));
+  }
+}
+
+static int add_user(gen *s) {
+  int k = below(s, N_ORC_OPS);
+  const weft_op *op = s->ops[k];
+  weft_tensor *args[6];
+  int rc;
+  for (int i = 0; i < orc_ops[k].nargs; i++) {
+    /* Reuse existing tensors mostly, so accesses collide; repeat an argument now and then. */
+    if (i > 0 && chance(s, 8))
+      args[i] = args[below(s, i)];
+    else if ((args[i] = chance(s, 85) ? pick_tensor(s, NULL) : NULL) == NULL &&
+             (rc = new_random_input(s, &args[i])) != WEFT_OK)
+      return rc;
+  }
+  orc_params p = {unit(s) * 2 - 1, (int32_t)below(s, 1000), 0};
+  return weft_call(s->g, op, args, orc_ops[k].nargs, &p, sizeof p);
+}
+
+/* Two nodes conflict when they share a tensor and one of them writes it. */
+static int conflict(const weft_node *a, const weft_node *b) {
+  for (int i = 0; i < weft_node_nargs(a); i++) {
+    weft_access ma;
+    weft_tensor *ta = weft_node_arg(a, i, &ma);
+    for (int k = 0; k < weft_node_nargs(b); k++) {
+      weft_access mb;
+      if (weft_node_arg(b, k, &mb) == ta && ((ma | mb) & WEFT_WRITE)) return 1;
+    }
+  }
+  return 0;
+}
+
+int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracle_info *info) {
+  oracle_cfg defaults;
+  if (cfg == NULL) {
+    oracle_cfg_init(&defaults);
+    cfg = &defaults;
+  }
+  gen s;
+  memset(&s, 0, sizeof s);
+  s.g = g;
+  s.cfg = cfg;
+  s.rng = seed * 0x2545F4914F6CDD1Dull + 0x1234567u;
+  if (info != NULL) memset(info, 0, sizeof *info);
+  if (cfg->user_ops)
+    for (int k = 0; k < N_ORC_OPS; k++)
+      if ((s.ops[k] = weft_op_find(weft_graph_runtime(g), orc_ops[k].name)) == NULL) {
+        fprintf(stderr, "oracle_build: op %s is not registered (call oracle_register_ops)\n",
+                orc_ops[k].name);
+        return WEFT_ENOENT;
+      }
+  int rc;
+  int ninputs = 1 + below(&s, cfg->max_inputs > 0 ? cfg->max_inputs : 1);
+  for (int i = 0; i < ninputs; i++) {
+    weft_tensor *t;
+    if ((rc = new_random_input(&s, &t)) != WEFT_OK) return rc;
+  }
+  int span = cfg->max_nodes - cfg->min_nodes + 1;
+  int nnodes = cfg->min_nodes + below(&s, span > 0 ? span : 1);
+  for (int k = 0; k < nnodes; k++) {
+    if (chance(&s, 10)) {
+      weft_tensor *t;
+      if ((rc = new_random_input(&s, &t)) != WEFT_OK) return rc;
+    }
+    rc = cfg->user_ops && chance(&s, 35) ? add_user(&s) : add_builtin(&s);
+    if (rc != WEFT_OK) return rc;
+    size_t n = weft_graph_node_count(g);
+    weft_node *last = weft_graph_node(g, n - 1);
+    if (chance(&s, 10)) {
+      char name[24];
+      snprintf(name, sizeof name, "step%d", k);
+      if ((rc = weft_node_set_name(last, name)) != WEFT_OK) return rc;
+    }
+    if (n >= 2 && chance(&s, cfg->edge_percent)) {
+      /* A forward edge into the new node, or between two earlier nodes. */
+      size_t to = chance(&s, 60) ? n - 1 : 1 + (size_t)below(&s, (int)n - 1);
+      size_t from = (size_t)below(&s, (int)to);
+      if ((rc = weft_graph_add_edge(g, weft_graph_node(g, from), weft_graph_node(g, to))) != WEFT_OK)
+        return rc;
+    }
+  }
+  size_t n = weft_graph_node_count(g);
+  if (below(&s, 1000) < cfg->cycle_per_mille && n >= 2) {
+    /* A backward edge j -> i between two conflicting nodes: serial order puts i before j,
+     * so the analysis has a path i ~> j, and the edge closes a cycle. */
+    for (int tries = 0; tries < 64; tries++) {
+      size_t j = 1 + (size_t)below(&s, (int)n - 1), i = (size_t)below(&s, (int)j);
+      weft_node *ni = weft_graph_node(g, i), *nj = weft_graph_node(g, j);
+      if (!conflict(ni, nj)) continue;
+      if ((rc = weft_graph_add_edge(g, nj, ni)) != WEFT_OK) return rc;
+      if (info != NULL) {
+        info->cycle = 1;
+        info->cycle_from = j;
+        info->cycle_to = i;
+      }
+      break;
+    }
+  }
+  if (info != NULL) {
+    info->nodes = weft_graph_node_count(g);
+    info->tensors = weft_graph_tensor_count(g);
+  }
+  return WEFT_OK;
+}
+
+int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg) {
+  return oracle_build_info(g, seed, cfg, NULL);
+}
