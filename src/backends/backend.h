@@ -88,6 +88,63 @@ extern const weft__backend_vtable weft__cuda_backend;
  * no CUDA call and never blocks on the device. */
 void weft__sched_complete(weft_run *run, uint32_t index, int status, const char *message);
 
+/* ---- Node timing (implemented in src/sched/report/timing.c) ------------------------------
+ *
+ * Every node of a run gets a start, an end and a lane, in nanoseconds on one time base:
+ * weft__clock_ns(), a monotonic clock on the CLOCK_MONOTONIC epoch (read from the invariant
+ * TSC where there is one, calibrated against CLOCK_MONOTONIC). The dispatcher records every
+ * node it launches around the backend's `launch` call: for a CPU node that is the kernel, for
+ * a GPU node only the host-side enqueue. A backend whose work runs later on a device replaces
+ * that with the device-side interval through weft__sched_node_time:
+ *   - for a node whose launch returned WEFT__PENDING: before weft__sched_complete for it (the
+ *     dispatcher writes no end for such a node; if the backend reports nothing, completion
+ *     stamps the end with the time it observed the completion);
+ *   - for a node whose launch returned WEFT_OK with work still in flight ("issued"), and for
+ *     the nodes of a whole-plan replay: from run_drain, or before weft__sched_drained. The
+ *     dispatcher has written its own record of every node by then, so nothing overwrites
+ *     the device-side times.
+ * With CUDA: an event before and after each timed node on its stream; to place event times on
+ * this base, take a reference event per stream per run whose host time is known (recorded on
+ * an idle stream, with weft__clock_ns() read right after cudaEventRecord returns), and add
+ * cudaEventElapsedTime(reference, event). A simulator reports virtual times as the run's
+ * launch time plus its virtual offsets, so that they sort after every earlier run.
+ *
+ * A lane is where a node ran: a CPU worker, or a stream of a device, by its role. Copies
+ * are told apart from compute by the node (a copy node), not by the lane; the role of a lane
+ * says which copy engine a stream feeds, so that copies serialised on one engine can be
+ * named. Lanes of roles other than CPU belong to a device of kind WEFT_DEVICE_CUDA (real or
+ * simulated). */
+enum {
+  WEFT__LANE_CPU = 0,     /* a CPU worker; number = the worker's index */
+  WEFT__LANE_COMPUTE = 1, /* a compute stream of a device; number = the stream's index */
+  WEFT__LANE_H2D = 2,     /* a host-to-device copy stream */
+  WEFT__LANE_D2H = 3,     /* a device-to-host copy stream */
+  WEFT__LANE_PEER = 4,    /* a device-to-device (peer) copy stream */
+};
+#define WEFT__LANE(role, device, number)                                                  \
+  (((uint32_t)(role) << 28) | (((uint32_t)(device) & 0xfffu) << 16) |                      \
+   ((uint32_t)(number) & 0xffffu))
+#define WEFT__LANE_ROLE(lane) ((uint32_t)(lane) >> 28)
+#define WEFT__LANE_DEVICE(lane) (((uint32_t)(lane) >> 16) & 0xfffu)
+#define WEFT__LANE_NUMBER(lane) ((uint32_t)(lane) & 0xffffu)
+#define WEFT__LANE_NONE 0xffffffffu /* the node did not run (skipped or cancelled) */
+
+/* The time base of node timing, in nanoseconds. Thread-safe: yes. */
+uint64_t weft__clock_ns(void);
+
+/* Reports node `index`'s interval [start_ns, end_ns] (weft__clock_ns base) on `lane`
+ * (WEFT__LANE(...)), replacing the dispatcher's record; see above for when to call it.
+ * Does nothing when timing is off. Callable from any thread, for distinct nodes at once. */
+void weft__sched_node_time(weft_run *run, uint32_t index, uint64_t start_ns, uint64_t end_ns,
+                           uint32_t lane);
+
+/* Reports that `bytes` of device `device`'s memory were in use at time `t_ns` (weft__clock_ns
+ * base), for the memory track of the trace and the peak per device in the statistics. A
+ * backend calls it where its allocator's use changes (or once per run with its peak); the
+ * statistics take the largest sample as the peak. Samples beyond a bound per run (65 536) are
+ * dropped, and the statistics say so. Callable from any thread; takes a leaf lock. */
+void weft__sched_mem_sample(weft_run *run, weft_device device, uint64_t t_ns, uint64_t bytes);
+
 /* The CPU kernels, shared by the CPU backend, the serial interpreter and (for host-side
  * checks) other backends: executes `ctx->node` with host pointers in ctx->data. */
 int weft__cpu_exec(weft_kernel_ctx *ctx);
