@@ -150,6 +150,10 @@ enum {
   WEFT_RUNTIME_LAUNCH_BLOCKING = 1u << 1,
   /* Allow TF32 tensor-core math for fp32 matrix products on the GPU (default: exact fp32). */
   WEFT_RUNTIME_ALLOW_TF32 = 1u << 2,
+  /* Do not record when and where each node ran (weft/report.h then has no timeline to show).
+   * Timing is on by default and costs two clock reads a node; docs/observability.md has the
+   * measured cost. The environment variable WEFT_TIMING=0 sets this flag too. */
+  WEFT_RUNTIME_NO_TIMING = 1u << 3,
 };
 
 /* Options of a runtime. Fill with weft_runtime_options_init, then change what you need.
