@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "backends/backend.h"
+#include "sched/report/timing.h"
 #include "sched/thread.h"
 #include "sched/wsq.h"
 
@@ -67,6 +68,9 @@ typedef struct weft__plan {
   atomic_uchar *poison; /* per node: a predecessor failed or was skipped */
   weft_run *run;        /* the run in flight, if any */
   void *bstate[WEFT__MAX_BACKENDS]; /* per backend plan state */
+  weft__ntime *times;   /* per node: start, end, lane of the latest run; NULL: timing off */
+  weft__timing *timing; /* memory samples of the latest run (src/sched/report/timing.c) */
+  uint64_t last_run;    /* id of the latest run launched from this plan */
 } weft__plan;
 
 struct weft_run {
@@ -83,7 +87,8 @@ struct weft_run {
   weft__cond cond;
   uint32_t failed_node; /* UINT32_MAX: none */
   char error[1024];
-  uint64_t t_launch, t_end;
+  uint64_t t_launch, t_end; /* weft__clock_now() base, as the node times */
+  uint64_t id;              /* unique in the process; plan->last_run while it is the latest */
   struct weft_run *next_rootrun; /* pool's list of runs with unclaimed roots */
 };
 

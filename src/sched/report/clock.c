@@ -1,0 +1,94 @@
+/* clock.c — calibration of the timing clock (see clock.h for the design).
+ *
+ * A calibration point pairs a TSC read with a CLOCK_MONOTONIC read: of five tries, the one
+ * whose two bracketing TSC reads are closest, the monotonic time set against their midpoint,
+ * so that a preemption between the reads does not skew the pair. The first calibration
+ * spins 2 ms between two points; later refinements measure from the anchor to now. */
+#include <time.h>
+
+#include "sched/report/clock.h"
+#include "sched/thread.h"
+
+weft__clock_state weft__clk;
+
+enum { CAL_WINDOW_NS = 2000000, CAL_TRIES = 5 };
+
+#if WEFT__HAVE_TSC
+#include <cpuid.h>
+
+/* CPUID 0x80000007 EDX bit 8: the TSC runs at a constant rate in every power state. */
+static int tsc_invariant(void) {
+  unsigned a, b, c, d;
+  if (__get_cpuid(0x80000000u, &a, &b, &c, &d) == 0 || a < 0x80000007u) return 0;
+  if (__get_cpuid(0x80000007u, &a, &b, &c, &d) == 0) return 0;
+  return (d >> 8) & 1u;
+}
+
+static void cal_point(uint64_t *tsc, uint64_t *ns) {
+  uint64_t best = UINT64_MAX;
+  *tsc = 0;
+  *ns = 0;
+  for (int i = 0; i < CAL_TRIES; i++) {
+    uint64_t t1 = __rdtsc();
+    uint64_t n = weft__now_ns();
+    uint64_t t2 = __rdtsc();
+    if (i == 0 || (t2 >= t1 && t2 - t1 < best)) {
+      best = t2 - t1;
+      *tsc = t1 + (t2 - t1) / 2;
+      *ns = n;
+    }
+  }
+}
+
+/* ns per tick in 32.32 fixed point, from two points; 0 if they make no sense. */
+static uint64_t rate(uint64_t tsc_a, uint64_t ns_a, uint64_t tsc_b, uint64_t ns_b) {
+  if (tsc_b <= tsc_a || ns_b <= ns_a) return 0;
+  __extension__ unsigned __int128 q = ((unsigned __int128)(ns_b - ns_a) << 32) / (tsc_b - tsc_a);
+  return (uint64_t)q;
+}
+#endif
+
+void weft__clock_init(void) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong_explicit(&weft__clk.state, &expected, 1,
+                                               memory_order_acq_rel, memory_order_acquire)) {
+    while (atomic_load_explicit(&weft__clk.state, memory_order_acquire) != 2) weft__cpu_relax();
+    return;
+  }
+  weft__clk.tsc = 0;
+#if WEFT__HAVE_TSC
+  if (tsc_invariant()) {
+    uint64_t ta, na, tb, nb;
+    cal_point(&ta, &na);
+    do cal_point(&tb, &nb);
+    while (nb - na < CAL_WINDOW_NS);
+    uint64_t m = rate(ta, na, tb, nb);
+    if (m != 0) {
+      weft__clk.tsc0 = ta;
+      weft__clk.ns0 = na;
+      atomic_store_explicit(&weft__clk.refined_ticks, tb - ta, memory_order_relaxed);
+      atomic_store_explicit(&weft__clk.mult, m, memory_order_relaxed);
+      weft__clk.tsc = 1;
+    }
+  }
+#endif
+  atomic_store_explicit(&weft__clk.state, 2, memory_order_release);
+}
+
+void weft__clock_refine(void) {
+#if WEFT__HAVE_TSC
+  if (!weft__clk.tsc) return;
+  static atomic_flag busy = ATOMIC_FLAG_INIT;
+  uint64_t d = __rdtsc() - weft__clk.tsc0;
+  if (d < 2 * atomic_load_explicit(&weft__clk.refined_ticks, memory_order_relaxed)) return;
+  if (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) return;
+  uint64_t tb, nb;
+  cal_point(&tb, &nb);
+  uint64_t m = rate(weft__clk.tsc0, weft__clk.ns0, tb, nb);
+  if (m != 0) {
+    atomic_store_explicit(&weft__clk.mult, m, memory_order_relaxed);
+    atomic_store_explicit(&weft__clk.refined_ticks, tb - weft__clk.tsc0, memory_order_relaxed);
+  }
+  atomic_flag_clear_explicit(&busy, memory_order_release);
+#endif
+}

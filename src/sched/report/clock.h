@@ -1,0 +1,62 @@
+/* clock.h — the time base of node timing: nanoseconds on the CLOCK_MONOTONIC epoch, cheap
+ * enough to read twice around every node.
+ *
+ * Where the CPU has an invariant TSC (x86-64 with CPUID 0x80000007 EDX bit 8: constant rate,
+ * running through sleep states, synchronised across cores), a read is one rdtsc and one
+ * multiply: ns = ns0 + (tsc - tsc0) * mult / 2^32. Measured on the development machine (AMD
+ * EPYC under KVM): rdtsc 10 ns a read against 23 ns for clock_gettime(CLOCK_MONOTONIC), so
+ * the two reads around a node cost 20 ns instead of 46 (docs/observability.md has the
+ * bench_overhead figures). Elsewhere the clock is clock_gettime(CLOCK_MONOTONIC).
+ *
+ * Calibration: (tsc0, ns0) is taken once, the first time a plan is built with timing on, and
+ * `mult` from a 2 ms window against CLOCK_MONOTONIC (about 1e-5 relative error). Each run's
+ * launch refines `mult` over the whole time since (tsc0, ns0) whenever that time has doubled
+ * since the last refinement, so after a second the error is below 1e-7. A refinement moves
+ * converted times by at most the error it removes (about 10 us at the first, after 1 s);
+ * the statistics clamp any interval whose end would precede its start. `mult` is the only
+ * field that changes after calibration and is read and written atomically. */
+#ifndef WEFT_REPORT_CLOCK_H
+#define WEFT_REPORT_CLOCK_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "util/util.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <x86intrin.h>
+#define WEFT__HAVE_TSC 1
+#else
+#define WEFT__HAVE_TSC 0
+#endif
+
+typedef struct weft__clock_state {
+  uint64_t tsc0, ns0;          /* the anchor, fixed once calibrated */
+  _Atomic uint64_t mult;       /* ns per tick, 32.32 fixed point */
+  _Atomic uint64_t refined_ticks; /* ticks since tsc0 at the last refinement */
+  atomic_int state;            /* 0 not calibrated, 1 calibrating, 2 ready */
+  int tsc;                     /* 1: read the TSC; 0: clock_gettime */
+} weft__clock_state;
+
+extern weft__clock_state weft__clk;
+
+/* Calibrates the clock once (later calls return at once). Thread-safe: yes. */
+void weft__clock_init(void);
+/* Refines the TSC rate over the time since calibration when that time has doubled since
+ * the last refinement (cheap otherwise: one rdtsc). Thread-safe: yes. */
+void weft__clock_refine(void);
+
+/* The time now, in nanoseconds (weft__clock_init must have run). */
+static inline uint64_t weft__clock_now(void) {
+#if WEFT__HAVE_TSC
+  if (WEFT__LIKELY(weft__clk.tsc)) {
+    int64_t d = (int64_t)(__rdtsc() - weft__clk.tsc0);
+    uint64_t m = atomic_load_explicit(&weft__clk.mult, memory_order_relaxed);
+    __extension__ __int128 p = (__int128)d * (__int128)m;
+    return weft__clk.ns0 + (uint64_t)(int64_t)(p >> 32);
+  }
+#endif
+  return weft__now_ns();
+}
+
+#endif
