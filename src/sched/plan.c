@@ -23,6 +23,7 @@ static void plan_free_arrays(weft__plan *p) {
   weft__mem_put(mem, p->roots, U32_BYTES(p->n));
   weft__mem_put(mem, p->pending, U32_BYTES(p->n));
   weft__mem_put(mem, p->poison, U8_BYTES(p->n));
+  weft__timing_plan_free(p);
 }
 
 void weft__plan_free(weft_runtime *rt, weft__plan *p) {
@@ -59,6 +60,11 @@ int weft__plan_build(weft_graph *g) {
     return weft__oom("a plan");
   }
   memset(p->x, 0, X_BYTES(n));
+  if ((rc = weft__timing_plan_init(p)) != WEFT_OK) {
+    plan_free_arrays(p);
+    weft__free(p);
+    return rc;
+  }
   weft_node **nodes = g->nodes.data;
   weft__edge *e = g->edges.data;
   /* Counts, then prefix sums; x[i].succ_end and pred_end serve as fill cursors. */
