@@ -84,7 +84,10 @@ static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int early,
   }
 }
 
-static int run_node(weft__xnode *x, weft_run *r, char *err, size_t err_size) {
+/* Runs node x through its backend. With timing on, the node's record gets its lane and the
+ * clock around the launch; a node whose work completes later (WEFT__PENDING) gets its end at
+ * completion, from its backend or weft__sched_complete. */
+static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t err_size) {
   weft_node *n = x->node;
   weft_kernel_ctx ctx;
   ctx.node = n;
@@ -99,10 +102,22 @@ static int run_node(weft__xnode *x, weft_run *r, char *err, size_t err_size) {
   err[0] = '\0';
   ctx.err = err;
   ctx.err_size = err_size;
-  return x->backend->vt->launch(x->backend, &ctx);
+  weft__ntime *tm = x->plan->times;
+  if (tm == NULL) return x->backend->vt->launch(x->backend, &ctx);
+  tm += x->id;
+  /* A node of another device is placed on that device's first lane until its backend reports
+   * where and when it ran on the device. */
+  uint32_t lane = n->device.kind == WEFT_DEVICE_CPU
+                      ? WEFT__LANE(WEFT__LANE_CPU, 0, worker)
+                      : WEFT__LANE(WEFT__LANE_COMPUTE, n->device.index, 0);
+  atomic_store_explicit(&tm->lane, lane, memory_order_relaxed);
+  atomic_store_explicit(&tm->start, weft__clock_now(), memory_order_relaxed);
+  int st = x->backend->vt->launch(x->backend, &ctx);
+  if (st != WEFT__PENDING) atomic_store_explicit(&tm->end, weft__clock_now(), memory_order_relaxed);
+  return st;
 }
 
-void weft__dispatch_chain(weft__pool *pool, weft__xnode *x) {
+void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
   char err[512];
   while (x != NULL) {
     weft__plan *pl = x->plan;
@@ -113,10 +128,12 @@ void weft__dispatch_chain(weft__pool *pool, weft__xnode *x) {
     }
     int st;
     if (atomic_load_explicit(&pl->poison[x->id], memory_order_relaxed) ||
-        atomic_load_explicit(&r->cancel, memory_order_relaxed))
+        atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
       st = SKIPPED;
-    else
-      st = run_node(x, r, err, sizeof err);
+      weft__timing_skip(pl, x->id);
+    } else {
+      st = run_node(x, r, worker, err, sizeof err);
+    }
     weft__xnode *next = NULL;
     if (st == WEFT__PENDING) {
       /* Completion (and the late edges) come through weft__sched_complete. */
@@ -135,6 +152,7 @@ void weft__dispatch_chain(weft__pool *pool, weft__xnode *x) {
 void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *message) {
   weft__plan *pl = r->plan;
   weft__xnode *x = &pl->x[index];
+  weft__timing_complete(pl, index);
   if (status != WEFT_OK) {
     record_failure(r, x, status, message);
     /* Early edges were released at issue; their nodes are on the device already. */
@@ -170,7 +188,7 @@ static void finish_run(weft_run *r) {
     snprintf(r->error, sizeof r->error, "the run was cancelled");
     weft__mutex_unlock(&r->lock);
   }
-  r->t_end = weft__now_ns();
+  r->t_end = weft__clock_now();
   pl->run = NULL;
   atomic_store_explicit(&g->busy, 0, memory_order_release);
   if (r->cb != NULL) r->cb(r, st, r->cb_arg);
@@ -202,6 +220,8 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   }
   weft__plan *pl = g->plan;
   weft_runtime *rt = g->rt;
+  r->id = weft__timing_run_begin(pl);
+  r->t_launch = weft__clock_now();
   for (int b = 0; b < rt->nbackends; b++) {
     if (rt->backends[b].vt->run_begin != NULL &&
         (rc = rt->backends[b].vt->run_begin(&rt->backends[b], pl)) != WEFT_OK) {
@@ -227,7 +247,6 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
     atomic_store_explicit(&pl->poison[i], 0, memory_order_relaxed);
   }
   pl->run = r;
-  r->t_launch = weft__now_ns();
   *out = r;
   if (pl->n == 0)
     finish_run(r);

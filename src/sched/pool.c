@@ -191,7 +191,7 @@ static void *worker_main(void *arg) {
       }
       atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
     }
-    weft__dispatch_chain(p, x);
+    weft__dispatch_chain(p, w->index, x);
   }
   weft__dispatch_flush();
   self = NULL;

@@ -113,7 +113,7 @@ void weft__pool_push(weft__pool *p, weft__xnode *x);
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
 
 /* dispatch.c: called by the pool */
-void weft__dispatch_chain(weft__pool *p, weft__xnode *x);
+void weft__dispatch_chain(weft__pool *p, int worker, weft__xnode *x);
 /* Claims up to `max` roots of `run`; returns how many were stored in out. */
 uint32_t weft__run_claim_roots(weft_run *run, weft__xnode **out, uint32_t max);
 int weft__run_has_roots(weft_run *run);
