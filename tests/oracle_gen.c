@@ -77,6 +77,10 @@ static int orc_kernel(weft_kernel_ctx *ctx) {
     for (int64_t j = 0; j < m; j++) sum += get_elem(t, d, j) * (double)((j % 7) + 1) * 0.125;
   }
   double chk = sum / (1.0 + fabs(sum));
+  /* Some nodes take a little longer, so that runs interleave differently from run to run. */
+  if (prm->salt % 5 == 0)
+    for (volatile int spin = 0; spin < prm->salt * 20; spin = spin + 1) {
+    }
   for (int i = 0; i < n; i++) {
     if (!(desc->access[i] & WEFT_WRITE)) continue;
     const weft_tensor *t = weft_ctx_tensor(ctx, i);

@@ -1,18 +1,812 @@
-/* test_graph.c — first version: a runtime and an empty graph run (more tests follow). */
+/* test_graph.c — src/graph: devices and dtypes, tensor creation and every validation error
+ * (dtype, rank, negative dimensions, unknown devices, initialisers), names and introspection,
+ * every built-in op's shape and dtype rules with errors that name the node, in-place results,
+ * user-op registration and calls, node introspection, all-or-nothing op calls, temporaries,
+ * and device placement (same-device ops insert no copy; unknown devices are refused). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "testutil.h"
 
-static void empty_graph_runs(void **state) {
+typedef struct fixture {
+  weft_runtime *rt;
+  weft_graph *g;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->rt = tu_runtime_cpu(2);
+  CHECK(weft_graph_create(f->rt, &f->g));
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  weft_graph_destroy(f->g);
+  weft_runtime_destroy(f->rt);
+  free(f);
+  return 0;
+}
+
+static weft_tensor *mat(weft_graph *g, const char *name, weft_dtype dt, int64_t r, int64_t c) {
+  return tu_tensor(g, name, dt, 2, (int64_t[]){r, c}, weft_ones());
+}
+
+static weft_tensor *vec(weft_graph *g, const char *name, weft_dtype dt, int64_t n) {
+  return tu_tensor(g, name, dt, 1, (int64_t[]){n}, weft_ones());
+}
+
+/* The graph is exactly as big as before a failed call. */
+#define ASSERT_UNCHANGED(g, nodes, tensors)                  \
+  do {                                                       \
+    assert_int_equal(weft_graph_node_count(g), (nodes));     \
+    assert_int_equal(weft_graph_tensor_count(g), (tensors)); \
+  } while (0)
+
+/* ---- devices and dtypes ------------------------------------------------------------------- */
+
+static void devices_are_values(void **state) {
+  fixture *f = *state;
+  char buf[32];
+  assert_string_equal(weft_device_str(weft_cpu(), buf, sizeof buf), "cpu");
+  assert_string_equal(weft_device_str(weft_cuda(3), buf, sizeof buf), "cuda:3");
+  assert_string_equal(weft_device_str(weft_cuda(12), buf, 4), "cud"); /* truncated, terminated */
+  buf[0] = 'x';
+  weft_device_str(weft_cpu(), buf, 0); /* size 0 writes nothing */
+  assert_int_equal(buf[0], 'x');
+  assert_true(weft_device_equal(weft_cuda(1), weft_cuda(1)));
+  assert_false(weft_device_equal(weft_cuda(1), weft_cuda(0)));
+  assert_false(weft_device_equal(weft_cpu(), weft_cuda(0)));
+
+  weft_device d;
+  CHECK(weft_device_parse("cpu", &d));
+  assert_true(weft_device_equal(d, weft_cpu()));
+  CHECK(weft_device_parse("cuda", &d));
+  assert_true(weft_device_equal(d, weft_cuda(0)));
+  CHECK(weft_device_parse("cuda:12", &d));
+  assert_true(weft_device_equal(d, weft_cuda(12)));
+  CHECK(weft_device_parse("gpu:2", &d));
+  assert_true(weft_device_equal(d, weft_cuda(2)));
+  const char *bad[] = {"", "tpu", "cuda:", "cuda:x", "cuda:1x", "cuda:-1", "cpu0", "CPU", "gpu1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    assert_int_equal(weft_device_parse(bad[i], &d), WEFT_EINVAL);
+    assert_true(tu_contains(weft_last_error(), "is not a device"));
+  }
+  assert_int_equal(weft_device_parse(NULL, &d), WEFT_EINVAL);
+  assert_int_equal(weft_device_parse("cpu", NULL), WEFT_EINVAL);
+
+  /* A CPU-only runtime: one CPU, no GPU, and the fallbacks of the reference notes. */
+  assert_int_equal(weft_device_count(f->rt, WEFT_DEVICE_CPU), 1);
+  assert_int_equal(weft_device_count(f->rt, WEFT_DEVICE_CUDA), 0);
+  assert_int_equal(weft_device_count(f->rt, 7), 0);
+  assert_true(weft_device_exists(f->rt, weft_cpu()));
+  assert_false(weft_device_exists(f->rt, (weft_device){WEFT_DEVICE_CPU, 1}));
+  assert_false(weft_device_exists(f->rt, weft_cuda(0)));
+  assert_false(weft_device_exists(f->rt, (weft_device){9, 0}));
+  assert_true(weft_device_equal(weft_try_gpu(f->rt, 0), weft_cpu()));
+  assert_true(weft_device_equal(weft_try_gpu(f->rt, 5), weft_cpu()));
+  weft_device all[4] = {{9, 9}, {9, 9}, {9, 9}, {9, 9}};
+  assert_int_equal(weft_all_gpus(f->rt, all, 4), 1);
+  assert_true(weft_device_equal(all[0], weft_cpu()));
+  assert_int_equal(all[1].kind, 9);
+  assert_int_equal(weft_all_gpus(f->rt, NULL, 0), 1);
+  weft_device_info info;
+  CHECK(weft_device_info_get(f->rt, weft_cpu(), &info));
+  assert_true(weft_device_equal(info.device, weft_cpu()));
+  assert_true(info.multiprocessors >= 1);
+  assert_true(info.memory_bytes > 0);
+  assert_true(strlen(info.name) > 0);
+  assert_int_equal(info.simulated, 0);
+  assert_int_equal(weft_device_info_get(f->rt, weft_cuda(0), &info), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "cuda:0"));
+  assert_int_equal(weft_device_info_get(f->rt, weft_cpu(), NULL), WEFT_EINVAL);
+  assert_int_equal(weft_device_can_access_peer(f->rt, weft_cuda(0), weft_cuda(1)), 0);
+  assert_int_equal(weft_device_can_access_peer(f->rt, weft_cpu(), weft_cpu()), 0);
+  assert_true(weft_runtime_cpu_workers(f->rt) == 2);
+  assert_ptr_equal(weft_graph_runtime(f->g), f->rt);
+}
+
+static void dtypes(void **state) {
   (void)state;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  weft_graph *g = NULL;
-  CHECK(weft_graph_create(rt, &g));
+  assert_int_equal(weft_dtype_size(WEFT_F32), 4);
+  assert_int_equal(weft_dtype_size(WEFT_F64), 8);
+  assert_int_equal(weft_dtype_size((weft_dtype)9), 0);
+  assert_string_equal(weft_dtype_name(WEFT_F32), "f32");
+  assert_string_equal(weft_dtype_name(WEFT_F64), "f64");
+  assert_string_equal(weft_dtype_name((weft_dtype)9), "?");
+}
+
+/* ---- tensors ------------------------------------------------------------------------------ */
+
+static void tensor_create_validation(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *t = NULL;
+  int64_t shape[5] = {2, 3, 4, 5, 6};
+  assert_int_equal(weft_tensor_create(g, "bad", (weft_dtype)7, 1, shape, weft_cpu(), weft_zeros(), &t),
+                   WEFT_EDTYPE);
+  assert_true(tu_contains(weft_last_error(), "tensor 'bad': unknown dtype 7"));
+  assert_int_equal(weft_tensor_create(g, "big", WEFT_F32, 5, shape, weft_cpu(), weft_zeros(), &t),
+                   WEFT_ESHAPE);
+  assert_true(tu_contains(weft_last_error(), "tensor 'big': 5 dimensions (at most 4)"));
+  assert_int_equal(weft_tensor_create(g, "neg", WEFT_F32, -1, shape, weft_cpu(), weft_zeros(), &t),
+                   WEFT_ESHAPE);
+  assert_int_equal(weft_tensor_create(g, "nul", WEFT_F32, 2, NULL, weft_cpu(), weft_zeros(), &t),
+                   WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "shape is NULL"));
+  int64_t negdim[2] = {3, -4};
+  assert_int_equal(weft_tensor_create(g, "nd", WEFT_F64, 2, negdim, weft_cpu(), weft_zeros(), &t),
+                   WEFT_ESHAPE);
+  assert_true(tu_contains(weft_last_error(), "tensor 'nd': dimension 1 is negative (-4)"));
+  int64_t huge[3] = {INT64_C(1) << 30, INT64_C(1) << 30, INT64_C(1) << 30};
+  assert_int_equal(weft_tensor_create(g, "huge", WEFT_F64, 3, huge, weft_cpu(), weft_zeros(), &t),
+                   WEFT_ESHAPE);
+  assert_true(tu_contains(weft_last_error(), "too many elements"));
+  assert_int_equal(weft_tensor_create(g, "gpu", WEFT_F32, 1, shape, weft_cuda(0), weft_zeros(), &t),
+                   WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "tensor 'gpu': the runtime has no device cuda:0"));
+  assert_int_equal(weft_tensor_create(g, "cpu1", WEFT_F32, 1, shape, (weft_device){WEFT_DEVICE_CPU, 1},
+                                      weft_zeros(), &t),
+                   WEFT_EDEVICE);
+  assert_int_equal(weft_tensor_create(g, "odd", WEFT_F32, 1, shape, (weft_device){5, 0}, weft_zeros(), &t),
+                   WEFT_EDEVICE);
+  assert_int_equal(weft_tensor_create(g, "u", WEFT_F32, 1, shape, weft_cpu(), weft_uniform(1, 0, 3), &t),
+                   WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "uniform(1, 0)"));
+  assert_int_equal(weft_tensor_create(g, "n", WEFT_F32, 1, shape, weft_cpu(), weft_normal(0, -1, 3), &t),
+                   WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "standard deviation is negative"));
+  weft_init weird = {42, 0, 0, 0};
+  assert_int_equal(weft_tensor_create(g, "k", WEFT_F32, 1, shape, weft_cpu(), weird, &t), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "unknown initialiser kind 42"));
+  assert_int_equal(weft_tensor_create(NULL, "x", WEFT_F32, 1, shape, weft_cpu(), weft_zeros(), &t),
+                   WEFT_EINVAL);
+  assert_int_equal(weft_tensor_create(g, "x", WEFT_F32, 1, shape, weft_cpu(), weft_zeros(), NULL),
+                   WEFT_EINVAL);
+  assert_null(t); /* never written on failure */
+  ASSERT_UNCHANGED(g, 0, 0);
+  /* uniform(a, a) and normal(m, 0) are degenerate but valid. */
+  CHECK(weft_tensor_create(g, "ua", WEFT_F32, 1, shape, weft_cpu(), weft_uniform(2, 2, 1), &t));
+  CHECK(weft_tensor_create(g, "n0", WEFT_F32, 1, shape, weft_cpu(), weft_normal(2, 0, 1), &t));
+  ASSERT_UNCHANGED(g, 0, 2);
+}
+
+static void tensor_introspection(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  int64_t shape[4] = {2, 3, 4, 5};
+  weft_tensor *a = tu_tensor(g, "alpha", WEFT_F64, 4, shape, weft_uniform(-2, 3, 77));
+  assert_int_equal(weft_tensor_dtype(a), WEFT_F64);
+  assert_int_equal(weft_tensor_ndim(a), 4);
+  for (int i = 0; i < 4; i++) assert_int_equal(weft_tensor_dim(a, i), shape[i]);
+  assert_int_equal(weft_tensor_dim(a, 4), 0);
+  assert_int_equal(weft_tensor_dim(a, -1), 0);
+  assert_int_equal(weft_tensor_numel(a), 120);
+  assert_int_equal(weft_tensor_bytes(a), 960);
+  assert_true(weft_device_equal(weft_tensor_device(a), weft_cpu()));
+  assert_string_equal(weft_tensor_name(a), "alpha");
+  assert_int_equal(weft_tensor_id(a), 0);
+  assert_ptr_equal(weft_tensor_graph(a), g);
+  weft_init in = weft_tensor_init(a);
+  assert_int_equal(in.kind, WEFT_INIT_UNIFORM);
+  assert_true(in.a == -2 && in.b == 3 && in.seed == 77);
+  assert_true(weft_tensor_is_kept(a)); /* created tensors are always kept */
+
+  weft_tensor *s = tu_tensor(g, NULL, WEFT_F32, 0, NULL, weft_full(2.5)); /* 0-D */
+  assert_int_equal(weft_tensor_ndim(s), 0);
+  assert_int_equal(weft_tensor_numel(s), 1);
+  assert_int_equal(weft_tensor_bytes(s), 4);
+  assert_string_equal(weft_tensor_name(s), "t1"); /* default name: t<id> */
+  double v;
+  CHECK(weft_tensor_get(s, 0, &v));
+  assert_true(v == 2.5);
+
+  weft_tensor *z = tu_tensor(g, "empty", WEFT_F32, 2, (int64_t[]){3, 0}, weft_ones());
+  assert_int_equal(weft_tensor_numel(z), 0);
+  assert_int_equal(weft_tensor_bytes(z), 0);
+  CHECK(weft_tensor_read(z, NULL, 0));
+  CHECK(weft_tensor_write(z, NULL, 0));
+  assert_int_equal(weft_tensor_get(z, 0, &v), WEFT_EINVAL);
+
+  CHECK(weft_tensor_set_name(s, "scalar"));
+  assert_string_equal(weft_tensor_name(s), "scalar");
+  assert_int_equal(weft_tensor_set_name(s, NULL), WEFT_EINVAL);
+  assert_int_equal(weft_tensor_set_name(NULL, "x"), WEFT_EINVAL);
+  assert_int_equal(weft_graph_tensor_count(g), 3);
+  assert_ptr_equal(weft_graph_tensor(g, 1), s);
+  assert_null(weft_graph_tensor(g, 3));
+  assert_ptr_equal(weft_graph_find_tensor(g, "scalar"), s);
+  assert_ptr_equal(weft_graph_find_tensor(g, "alpha"), a);
+  assert_null(weft_graph_find_tensor(g, "t1")); /* renamed */
+  assert_null(weft_graph_find_tensor(g, "nope"));
+  assert_null(weft_graph_find_tensor(g, NULL));
+  weft_tensor *dup = tu_tensor(g, "alpha", WEFT_F32, 1, (int64_t[]){1}, weft_zeros());
+  assert_ptr_equal(weft_graph_find_tensor(g, "alpha"), a); /* the first of that name */
+  assert_ptr_not_equal(dup, a);
+  weft_tensor *auto_named = tu_tensor(g, NULL, WEFT_F32, 1, (int64_t[]){1}, weft_zeros());
+  assert_ptr_equal(weft_graph_find_tensor(g, "t4"), auto_named);
+
+  /* Contents round-trip through write/read/get, in both dtypes. */
+  double vals[120], back[120];
+  for (int i = 0; i < 120; i++) vals[i] = i * 0.5 - 7;
+  tu_write_doubles(a, vals);
+  tu_read_doubles(a, back);
+  assert_memory_equal(vals, back, sizeof vals);
+  CHECK(weft_tensor_get(a, 119, &v));
+  assert_true(v == vals[119]);
+  assert_int_equal(weft_tensor_get(a, 120, &v), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "index 120 out of range for tensor alpha (120 elements)"));
+  assert_int_equal(weft_tensor_get(a, -1, &v), WEFT_EINVAL);
+  assert_int_equal(weft_tensor_get(a, 0, NULL), WEFT_EINVAL);
+  char small[8];
+  assert_int_equal(weft_tensor_read(a, small, sizeof small), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "tensor alpha holds 960 bytes but the buffer has 8"));
+  assert_int_equal(weft_tensor_write(a, small, sizeof small), WEFT_EINVAL);
+  assert_int_equal(weft_tensor_read(a, NULL, 960), WEFT_EINVAL);
+  assert_int_equal(weft_tensor_write(a, NULL, 960), WEFT_EINVAL);
+  assert_int_equal(weft_tensor_read(NULL, small, 8), WEFT_EINVAL);
+}
+
+/* A tensor's creation initialiser is applied once, when its storage appears: the same seed
+ * gives the same values, f32 is the f64 value rounded once. */
+static void creation_initialisers(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  int64_t n[1] = {1000};
+  weft_tensor *u1 = tu_tensor(g, "u1", WEFT_F64, 1, n, weft_uniform(-3, 5, 11));
+  weft_tensor *u2 = tu_tensor(g, "u2", WEFT_F64, 1, n, weft_uniform(-3, 5, 11));
+  weft_tensor *u3 = tu_tensor(g, "u3", WEFT_F64, 1, n, weft_uniform(-3, 5, 12));
+  weft_tensor *u4 = tu_tensor(g, "u4", WEFT_F32, 1, n, weft_uniform(-3, 5, 11));
+  weft_tensor *fu = tu_tensor(g, "full", WEFT_F32, 1, n, weft_full(-1.25));
+  weft_tensor *on = tu_tensor(g, "one", WEFT_F64, 1, n, weft_ones());
+  weft_tensor *ze = tu_tensor(g, "zero", WEFT_F32, 1, n, weft_zeros());
+  static double a[1000], b[1000], c[1000], d[1000], e[1000];
+  tu_read_doubles(u1, a);
+  tu_read_doubles(u2, b);
+  tu_read_doubles(u3, c);
+  tu_read_doubles(u4, d);
+  assert_memory_equal(a, b, sizeof a);
+  int same = 0;
+  for (int i = 0; i < 1000; i++) {
+    assert_true(a[i] >= -3 && a[i] < 5);
+    same += a[i] == c[i];
+    assert_true(d[i] == (double)(float)a[i]);
+  }
+  assert_true(same < 2);
+  tu_read_doubles(fu, e);
+  for (int i = 0; i < 1000; i++) assert_true(e[i] == -1.25);
+  tu_read_doubles(on, e);
+  for (int i = 0; i < 1000; i++) assert_true(e[i] == 1.0);
+  tu_read_doubles(ze, e);
+  for (int i = 0; i < 1000; i++) assert_true(e[i] == 0.0);
+  /* Contents persist: a write is not undone by a run. */
+  double w[1000];
+  for (int i = 0; i < 1000; i++) w[i] = i;
+  tu_write_doubles(u1, w);
   CHECK(weft_graph_run(g));
-  assert_int_equal(weft_graph_node_count(g), 0);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
+  tu_read_doubles(u1, a);
+  assert_memory_equal(a, w, sizeof w);
+}
+
+/* ---- ops ---------------------------------------------------------------------------------- */
+
+/* Asserts that `call` fails with `status`, leaves the graph as it was, and says `msg`. */
+#define EXPECT_FAIL(g, status, msg, call)                                      \
+  do {                                                                         \
+    size_t n0_ = weft_graph_node_count(g), t0_ = weft_graph_tensor_count(g); \
+    assert_int_equal((call), (status));                                        \
+    assert_true(tu_contains(weft_last_error(), (msg)));                        \
+    ASSERT_UNCHANGED(g, n0_, t0_);                                             \
+  } while (0)
+
+static void mm_rules(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *a = mat(g, "a", WEFT_F32, 2, 3), *b = mat(g, "b", WEFT_F32, 3, 4);
+  weft_tensor *bad = mat(g, "bad", WEFT_F32, 4, 4), *d = mat(g, "d", WEFT_F64, 3, 4);
+  weft_tensor *v = vec(g, "v", WEFT_F32, 3), *out = NULL;
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 0 'mm': inner dimensions differ: a (a) is [2,3], b (bad) is [4,4]",
+              weft_mm(g, a, bad, &out));
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 0 'mm': operands must be 2-D matrices, got a (a) [2,3] and b (v) [3]",
+              weft_mm(g, a, v, &out));
+  EXPECT_FAIL(g, WEFT_EDTYPE, "node 0 'mm': a (a) is f32 but b (d) is f64", weft_mm(g, a, d, &out));
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'mm': argument b is NULL", weft_mm(g, a, NULL, &out));
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'mm': the out pointer is NULL", weft_mm(g, a, b, NULL));
+  EXPECT_FAIL(g, WEFT_EINVAL, "graph is NULL", weft_mm(NULL, a, b, &out));
+  weft_tensor *wrong = mat(g, "wrong", WEFT_F32, 2, 3), *wrongdt = mat(g, "wdt", WEFT_F64, 2, 4);
+  out = wrong;
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 0 'mm': result wrong has shape [2,3] but the op produces [2,4]",
+              weft_mm(g, a, b, &out));
+  assert_ptr_equal(out, wrong); /* untouched on failure */
+  out = wrongdt;
+  EXPECT_FAIL(g, WEFT_EDTYPE, "node 0 'mm': result wdt is f64 but the op produces f32",
+              weft_mm(g, a, b, &out));
+  assert_null(weft_graph_last_node(g));
+  out = NULL;
+  CHECK(weft_mm(g, a, b, &out));
+  assert_int_equal(weft_tensor_ndim(out), 2);
+  assert_int_equal(weft_tensor_dim(out, 0), 2);
+  assert_int_equal(weft_tensor_dim(out, 1), 4);
+  assert_int_equal(weft_tensor_dtype(out), WEFT_F32);
+  weft_node *n = weft_graph_last_node(g);
+  assert_string_equal(weft_node_op_name(n), "mm");
+  assert_int_equal(weft_node_nargs(n), 3);
+  weft_access m;
+  assert_ptr_equal(weft_node_arg(n, 0, &m), a);
+  assert_int_equal(m, WEFT_READ);
+  assert_ptr_equal(weft_node_arg(n, 1, &m), b);
+  assert_int_equal(m, WEFT_READ);
+  assert_ptr_equal(weft_node_arg(n, 2, &m), out);
+  assert_int_equal(m, WEFT_WRITE);
+  assert_null(weft_node_arg(n, 3, &m));
+  assert_null(weft_node_arg(n, -1, NULL));
+  /* Errors name the node the call would add: now node 1. */
+  out = NULL;
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 1 'mm'", weft_mm(g, b, a, &out));
+  /* A tensor of another graph. */
+  weft_graph *g2;
+  CHECK(weft_graph_create(f->rt, &g2));
+  weft_tensor *other = mat(g2, "other", WEFT_F32, 3, 4);
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 1 'mm': argument b (other) belongs to another graph",
+              weft_mm(g, a, other, &out));
+  weft_graph_destroy(g2);
+  /* In place: a [3,3] . s [3,3] into a. */
+  weft_tensor *sq = mat(g, "sq", WEFT_F64, 3, 3), *sq2 = mat(g, "sq2", WEFT_F64, 3, 3);
+  out = sq;
+  CHECK(weft_mm(g, sq, sq2, &out));
+  assert_ptr_equal(out, sq);
+  n = weft_graph_last_node(g);
+  assert_ptr_equal(weft_node_arg(n, 0, NULL), sq);
+  assert_ptr_equal(weft_node_arg(n, 2, &m), sq);
+  assert_int_equal(m, WEFT_WRITE);
+}
+
+static void elementwise_rules(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *a = mat(g, "a", WEFT_F32, 2, 3), *b = mat(g, "b", WEFT_F32, 2, 3);
+  weft_tensor *c = mat(g, "c", WEFT_F32, 3, 2), *d = mat(g, "d", WEFT_F64, 2, 3);
+  weft_tensor *v = vec(g, "v", WEFT_F32, 6), *out = NULL;
+  static const char *const names[3] = {"add", "sub", "mul"};
+  int (*fns[3])(weft_graph *, weft_tensor *, weft_tensor *, weft_tensor **) = {weft_add, weft_sub,
+                                                                               weft_mul};
+  for (int k = 0; k < 3; k++) {
+    char msg[128];
+    size_t id = weft_graph_node_count(g);
+    out = NULL;
+    snprintf(msg, sizeof msg, "node %zu '%s': shapes differ: a (a) is [2,3], b (c) is [3,2]", id, names[k]);
+    EXPECT_FAIL(g, WEFT_ESHAPE, msg, fns[k](g, a, c, &out));
+    snprintf(msg, sizeof msg, "node %zu '%s': shapes differ: a (a) is [2,3], b (v) is [6]", id, names[k]);
+    EXPECT_FAIL(g, WEFT_ESHAPE, msg, fns[k](g, a, v, &out));
+    snprintf(msg, sizeof msg, "node %zu '%s': a (a) is f32 but b (d) is f64", id, names[k]);
+    EXPECT_FAIL(g, WEFT_EDTYPE, msg, fns[k](g, a, d, &out));
+    snprintf(msg, sizeof msg, "weft_%s: graph is NULL", names[k]);
+    EXPECT_FAIL(g, WEFT_EINVAL, msg, fns[k](NULL, a, b, &out));
+    out = c;
+    snprintf(msg, sizeof msg, "node %zu '%s': result c has shape [3,2] but the op produces [2,3]", id, names[k]);
+    EXPECT_FAIL(g, WEFT_ESHAPE, msg, fns[k](g, a, b, &out));
+    out = NULL;
+    CHECK(fns[k](g, a, b, &out));
+    assert_string_equal(weft_node_op_name(weft_graph_last_node(g)), names[k]);
+    assert_true(weft_tensor_ndim(out) == 2 && weft_tensor_dim(out, 1) == 3);
+    /* In place into either input, and a op a. */
+    weft_tensor *o2 = b;
+    CHECK(fns[k](g, a, b, &o2));
+    assert_ptr_equal(o2, b);
+    o2 = a;
+    CHECK(fns[k](g, a, a, &o2));
+    weft_node *n = weft_graph_last_node(g);
+    assert_int_equal(weft_node_nargs(n), 3);
+    assert_ptr_equal(weft_node_arg(n, 0, NULL), a);
+    assert_ptr_equal(weft_node_arg(n, 1, NULL), a);
+    assert_ptr_equal(weft_node_arg(n, 2, NULL), a);
+  }
+  /* scale and relu keep shape and dtype; scale records alpha. */
+  weft_tensor *x4 = tu_tensor(g, "x4", WEFT_F64, 4, (int64_t[]){1, 2, 1, 3}, weft_ones());
+  out = NULL;
+  CHECK(weft_scale(g, x4, -0.75, &out));
+  assert_int_equal(weft_tensor_ndim(out), 4);
+  assert_int_equal(weft_tensor_dtype(out), WEFT_F64);
+  assert_true(weft_node_alpha(weft_graph_last_node(g)) == -0.75);
+  assert_string_equal(weft_node_op_name(weft_graph_last_node(g)), "scale");
+  out = a;
+  EXPECT_FAIL(g, WEFT_EDTYPE, "'scale': result a is f32 but the op produces f64", weft_scale(g, x4, 2, &out));
+  out = x4;
+  CHECK(weft_relu(g, x4, &out));
+  assert_string_equal(weft_node_op_name(weft_graph_last_node(g)), "relu");
+  EXPECT_FAIL(g, WEFT_EINVAL, "'relu': argument x is NULL", weft_relu(g, NULL, &out));
+  EXPECT_FAIL(g, WEFT_EINVAL, "'relu': the out pointer is NULL", weft_relu(g, x4, NULL));
+}
+
+static void reduction_rules(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *a = mat(g, "a", WEFT_F64, 2, 3), *out = NULL;
+  CHECK(weft_sum(g, a, &out));
+  assert_int_equal(weft_tensor_ndim(out), 0);
+  assert_int_equal(weft_tensor_dtype(out), WEFT_F64);
+  assert_string_equal(weft_node_op_name(weft_graph_last_node(g)), "sum");
+  weft_tensor *s0 = out;
+  out = NULL;
+  CHECK(weft_norm(g, a, &out));
+  assert_int_equal(weft_tensor_ndim(out), 0);
+  assert_string_equal(weft_node_op_name(weft_graph_last_node(g)), "norm");
+  /* Into an existing scalar, itself included (sum of a scalar into itself). */
+  CHECK(weft_sum(g, a, &s0));
+  CHECK(weft_norm(g, s0, &s0));
+  weft_tensor *v = vec(g, "v", WEFT_F64, 1), *sf = tu_tensor(g, "sf", WEFT_F32, 0, NULL, weft_zeros());
+  out = v;
+  EXPECT_FAIL(g, WEFT_ESHAPE, "'sum': result v has shape [1] but the op produces []", weft_sum(g, a, &out));
+  out = sf;
+  EXPECT_FAIL(g, WEFT_EDTYPE, "'norm': result sf is f32 but the op produces f64", weft_norm(g, a, &out));
+}
+
+static void linear_rules(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = mat(g, "x", WEFT_F32, 5, 3), *w = mat(g, "w", WEFT_F32, 4, 3);
+  weft_tensor *b = vec(g, "b", WEFT_F32, 4), *out = NULL;
+  weft_tensor *wt = mat(g, "wt", WEFT_F32, 3, 4), *b3 = vec(g, "b3", WEFT_F32, 3);
+  weft_tensor *bd = vec(g, "bd", WEFT_F64, 4), *wd = mat(g, "wd", WEFT_F64, 4, 3);
+  weft_tensor *v = vec(g, "v", WEFT_F32, 3);
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 0 'linear': x (x) is [5,3] but w (wt) is [3,4]; w must be [out, 3]",
+              weft_linear(g, x, wt, b, &out));
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 0 'linear': bias (b3) is [3] but must be [4]",
+              weft_linear(g, x, w, b3, &out));
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 0 'linear': x (v) [3] and w (w) [4,3] must be 2-D",
+              weft_linear(g, v, w, b, &out));
+  EXPECT_FAIL(g, WEFT_EDTYPE, "node 0 'linear': x (x) is f32 but w (wd) is f64",
+              weft_linear(g, x, wd, NULL, &out));
+  EXPECT_FAIL(g, WEFT_EDTYPE, "node 0 'linear': x (x) is f32 but b (bd) is f64",
+              weft_linear(g, x, w, bd, &out));
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'linear': argument w is NULL", weft_linear(g, x, NULL, b, &out));
+  CHECK(weft_linear(g, x, w, b, &out));
+  assert_int_equal(weft_tensor_dim(out, 0), 5);
+  assert_int_equal(weft_tensor_dim(out, 1), 4);
+  weft_node *n = weft_graph_last_node(g);
+  assert_int_equal(weft_node_nargs(n), 4);
+  assert_ptr_equal(weft_node_arg(n, 2, NULL), b);
+  assert_ptr_equal(weft_node_arg(n, 3, NULL), out);
+  out = NULL;
+  CHECK(weft_linear(g, x, w, NULL, &out)); /* no bias: x, w, out */
+  assert_int_equal(weft_node_nargs(weft_graph_last_node(g)), 3);
+  /* In place: x [5,3] . w3[3,3]^T into x. */
+  weft_tensor *w3 = mat(g, "w3", WEFT_F32, 3, 3);
+  out = x;
+  CHECK(weft_linear(g, x, w3, b3, &out));
+  assert_ptr_equal(out, x);
+}
+
+static void copy_and_fill_rules(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *a = mat(g, "a", WEFT_F32, 2, 3), *out = NULL;
+  CHECK(weft_copy(g, a, weft_cpu(), &out));
+  assert_ptr_not_equal(out, a);
+  assert_int_equal(weft_tensor_dim(out, 1), 3);
+  weft_node *n = weft_graph_last_node(g);
+  assert_string_equal(weft_node_op_name(n), "copy");
+  assert_true(weft_device_equal(weft_node_device(n), weft_cpu()));
+  assert_int_equal(weft_node_is_inserted(n), 0);
+  weft_tensor *into = mat(g, "into", WEFT_F32, 2, 3);
+  out = into;
+  CHECK(weft_copy(g, a, weft_cuda(5), &out)); /* into an existing tensor: the device is ignored */
+  assert_ptr_equal(out, into);
+  out = a;
+  CHECK(weft_copy(g, a, weft_cpu(), &out)); /* onto itself */
+  out = NULL;
+  EXPECT_FAIL(g, WEFT_EDEVICE, "'copy': the runtime has no device cuda:0", weft_copy(g, a, weft_cuda(0), &out));
+  weft_tensor *wrong = mat(g, "wrong", WEFT_F32, 3, 2);
+  out = wrong;
+  EXPECT_FAIL(g, WEFT_ESHAPE, "'copy': result wrong has shape [3,2] but the op produces [2,3]",
+              weft_copy(g, a, weft_cpu(), &out));
+  EXPECT_FAIL(g, WEFT_EINVAL, "'copy': the out pointer is NULL", weft_copy(g, a, weft_cpu(), NULL));
+  EXPECT_FAIL(g, WEFT_EINVAL, "'copy': argument src is NULL", weft_copy(g, NULL, weft_cpu(), &out));
+
+  CHECK(weft_fill(g, a, weft_normal(1, 2, 99)));
+  n = weft_graph_last_node(g);
+  assert_string_equal(weft_node_op_name(n), "fill");
+  assert_int_equal(weft_node_nargs(n), 1);
+  weft_access m;
+  assert_ptr_equal(weft_node_arg(n, 0, &m), a);
+  assert_int_equal(m, WEFT_WRITE);
+  weft_init in = weft_node_fill_init(n);
+  assert_true(in.kind == WEFT_INIT_NORMAL && in.a == 1 && in.b == 2 && in.seed == 99);
+  size_t id = weft_graph_node_count(g);
+  char msg[96];
+  snprintf(msg, sizeof msg, "node %zu 'fill': invalid initialiser", id);
+  EXPECT_FAIL(g, WEFT_EINVAL, msg, weft_fill(g, a, weft_uniform(2, 1, 0)));
+  EXPECT_FAIL(g, WEFT_EINVAL, msg, weft_fill(g, a, weft_normal(0, -1, 0)));
+  EXPECT_FAIL(g, WEFT_EINVAL, msg, weft_fill(g, a, (weft_init){-1, 0, 0, 0}));
+  EXPECT_FAIL(g, WEFT_EINVAL, "argument t is NULL", weft_fill(g, NULL, weft_zeros()));
+  EXPECT_FAIL(g, WEFT_EINVAL, "weft_fill: graph is NULL", weft_fill(NULL, a, weft_zeros()));
+}
+
+/* ---- user ops ----------------------------------------------------------------------------- */
+
+static int noop_kernel(weft_kernel_ctx *ctx) {
+  (void)ctx;
+  return WEFT_OK;
+}
+
+static void op_registration(void **state) {
+  fixture *f = *state;
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "scale_rows";
+  d.nargs = 2;
+  d.access[0] = WEFT_READ;
+  d.access[1] = WEFT_READ_WRITE;
+  d.cpu = noop_kernel;
+  const weft_op *op = NULL;
+  CHECK(weft_op_register(f->rt, &d, &op));
+  assert_non_null(op);
+  assert_string_equal(weft_op_name(op), "scale_rows");
+  assert_ptr_equal(weft_op_find(f->rt, "scale_rows"), op);
+  assert_null(weft_op_find(f->rt, "scale_cols"));
+  assert_null(weft_op_find(f->rt, NULL));
+  assert_null(weft_op_find(NULL, "scale_rows"));
+  assert_int_equal(weft_op_register(f->rt, &d, &op), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "an op named 'scale_rows' is already registered"));
+  d.name = "mm";
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "'mm' is the name of a built-in op"));
+  const char *bad_names[] = {"", "9lives", "has space", "dash-name", "dot.name"};
+  for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+    d.name = bad_names[i];
+    assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+    assert_true(tu_contains(weft_last_error(), "is not a valid op name"));
+  }
+  d.name = NULL;
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  d.name = "_ok_9";
+  d.nargs = WEFT_MAX_ARGS + 1;
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "has 17 arguments (0..16)"));
+  d.nargs = -1;
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  d.nargs = 2;
+  d.access[1] = (weft_access)4;
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "argument 1 has access mode 4"));
+  d.access[1] = (weft_access)0;
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  d.access[1] = WEFT_WRITE;
+  d.cpu = NULL;
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "op '_ok_9' has no kernel"));
+  assert_int_equal(weft_op_register(NULL, &d, NULL), WEFT_EINVAL);
+  assert_int_equal(weft_op_register(f->rt, NULL, NULL), WEFT_EINVAL);
+  assert_null(weft_op_find(f->rt, "_ok_9")); /* nothing registered by the failures */
+  d.cpu = noop_kernel;
+  CHECK(weft_op_register(f->rt, &d, NULL)); /* out may be NULL */
+  assert_non_null(weft_op_find(f->rt, "_ok_9"));
+}
+
+static void user_calls(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  static const weft_access modes[3] = {WEFT_READ, WEFT_WRITE, WEFT_READ_WRITE};
+  int user_tag = 7;
+  const weft_op *op = tu_op(f->rt, "three", 3, modes, noop_kernel, &user_tag);
+  weft_tensor *a = vec(g, "a", WEFT_F32, 4), *b = mat(g, "b", WEFT_F64, 2, 2);
+  weft_tensor *c = tu_tensor(g, "c", WEFT_F32, 0, NULL, weft_zeros());
+  weft_tensor *args[3] = {a, b, c};
+  struct {
+    double k;
+    int tag;
+  } params = {2.5, 9};
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'three': the op takes 3 arguments, got 2", weft_call(g, op, args, 2, NULL, 0));
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'three': args is NULL", weft_call(g, op, NULL, 3, NULL, 0));
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'three': params is NULL with size 16", weft_call(g, op, args, 3, NULL, 16));
+  EXPECT_FAIL(g, WEFT_EINVAL, "weft_call: graph or op is NULL", weft_call(g, NULL, args, 3, NULL, 0));
+  weft_tensor *withnull[3] = {a, NULL, c};
+  EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'three': argument 1 is NULL", weft_call(g, op, withnull, 3, NULL, 0));
+  CHECK(weft_call(g, op, args, 3, &params, sizeof params));
+  params.k = -1; /* the node keeps its own copy */
+  weft_node *n = weft_graph_last_node(g);
+  assert_string_equal(weft_node_op_name(n), "three");
+  assert_ptr_equal(weft_node_user_op(n), op);
+  assert_int_equal(weft_node_nargs(n), 3);
+  for (int i = 0; i < 3; i++) {
+    weft_access m;
+    assert_ptr_equal(weft_node_arg(n, i, &m), args[i]);
+    assert_int_equal(m, modes[i]);
+  }
+  size_t ps = 0;
+  const double *p = weft_node_params(n, &ps);
+  assert_int_equal(ps, sizeof params);
+  assert_true(p[0] == 2.5);
+  /* Without parameters; the same tensor twice. */
+  weft_tensor *same[3] = {a, a, a};
+  CHECK(weft_call(g, op, same, 3, NULL, 0));
+  assert_null(weft_node_params(weft_graph_last_node(g), &ps));
+  assert_int_equal(ps, 0);
+  /* A built-in node has no user op. */
+  weft_tensor *o = NULL;
+  CHECK(weft_relu(g, a, &o));
+  assert_null(weft_node_user_op(weft_graph_last_node(g)));
+  /* An op with only a CUDA kernel cannot run on the CPU. */
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "gpu_only";
+  d.nargs = 1;
+  d.access[0] = WEFT_WRITE;
+  d.cuda = noop_kernel;
+  const weft_op *gop;
+  CHECK(weft_op_register(f->rt, &d, &gop));
+  size_t id = weft_graph_node_count(g);
+  char msg[96];
+  snprintf(msg, sizeof msg, "node %zu 'gpu_only': the op has no kernel for cpu", id);
+  EXPECT_FAIL(g, WEFT_EDEVICE, msg, weft_call(g, gop, &a, 1, NULL, 0));
+  /* Zero arguments: a node with no accesses. */
+  memset(&d, 0, sizeof d);
+  d.name = "nothing";
+  d.cpu = noop_kernel;
+  const weft_op *nop;
+  CHECK(weft_op_register(f->rt, &d, &nop));
+  CHECK(weft_call(g, nop, NULL, 0, NULL, 0));
+  assert_int_equal(weft_node_nargs(weft_graph_last_node(g)), 0);
+  CHECK(weft_graph_run(g));
+}
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+static void node_introspection(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  assert_null(weft_graph_last_node(g));
+  assert_null(weft_graph_node(g, 0));
+  weft_tensor *a = mat(g, "a", WEFT_F32, 2, 2), *y = NULL;
+  CHECK(weft_add(g, a, a, &y));
+  CHECK(weft_tensor_set_name(y, "y"));
+  weft_node *n0 = weft_graph_last_node(g);
+  assert_ptr_equal(weft_graph_node(g, 0), n0);
+  assert_int_equal(weft_node_id(n0), 0);
+  assert_int_equal(weft_graph_node_count(g), 1);
+  char buf[200];
+  assert_string_equal(weft_node_describe(n0, buf, sizeof buf), "node 0 'add' (y) on cpu");
+  assert_string_equal(weft_node_name(n0), "");
+  assert_string_equal(weft_node_origin(n0), "");
+  CHECK(weft_node_set_name(n0, "sum_step"));
+  CHECK(weft_node_set_origin(n0, "prog.weft:3:5"));
+  assert_string_equal(weft_node_name(n0), "sum_step");
+  assert_string_equal(weft_node_origin(n0), "prog.weft:3:5");
+  assert_string_equal(weft_node_describe(n0, buf, sizeof buf),
+                      "node 0 'add' \"sum_step\" on cpu at prog.weft:3:5");
+  assert_string_equal(weft_node_describe(n0, buf, 8), "node 0 "); /* truncated, terminated */
+  assert_int_equal(weft_node_set_name(n0, NULL), WEFT_EINVAL);
+  assert_int_equal(weft_node_set_origin(NULL, "x"), WEFT_EINVAL);
+  assert_true(weft_device_equal(weft_node_device(n0), weft_cpu()));
+  assert_int_equal(weft_node_is_inserted(n0), 0);
+  assert_null(weft_node_user_op(n0));
+  /* A node's error message after a run uses the same description. */
+  CHECK(weft_graph_run(g));
+}
+
+/* ---- devices: placement, copies, strict mode ---------------------------------------------- */
+
+/* On one device, no op inserts a copy, strict or not: each call adds exactly one node. */
+static void same_device_inserts_nothing(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  for (int strict = 0; strict < 2; strict++) {
+    weft_graph_set_strict(g, strict);
+    weft_tensor *a = mat(g, NULL, WEFT_F32, 3, 3), *b = mat(g, NULL, WEFT_F32, 3, 3);
+    weft_tensor *v = vec(g, NULL, WEFT_F32, 3), *o;
+    size_t before = weft_graph_node_count(g);
+    o = NULL;
+    CHECK(weft_mm(g, a, b, &o));
+    o = NULL;
+    CHECK(weft_add(g, a, b, &o));
+    o = NULL;
+    CHECK(weft_sub(g, a, b, &o));
+    o = NULL;
+    CHECK(weft_mul(g, a, b, &o));
+    o = NULL;
+    CHECK(weft_scale(g, a, 2, &o));
+    o = NULL;
+    CHECK(weft_relu(g, a, &o));
+    o = NULL;
+    CHECK(weft_sum(g, a, &o));
+    o = NULL;
+    CHECK(weft_norm(g, a, &o));
+    o = NULL;
+    CHECK(weft_linear(g, a, b, v, &o));
+    o = NULL;
+    CHECK(weft_copy(g, a, weft_cpu(), &o));
+    CHECK(weft_fill(g, a, weft_zeros()));
+    assert_int_equal(weft_graph_node_count(g), before + 11);
+    for (size_t i = before; i < before + 11; i++) {
+      weft_node *n = weft_graph_node(g, i);
+      assert_int_equal(weft_node_is_inserted(n), 0);
+      assert_true(weft_device_equal(weft_node_device(n), weft_cpu()));
+      for (int k = 0; k < weft_node_nargs(n); k++)
+        assert_true(weft_device_equal(weft_tensor_device(weft_node_arg(n, k, NULL)), weft_cpu()));
+    }
+  }
+  CHECK(weft_graph_run(g));
+}
+
+/* ---- temporaries and all-or-nothing calls ------------------------------------------------- */
+
+static void temporaries_and_keep(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *a = mat(g, "a", WEFT_F64, 2, 2), *t = NULL, *r = NULL, *k = NULL, *s = NULL;
+  CHECK(weft_relu(g, a, &t));  /* t is read below: a temporary */
+  CHECK(weft_scale(g, t, 2, &r)); /* r is never read: a result */
+  CHECK(weft_relu(g, a, &k));  /* k is read below but kept */
+  weft_tensor_keep(k);
+  weft_tensor_keep(k); /* twice is harmless */
+  weft_tensor_keep(NULL);
+  CHECK(weft_add(g, k, k, &s));
+  CHECK(weft_relu(g, s, &s)); /* in place: s's final value is not read by a later node */
+  assert_false(weft_tensor_is_kept(t));
+  assert_true(weft_tensor_is_kept(r));
+  assert_true(weft_tensor_is_kept(k));
+  assert_true(weft_tensor_is_kept(s));
+  assert_true(weft_tensor_is_kept(a));
+  double buf[4];
+  /* Before any run a temporary's (initial) contents may be read. */
+  CHECK(weft_tensor_read(t, buf, sizeof buf));
+  CHECK(weft_graph_run(g));
+  assert_int_equal(weft_tensor_read(t, buf, sizeof buf), WEFT_ESTATE);
+  assert_true(tu_contains(weft_last_error(), "is a temporary"));
+  double v;
+  assert_int_equal(weft_tensor_get(t, 0, &v), WEFT_ESTATE);
+  CHECK(weft_tensor_read(r, buf, sizeof buf));
+  for (int i = 0; i < 4; i++) assert_true(buf[i] == 2.0); /* 2 * relu(1) */
+  CHECK(weft_tensor_read(s, buf, sizeof buf));
+  for (int i = 0; i < 4; i++) assert_true(buf[i] == 2.0);
+  /* A later write of t makes its final value unread: a result again. */
+  CHECK(weft_fill(g, t, weft_full(3)));
+  assert_true(weft_tensor_is_kept(t));
+  CHECK(weft_graph_run(g));
+  CHECK(weft_tensor_read(t, buf, sizeof buf));
+  for (int i = 0; i < 4; i++) assert_true(buf[i] == 3.0);
+}
+
+static void failed_calls_change_nothing(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *a = mat(g, "a", WEFT_F32, 2, 2), *b = mat(g, "b", WEFT_F32, 3, 3), *o = NULL;
+  CHECK(weft_add(g, a, a, &o));
+  CHECK(weft_graph_analyse(g));
+  size_t edges = weft_graph_edge_count(g);
+  weft_tensor *o2 = NULL;
+  assert_int_equal(weft_add(g, a, b, &o2), WEFT_ESHAPE);
+  assert_null(o2);
+  ASSERT_UNCHANGED(g, 1, 3);
+  CHECK(weft_graph_analyse(g));
+  assert_int_equal(weft_graph_edge_count(g), edges);
+  /* The graph still runs and gives the right answer. */
+  CHECK(weft_graph_run(g));
+  double buf[4];
+  tu_read_doubles(o, buf);
+  for (int i = 0; i < 4; i++) assert_true(buf[i] == 2.0);
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(empty_graph_runs)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(devices_are_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(dtypes, setup, teardown),
+      cmocka_unit_test_setup_teardown(tensor_create_validation, setup, teardown),
+      cmocka_unit_test_setup_teardown(tensor_introspection, setup, teardown),
+      cmocka_unit_test_setup_teardown(creation_initialisers, setup, teardown),
+      cmocka_unit_test_setup_teardown(mm_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(elementwise_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(reduction_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(linear_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(copy_and_fill_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(op_registration, setup, teardown),
+      cmocka_unit_test_setup_teardown(user_calls, setup, teardown),
+      cmocka_unit_test_setup_teardown(node_introspection, setup, teardown),
+      cmocka_unit_test_setup_teardown(same_device_inserts_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(temporaries_and_keep, setup, teardown),
+      cmocka_unit_test_setup_teardown(failed_calls_change_nothing, setup, teardown),
+  };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

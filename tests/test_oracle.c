@@ -18,6 +18,44 @@
 
 enum { MAX_RUNS = 3 };
 
+/* What the programs exercised, printed at the end so a weakened generator shows. */
+static struct {
+  long programs, cycles, runs, nodes, inplace, user, edges, temps, kept, compared_bytes;
+  long by_op[16];
+} stats;
+
+static const char *const stat_ops[] = {"mm", "add", "sub", "mul", "scale", "relu", "sum", "norm",
+                                       "linear", "copy", "fill"};
+enum { N_STAT_OPS = sizeof stat_ops / sizeof stat_ops[0] };
+
+static void count_program(weft_graph *g) {
+  stats.programs++;
+  size_t nn = weft_graph_node_count(g);
+  stats.nodes += (long)nn;
+  for (size_t i = 0; i < nn; i++) {
+    weft_node *n = weft_graph_node(g, i);
+    if (weft_node_user_op(n) != NULL) stats.user++;
+    for (int k = 0; k < N_STAT_OPS; k++)
+      if (strcmp(weft_node_op_name(n), stat_ops[k]) == 0) stats.by_op[k]++;
+    /* In place: the result is also an input. */
+    int nargs = weft_node_nargs(n);
+    if (weft_node_user_op(n) == NULL && nargs >= 2)
+      for (int a = 0; a < nargs - 1; a++)
+        if (weft_node_arg(n, a, NULL) == weft_node_arg(n, nargs - 1, NULL)) {
+          stats.inplace++;
+          break;
+        }
+  }
+  if (weft_graph_analyse(g) == WEFT_OK) {
+    stats.edges += (long)weft_graph_edge_count(g);
+    for (size_t i = 0; i < weft_graph_tensor_count(g); i++)
+      if (weft_tensor_is_kept(weft_graph_tensor(g, i)))
+        stats.kept++;
+      else
+        stats.temps++;
+  }
+}
+
 /* ---- the serial interpreter ------------------------------------------------------------- */
 
 typedef struct interp {
@@ -134,6 +172,7 @@ static int compare(weft_graph *ga, interp *in, uint64_t seed, int run) {
       free(got);
       return 1;
     }
+    stats.compared_bytes += (long)bytes;
     free(got);
   }
   return 0;
@@ -171,7 +210,9 @@ static int run_program(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, i
     list_program(gb);
   }
   int bad = 0;
+  count_program(gb);
   if (ia.cycle) {
+    stats.cycles++;
     char from[64], to[64];
     snprintf(from, sizeof from, "node %zu '", ia.cycle_from);
     snprintf(to, sizeof to, "node %zu '", ia.cycle_to);
@@ -218,6 +259,7 @@ static int run_program(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, i
       break;
     }
     interp_run(&in, seed);
+    stats.runs++;
     bad = compare(ga, &in, seed, r);
   }
   if (bad && !verbose) list_program(gb);
@@ -251,13 +293,15 @@ static void random_programs_agree_with_serial(void **state) {
     failures = run_program(rts[seed % 3], seed, &cfg, 1);
   } else {
     long programs = env_long("WEFT_ORACLE_PROGRAMS", 1000);
-    long cycles = 0;
-    for (long k = 0; k < programs && failures < 5; k++) {
-      uint64_t seed = (uint64_t)k;
-      failures += run_program(rts[k % 3], seed, &cfg, 0);
-      (void)cycles;
-    }
+    for (long k = 0; k < programs && failures < 5; k++)
+      failures += run_program(rts[k % 3], (uint64_t)k, &cfg, 0);
   }
+  printf("oracle: %ld programs (%ld with a cycle), %ld runs, %ld nodes (%ld user ops, %ld in place), "
+         "%ld edges, %ld kept tensors, %ld temporaries, %ld bytes compared\n  by op:",
+         stats.programs, stats.cycles, stats.runs, stats.nodes, stats.user, stats.inplace,
+         stats.edges, stats.kept, stats.temps, stats.compared_bytes);
+  for (int k = 0; k < N_STAT_OPS; k++) printf(" %s %ld", stat_ops[k], stats.by_op[k]);
+  printf("\n");
   for (int i = 0; i < 3; i++) weft_runtime_destroy(rts[i]);
   assert_int_equal(failures, 0);
 }

@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 weft_runtime *tu_runtime(int workers) {
   weft_runtime_options o;
@@ -29,6 +30,57 @@ weft_tensor *tu_matrix(weft_graph *g, const char *name, int64_t r, int64_t c, ui
   CHECK(weft_tensor_create(g, name, WEFT_F32, 2, (int64_t[]){r, c}, weft_cpu(),
                            weft_uniform(-1, 1, seed), &t));
   return t;
+}
+
+weft_tensor *tu_tensor(weft_graph *g, const char *name, weft_dtype dt, int ndim,
+                       const int64_t *shape, weft_init init) {
+  weft_tensor *t = NULL;
+  CHECK(weft_tensor_create(g, name, dt, ndim, shape, weft_cpu(), init, &t));
+  return t;
+}
+
+const weft_op *tu_op(weft_runtime *rt, const char *name, int nargs, const weft_access *modes,
+                     weft_kernel_fn cpu, void *user) {
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = name;
+  d.nargs = nargs;
+  for (int i = 0; i < nargs; i++) d.access[i] = modes[i];
+  d.cpu = cpu;
+  d.user = user;
+  const weft_op *op = NULL;
+  CHECK(weft_op_register(rt, &d, &op));
+  return op;
+}
+
+void tu_read_doubles(weft_tensor *t, double *out) {
+  size_t n = (size_t)weft_tensor_numel(t), bytes = weft_tensor_bytes(t);
+  void *buf = malloc(bytes ? bytes : 1);
+  assert_non_null(buf);
+  CHECK(weft_tensor_read(t, buf, bytes));
+  for (size_t i = 0; i < n; i++)
+    out[i] = weft_tensor_dtype(t) == WEFT_F32 ? (double)((float *)buf)[i] : ((double *)buf)[i];
+  free(buf);
+}
+
+void tu_write_doubles(weft_tensor *t, const double *in) {
+  size_t n = (size_t)weft_tensor_numel(t), bytes = weft_tensor_bytes(t);
+  void *buf = malloc(bytes ? bytes : 1);
+  assert_non_null(buf);
+  for (size_t i = 0; i < n; i++) {
+    if (weft_tensor_dtype(t) == WEFT_F32)
+      ((float *)buf)[i] = (float)in[i];
+    else
+      ((double *)buf)[i] = in[i];
+  }
+  CHECK(weft_tensor_write(t, buf, bytes));
+  free(buf);
+}
+
+int tu_contains(const char *haystack, const char *needle) {
+  if (strstr(haystack, needle) != NULL) return 1;
+  print_message("expected \"%s\" in \"%s\"\n", needle, haystack);
+  return 0;
 }
 
 /* Each block carries a header so live blocks can be counted. */

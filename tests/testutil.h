@@ -27,6 +27,19 @@ weft_runtime *tu_runtime_cpu(int workers);
 /* A 2-D f32 tensor on the CPU filled from a seed. */
 weft_tensor *tu_matrix(weft_graph *g, const char *name, int64_t r, int64_t c, uint64_t seed);
 
+/* A tensor on the CPU (CHECKed): dtype, shape and initialiser as given. */
+weft_tensor *tu_tensor(weft_graph *g, const char *name, weft_dtype dt, int ndim,
+                       const int64_t *shape, weft_init init);
+/* Registers user op `name` (CHECKed) with `nargs` access modes and a CPU kernel. */
+const weft_op *tu_op(weft_runtime *rt, const char *name, int nargs, const weft_access *modes,
+                     weft_kernel_fn cpu, void *user);
+/* Reads a CPU tensor's contents as doubles into out[0..numel) (CHECKed). */
+void tu_read_doubles(weft_tensor *t, double *out);
+/* Writes doubles into a CPU tensor of either dtype (CHECKed). */
+void tu_write_doubles(weft_tensor *t, const double *in);
+/* 1 if `haystack` contains `needle`; for checking error messages. */
+int tu_contains(const char *haystack, const char *needle);
+
 /* The counting allocator: counts live blocks and fails allocation number `fail_at`
  * (0-based; -1 never). tu_alloc_install() resets the counters. */
 void tu_alloc_install(long fail_at);
