@@ -47,6 +47,12 @@ struct weft_kernel_ctx {
   size_t err_size;
 };
 
+/* Where a planned node runs and why, for `weft explain` (see `explain` below). */
+typedef struct weft__placement {
+  char lane[64];  /* "cpu workers", "cuda:0 stream 2", "cuda:0 copy d2h", ... */
+  char why[256];  /* one sentence: the rule of the plan that put the node there */
+} weft__placement;
+
 typedef struct weft__backend_vtable {
   int version; /* WEFT__BACKEND_VERSION */
   const char *name;
@@ -70,6 +76,11 @@ typedef struct weft__backend_vtable {
   /* Pinned host memory for CPU tensors that GPUs copy to or from (NULL: none). */
   void *(*host_alloc)(struct weft__backend *b, size_t bytes);
   void (*host_free)(struct weft__backend *b, void *p);
+  /* Describes the lane (stream, copy engine) the plan gave node `index` and why, from the
+   * backend's plan state, for `weft explain`. NULL: the scheduler describes the node by the
+   * dispatcher's rules. Called on a built plan, with no run in flight. */
+  int (*explain)(const struct weft__backend *b, const struct weft__plan *p, uint32_t index,
+                 weft__placement *out);
 } weft__backend_vtable;
 
 typedef struct weft__backend {
