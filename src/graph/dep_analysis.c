@@ -6,8 +6,9 @@
  *   write t: WAR edges readers(t) -> n, or, with no reader since the last write, a WAW edge
  *            last_writer(t) -> n (a writer that waits for the readers already waits for the
  *            write they read); then last_writer(t) = n and readers(t) is emptied.
- * A node that reads and writes t does both; edges from a node to itself are skipped and each
- * (pred, succ) pair is kept once, with the hazard found first. Inferred edges always point
+ * A node that reads and writes t does both; then the explicit edges into n join. Edges from a
+ * node to itself are skipped and each (pred, succ) pair is kept once, with the hazard found
+ * first (so an explicit edge that repeats an inferred one is not listed). Inferred edges point
  * forward in insertion order, so only explicit edges can close a cycle: the cycle check runs
  * only when one points backward, and names the nodes of a cycle it finds.
  *
@@ -38,7 +39,7 @@ typedef struct scratch {
  * entry, each reader entry yields at most one WAR edge, a write at most one WAW edge. So
  * everything is reserved up front and the loop below stores without checks. */
 static inline void add_edge(scratch *s, uint32_t from, uint32_t to, uint32_t tensor, int hazard) {
-  if (from == to || s->stamp[from] == to) return;
+  if (from == to) return;
   s->stamp[from] = to;
   s->edges[s->nedges++] = (weft__edge){from, to, tensor, (uint8_t)hazard};
 }
@@ -153,7 +154,9 @@ int weft__graph_analyse(weft_graph *g) {
   s.head = weft__mem_get(g->mem, tbytes);
   s.stamp = weft__mem_get(g->mem, nbytes);
   weft__vec_init_mem(&s.readers_vec, sizeof(reader), g->mem);
-  int rc = WEFT_OK;
+  uint32_t *eoff = NULL, *efrom = NULL;
+  size_t obytes = 0, ebytes = 0;
+  int rc = WEFT_OK, backward = 0;
   if (!s.last_writer || !s.head || !s.stamp) {
     rc = weft__oom("the dependency analysis");
     goto done;
@@ -172,6 +175,32 @@ int weft__graph_analyse(weft_graph *g) {
   s.nreaders = 0;
   s.edges = g->edges.data;
   s.nedges = 0;
+  /* Explicit edges, bucketed by their target, join the inferred edges into the same node so
+   * that one stamp dedupes them all: a pair is listed once, with the hazard found first. */
+  size_t ne = g->explicit_edges.len;
+  if (ne > 0) {
+    obytes = (nn + 1) * sizeof(uint32_t);
+    ebytes = ne * sizeof(uint32_t);
+    eoff = weft__mem_get(g->mem, obytes);
+    efrom = weft__mem_get(g->mem, ebytes);
+    if (eoff == NULL || efrom == NULL) {
+      rc = weft__oom("the dependency analysis");
+      goto done;
+    }
+    const weft__edge *x = g->explicit_edges.data;
+    memset(eoff, 0, obytes);
+    for (size_t i = 0; i < ne; i++) {
+      WEFT_ASSERT(x[i].from < nn && x[i].to < nn);
+      eoff[x[i].to + 1]++;
+    }
+    for (size_t i = 0; i < nn; i++) eoff[i + 1] += eoff[i];
+    for (size_t i = 0; i < ne; i++) {
+      efrom[eoff[x[i].to]++] = x[i].from; /* eoff[to] ends at the next bucket's start ... */
+      backward |= x[i].from > x[i].to;
+    }
+    for (size_t i = nn; i > 0; i--) eoff[i] = eoff[i - 1]; /* ... so shift back by one */
+    eoff[0] = 0;
+  }
 
   for (size_t i = 0; i < nt; i++) tensors[i]->flags &= (uint8_t)~WEFT__T_TEMP;
   for (uint32_t id = 0; id < nn; id++) {
@@ -200,6 +229,9 @@ int weft__graph_analyse(weft_graph *g) {
       s.last_writer[t] = id;
       s.head[t] = NONE;
     }
+    if (ne > 0)
+      for (uint32_t k = eoff[id]; k < eoff[id + 1]; k++)
+        add_edge(&s, efrom[k], id, NONE, WEFT_HAZARD_EXPLICIT);
   }
   g->edges.len = s.nedges;
   /* A tensor an op created is a temporary when its final value is read by a later node (the
@@ -208,13 +240,6 @@ int weft__graph_analyse(weft_graph *g) {
   for (size_t t = 0; t < nt; t++)
     if ((tensors[t]->flags & WEFT__T_AUTO) && !(tensors[t]->flags & WEFT__T_KEEP) && s.head[t] != NONE)
       tensors[t]->flags |= WEFT__T_TEMP;
-  int backward = 0;
-  for (size_t i = 0; i < g->explicit_edges.len; i++) {
-    weft__edge e = WEFT__VEC_AT(&g->explicit_edges, weft__edge, i);
-    if (e.from >= nn || e.to >= nn) continue; /* node dropped by a failed call: cannot happen */
-    if ((rc = weft__vec_push(&g->edges, &e)) != WEFT_OK) goto done;
-    if (e.from > e.to) backward = 1;
-  }
   if (backward && (rc = check_cycles(g)) != WEFT_OK) goto done;
   g->analysed_version = g->version;
 done:
@@ -222,6 +247,8 @@ done:
   weft__mem_put(g->mem, s.head, tbytes);
   weft__mem_put(g->mem, s.stamp, nbytes);
   weft__vec_fini(&s.readers_vec);
+  weft__mem_put(g->mem, eoff, obytes);
+  weft__mem_put(g->mem, efrom, ebytes);
   if (rc != WEFT_OK) g->edges.len = 0;
   return rc;
 }
