@@ -6,9 +6,11 @@
 #endif
 #include "sched/thread.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -29,6 +31,17 @@ int weft__cond_init(weft__cond *c) {
 void weft__cond_destroy(weft__cond *c) { pthread_cond_destroy(c); }
 void weft__cond_wait(weft__cond *c, weft__mutex *m) {
   if (pthread_cond_wait(c, m) != 0) abort();
+}
+/* The condition's clock is CLOCK_REALTIME (the default attribute): a jump of the wall clock
+ * makes one wait shorter or longer, which a caller that re-checks its predicate tolerates. */
+void weft__cond_timedwait(weft__cond *c, weft__mutex *m, uint64_t timeout_ns) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t ns = (uint64_t)ts.tv_nsec + timeout_ns % 1000000000u;
+  ts.tv_sec += (time_t)(timeout_ns / 1000000000u + ns / 1000000000u);
+  ts.tv_nsec = (long)(ns % 1000000000u);
+  int rc = pthread_cond_timedwait(c, m, &ts);
+  if (rc != 0 && rc != ETIMEDOUT) abort();
 }
 void weft__cond_signal(weft__cond *c) { pthread_cond_signal(c); }
 void weft__cond_broadcast(weft__cond *c) { pthread_cond_broadcast(c); }

@@ -4,6 +4,7 @@
 #define WEFT_THREAD_H
 
 #include <pthread.h>
+#include <stdint.h>
 
 typedef pthread_mutex_t weft__mutex;
 typedef pthread_cond_t weft__cond;
@@ -16,6 +17,8 @@ void weft__mutex_unlock(weft__mutex *m);
 int weft__cond_init(weft__cond *c);
 void weft__cond_destroy(weft__cond *c);
 void weft__cond_wait(weft__cond *c, weft__mutex *m);
+/* Waits at most timeout_ns (or until signalled, or spuriously): callers re-check. */
+void weft__cond_timedwait(weft__cond *c, weft__mutex *m, uint64_t timeout_ns);
 void weft__cond_signal(weft__cond *c);
 void weft__cond_broadcast(weft__cond *c);
 /* Starts fn(arg) on a new thread; WEFT_OK or an error with a message. */
