@@ -191,6 +191,8 @@ static void finish_run(weft_run *r) {
   r->t_end = weft__clock_now();
   pl->run = NULL;
   atomic_store_explicit(&g->busy, 0, memory_order_release);
+  /* The callback may ask for the run's error and failed node: publish them first. */
+  atomic_store_explicit(&r->ended, 1, memory_order_release);
   if (r->cb != NULL) r->cb(r, st, r->cb_arg);
   weft__mutex_lock(&r->lock);
   atomic_store_explicit(&r->done, 1, memory_order_release);
@@ -241,6 +243,7 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   atomic_init(&r->root_next, 0);
   atomic_init(&r->cancel, 0);
   atomic_init(&r->status, WEFT_OK);
+  atomic_init(&r->ended, 0);
   atomic_init(&r->done, 0);
   for (uint32_t i = 0; i < pl->n; i++) {
     atomic_store_explicit(&pl->pending[i], pl->x[i].indeg, memory_order_relaxed);
@@ -286,11 +289,11 @@ void weft_run_cancel(weft_run *r) {
 }
 
 const char *weft_run_error(const weft_run *r) {
-  return (r != NULL && atomic_load_explicit(&r->done, memory_order_acquire)) ? r->error : "";
+  return (r != NULL && atomic_load_explicit(&r->ended, memory_order_acquire)) ? r->error : "";
 }
 
 weft_node *weft_run_failed_node(const weft_run *r) {
-  if (r == NULL || !atomic_load_explicit(&r->done, memory_order_acquire) ||
+  if (r == NULL || !atomic_load_explicit(&r->ended, memory_order_acquire) ||
       r->failed_node == UINT32_MAX)
     return NULL;
   return weft_graph_node(r->graph, r->failed_node);

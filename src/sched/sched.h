@@ -80,6 +80,7 @@ struct weft_run {
   _Alignas(64) atomic_uint root_next; /* next unclaimed root */
   atomic_int cancel;
   atomic_int status; /* first failure, or WEFT_OK */
+  atomic_int ended; /* the outcome is final (set before the callback): error, failed node */
   atomic_int done;
   weft_run_cb cb;
   void *cb_arg;
