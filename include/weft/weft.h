@@ -495,7 +495,9 @@ WEFT_API char *weft_node_describe(const weft_node *n, char *buf, size_t size);
 /* Runs                                                                                      */
 /* ---------------------------------------------------------------------------------------- */
 
-/* Called once when a run finishes, on a weft thread; must not block. */
+/* Called once when a run finishes, on a weft thread; must not block (so it must not wait for
+ * or destroy its run). weft_run_error and weft_run_failed_node already answer inside it, and
+ * it has returned by the time weft_run_wait returns. */
 typedef void (*weft_run_cb)(weft_run *run, int status, void *arg);
 
 /* Starts a run of the graph and returns at once with a handle in *out. The graph is analysed
@@ -514,7 +516,8 @@ WEFT_NODISCARD WEFT_API int weft_run_poll(weft_run *run);
 /* Asks the run to stop: nodes not yet started are skipped; the run's status becomes
  * WEFT_ECANCELED unless a node failed first. Returns at once. */
 WEFT_API void weft_run_cancel(weft_run *run);
-/* The run's error message ("" when it succeeded or is still running). */
+/* The run's error message ("" when it succeeded or is still running; set once it has finished,
+ * in its callback too). */
 WEFT_API const char *weft_run_error(const weft_run *run);
 /* The node whose failure the status reports, or NULL. */
 WEFT_API weft_node *weft_run_failed_node(const weft_run *run);
