@@ -154,6 +154,10 @@ enum {
    * Timing is on by default and costs two clock reads a node; docs/observability.md has the
    * measured cost. The environment variable WEFT_TIMING=0 sets this flag too. */
   WEFT_RUNTIME_NO_TIMING = 1u << 3,
+  /* With `simulate`: also compute every node's result on the CPU, so that tensors can be read
+   * after a simulated run (the environment variable WEFT_SIM_COMPUTE=1 sets it too). Without
+   * it a simulated machine models time only, and its GPU tensors hold no data. */
+  WEFT_RUNTIME_SIM_COMPUTE = 1u << 4,
 };
 
 /* Options of a runtime. Fill with weft_runtime_options_init, then change what you need.
