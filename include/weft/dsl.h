@@ -27,8 +27,12 @@ typedef struct weft_dsl_options {
   /* Directory that relative paths of `from "file"` initialisers and `save` outputs are
    * resolved against (NULL: the current directory). */
   const char *base_dir;
-  /* Upper bound on the nodes a program may create (loops included); 0: 10 000 000. */
+  /* Upper bound on the nodes a program may create (loops included); 0: 10 000 000. A program
+   * may also run at most 4 x max_nodes statements (each loop iteration counts as one). */
   size_t max_nodes;
+  /* 1: `from "file"` initialisers and `save` outputs are errors (a server running programs
+   * it did not write; the fuzzer). 0 by default. */
+  int deny_files;
 } weft_dsl_options;
 
 /* Fills `o` with the defaults. */

@@ -1,0 +1,415 @@
+/* text.c — the text buffer, the canonical spellings of numbers and names, and diagnostics.
+ *
+ * Canonical spellings are what make the writer's output parse back to the same graph: a
+ * double is written with the fewest digits that read back to the same bits (17 at most), a
+ * name either as the identifier or indexed name the parser would build from it or between
+ * backticks. Diagnostics are kept until the end of a parse, then sorted by position and
+ * composed into one message: "file:line:col: error: what; expected what", the source line,
+ * and a caret under the column (tabs copied, so the caret lines up in a terminal). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsl/dsl_internal.h"
+
+/* ---- text buffer --------------------------------------------------------------------------- */
+
+void weft__dsl_buf_init(weft__dsl_buf *b) { memset(b, 0, sizeof *b); }
+
+void weft__dsl_buf_fini(weft__dsl_buf *b) {
+  weft__free(b->data);
+  memset(b, 0, sizeof *b);
+}
+
+static int buf_grow(weft__dsl_buf *b, size_t extra) {
+  if (b->failed) return 0;
+  if (b->len + extra + 1 <= b->cap) return 1;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra + 1) {
+    if (cap > SIZE_MAX / 2) {
+      b->failed = 1;
+      return 0;
+    }
+    cap *= 2;
+  }
+  char *d = weft__realloc(b->data, cap);
+  if (d == NULL) {
+    b->failed = 1;
+    return 0;
+  }
+  b->data = d;
+  b->cap = cap;
+  return 1;
+}
+
+void weft__dsl_buf_put(weft__dsl_buf *b, const char *s, size_t n) {
+  if (!buf_grow(b, n)) return;
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+void weft__dsl_buf_puts(weft__dsl_buf *b, const char *s) { weft__dsl_buf_put(b, s, strlen(s)); }
+
+void weft__dsl_buf_printf(weft__dsl_buf *b, const char *fmt, ...) {
+  char small[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    b->failed = 1;
+    return;
+  }
+  if ((size_t)n < sizeof small) {
+    weft__dsl_buf_put(b, small, (size_t)n);
+    return;
+  }
+  if (!buf_grow(b, (size_t)n)) return;
+  va_start(ap, fmt);
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+int weft__dsl_buf_take(weft__dsl_buf *b, char **out) {
+  *out = NULL;
+  if (b->failed) {
+    weft__dsl_buf_fini(b);
+    return weft__oom("the .weft text");
+  }
+  char *s = malloc(b->len + 1);
+  if (s == NULL) {
+    weft__dsl_buf_fini(b);
+    return weft__oom("the .weft text");
+  }
+  if (b->len) memcpy(s, b->data, b->len);
+  s[b->len] = '\0';
+  weft__dsl_buf_fini(b);
+  *out = s;
+  return WEFT_OK;
+}
+
+/* ---- numbers ------------------------------------------------------------------------------- */
+
+static void shortest(char *buf, double v, int is_f32) {
+  for (int p = 1; p <= 17; p++) {
+    snprintf(buf, 40, "%.*g", p, v);
+    double back = strtod(buf, NULL);
+    if (is_f32 ? (float)back == (float)v : (back == v && signbit(back) == signbit(v))) return;
+  }
+}
+
+char *weft__dsl_fmt_double(char *buf, double v) {
+  if (isnan(v)) {
+    strcpy(buf, "nan");
+    return buf;
+  }
+  if (isinf(v)) {
+    strcpy(buf, v < 0 ? "-inf" : "inf");
+    return buf;
+  }
+  shortest(buf, v, 0);
+  if (strpbrk(buf, ".e") == NULL) strcat(buf, ".0");
+  return buf;
+}
+
+char *weft__dsl_fmt_number(char *buf, double v, int is_f32) {
+  if (isnan(v)) {
+    strcpy(buf, "nan");
+    return buf;
+  }
+  if (isinf(v)) {
+    strcpy(buf, v < 0 ? "-inf" : "inf");
+    return buf;
+  }
+  shortest(buf, v, is_f32);
+  return buf;
+}
+
+/* ---- names and strings ----------------------------------------------------------------- */
+
+static int is_ident_start(int c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
+static int is_ident_char(int c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
+
+/* 1 if s[0..n) is an integer as the parser prints an evaluated index: -?(0|[1-9][0-9]*),
+ * in int64 range, and not "-0". */
+static int canonical_int(const char *s, size_t n) {
+  size_t i = 0;
+  if (i < n && s[i] == '-') i++;
+  if (i == n) return 0;
+  if (s[i] == '0') return i + 1 == n && s[0] != '-';
+  size_t digits = n - i;
+  for (size_t k = i; k < n; k++)
+    if (s[k] < '0' || s[k] > '9') return 0;
+  if (digits < 19) return 1;
+  if (digits > 19) return 0;
+  const char *lim = s[0] == '-' ? "9223372036854775808" : "9223372036854775807";
+  return memcmp(s + i, lim, 19) <= 0;
+}
+
+/* 1 if the parser reads `name` back as a plain or indexed name. */
+static int plain_name(const char *name) {
+  size_t n = strlen(name), i = 0;
+  if (n == 0 || !is_ident_start((unsigned char)name[0])) return 0;
+  while (i < n && is_ident_char((unsigned char)name[i])) i++;
+  if (weft__dsl_keyword(name, i)) return 0;
+  if (i == n) return 1;
+  if (name[i] != '[' || name[n - 1] != ']') return 0;
+  size_t start = i + 1;
+  for (size_t k = start; k < n; k++) {
+    if (name[k] == ',' || k == n - 1) {
+      if (!canonical_int(name + start, k - start)) return 0;
+      start = k + 1;
+    }
+  }
+  return 1;
+}
+
+static void put_quoted(weft__dsl_buf *b, const char *s, char quote) {
+  char esc[8];
+  weft__dsl_buf_put(b, &quote, 1);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == (unsigned char)quote || *p == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)*p;
+      weft__dsl_buf_put(b, esc, 2);
+    } else if (*p == '\n') {
+      weft__dsl_buf_puts(b, "\\n");
+    } else if (*p == '\t') {
+      weft__dsl_buf_puts(b, "\\t");
+    } else if (*p == '\r') {
+      weft__dsl_buf_puts(b, "\\r");
+    } else if (*p < 0x20 || *p == 0x7f) {
+      snprintf(esc, sizeof esc, "\\x%02x", *p);
+      weft__dsl_buf_puts(b, esc);
+    } else {
+      weft__dsl_buf_put(b, (const char *)p, 1);
+    }
+  }
+  weft__dsl_buf_put(b, &quote, 1);
+}
+
+void weft__dsl_buf_name(weft__dsl_buf *b, const char *name) {
+  if (plain_name(name))
+    weft__dsl_buf_puts(b, name);
+  else
+    put_quoted(b, name, '`');
+}
+
+void weft__dsl_buf_ident(weft__dsl_buf *b, const char *name) {
+  size_t n = 0;
+  int plain = is_ident_start((unsigned char)name[0]);
+  for (; name[n]; n++) plain = plain && is_ident_char((unsigned char)name[n]);
+  if (plain && !weft__dsl_keyword(name, n))
+    weft__dsl_buf_puts(b, name);
+  else
+    put_quoted(b, name, '`');
+}
+
+void weft__dsl_buf_string(weft__dsl_buf *b, const char *s) { put_quoted(b, s, '"'); }
+
+void weft__dsl_buf_json_string(weft__dsl_buf *b, const char *s) {
+  char esc[8];
+  weft__dsl_buf_put(b, "\"", 1);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') {
+      esc[0] = '\\';
+      esc[1] = (char)*p;
+      weft__dsl_buf_put(b, esc, 2);
+    } else if (*p < 0x20) {
+      snprintf(esc, sizeof esc, "\\u%04x", *p);
+      weft__dsl_buf_puts(b, esc);
+    } else {
+      weft__dsl_buf_put(b, (const char *)p, 1);
+    }
+  }
+  weft__dsl_buf_put(b, "\"", 1);
+}
+
+/* ---- name tables -------------------------------------------------------------------------- */
+
+static uint32_t hash_str(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+void weft__dsl_symtab_fini(weft__dsl_symtab *st) {
+  weft__free(st->slots);
+  memset(st, 0, sizeof *st);
+}
+
+weft__dsl_sym *weft__dsl_sym_find(const weft__dsl_symtab *st, const char *key) {
+  if (st->cap == 0) return NULL;
+  uint32_t h = hash_str(key);
+  for (size_t i = h & (st->cap - 1);; i = (i + 1) & (st->cap - 1)) {
+    weft__dsl_sym *s = &st->slots[i];
+    if (s->key == NULL) return NULL;
+    if (s->hash == h && strcmp(s->key, key) == 0) return s;
+  }
+}
+
+/* Returns the slot for key (existing or new, with kind SYM_NONE), or NULL out of memory. New
+ * keys are copied into the arena. */
+weft__dsl_sym *weft__dsl_sym_slot(weft__dsl_symtab *st, weft__arena *a, const char *key) {
+  weft__dsl_sym *s = weft__dsl_sym_find(st, key);
+  if (s != NULL) return s;
+  if ((st->used + 1) * 4 > st->cap * 3) {
+    size_t cap = st->cap ? st->cap * 2 : 64;
+    weft__dsl_sym *slots = weft__calloc(cap, sizeof *slots);
+    if (slots == NULL) return NULL;
+    for (size_t i = 0; i < st->cap; i++) {
+      if (st->slots[i].key == NULL) continue;
+      size_t j = st->slots[i].hash & (cap - 1);
+      while (slots[j].key != NULL) j = (j + 1) & (cap - 1);
+      slots[j] = st->slots[i];
+    }
+    weft__free(st->slots);
+    st->slots = slots;
+    st->cap = cap;
+  }
+  char *k = weft__arena_strdup(a, key);
+  if (k == NULL) return NULL;
+  uint32_t h = hash_str(key);
+  size_t i = h & (st->cap - 1);
+  while (st->slots[i].key != NULL) i = (i + 1) & (st->cap - 1);
+  s = &st->slots[i];
+  memset(s, 0, sizeof *s);
+  s->key = k;
+  s->hash = h;
+  st->used++;
+  return s;
+}
+
+/* ---- diagnostics --------------------------------------------------------------------------- */
+
+void weft__dsl_diags_init(weft__dsl_diags *d, const char *file, const char *text, size_t len) {
+  memset(d, 0, sizeof *d);
+  d->file = file;
+  d->text = text;
+  d->len = len;
+  weft__vec_init(&d->list, sizeof(weft__dsl_diag));
+}
+
+void weft__dsl_diags_fini(weft__dsl_diags *d) {
+  for (size_t i = 0; i < d->list.len; i++) weft__free(WEFT__VEC_AT(&d->list, weft__dsl_diag, i).msg);
+  weft__vec_fini(&d->list);
+}
+
+size_t weft__dsl_error_count(const weft__dsl_diags *d) { return d->list.len + d->dropped; }
+
+int weft__dsl_verror(weft__dsl_diags *d, int status, uint32_t line, uint32_t col, const char *fmt,
+                     va_list ap) {
+  for (size_t i = 0; line != 0 && i < d->list.len; i++) {
+    const weft__dsl_diag *o = &WEFT__VEC_AT(&d->list, weft__dsl_diag, i);
+    if (o->line == line && o->col == col) return status;
+  }
+  if (d->list.len >= WEFT__DSL_MAX_ERRORS) {
+    d->dropped++;
+    return status;
+  }
+  char tmp[1024];
+  vsnprintf(tmp, sizeof tmp, fmt, ap);
+  weft__dsl_diag g = {line, col, (uint32_t)d->list.len, status, weft__strdup(tmp)};
+  if (g.msg == NULL || weft__vec_push(&d->list, &g) != WEFT_OK) {
+    weft__free(g.msg);
+    d->oom = 1;
+  }
+  return status;
+}
+
+int weft__dsl_error(weft__dsl_diags *d, int status, uint32_t line, uint32_t col, const char *fmt,
+                    ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  weft__dsl_verror(d, status, line, col, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+static int diag_cmp(const void *pa, const void *pb) {
+  const weft__dsl_diag *a = pa, *b = pb;
+  if (a->line != b->line) return a->line < b->line ? -1 : 1;
+  if (a->col != b->col) return a->col < b->col ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* Longest part of a source line shown under a diagnostic, in bytes. */
+enum { SHOWN = 160 };
+
+/* Appends source line `line` and a caret under byte column `col`. A long line is shown as a
+ * window around the column; control characters are shown as '?' so that the message stays
+ * one printable string. */
+static void put_excerpt(weft__dsl_buf *b, const char *text, size_t len, uint32_t line, uint32_t col) {
+  size_t start = 0;
+  for (uint32_t l = 1; l < line && start < len; start++)
+    if (text[start] == '\n') l++;
+  if (start > len) return;
+  size_t end = start;
+  while (end < len && text[end] != '\n') end++;
+  if (end > start && text[end - 1] == '\r') end--;
+  size_t at = start + (col ? col - 1 : 0);
+  if (at > end) at = end;
+  size_t from = start, to = end;
+  if (to - from > SHOWN) {
+    from = at > start + SHOWN / 2 ? at - SHOWN / 2 : start;
+    to = from + SHOWN < end ? from + SHOWN : end;
+  }
+  const char *pre = from > start ? "..." : "";
+  weft__dsl_buf_puts(b, pre);
+  for (size_t i = from; i < to; i++) {
+    unsigned char c = (unsigned char)text[i];
+    weft__dsl_buf_put(b, (c < 0x20 && c != '\t') || c == 0x7f ? "?" : &text[i], 1);
+  }
+  if (to < end) weft__dsl_buf_puts(b, "...");
+  weft__dsl_buf_puts(b, "\n");
+  weft__dsl_buf_puts(b, *pre ? "   " : "");
+  for (size_t i = from; i < at; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (c == '\t')
+      weft__dsl_buf_puts(b, "\t");
+    else if ((c & 0xc0) != 0x80) /* one column per UTF-8 character */
+      weft__dsl_buf_puts(b, " ");
+  }
+  weft__dsl_buf_puts(b, "^");
+}
+
+/* The most bytes of diagnostics put into the thread's error message. */
+enum { MESSAGE_MAX = 15000 };
+
+int weft__dsl_diags_finish(weft__dsl_diags *d) {
+  if (d->oom) return weft__oom("the parser's diagnostics");
+  if (d->list.len == 0) return WEFT_OK;
+  weft__dsl_diag *g = d->list.data;
+  qsort(g, d->list.len, sizeof *g, diag_cmp);
+  weft__dsl_buf b;
+  weft__dsl_buf_init(&b);
+  size_t shown = 0;
+  for (; shown < d->list.len; shown++) {
+    size_t mark = b.len;
+    if (shown) weft__dsl_buf_puts(&b, "\n\n");
+    if (g[shown].line == 0) {
+      weft__dsl_buf_printf(&b, "%s: error: %s", d->file, g[shown].msg);
+    } else {
+      weft__dsl_buf_printf(&b, "%s:%u:%u: error: %s\n", d->file, g[shown].line, g[shown].col,
+                           g[shown].msg);
+      put_excerpt(&b, d->text, d->len, g[shown].line, g[shown].col);
+    }
+    if (b.len > MESSAGE_MAX && shown > 0) {
+      b.len = mark;
+      if (b.data) b.data[mark] = '\0';
+      break;
+    }
+  }
+  size_t more = d->list.len - shown + d->dropped;
+  if (more) weft__dsl_buf_printf(&b, "\n\n%s: %zu more error%s not shown", d->file, more, more > 1 ? "s" : "");
+  int status = g[0].status;
+  if (b.failed)
+    weft__err(status, "%s:%u:%u: error: %s", d->file, g[0].line, g[0].col, g[0].msg);
+  else
+    weft__set_last_error(b.data);
+  weft__dsl_buf_fini(&b);
+  return status;
+}
