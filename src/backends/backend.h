@@ -17,13 +17,30 @@
  *
  * Plans: `plan` is called when a graph's plan is (re)built, to attach per-node backend state
  * (streams, events, memory plan) to plan->x[i].bstate; `plan_free` undoes it. `run_begin` and
- * `run_end` bracket each run. */
+ * `run_end` bracket each run.
+ *
+ * Version 2 adds three things for asynchronous backends:
+ *   - `plan_edges` lets a backend order its own nodes further, for resources the dependency
+ *     analysis does not see (a device buffer that a later node reuses waits for the last
+ *     reader of its previous tenant). The edges are early ones (both ends on the backend).
+ *   - A node whose launch enqueued its work and that has no late successors may return
+ *     WEFT_OK at once ("issued"): the scheduler counts it done, and the backend promises that
+ *     the run does not end before the work has finished, through `run_drain`: called once
+ *     every node of the run has been issued or completed, it returns WEFT_OK when nothing is
+ *     left in flight, or WEFT__PENDING and later calls weft__sched_drained. So only nodes
+ *     with a CPU successor cost a host notification each; the rest cost one per run.
+ *   - `run_begin` may return WEFT__PENDING to say "this backend runs the whole plan" (a
+ *     replayed CUDA graph): the scheduler then dispatches no node and ends the run through
+ *     `run_drain`. A backend may do so only when every node of the plan is its own. */
 #ifndef WEFT_BACKEND_H
 #define WEFT_BACKEND_H
 
 #include "graph/graph.h"
 
-#define WEFT__BACKEND_VERSION 1
+#define WEFT__BACKEND_VERSION 2
+
+/* The hazard of an edge a backend adds through plan_edges (internal; never shown to users). */
+#define WEFT__HAZARD_RESOURCE 5
 
 enum {
   WEFT__BACKEND_ASYNC = 1u << 0, /* launch may return WEFT__PENDING; orders its nodes itself */
@@ -81,6 +98,16 @@ typedef struct weft__backend_vtable {
    * dispatcher's rules. Called on a built plan, with no run in flight. */
   int (*explain)(const struct weft__backend *b, const struct weft__plan *p, uint32_t index,
                  weft__placement *out);
+  /* Version 2. Appends edges (weft__edge, hazard WEFT__HAZARD_RESOURCE) between two of the
+   * backend's own nodes to `extra`. Called while the plan is built, when p->x[i].node, id and
+   * backend are set and nothing else is; the backend may keep state in p->bstate[its index]
+   * for its `plan` hook. Every edge must point forward in one topological order of the
+   * graph's edges (so none can close a cycle). */
+  int (*plan_edges)(struct weft__backend *b, struct weft__plan *p, weft__vec *extra);
+  /* Version 2. See above: WEFT_OK when nothing of the run is in flight on the backend, or
+   * WEFT__PENDING, and weft__sched_drained is called later. Called on the thread that
+   * completed the run's last node; must not block. */
+  int (*run_drain)(struct weft__backend *b, struct weft__plan *p);
 } weft__backend_vtable;
 
 typedef struct weft__backend {
@@ -98,6 +125,12 @@ extern const weft__backend_vtable weft__cuda_backend;
  * NULL) explains a failure. Callable from any thread, including CUDA host callbacks: it takes
  * no CUDA call and never blocks on the device. */
 void weft__sched_complete(weft_run *run, uint32_t index, int status, const char *message);
+
+/* Reports that the run's work on a backend whose run_drain returned WEFT__PENDING has finished.
+ * A failure found then (an asynchronous device fault) is recorded as the run's error against
+ * node `index`, or against no node when `index` is UINT32_MAX. Callable from any thread; takes
+ * no CUDA call. */
+void weft__sched_drained(weft_run *run, uint32_t index, int status, const char *message);
 
 /* ---- Node timing (implemented in src/sched/report/timing.c) ------------------------------
  *

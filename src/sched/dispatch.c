@@ -50,15 +50,19 @@ void weft__dispatch_flush(void) {
   tls.run = NULL;
 }
 
+/* Records the run's first failure; x is NULL for a failure no single node can be named for. */
 static void record_failure(weft_run *r, weft__xnode *x, int status, const char *msg) {
   int expected = WEFT_OK;
   if (!atomic_compare_exchange_strong_explicit(&r->status, &expected, status,
                                                memory_order_acq_rel, memory_order_relaxed))
     return; /* not the first */
   char desc[300];
-  weft_node_describe(x->node, desc, sizeof desc);
+  if (x != NULL)
+    weft_node_describe(x->node, desc, sizeof desc);
+  else
+    snprintf(desc, sizeof desc, "the run");
   weft__mutex_lock(&r->lock);
-  r->failed_node = x->id;
+  r->failed_node = x != NULL ? x->id : UINT32_MAX;
   snprintf(r->error, sizeof r->error, "%s: %s%s%s", desc, weft_strerror(status),
            msg && *msg ? ": " : "", msg ? msg : "");
   weft__mutex_unlock(&r->lock);
@@ -174,7 +178,34 @@ int weft__run_has_roots(weft_run *r) {
   return atomic_load_explicit(&r->root_next, memory_order_relaxed) < r->plan->nroots;
 }
 
+static void end_run(weft_run *r);
+
+static void drain_done(weft_run *r) {
+  if (atomic_fetch_sub_explicit(&r->drains, 1, memory_order_acq_rel) == 1) end_run(r);
+}
+
+/* Every node is issued or done: asynchronous backends may still have work in flight, and say
+ * so through run_drain; the run ends when the last of them reports (drain_done). The count
+ * starts at one for this function, so a backend that reports at once cannot end the run
+ * before the others were asked. */
 static void finish_run(weft_run *r) {
+  weft_runtime *rt = r->graph->rt;
+  atomic_store_explicit(&r->drains, 1, memory_order_relaxed);
+  for (int b = 0; b < rt->nbackends; b++) {
+    if (rt->backends[b].vt->run_drain == NULL) continue;
+    atomic_fetch_add_explicit(&r->drains, 1, memory_order_relaxed);
+    if (rt->backends[b].vt->run_drain(&rt->backends[b], r->plan) != WEFT__PENDING) drain_done(r);
+  }
+  drain_done(r);
+}
+
+void weft__sched_drained(weft_run *r, uint32_t index, int status, const char *message) {
+  if (status != WEFT_OK)
+    record_failure(r, index < r->plan->n ? &r->plan->x[index] : NULL, status, message);
+  drain_done(r);
+}
+
+static void end_run(weft_run *r) {
   weft_graph *g = r->graph;
   weft__plan *pl = r->plan;
   weft_runtime *rt = g->rt;
@@ -224,9 +255,15 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   weft_runtime *rt = g->rt;
   r->id = weft__timing_run_begin(pl);
   r->t_launch = weft__clock_now();
+  int owned = 0; /* a backend runs the whole plan (a replayed CUDA graph) */
   for (int b = 0; b < rt->nbackends; b++) {
-    if (rt->backends[b].vt->run_begin != NULL &&
-        (rc = rt->backends[b].vt->run_begin(&rt->backends[b], pl)) != WEFT_OK) {
+    if (rt->backends[b].vt->run_begin == NULL) continue;
+    rc = rt->backends[b].vt->run_begin(&rt->backends[b], pl);
+    if (rc == WEFT__PENDING) {
+      owned = 1;
+      rc = WEFT_OK;
+    }
+    if (rc != WEFT_OK) {
       for (int k = 0; k < b; k++)
         if (rt->backends[k].vt->run_end != NULL) rt->backends[k].vt->run_end(&rt->backends[k], pl);
       weft__cond_destroy(&r->cond);
@@ -245,16 +282,19 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   atomic_init(&r->status, WEFT_OK);
   atomic_init(&r->ended, 0);
   atomic_init(&r->done, 0);
+  atomic_init(&r->drains, 0);
   for (uint32_t i = 0; i < pl->n; i++) {
     atomic_store_explicit(&pl->pending[i], pl->x[i].indeg, memory_order_relaxed);
     atomic_store_explicit(&pl->poison[i], 0, memory_order_relaxed);
   }
   pl->run = r;
   *out = r;
-  if (pl->n == 0)
+  if (pl->n == 0 || owned) {
+    atomic_store_explicit(&r->remaining, 0, memory_order_relaxed);
     finish_run(r);
-  else
+  } else {
     weft__pool_submit_roots(rt->pool, r); /* the pool's lock publishes the run */
+  }
   return WEFT_OK;
 fail:
   weft__free(r);

@@ -82,6 +82,7 @@ struct weft_run {
   atomic_int status; /* first failure, or WEFT_OK */
   atomic_int ended; /* the outcome is final (set before the callback): error, failed node */
   atomic_int done;
+  atomic_uint drains; /* finish_run's pending asynchronous backends, plus one */
   weft_run_cb cb;
   void *cb_arg;
   weft__mutex lock;
