@@ -30,13 +30,8 @@ static void mark_pinned(weft_graph *g) {
 }
 
 static int host_alloc(weft_graph *g, weft_tensor *t) {
-  if (t->bytes <= SMALL) {
-    /* Tiny tensors (scalars, small vectors) pack 16 to a cache line's worth of alignment. */
-    t->data = weft__arena_alloc(&g->storage_arena, t->bytes, t->bytes <= 32 ? 16 : 64);
-    if (t->data == NULL) return weft__oom("tensor contents");
-    t->storage_kind = WEFT__S_SMALL;
-    return WEFT_OK;
-  }
+  /* Pinned first, small tensors too: a copy to pageable memory makes the GPU backend wait for
+   * it (a logged scalar would stall its stream every step). */
   if ((t->flags & WEFT__T_PINNED) && g->rt->pinned != NULL) {
     weft__backend *b = g->rt->pinned;
     t->data = b->vt->host_alloc(b, t->bytes);
@@ -45,6 +40,13 @@ static int host_alloc(weft_graph *g, weft_tensor *t) {
       return WEFT_OK;
     }
     /* Pinned memory is a speed-up, not a requirement: fall back to pageable memory. */
+  }
+  if (t->bytes <= SMALL) {
+    /* Tiny tensors (scalars, small vectors) pack 16 to a cache line's worth of alignment. */
+    t->data = weft__arena_alloc(&g->storage_arena, t->bytes, t->bytes <= 32 ? 16 : 64);
+    if (t->data == NULL) return weft__oom("tensor contents");
+    t->storage_kind = WEFT__S_SMALL;
+    return WEFT_OK;
   }
   t->data = weft__aligned_alloc(64, t->bytes);
   if (t->data == NULL)
