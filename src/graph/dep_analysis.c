@@ -39,7 +39,7 @@ typedef struct scratch {
  * entry, each reader entry yields at most one WAR edge, a write at most one WAW edge. So
  * everything is reserved up front and the loop below stores without checks. */
 static inline void add_edge(scratch *s, uint32_t from, uint32_t to, uint32_t tensor, int hazard) {
-  if (from == to) return;
+  if (from == to || s->stamp[from] == to) return;
   s->stamp[from] = to;
   s->edges[s->nedges++] = (weft__edge){from, to, tensor, (uint8_t)hazard};
 }
