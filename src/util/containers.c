@@ -65,7 +65,7 @@ int weft__vec_push(weft__vec *v, const void *item) {
 struct weft__arena_chunk {
   struct weft__arena_chunk *next;
   size_t used, size;
-  _Alignas(64) unsigned char mem[];
+  unsigned char mem[]; /* aligned by hand: the block is only as aligned as malloc makes it */
 };
 
 void weft__arena_init(weft__arena *a, size_t chunk_size, const weft__mem *mem) {
