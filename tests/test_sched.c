@@ -1,18 +1,627 @@
-/* test_sched.c — first version: a runtime and an empty graph run (more tests follow). */
+/* test_sched.c — src/sched: runtime options, launch / wait / poll / cancel, re-runs keeping
+ * tensor contents, WEFT_EBUSY for a launch or a change while a run is in flight, callbacks
+ * called exactly once (and never for a launch that fails), weft_run_error and
+ * weft_run_failed_node, independent nodes and several graphs running at the same time,
+ * concurrent launches of one graph, and a graph destroyed while its run is in flight.
+ *
+ * Nodes are held in flight with a gate: a user kernel that waits until the test opens it
+ * (with a timeout, so a broken scheduler fails the test instead of hanging it). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "testutil.h"
 
-static void empty_graph_runs(void **state) {
+/* ---- gates, barriers, counters ------------------------------------------------------------ */
+
+typedef struct gate {
+  atomic_int open;
+  atomic_int arrived;
+} gate;
+
+static void nap_us(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* Waits until the gate is open (up to 20 s). */
+static int gate_kernel(weft_kernel_ctx *ctx) {
+  gate *gt = weft_ctx_user(ctx);
+  atomic_fetch_add(&gt->arrived, 1);
+  for (int i = 0; i < 200000 && !atomic_load(&gt->open); i++) nap_us(100);
+  return atomic_load(&gt->open) ? WEFT_OK : weft_ctx_fail(ctx, "the gate never opened");
+}
+
+/* Waits until the gate has seen `n` arrivals. */
+static int wait_arrivals(gate *gt, int n) {
+  for (int i = 0; i < 200000; i++) {
+    if (atomic_load(&gt->arrived) >= n) return 1;
+    nap_us(100);
+  }
+  return 0;
+}
+
+/* A rendezvous: each node waits until `want` nodes have arrived; fails after 10 s, which
+ * happens only if the nodes were not running at the same time. */
+typedef struct barrier {
+  atomic_int arrived;
+  int want;
+} barrier;
+
+static int barrier_kernel(weft_kernel_ctx *ctx) {
+  barrier *b = weft_ctx_user(ctx);
+  atomic_fetch_add(&b->arrived, 1);
+  for (int i = 0; i < 100000; i++) {
+    if (atomic_load(&b->arrived) >= b->want) return WEFT_OK;
+    nap_us(100);
+  }
+  return weft_ctx_fail(ctx, "only %d of %d nodes ran at the same time", atomic_load(&b->arrived), b->want);
+}
+
+/* Adds 1 to every element of its read-write f64 argument and counts its calls. */
+static atomic_int inc_calls;
+static int inc_kernel(weft_kernel_ctx *ctx) {
+  double *x = weft_ctx_data(ctx, 0);
+  for (int64_t i = 0; i < weft_tensor_numel(weft_ctx_tensor(ctx, 0)); i++) x[i] += 1;
+  atomic_fetch_add(&inc_calls, 1);
+  return WEFT_OK;
+}
+
+static atomic_int boom_calls;
+static int boom_kernel(weft_kernel_ctx *ctx) {
+  atomic_fetch_add(&boom_calls, 1);
+  size_t size;
+  const int *code = weft_ctx_params(ctx, &size);
+  return weft_ctx_fail(ctx, "boom %d", size == sizeof *code ? *code : -1);
+}
+
+typedef struct fixture {
+  weft_runtime *rt;
+  weft_graph *g;
+  gate gt;
+  const weft_op *gate_op, *inc_op, *boom_op;
+} fixture;
+
+static int setup(void **state) {
+  fixture *f = calloc(1, sizeof *f);
+  f->rt = tu_runtime_cpu(2);
+  CHECK(weft_graph_create(f->rt, &f->g));
+  f->gate_op = tu_op(f->rt, "gate", 1, (weft_access[]){WEFT_READ_WRITE}, gate_kernel, &f->gt);
+  f->inc_op = tu_op(f->rt, "inc", 1, (weft_access[]){WEFT_READ_WRITE}, inc_kernel, NULL);
+  f->boom_op = tu_op(f->rt, "boom", 1, (weft_access[]){WEFT_READ_WRITE}, boom_kernel, NULL);
+  atomic_store(&inc_calls, 0);
+  atomic_store(&boom_calls, 0);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture *f = *state;
+  atomic_store(&f->gt.open, 1); /* never leave a worker waiting */
+  weft_graph_destroy(f->g);
+  weft_runtime_destroy(f->rt);
+  free(f);
+  return 0;
+}
+
+static weft_tensor *scalar(weft_graph *g, const char *name, double v) {
+  return tu_tensor(g, name, WEFT_F64, 0, NULL, weft_full(v));
+}
+
+static double value(weft_tensor *t) {
+  double v;
+  CHECK(weft_tensor_get(t, 0, &v));
+  return v;
+}
+
+static void call1(weft_graph *g, const weft_op *op, weft_tensor *t) { CHECK(weft_call(g, op, &t, 1, NULL, 0)); }
+
+/* ---- the runtime -------------------------------------------------------------------------- */
+
+static void runtime_options(void **state) {
   (void)state;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  weft_graph *g = NULL;
-  CHECK(weft_graph_create(rt, &g));
-  CHECK(weft_graph_run(g));
-  assert_int_equal(weft_graph_node_count(g), 0);
-  weft_graph_destroy(g);
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  assert_int_equal(o.cpu_workers, 0);
+  assert_int_equal(o.blas_threads, 0);
+  assert_int_equal(o.max_gpus, -1);
+  assert_int_equal(o.flags, 0);
+  assert_null(o.simulate);
+  weft_runtime *rt = NULL;
+  o.max_gpus = 0;
+  o.flags = WEFT_RUNTIME_QUIET;
+  o.cpu_workers = -1;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "cpu_workers is -1"));
+  o.cpu_workers = 5000;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  o.cpu_workers = 1;
+  o.blas_threads = -2;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "blas_threads is -2"));
+  o.cpu_workers = 1;
+  o.blas_threads = 100000; /* more OpenBLAS threads than cores */
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "oversubscribe"));
+  assert_null(rt);
+  assert_int_equal(weft_runtime_create(&o, NULL), WEFT_EINVAL);
+  o.blas_threads = 0;
+  o.cpu_workers = 3;
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_runtime_cpu_workers(rt), 3);
   weft_runtime_destroy(rt);
+  o.cpu_workers = 0; /* one per core */
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_true(weft_runtime_cpu_workers(rt) >= 1);
+  weft_runtime_destroy(rt);
+  weft_runtime_destroy(NULL);
+  weft_graph_destroy(NULL);
+  weft_run_destroy(NULL);
+  weft_run_cancel(NULL);
+  assert_int_equal(weft_run_wait(NULL), WEFT_EINVAL);
+  assert_int_equal(weft_run_poll(NULL), WEFT_EINVAL);
+  assert_string_equal(weft_run_error(NULL), "");
+  assert_null(weft_run_failed_node(NULL));
+  weft_graph *g;
+  assert_int_equal(weft_graph_create(NULL, &g), WEFT_EINVAL);
+  weft_run *run;
+  assert_int_equal(weft_graph_launch(NULL, &run), WEFT_EINVAL);
+}
+
+/* ---- launch, wait, poll ------------------------------------------------------------------- */
+
+static void launch_wait_poll(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 1), *y = NULL;
+  call1(g, f->gate_op, x);
+  CHECK(weft_scale(g, x, 3, &y));
+  weft_run *run = NULL;
+  CHECK(weft_graph_launch(g, &run));
+  assert_non_null(run);
+  assert_ptr_equal(weft_run_graph(run), g);
+  assert_true(wait_arrivals(&f->gt, 1));
+  assert_int_equal(weft_run_poll(run), WEFT_EAGAIN);
+  assert_string_equal(weft_run_error(run), "");
+  assert_null(weft_run_failed_node(run));
+  atomic_store(&f->gt.open, 1);
+  CHECK(weft_run_wait(run));
+  CHECK(weft_run_wait(run)); /* again: same answer */
+  CHECK(weft_run_poll(run));
+  assert_string_equal(weft_run_error(run), "");
+  assert_null(weft_run_failed_node(run));
+  weft_run_destroy(run);
+  assert_true(value(y) == 3.0);
+  /* Poll until done, without wait. */
+  CHECK(weft_graph_launch(g, &run));
+  int rc;
+  while ((rc = weft_run_poll(run)) == WEFT_EAGAIN) nap_us(50);
+  CHECK(rc);
+  weft_run_destroy(run);
+  /* Destroying a run without waiting for it waits. */
+  CHECK(weft_graph_launch(g, &run));
+  weft_run_destroy(run);
+  assert_true(value(y) == 3.0);
+}
+
+static void empty_graph_runs(void **state) {
+  fixture *f = *state;
+  weft_run *run;
+  CHECK(weft_graph_launch(f->g, &run));
+  CHECK(weft_run_wait(run));
+  weft_run_destroy(run);
+  CHECK(weft_graph_run(f->g));
+}
+
+/* Contents persist from run to run: ten runs of x += 1 give 10. */
+static void reruns_keep_contents(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0), *v = tu_tensor(g, "v", WEFT_F64, 1, (int64_t[]){100}, weft_zeros());
+  call1(g, f->inc_op, x);
+  call1(g, f->inc_op, v);
+  call1(g, f->inc_op, x);
+  for (int r = 1; r <= 10; r++) {
+    CHECK(weft_graph_run(g));
+    assert_true(value(x) == 2.0 * r);
+  }
+  double buf[100];
+  tu_read_doubles(v, buf);
+  for (int i = 0; i < 100; i++) assert_true(buf[i] == 10.0);
+  /* A host write between runs is the new starting point. */
+  double five = 5;
+  CHECK(weft_tensor_write(x, &five, sizeof five));
+  CHECK(weft_graph_run(g));
+  assert_true(value(x) == 7.0);
+  /* Adding a node after runs: the next run plans again and runs it. */
+  call1(g, f->inc_op, x);
+  CHECK(weft_graph_run(g));
+  assert_true(value(x) == 10.0);
+  assert_int_equal(atomic_load(&inc_calls), 11 * 3 + 4);
+}
+
+/* ---- busy graphs -------------------------------------------------------------------------- */
+
+static int cb_calls;
+static void count_cb(weft_run *run, int status, void *arg) {
+  (void)run;
+  (void)status;
+  (void)arg;
+  __atomic_fetch_add(&cb_calls, 1, __ATOMIC_SEQ_CST);
+}
+
+static void busy_graph_refuses_launches_and_changes(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 1), *o = NULL;
+  call1(g, f->gate_op, x);
+  weft_run *run = NULL, *second = NULL;
+  CHECK(weft_graph_launch(g, &run));
+  assert_true(wait_arrivals(&f->gt, 1));
+  cb_calls = 0;
+  assert_int_equal(weft_graph_launch(g, &second), WEFT_EBUSY);
+  assert_true(tu_contains(weft_last_error(), "already in flight"));
+  assert_int_equal(weft_graph_launch_cb(g, count_cb, NULL, &second), WEFT_EBUSY);
+  assert_null(second);
+  assert_int_equal(weft_graph_run(g), WEFT_EBUSY);
+  weft_tensor *t = NULL;
+  assert_int_equal(weft_tensor_create(g, "t", WEFT_F32, 0, NULL, weft_cpu(), weft_zeros(), &t), WEFT_EBUSY);
+  assert_int_equal(weft_add(g, x, x, &o), WEFT_EBUSY);
+  assert_int_equal(weft_scale(g, x, 2, &o), WEFT_EBUSY);
+  assert_int_equal(weft_fill(g, x, weft_zeros()), WEFT_EBUSY);
+  assert_int_equal(weft_copy(g, x, weft_cpu(), &o), WEFT_EBUSY);
+  assert_int_equal(weft_call(g, f->inc_op, &x, 1, NULL, 0), WEFT_EBUSY);
+  double v;
+  assert_int_equal(weft_tensor_read(x, &v, sizeof v), WEFT_EBUSY);
+  assert_true(tu_contains(weft_last_error(), "weft_tensor_read: a run of this graph is in flight"));
+  assert_int_equal(weft_tensor_write(x, &v, sizeof v), WEFT_EBUSY);
+  assert_int_equal(weft_tensor_get(x, 0, &v), WEFT_EBUSY);
+  assert_int_equal(weft_graph_node_count(g), 1);
+  assert_int_equal(weft_graph_tensor_count(g), 1);
+  atomic_store(&f->gt.open, 1);
+  CHECK(weft_run_wait(run));
+  weft_run_destroy(run);
+  assert_int_equal(cb_calls, 0); /* failed launches never call back */
+  CHECK(weft_graph_run(g)); /* idle again */
+  CHECK(weft_add(g, x, x, &o));
+  CHECK(weft_graph_run(g));
+  assert_true(value(o) == 2.0);
+}
+
+/* ---- callbacks ---------------------------------------------------------------------------- */
+
+typedef struct cb_record {
+  atomic_int calls;
+  int status;
+  weft_run *run;
+  char error[256];
+  int failed_node_seen;
+} cb_record;
+
+static void record_cb(weft_run *run, int status, void *arg) {
+  cb_record *rec = arg;
+  rec->status = status;
+  rec->run = run;
+  snprintf(rec->error, sizeof rec->error, "%s", weft_run_error(run));
+  rec->failed_node_seen = weft_run_failed_node(run) != NULL;
+  atomic_fetch_add(&rec->calls, 1);
+}
+
+static void callbacks_called_exactly_once(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0);
+  for (int i = 0; i < 20; i++) call1(g, f->inc_op, x);
+  cb_record rec;
+  for (int r = 0; r < 50; r++) {
+    memset(&rec, 0, sizeof rec);
+    rec.status = 12345;
+    weft_run *run;
+    CHECK(weft_graph_launch_cb(g, record_cb, &rec, &run));
+    CHECK(weft_run_wait(run));
+    /* The callback has returned by the time wait returns. */
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_int_equal(rec.status, WEFT_OK);
+    assert_ptr_equal(rec.run, run);
+    weft_run_destroy(run);
+    assert_int_equal(atomic_load(&rec.calls), 1);
+  }
+  assert_true(value(x) == 1000.0);
+  /* An empty graph calls back once too. */
+  weft_graph *e;
+  CHECK(weft_graph_create(f->rt, &e));
+  memset(&rec, 0, sizeof rec);
+  weft_run *run;
+  CHECK(weft_graph_launch_cb(e, record_cb, &rec, &run));
+  CHECK(weft_run_wait(run));
+  weft_run_destroy(run);
+  assert_int_equal(atomic_load(&rec.calls), 1);
+  /* A launch that fails (a cycle) never calls back. */
+  weft_tensor *y = scalar(e, "y", 0);
+  call1(e, f->inc_op, y);
+  call1(e, f->inc_op, y);
+  CHECK(weft_graph_add_edge(e, weft_graph_node(e, 1), weft_graph_node(e, 0)));
+  memset(&rec, 0, sizeof rec);
+  run = NULL;
+  assert_int_equal(weft_graph_launch_cb(e, record_cb, &rec, &run), WEFT_ECYCLE);
+  assert_null(run);
+  assert_int_equal(atomic_load(&rec.calls), 0);
+  weft_graph_destroy(e);
+}
+
+/* The callback sees the run's outcome: its status, and the error and failed node that
+ * weft_run_error and weft_run_failed_node give once the run has finished. */
+static void callback_sees_the_failure(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0);
+  int code = 17;
+  CHECK(weft_call(g, f->boom_op, &x, 1, &code, sizeof code));
+  cb_record rec;
+  memset(&rec, 0, sizeof rec);
+  weft_run *run;
+  CHECK(weft_graph_launch_cb(g, record_cb, &rec, &run));
+  assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
+  assert_int_equal(atomic_load(&rec.calls), 1);
+  assert_int_equal(rec.status, WEFT_EKERNEL);
+  assert_true(tu_contains(rec.error, "node 0 'boom'"));
+  assert_true(tu_contains(rec.error, "boom 17"));
+  assert_true(rec.failed_node_seen);
+  weft_run_destroy(run);
+}
+
+/* ---- errors of a run ---------------------------------------------------------------------- */
+
+static void run_error_and_failed_node(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0), *y = scalar(g, "y", 0);
+  call1(g, f->inc_op, x);
+  int code = 42;
+  CHECK(weft_call(g, f->boom_op, &y, 1, &code, sizeof code));
+  CHECK(weft_node_set_name(weft_graph_node(g, 1), "exploder"));
+  weft_run *run;
+  CHECK(weft_graph_launch(g, &run));
+  assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
+  const char *err = weft_run_error(run);
+  assert_true(tu_contains(err, "node 1 'boom' \"exploder\" on cpu"));
+  assert_true(tu_contains(err, "kernel failed"));
+  assert_true(tu_contains(err, "boom 42"));
+  assert_string_equal(weft_last_error(), err); /* wait set the caller's message */
+  assert_ptr_equal(weft_run_failed_node(run), weft_graph_node(g, 1));
+  assert_int_equal(weft_run_poll(run), WEFT_EKERNEL);
+  weft_run_destroy(run);
+  assert_true(value(x) == 1.0); /* the independent node ran */
+  assert_int_equal(weft_graph_run(g), WEFT_EKERNEL);
+  assert_true(tu_contains(weft_last_error(), "boom 42"));
+}
+
+/* ---- cancel ------------------------------------------------------------------------------- */
+
+static void cancel_skips_what_has_not_started(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0);
+  call1(g, f->gate_op, x);
+  for (int i = 0; i < 100; i++) call1(g, f->inc_op, x);
+  weft_run *run;
+  CHECK(weft_graph_launch(g, &run));
+  assert_true(wait_arrivals(&f->gt, 1));
+  weft_run_cancel(run);
+  weft_run_cancel(run); /* twice is harmless */
+  atomic_store(&f->gt.open, 1);
+  assert_int_equal(weft_run_wait(run), WEFT_ECANCELED);
+  assert_true(tu_contains(weft_run_error(run), "cancelled"));
+  assert_null(weft_run_failed_node(run));
+  weft_run_destroy(run);
+  assert_int_equal(atomic_load(&inc_calls), 0);
+  assert_true(value(x) == 0.0);
+  /* The next run is not cancelled. */
+  CHECK(weft_graph_run(g));
+  assert_true(value(x) == 100.0);
+  /* Cancelling a finished run changes nothing. */
+  CHECK(weft_graph_launch(g, &run));
+  CHECK(weft_run_wait(run));
+  weft_run_cancel(run);
+  CHECK(weft_run_wait(run));
+  weft_run_destroy(run);
+  assert_true(value(x) == 200.0);
+}
+
+/* A node that failed first keeps its error over a later cancel. */
+static void failure_wins_over_cancel(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0), *y = scalar(g, "y", 0);
+  int code = 3;
+  CHECK(weft_call(g, f->boom_op, &y, 1, &code, sizeof code));
+  call1(g, f->gate_op, x);
+  weft_run *run;
+  CHECK(weft_graph_launch(g, &run));
+  assert_true(wait_arrivals(&f->gt, 1));
+  /* The failing node is independent of the gate: wait until it has failed. */
+  for (int i = 0; i < 100000 && atomic_load(&boom_calls) == 0; i++) nap_us(100);
+  weft_run_cancel(run);
+  atomic_store(&f->gt.open, 1);
+  assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
+  weft_run_destroy(run);
+}
+
+/* ---- concurrency -------------------------------------------------------------------------- */
+
+/* Independent nodes of one graph run at the same time on two workers. */
+static void independent_nodes_run_at_once(void **state) {
+  fixture *f = *state;
+  static barrier b;
+  const weft_op *bar = tu_op(f->rt, "bar", 1, (weft_access[]){WEFT_WRITE}, barrier_kernel, &b);
+  weft_graph *g = f->g;
+  weft_tensor *p = scalar(g, "p", 0), *q = scalar(g, "q", 0);
+  call1(g, bar, p);
+  call1(g, bar, q);
+  for (int r = 0; r < 5; r++) {
+    atomic_store(&b.arrived, 0);
+    b.want = 2;
+    CHECK(weft_graph_run(g));
+  }
+}
+
+/* Two graphs launched from one thread run at the same time. */
+static void several_graphs_at_once(void **state) {
+  fixture *f = *state;
+  static barrier b;
+  const weft_op *bar = tu_op(f->rt, "bar2", 1, (weft_access[]){WEFT_WRITE}, barrier_kernel, &b);
+  enum { NG = 8 };
+  weft_graph *gs[NG];
+  weft_tensor *xs[NG];
+  for (int i = 0; i < NG; i++) {
+    CHECK(weft_graph_create(f->rt, &gs[i]));
+    xs[i] = scalar(gs[i], "x", i);
+    for (int k = 0; k <= i; k++) call1(gs[i], f->inc_op, xs[i]);
+  }
+  /* The first two graphs start with a rendezvous. */
+  for (int i = 0; i < 2; i++) {
+    weft_tensor *p = scalar(gs[i], "p", 0);
+    call1(gs[i], bar, p);
+  }
+  for (int r = 1; r <= 10; r++) {
+    atomic_store(&b.arrived, 0);
+    b.want = 2;
+    weft_run *runs[NG];
+    for (int i = 0; i < NG; i++) CHECK(weft_graph_launch(gs[i], &runs[i]));
+    for (int i = NG - 1; i >= 0; i--) {
+      CHECK(weft_run_wait(runs[i]));
+      weft_run_destroy(runs[i]);
+    }
+    for (int i = 0; i < NG; i++) assert_true(value(xs[i]) == i + (double)r * (i + 1));
+  }
+  for (int i = 0; i < NG; i++) weft_graph_destroy(gs[i]);
+}
+
+typedef struct racer {
+  weft_graph *g;
+  atomic_int *go;
+  int ok, busy;
+} racer;
+
+static void *race_launches(void *arg) {
+  racer *rc = arg;
+  while (!atomic_load(rc->go)) {
+  }
+  for (int i = 0; i < 200; i++) {
+    weft_run *run;
+    int st = weft_graph_launch(rc->g, &run);
+    if (st == WEFT_EBUSY) {
+      rc->busy++;
+      continue;
+    }
+    if (st != WEFT_OK || weft_run_wait(run) != WEFT_OK) {
+      rc->ok = -1000000;
+      return NULL;
+    }
+    weft_run_destroy(run);
+    rc->ok++;
+  }
+  return NULL;
+}
+
+/* Threads racing to launch one graph: one run at a time, every launch that succeeded ran. */
+static void concurrent_launches_of_one_graph(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0);
+  for (int i = 0; i < 10; i++) call1(g, f->inc_op, x);
+  enum { NT = 4 };
+  pthread_t th[NT];
+  racer rs[NT];
+  atomic_int go = 0;
+  for (int i = 0; i < NT; i++) {
+    rs[i] = (racer){g, &go, 0, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, race_launches, &rs[i]), 0);
+  }
+  atomic_store(&go, 1);
+  int ok = 0, busy = 0;
+  for (int i = 0; i < NT; i++) {
+    pthread_join(th[i], NULL);
+    ok += rs[i].ok;
+    busy += rs[i].busy;
+  }
+  assert_true(ok > 0);
+  assert_int_equal(ok + busy, NT * 200);
+  assert_true(value(x) == 10.0 * ok);
+}
+
+/* Several threads waiting on one run all see its status. */
+static void *wait_thread(void *arg) {
+  intptr_t st = weft_run_wait(arg);
+  return (void *)st;
+}
+
+static void many_waiters(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0);
+  call1(g, f->gate_op, x);
+  weft_run *run;
+  CHECK(weft_graph_launch(g, &run));
+  pthread_t th[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, wait_thread, run), 0);
+  nap_us(2000);
+  atomic_store(&f->gt.open, 1);
+  for (int i = 0; i < 4; i++) {
+    void *st;
+    pthread_join(th[i], &st);
+    assert_int_equal((intptr_t)st, WEFT_OK);
+  }
+  weft_run_destroy(run);
+}
+
+static void *open_later(void *arg) {
+  nap_us(20000);
+  atomic_store(&((gate *)arg)->open, 1);
+  return NULL;
+}
+
+/* Destroying a graph whose run is in flight waits for the run; the run handle stays valid. */
+static void destroy_waits_for_the_run(void **state) {
+  fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = scalar(g, "x", 0);
+  call1(g, f->gate_op, x);
+  call1(g, f->inc_op, x);
+  weft_run *run;
+  CHECK(weft_graph_launch(g, &run));
+  assert_true(wait_arrivals(&f->gt, 1));
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, open_later, &f->gt), 0);
+  weft_graph_destroy(g);
+  f->g = NULL;
+  assert_int_equal(atomic_load(&inc_calls), 1); /* the run finished before the graph went */
+  CHECK(weft_run_wait(run));
+  weft_run_destroy(run);
+  pthread_join(th, NULL);
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(empty_graph_runs)};
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(runtime_options),
+      cmocka_unit_test_setup_teardown(launch_wait_poll, setup, teardown),
+      cmocka_unit_test_setup_teardown(empty_graph_runs, setup, teardown),
+      cmocka_unit_test_setup_teardown(reruns_keep_contents, setup, teardown),
+      cmocka_unit_test_setup_teardown(busy_graph_refuses_launches_and_changes, setup, teardown),
+      cmocka_unit_test_setup_teardown(callbacks_called_exactly_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(callback_sees_the_failure, setup, teardown),
+      cmocka_unit_test_setup_teardown(run_error_and_failed_node, setup, teardown),
+      cmocka_unit_test_setup_teardown(cancel_skips_what_has_not_started, setup, teardown),
+      cmocka_unit_test_setup_teardown(failure_wins_over_cancel, setup, teardown),
+      cmocka_unit_test_setup_teardown(independent_nodes_run_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(several_graphs_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(concurrent_launches_of_one_graph, setup, teardown),
+      cmocka_unit_test_setup_teardown(many_waiters, setup, teardown),
+      cmocka_unit_test_setup_teardown(destroy_waits_for_the_run, setup, teardown),
+  };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
