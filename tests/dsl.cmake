@@ -1,3 +1,4 @@
 # tests/dsl.cmake — the .weft language: lexer, parser and program builder, the writer's round
 # trip (over the oracle's random programs and the examples), and the bad-input suite.
 weft_add_test(test_dsl_lexer LABELS unit dsl)
+weft_add_test(test_dsl_parser LABELS unit dsl)

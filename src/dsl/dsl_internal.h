@@ -110,11 +110,10 @@ typedef struct weft__dsl_diags {
   size_t len;
   weft__vec list; /* weft__dsl_diag */
   int oom;        /* an allocation failed while recording: report ENOMEM */
-  int silenced;   /* errors past the cap are counted, not kept */
-  size_t dropped;
+  size_t dropped; /* errors past the cap (WEFT__DSL_MAX_ERRORS): counted, not kept */
 } weft__dsl_diags;
 
-/* The most diagnostics one parse reports; later ones are counted in a closing line. */
+/* The most diagnostics one parse reports; past it, a closing line says the list is cut. */
 #define WEFT__DSL_MAX_ERRORS 40
 
 void weft__dsl_diags_init(weft__dsl_diags *d, const char *file, const char *text, size_t len);

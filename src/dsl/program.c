@@ -37,6 +37,7 @@ typedef weft__dsl_symtab symtab;
 /* ---- the build context --------------------------------------------------------------------- */
 
 typedef struct define {
+  const char *text; /* the option as given ("N=400") */
   const char *name; /* malloc'd copy of the part before '=' */
   value v;
   int used;
@@ -78,7 +79,7 @@ static int err(ctx *c, int status, uint32_t line, uint32_t col, const char *fmt,
   va_start(ap, fmt);
   weft__dsl_verror(c->d, status, line, col, fmt, ap);
   va_end(ap);
-  if (weft__dsl_error_count(c->d) >= WEFT__DSL_MAX_ERRORS) c->stop = 1;
+  if (c->d->dropped) c->stop = 1; /* past the cap: the rest would not be shown anyway */
   return FAIL;
 }
 
@@ -1017,6 +1018,7 @@ static int load_defines(ctx *c, const weft_dsl_options *o) {
     memcpy(name, d, n);
     name[n] = '\0';
     c->defs[i].name = name;
+    c->defs[i].text = d;
     c->defs[i].used = 1; /* until it parses */
     int ident = n > 0 && !(name[0] >= '0' && name[0] <= '9');
     for (size_t k = 0; k < n; k++) {
@@ -1046,7 +1048,7 @@ static void check_defines(ctx *c) {
       if (c->syms.slots[k].key != NULL && c->syms.slots[k].kind == SYM_PARAM)
         weft__dsl_buf_printf(&list, "%s%s", list.len ? ", " : "", c->syms.slots[k].key);
     err(c, WEFT_EINVAL, 0, 0, "-D %s: the program has no parameter '%s'; expected one of its parameters (%s)",
-        c->defs[i].name, c->defs[i].name, list.len ? list.data : "it has none");
+        c->defs[i].text, c->defs[i].name, list.len ? list.data : "it has none");
     weft__dsl_buf_fini(&list);
   }
 }

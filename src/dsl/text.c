@@ -93,11 +93,19 @@ int weft__dsl_buf_take(weft__dsl_buf *b, char **out) {
 
 /* ---- numbers ------------------------------------------------------------------------------- */
 
+/* The fewest significant digits that read back to v (as a float when is_f32). Numbers below
+ * 1e15 are written without an exponent ("10", not "1e+01"). */
 static void shortest(char *buf, double v, int is_f32) {
-  for (int p = 1; p <= 17; p++) {
+  int p = 1;
+  for (; p <= 17; p++) {
     snprintf(buf, 40, "%.*g", p, v);
     double back = strtod(buf, NULL);
-    if (is_f32 ? (float)back == (float)v : (back == v && signbit(back) == signbit(v))) return;
+    if (is_f32 ? (float)back == (float)v : (back == v && signbit(back) == signbit(v))) break;
+  }
+  const char *e = strchr(buf, 'e');
+  if (e != NULL) {
+    int exp = atoi(e + 1);
+    if (exp >= 0 && exp < 15) snprintf(buf, 40, "%.*g", exp + 1 > p ? exp + 1 : p, v);
   }
 }
 
@@ -403,8 +411,8 @@ int weft__dsl_diags_finish(weft__dsl_diags *d) {
       break;
     }
   }
-  size_t more = d->list.len - shown + d->dropped;
-  if (more) weft__dsl_buf_printf(&b, "\n\n%s: %zu more error%s not shown", d->file, more, more > 1 ? "s" : "");
+  if (d->dropped || shown < d->list.len)
+    weft__dsl_buf_printf(&b, "\n\n%s: too many errors; the first %zu are shown", d->file, shown);
   int status = g[0].status;
   if (b.failed)
     weft__err(status, "%s:%u:%u: error: %s", d->file, g[0].line, g[0].col, g[0].msg);
