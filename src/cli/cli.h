@@ -1,0 +1,201 @@
+/* cli.h — what the files of the `weft` command share: exit codes, the subcommands, option
+ * helpers, a growable text buffer with JSON escaping, and the "job" that loads, runs and
+ * reports one .weft program (used by `weft run` and, a step at a time, by `weft serve`).
+ *
+ * Exit codes, everywhere: 0 success, 1 the run failed (a node failed, the run was cancelled,
+ * out of memory, a server could not be reached or was busy), 2 bad input or usage (an unknown
+ * flag, a missing file, a parse error, a device that does not exist). */
+#ifndef WEFT_CLI_H
+#define WEFT_CLI_H
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "weft/dsl.h"
+#include "weft/weft.h"
+
+enum { CLI_EXIT_OK = 0, CLI_EXIT_FAILED = 1, CLI_EXIT_USAGE = 2 };
+
+/* ---- subcommands (one file per family) -------------------------------------------------- */
+
+int cli_cmd_run(int argc, char **argv);     /* cmd_run.c */
+int cli_cmd_check(int argc, char **argv);   /* cmd_inspect.c */
+int cli_cmd_explain(int argc, char **argv); /* cmd_inspect.c */
+int cli_cmd_dot(int argc, char **argv);     /* cmd_inspect.c */
+int cli_cmd_fmt(int argc, char **argv);     /* cmd_fmt.c */
+int cli_cmd_devices(int argc, char **argv); /* cmd_devices.c */
+int cli_cmd_serve(int argc, char **argv);   /* cmd_serve.c */
+int cli_cmd_submit(int argc, char **argv);  /* cmd_submit.c */
+
+/* ---- messages and options (common.c) ---------------------------------------------------- */
+
+/* The program name for messages ("weft"). */
+extern const char *cli_progname;
+
+/* Prints "weft: <message>" to stderr; returns CLI_EXIT_USAGE, for `return cli_usage_error(..)`. */
+int cli_usage_error(const char *sub, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Prints "weft: <message>" to stderr (no hint); returns `code`. */
+int cli_error(int code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Reports the option getopt_long just rejected (it returned `c`, '?' or ':'; the option
+ * string must start with ':' and opterr be 0) and returns CLI_EXIT_USAGE. */
+int cli_bad_option(const char *sub, int c, char **argv);
+
+/* Parses a decimal integer in [lo, hi] from `text` (the value of `flag`). Returns 0, or
+ * prints a usage error and returns -1. */
+int cli_parse_int(const char *sub, const char *flag, const char *text, long lo, long hi,
+                  long *out);
+
+/* The exit code for a weft status: 0 for WEFT_OK; 1 for what goes wrong while running (kernel,
+ * cancellation, memory, CUDA); 2 for bad input (parse, shape, device, cycle, file). */
+int cli_exit_for_status(int status);
+
+/* -D NAME=VALUE collected from the command line (pointers into argv). */
+typedef struct cli_defines {
+  const char **v;
+  int n, cap;
+} cli_defines;
+
+/* Appends a -D value after checking that it looks like NAME=VALUE. Returns 0, or prints a
+ * usage error and returns -1. */
+int cli_defines_add(cli_defines *d, const char *sub, const char *text);
+void cli_defines_fini(cli_defines *d);
+
+/* The options every program-reading command takes: -D NAME=VALUE, --device DEV,
+ * --workers N, -h/--help. A command lists CLI_PROG_LONGOPTS in its option table and "D:h" in
+ * its short options, and passes what getopt_long returns to cli_prog_option first. */
+enum { CLI_OPT_DEVICE = 256, CLI_OPT_WORKERS, CLI_OPT_LOCAL = 300 };
+#define CLI_PROG_LONGOPTS                                                                   \
+  {"define", required_argument, NULL, 'D'}, {"device", required_argument, NULL, CLI_OPT_DEVICE}, \
+      {"workers", required_argument, NULL, CLI_OPT_WORKERS}, {"help", no_argument, NULL, 'h'}
+#define CLI_PROG_HELP                                                                     \
+  "  -D, --define NAME=VALUE  override parameter NAME (repeatable)\n"                        \
+  "      --device DEV         resolve every device declaration to DEV (cpu, cuda:N)\n"       \
+  "      --workers N          CPU worker threads (default: one per core)\n"                  \
+  "  -h, --help               show this help and exit\n"
+
+typedef struct cli_prog_opts {
+  cli_defines defines;
+  const char *device;
+  long workers;
+  int help; /* -h was given */
+} cli_prog_opts;
+
+/* Handles option `c` if it is one of the program options: returns 1 if it was (0 if not), or
+ * -1 after printing a usage error. `optarg` is getopt's. */
+int cli_prog_option(cli_prog_opts *o, const char *sub, int c, const char *arg);
+/* Fills a weft_dsl_options from the program options. */
+void cli_prog_dsl(const cli_prog_opts *o, weft_dsl_options *dsl);
+void cli_prog_opts_fini(cli_prog_opts *o);
+
+/* Parses argv of a command that takes the program options, `extra` long options (may be NULL)
+ * and exactly one FILE: handles -h (prints `help`, *exit = 0), usage errors (*exit = 2), and
+ * hands other options to `local` (returns 0, or -1 after a usage error). Returns the FILE, or
+ * NULL with *exit set. */
+const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const char *help,
+                                const struct option *extra,
+                                int (*local)(int c, const char *arg, void *ctx), void *ctx,
+                                cli_prog_opts *o, int *exit_code);
+
+/* Creates the runtime the command uses: quiet, `workers` CPU workers (0: one per core). On
+ * failure prints the reason and returns NULL. */
+weft_runtime *cli_runtime(int workers);
+
+/* The most a program read from standard input may hold. */
+#define CLI_STDIN_MAX ((size_t)256 << 20)
+
+/* Reads a whole file (or standard input for "-") into a malloc'd buffer, refusing more than
+ * `max_bytes`. Returns WEFT_OK, or WEFT_EIO / WEFT_ENOENT / WEFT_ELIMIT / WEFT_ENOMEM with the
+ * reason written into err. */
+int cli_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err,
+                  size_t err_size);
+
+/* Loads `path` as a program ("-" reads standard input) with `opts`; on failure prints the
+ * diagnostics to stderr and returns the exit code (2 for bad input), else 0. */
+int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options *opts,
+                     weft_program **out);
+
+/* Monotonic clock in seconds. */
+double cli_now(void);
+
+/* ---- text buffer ------------------------------------------------------------------------ */
+
+/* A growable NUL-terminated string. Appends never fail visibly: an allocation failure sets
+ * `oom`, after which the buffer keeps what it had. */
+typedef struct cli_buf {
+  char *data;
+  size_t len, cap;
+  int oom;
+} cli_buf;
+
+void cli_buf_init(cli_buf *b);
+void cli_buf_fini(cli_buf *b);
+void cli_buf_add(cli_buf *b, const char *s, size_t n);
+void cli_buf_puts(cli_buf *b, const char *s);
+void cli_buf_printf(cli_buf *b, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Appends `s` as a JSON string literal (quotes included); NULL appends `null`. */
+void cli_buf_json_str(cli_buf *b, const char *s);
+
+/* ---- jobs (job.c) ------------------------------------------------------------------------ */
+
+/* One program to load, run `repeat` times and report. Fill the inputs, then:
+ *   cli_job_load        parse and build (any thread);
+ *   cli_job_record      after each run, with its status, run and wall time;
+ *   cli_job_report      write the results: text (outputs to `out`, errors to `err`) or one
+ *                       JSON document to `out` (errors to `err` as well);
+ *   cli_job_fini        free everything.
+ * The exit code is in `exit_code` after each step. */
+typedef struct cli_job {
+  /* Inputs. */
+  const char *name;   /* the file name used in messages */
+  const char *path;   /* where to read it ("-": standard input), or NULL when `text` is given */
+  const char *text;   /* the source, when path is NULL */
+  size_t len;
+  weft_dsl_options dsl;
+  int repeat;         /* >= 1 */
+  int json;
+  /* State. */
+  char *owned_text;   /* standard input's contents, for path "-" */
+  weft_program *prog;
+  int exit_code;
+  int status;         /* the weft status of the first failure, or WEFT_OK */
+  const char *phase;  /* "load", "run" or "outputs": where it failed */
+  char *error;        /* the failure's message (malloc'd), or NULL */
+  int nruns;          /* runs recorded */
+  double *wall_ms;    /* per run */
+  int *run_status;
+  long failed_node;   /* -1: none */
+  char failed_desc[300];
+} cli_job;
+
+void cli_job_init(cli_job *j);
+/* Parses and builds the program. Returns the exit code (0, or 2 / 1 on failure). */
+int cli_job_load(cli_job *j, weft_runtime *rt);
+/* Records one finished run (`run` may be NULL when the launch itself failed: `status` then
+ * carries the launch error and weft_last_error() its message). Returns the exit code. */
+int cli_job_record(cli_job *j, int status, weft_run *run, double wall_ms);
+/* Writes the report. `err` may be NULL (errors then go only into the JSON). Performs the
+ * program's outputs (print and save) when every run succeeded. Returns the exit code. */
+int cli_job_report(cli_job *j, FILE *out, FILE *err);
+void cli_job_fini(cli_job *j);
+/* "ok", "failed" or "invalid", from the exit code. */
+const char *cli_job_status_word(const cli_job *j);
+/* Appends the JSON document of a submission refused before it ran (busy, too large,
+ * malformed): the job document's keys, with `status`, `exit_code` and `error` set. */
+void cli_refusal_json(cli_buf *b, const char *name, const char *status, int exit_code,
+                      const char *error);
+
+#endif

@@ -1,0 +1,102 @@
+/* cmd_devices.c — `weft devices`: every device the runtime sees (the CPU, then each GPU, or
+ * the virtual devices of --simulate), with its properties, as text or JSON. */
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const char devices_help[] =
+    "Usage: weft devices [OPTIONS]\n"
+    "List the devices weft sees, with their properties.\n"
+    "\n"
+    "Options:\n"
+    "      --json               print a JSON array\n"
+    "      --simulate PROFILE   list the virtual devices of a machine profile instead\n"
+    "  -h, --help               show this help and exit\n"
+    "\n"
+    "Exit status: 0 success, 1 the runtime could not start, 2 usage.\n";
+
+static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+int cli_cmd_devices(int argc, char **argv) {
+  enum { OPT_JSON = CLI_OPT_LOCAL, OPT_SIMULATE };
+  static const struct option longopts[] = {{"json", no_argument, NULL, OPT_JSON},
+                                           {"simulate", required_argument, NULL, OPT_SIMULATE},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  int json = 0, c;
+  const char *simulate = NULL;
+  while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+    switch (c) {
+      case OPT_JSON: json = 1; break;
+      case OPT_SIMULATE: simulate = optarg; break;
+      case 'h': fputs(devices_help, stdout); return CLI_EXIT_OK;
+      default: return cli_bad_option("devices", c, argv);
+    }
+  }
+  if (optind != argc) return cli_usage_error("devices", "unexpected argument '%s'", argv[optind]);
+
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 1; /* listing devices needs no parallelism */
+  o.flags |= WEFT_RUNTIME_QUIET;
+  o.simulate = simulate;
+  weft_runtime *rt = NULL;
+  if (weft_runtime_create(&o, &rt) != WEFT_OK)
+    return cli_error(simulate != NULL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED,
+                     "cannot start the runtime: %s", weft_last_error());
+  int ngpu = weft_device_count(rt, WEFT_DEVICE_CUDA);
+  cli_buf b;
+  cli_buf_init(&b);
+  if (json) cli_buf_puts(&b, "[");
+  int code = CLI_EXIT_OK;
+  for (int i = -1; i < ngpu; i++) {
+    weft_device d = i < 0 ? weft_cpu() : weft_cuda(i);
+    weft_device_info info;
+    char name[32];
+    weft_device_str(d, name, sizeof name);
+    if (weft_device_info_get(rt, d, &info) != WEFT_OK) {
+      code = cli_error(CLI_EXIT_FAILED, "%s: %s", name, weft_last_error());
+      continue;
+    }
+    /* Peers this device reads directly. */
+    cli_buf peers;
+    cli_buf_init(&peers);
+    for (int k = 0; k < ngpu && d.kind == WEFT_DEVICE_CUDA; k++) {
+      if (k == i || !weft_device_can_access_peer(rt, d, weft_cuda(k))) continue;
+      if (json)
+        cli_buf_printf(&peers, "%s\"cuda:%d\"", peers.len ? ", " : "", k);
+      else
+        cli_buf_printf(&peers, "%scuda:%d", peers.len ? " " : "", k);
+    }
+    if (json) {
+      cli_buf_printf(&b, "%s\n  {\"device\": \"%s\", \"name\": ", i < 0 ? "" : ",", name);
+      cli_buf_json_str(&b, info.name);
+      cli_buf_printf(&b,
+                     ", \"memory_bytes\": %zu, \"copy_engines\": %d, \"compute_capability\": "
+                     "\"%d.%d\", \"multiprocessors\": %d, \"simulated\": %s, \"peers\": [%s]}",
+                     info.memory_bytes, info.copy_engines, info.compute_major, info.compute_minor,
+                     info.multiprocessors, info.simulated ? "true" : "false",
+                     peers.data != NULL ? peers.data : "");
+    } else if (d.kind == WEFT_DEVICE_CPU) {
+      cli_buf_printf(&b, "%-8s %s\n         %d cores, %.1f GiB memory%s\n", name, info.name,
+                     info.multiprocessors, gib(info.memory_bytes),
+                     info.simulated ? ", simulated" : "");
+    } else {
+      cli_buf_printf(&b,
+                     "%-8s %s\n         compute %d.%d, %d SMs, %.1f GiB memory, %d copy "
+                     "engine%s%s%s%s\n",
+                     name, info.name, info.compute_major, info.compute_minor,
+                     info.multiprocessors, gib(info.memory_bytes), info.copy_engines,
+                     info.copy_engines == 1 ? "" : "s", peers.len ? ", peer access to " : "",
+                     peers.len ? peers.data : "", info.simulated ? ", simulated" : "");
+    }
+    cli_buf_fini(&peers);
+  }
+  if (json) cli_buf_puts(&b, "\n]\n");
+  if (ngpu == 0 && !json) cli_buf_puts(&b, "(no GPU found: weft runs everything on the CPU)\n");
+  if (b.data != NULL) fputs(b.data, stdout);
+  if (b.oom) code = cli_error(CLI_EXIT_FAILED, "out of memory");
+  cli_buf_fini(&b);
+  weft_runtime_destroy(rt);
+  return code;
+}

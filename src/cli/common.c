@@ -1,0 +1,383 @@
+/* common.c — helpers every subcommand uses: error messages with the conventional
+ * "weft: ..." prefix and a --help hint, strict integer parsing, -D collection, the runtime,
+ * whole-file reads with a size bound, program loading with diagnostics, and a growable text
+ * buffer that writes JSON strings. Nothing here keeps state besides the program name. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+
+const char *cli_progname = "weft";
+
+static void vreport(const char *fmt, va_list ap) {
+  fprintf(stderr, "%s: ", cli_progname);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+}
+
+int cli_usage_error(const char *sub, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(fmt, ap);
+  va_end(ap);
+  if (sub != NULL)
+    fprintf(stderr, "Try '%s %s --help' for more information.\n", cli_progname, sub);
+  else
+    fprintf(stderr, "Try '%s --help' for more information.\n", cli_progname);
+  return CLI_EXIT_USAGE;
+}
+
+int cli_error(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vreport(fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int cli_bad_option(const char *sub, int c, char **argv) {
+  const char *arg = optind > 0 ? argv[optind - 1] : "?";
+  if (c == ':') return cli_usage_error(sub, "option '%s' needs a value", arg);
+  if (strncmp(arg, "--", 2) == 0) {
+    const char *eq = strchr(arg, '=');
+    /* getopt names the option in optopt when it exists but was given a value it takes not. */
+    if (eq != NULL && optopt != 0)
+      return cli_usage_error(sub, "option '%.*s' takes no value", (int)(eq - arg), arg);
+    return cli_usage_error(sub, "unknown option '%s'", arg);
+  }
+  if (optopt > 0 && optopt < 256) return cli_usage_error(sub, "unknown option '-%c'", optopt);
+  return cli_usage_error(sub, "unknown option '%s'", arg);
+}
+
+int cli_parse_int(const char *sub, const char *flag, const char *text, long lo, long hi,
+                  long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (text[0] == '\0' || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
+    cli_usage_error(sub, "%s expects an integer from %ld to %ld, not '%s'", flag, lo, hi, text);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int cli_exit_for_status(int status) {
+  switch (status) {
+    case WEFT_OK:
+      return CLI_EXIT_OK;
+    case WEFT_EKERNEL:
+    case WEFT_ECANCELED:
+    case WEFT_ENOMEM:
+    case WEFT_EDEVMEM:
+    case WEFT_ECUDA:
+    case WEFT_ECUBLAS:
+    case WEFT_EBUSY:
+    case WEFT_EAGAIN:
+    case WEFT_ESTATE:
+      return CLI_EXIT_FAILED;
+    default:
+      return CLI_EXIT_USAGE;
+  }
+}
+
+int cli_defines_add(cli_defines *d, const char *sub, const char *text) {
+  const char *eq = strchr(text, '=');
+  if (eq == NULL || eq == text) {
+    cli_usage_error(sub, "-D expects NAME=VALUE, not '%s'", text);
+    return -1;
+  }
+  if (d->n == d->cap) {
+    int cap = d->cap ? d->cap * 2 : 8;
+    const char **v = realloc(d->v, (size_t)cap * sizeof *v);
+    if (v == NULL) {
+      cli_error(CLI_EXIT_FAILED, "out of memory");
+      return -1;
+    }
+    d->v = v;
+    d->cap = cap;
+  }
+  d->v[d->n++] = text;
+  return 0;
+}
+
+void cli_defines_fini(cli_defines *d) {
+  free(d->v);
+  d->v = NULL;
+  d->n = d->cap = 0;
+}
+
+int cli_prog_option(cli_prog_opts *o, const char *sub, int c, const char *arg) {
+  switch (c) {
+    case 'D':
+      return cli_defines_add(&o->defines, sub, arg) == 0 ? 1 : -1;
+    case CLI_OPT_DEVICE: {
+      weft_device d;
+      if (weft_device_parse(arg, &d) != WEFT_OK) {
+        cli_usage_error(sub, "--device expects cpu, cuda or cuda:N, not '%s'", arg);
+        return -1;
+      }
+      o->device = arg;
+      return 1;
+    }
+    case CLI_OPT_WORKERS:
+      return cli_parse_int(sub, "--workers", arg, 0, 4096, &o->workers) == 0 ? 1 : -1;
+    case 'h':
+      o->help = 1;
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+void cli_prog_dsl(const cli_prog_opts *o, weft_dsl_options *dsl) {
+  weft_dsl_options_init(dsl);
+  dsl->defines = o->defines.v;
+  dsl->ndefines = o->defines.n;
+  dsl->device = o->device;
+}
+
+void cli_prog_opts_fini(cli_prog_opts *o) { cli_defines_fini(&o->defines); }
+
+const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const char *help,
+                                const struct option *extra,
+                                int (*local)(int c, const char *arg, void *ctx), void *ctx,
+                                cli_prog_opts *o, int *exit_code) {
+  struct option opts[32] = {CLI_PROG_LONGOPTS};
+  int n = 4;
+  for (const struct option *e = extra; e != NULL && e->name != NULL && n < 31; e++) opts[n++] = *e;
+  memset(&opts[n], 0, sizeof opts[n]);
+  int c;
+  *exit_code = CLI_EXIT_USAGE;
+  while ((c = getopt_long(argc, argv, ":D:h", opts, NULL)) != -1) {
+    int r = cli_prog_option(o, sub, c, optarg);
+    if (r < 0) return NULL;
+    if (r > 0) continue;
+    if (c == '?' || c == ':' || local == NULL) {
+      cli_bad_option(sub, c, argv);
+      return NULL;
+    }
+    if (local(c, optarg, ctx) != 0) return NULL;
+  }
+  if (o->help) {
+    fputs(help, stdout);
+    *exit_code = CLI_EXIT_OK;
+    return NULL;
+  }
+  if (optind + 1 != argc) {
+    if (optind == argc)
+      cli_usage_error(sub, "missing FILE");
+    else
+      cli_usage_error(sub, "expected one FILE, got %d arguments", argc - optind);
+    return NULL;
+  }
+  *exit_code = CLI_EXIT_OK;
+  return argv[optind];
+}
+
+weft_runtime *cli_runtime(int workers) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = workers;
+  o.flags |= WEFT_RUNTIME_QUIET;
+  weft_runtime *rt = NULL;
+  int rc = weft_runtime_create(&o, &rt);
+  if (rc != WEFT_OK) {
+    cli_error(CLI_EXIT_FAILED, "cannot start the runtime: %s", weft_last_error());
+    return NULL;
+  }
+  return rt;
+}
+
+int cli_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err,
+                  size_t err_size) {
+  *out = NULL;
+  *len = 0;
+  int is_stdin = strcmp(path, "-") == 0;
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
+  if (f == NULL) {
+    int e = errno;
+    snprintf(err, err_size, "%s: %s", path, strerror(e));
+    return e == ENOENT ? WEFT_ENOENT : WEFT_EIO;
+  }
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap + 1);
+  int rc = WEFT_OK;
+  if (buf == NULL) {
+    snprintf(err, err_size, "%s: out of memory", path);
+    rc = WEFT_ENOMEM;
+    goto fail;
+  }
+  for (;;) {
+    if (n == cap) {
+      if (cap > max_bytes) break;
+      size_t ncap = cap * 2;
+      char *nb = realloc(buf, ncap + 1);
+      if (nb == NULL) {
+        snprintf(err, err_size, "%s: out of memory", path);
+        rc = WEFT_ENOMEM;
+        goto fail;
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    size_t k = fread(buf + n, 1, cap - n, f);
+    n += k;
+    if (k == 0) break;
+  }
+  if (ferror(f)) {
+    snprintf(err, err_size, "%s: %s", path, strerror(errno ? errno : EIO));
+    rc = WEFT_EIO;
+    goto fail;
+  }
+  if (n > max_bytes) {
+    snprintf(err, err_size, "%s: larger than the limit of %zu bytes", path, max_bytes);
+    rc = WEFT_ELIMIT;
+    goto fail;
+  }
+  buf[n] = '\0';
+  if (!is_stdin) fclose(f);
+  *out = buf;
+  *len = n;
+  return WEFT_OK;
+fail:
+  free(buf);
+  if (f != NULL && !is_stdin) fclose(f);
+  return rc;
+}
+
+int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options *opts,
+                     weft_program **out) {
+  cli_job j;
+  cli_job_init(&j);
+  j.name = path;
+  j.path = path;
+  j.dsl = *opts;
+  int code = cli_job_load(&j, rt);
+  if (code != CLI_EXIT_OK) {
+    cli_job_report(&j, stdout, stderr);
+    cli_job_fini(&j);
+    return code;
+  }
+  *out = j.prog;
+  j.prog = NULL;
+  cli_job_fini(&j);
+  return CLI_EXIT_OK;
+}
+
+double cli_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- text buffer ------------------------------------------------------------------------ */
+
+void cli_buf_init(cli_buf *b) { memset(b, 0, sizeof *b); }
+
+void cli_buf_fini(cli_buf *b) {
+  free(b->data);
+  cli_buf_init(b);
+}
+
+static int reserve(cli_buf *b, size_t extra) {
+  if (b->oom) return -1;
+  if (b->len + extra + 1 <= b->cap) return 0;
+  size_t cap = b->cap ? b->cap : 256;
+  while (cap < b->len + extra + 1) cap *= 2;
+  char *d = realloc(b->data, cap);
+  if (d == NULL) {
+    b->oom = 1;
+    return -1;
+  }
+  b->data = d;
+  b->cap = cap;
+  return 0;
+}
+
+void cli_buf_add(cli_buf *b, const char *s, size_t n) {
+  if (reserve(b, n) != 0) return;
+  memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+}
+
+void cli_buf_puts(cli_buf *b, const char *s) { cli_buf_add(b, s, strlen(s)); }
+
+void cli_buf_printf(cli_buf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char small[256];
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof small) {
+    cli_buf_add(b, small, (size_t)n);
+    return;
+  }
+  if (reserve(b, (size_t)n) != 0) return;
+  va_start(ap, fmt);
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if the bytes there are not one. */
+static int utf8_len(const unsigned char *p) {
+  if (p[0] < 0x80) return 1;
+  int n;
+  uint32_t c;
+  if ((p[0] & 0xe0) == 0xc0) n = 2, c = p[0] & 0x1f;
+  else if ((p[0] & 0xf0) == 0xe0) n = 3, c = p[0] & 0x0f;
+  else if ((p[0] & 0xf8) == 0xf0) n = 4, c = p[0] & 0x07;
+  else return 0;
+  for (int i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
+    c = (c << 6) | (p[i] & 0x3f);
+  }
+  static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
+  return n;
+}
+
+void cli_buf_json_str(cli_buf *b, const char *s) {
+  if (s == NULL) {
+    cli_buf_puts(b, "null");
+    return;
+  }
+  cli_buf_add(b, "\"", 1);
+  const unsigned char *p = (const unsigned char *)s;
+  const unsigned char *run = p;
+  while (*p) {
+    const char *esc = NULL;
+    char hex[8];
+    int n = 1;
+    switch (*p) {
+      case '"': esc = "\\\""; break;
+      case '\\': esc = "\\\\"; break;
+      case '\n': esc = "\\n"; break;
+      case '\r': esc = "\\r"; break;
+      case '\t': esc = "\\t"; break;
+      default:
+        if (*p < 0x20 || *p == 0x7f) {
+          snprintf(hex, sizeof hex, "\\u%04x", *p);
+          esc = hex;
+        } else if ((n = utf8_len(p)) == 0) {
+          esc = "\\ufffd"; /* JSON must be valid UTF-8: replace a stray byte */
+          n = 1;
+        }
+    }
+    if (esc != NULL) {
+      cli_buf_add(b, (const char *)run, (size_t)(p - run));
+      cli_buf_puts(b, esc);
+      run = p + n;
+    }
+    p += n;
+  }
+  cli_buf_puts(b, (const char *)run);
+  cli_buf_add(b, "\"", 1);
+}
