@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/backend.h"
+
 /* ---- the user ops --------------------------------------------------------------------------- */
 
 typedef struct orc_params {
@@ -475,4 +477,114 @@ int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracl
 
 int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg) {
   return oracle_build_info(g, seed, cfg, NULL);
+}
+
+/* ---- the serial interpreter ----------------------------------------------------------------- */
+
+struct oracle_serial {
+  weft_graph *g;
+  size_t n;
+  void **buf; /* per tensor id; NULL for zero bytes */
+};
+
+oracle_serial *oracle_serial_create(weft_graph *g) {
+  oracle_serial *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  s->g = g;
+  s->n = weft_graph_tensor_count(g);
+  s->buf = calloc(s->n ? s->n : 1, sizeof *s->buf);
+  if (s->buf == NULL) {
+    free(s);
+    return NULL;
+  }
+  for (size_t i = 0; i < s->n; i++) {
+    weft_tensor *t = weft_graph_tensor(g, i);
+    size_t bytes = weft_tensor_bytes(t);
+    if (bytes == 0) continue;
+    if ((s->buf[i] = malloc(bytes)) == NULL) {
+      oracle_serial_destroy(s);
+      return NULL;
+    }
+    weft__cpu_fill(s->buf[i], weft_tensor_dtype(t), weft_tensor_numel(t), weft_tensor_init(t));
+  }
+  return s;
+}
+
+void oracle_serial_destroy(oracle_serial *s) {
+  if (s == NULL) return;
+  for (size_t i = 0; i < s->n; i++) free(s->buf[i]);
+  free(s->buf);
+  free(s);
+}
+
+void *oracle_serial_data(oracle_serial *s, size_t id) { return id < s->n ? s->buf[id] : NULL; }
+
+int oracle_serial_run(oracle_serial *s, char *msg, size_t msg_size) {
+  size_t nn = weft_graph_node_count(s->g);
+  for (size_t i = 0; i < nn; i++) {
+    weft_node *node = weft_graph_node(s->g, i);
+    weft_kernel_ctx ctx;
+    char err[256] = "";
+    memset(&ctx, 0, sizeof ctx);
+    ctx.node = node;
+    ctx.graph = s->g;
+    ctx.index = (uint32_t)i;
+    ctx.device = weft_node_device(node);
+    ctx.err = err;
+    ctx.err_size = sizeof err;
+    for (int a = 0; a < weft_node_nargs(node); a++)
+      ctx.data[a] = s->buf[weft_tensor_id(weft_node_arg(node, a, NULL))];
+    int rc = weft__cpu_exec(&ctx);
+    if (rc != WEFT_OK) {
+      snprintf(msg, msg_size, "serial interpreter: node %zu failed: %s", i, err);
+      return rc;
+    }
+  }
+  return WEFT_OK;
+}
+
+int oracle_compare(weft_graph *ga, oracle_serial *s, char *msg, size_t msg_size, long *bytes_compared) {
+  size_t nt = weft_graph_tensor_count(ga);
+  if (nt != s->n) {
+    snprintf(msg, msg_size, "%zu tensors, the interpreter has %zu", nt, s->n);
+    return 1;
+  }
+  int bad = 0;
+  for (size_t i = 0; i < nt && !bad; i++) {
+    weft_tensor *t = weft_graph_tensor(ga, i);
+    size_t bytes = weft_tensor_bytes(t);
+    if (weft_tensor_is_kept(t) != weft_tensor_is_kept(weft_graph_tensor(s->g, i))) {
+      snprintf(msg, msg_size, "tensor %zu is kept in one graph and not in its twin", i);
+      return 1;
+    }
+    unsigned char *got = malloc(bytes ? bytes : 1);
+    if (got == NULL) {
+      snprintf(msg, msg_size, "out of memory");
+      return 1;
+    }
+    int rc = weft_tensor_read(t, got, bytes);
+    if (!weft_tensor_is_kept(t)) {
+      if (rc != WEFT_ESTATE) {
+        snprintf(msg, msg_size, "reading temporary %s gave %s, not ESTATE", weft_tensor_name(t),
+                 weft_status_name(rc));
+        bad = 1;
+      }
+    } else if (rc != WEFT_OK) {
+      snprintf(msg, msg_size, "reading %s failed: %s", weft_tensor_name(t), weft_last_error());
+      bad = 1;
+    } else if (bytes != 0 && memcmp(got, s->buf[i], bytes) != 0) {
+      size_t es = weft_dtype_size(weft_tensor_dtype(t)), k = 0;
+      const unsigned char *want = s->buf[i];
+      while (memcmp(got + k * es, want + k * es, es) == 0) k++;
+      double gv = es == 4 ? (double)((const float *)(const void *)got)[k] : ((const double *)(const void *)got)[k];
+      double wv = es == 4 ? (double)((const float *)(const void *)want)[k] : ((const double *)(const void *)want)[k];
+      snprintf(msg, msg_size, "tensor %zu (%s) differs at element %zu: scheduler %.17g, serial %.17g", i,
+               weft_tensor_name(t), k, gv, wv);
+      bad = 1;
+    } else if (bytes_compared != NULL) {
+      *bytes_compared += (long)bytes;
+    }
+    free(got);
+  }
+  return bad;
 }

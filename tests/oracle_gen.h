@@ -62,4 +62,23 @@ int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg);
 /* As oracle_build, and describes the program in *info (may be NULL). */
 int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracle_info *info);
 
+/* The serial interpreter: runs a graph's nodes one by one in insertion order with weft's CPU
+ * kernels (weft__cpu_exec) on buffers of its own, which start from the tensors' creation
+ * initialisers as weft's storage does. It reads the graph only (never launches it), so it is
+ * given a second, identically built graph. Thread-safe: yes, for different interpreters. */
+typedef struct oracle_serial oracle_serial;
+
+/* Buffers for every tensor of g (CPU tensors only), initialised; NULL if out of memory. */
+oracle_serial *oracle_serial_create(weft_graph *g);
+void oracle_serial_destroy(oracle_serial *s);
+/* One run of every node. Returns WEFT_OK or the first kernel's error (message in msg). */
+int oracle_serial_run(oracle_serial *s, char *msg, size_t msg_size);
+/* The contents of tensor `id` (NULL for a tensor of zero bytes). */
+void *oracle_serial_data(oracle_serial *s, size_t id);
+
+/* Compares graph `ga` after a run with the interpreter of its twin: every kept tensor must be
+ * bit for bit the interpreter's, every temporary must refuse to be read (WEFT_ESTATE). Returns
+ * 0, or 1 with what differs in msg. `bytes`, if not NULL, is increased by the bytes compared. */
+int oracle_compare(weft_graph *ga, oracle_serial *s, char *msg, size_t msg_size, long *bytes);
+
 #endif
