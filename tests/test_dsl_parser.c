@@ -564,7 +564,7 @@ static void test_user_ops(void **state) {
       "tensor z: f32[1]\n"
       "axpy(x, y, z, params=f64[0.5, 3]) as step\n"
       "axpy(x, y, z, params=u8[1, 2, 255])\n"
-      "axpy(x, y, z, params=i32[-1])\n"
+      "axpy(x, y, z, params=i32[-1] + f64[2] + u8[9])\n"
       "axpy(x, y, z)\n");
   weft_graph *g = weft_program_graph(p);
   weft_node *n = weft_graph_node(g, 0);
@@ -582,9 +582,15 @@ static void test_user_ops(void **state) {
   const unsigned char *pu = weft_node_params(weft_graph_node(g, 1), &size);
   assert_int_equal(size, 3);
   assert_true(pu[2] == 255);
-  const int32_t *pi = weft_node_params(weft_graph_node(g, 2), &size);
-  assert_int_equal(size, 4);
-  assert_int_equal(pi[0], -1);
+  const unsigned char *pm = weft_node_params(weft_graph_node(g, 2), &size);
+  assert_int_equal(size, 13);
+  int32_t i32;
+  double f64;
+  memcpy(&i32, pm, 4);
+  memcpy(&f64, pm + 4, 8);
+  assert_int_equal(i32, -1);
+  assert_true(f64 == 2);
+  assert_int_equal(pm[12], 9);
   weft_node_params(weft_graph_node(g, 3), &size);
   assert_int_equal(size, 0);
   /* Only the first call's parameters are read as doubles by this kernel: run just it. */

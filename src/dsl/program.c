@@ -548,76 +548,73 @@ static int builtin_assign(ctx *c, int kind, const weft__dsl_expr *call, weft_ten
   return OK;
 }
 
-/* Parameter bytes of a user op: params=f64[...], f32, i64, i32 or u8. */
-static int eval_params(ctx *c, const weft__dsl_expr *e, void **bytes, size_t *size) {
+/* Parameter bytes of a user op: a typed list f64[...], f32, i64, i32 or u8, or several joined
+ * with '+' (f64[0.5] + i32[3, 0]), appended to `out` in order, little-endian. */
+static int eval_params(ctx *c, const weft__dsl_expr *e, weft__dsl_buf *out) {
   static const char *const types[] = {"f64", "f32", "i64", "i32", "u8"};
-  static const size_t widths[] = {8, 4, 8, 4, 1};
+  if (e->kind == EX_BIN && e->op == '+') return eval_params(c, e->a, out) == OK ? eval_params(c, e->b, out) : FAIL;
   int type = -1;
   if (e->kind == EX_NAME && e->has_index)
     for (int k = 0; k < 5; k++)
       if (strcmp(e->text, types[k]) == 0) type = k;
   if (type < 0)
     return err(c, WEFT_EPARSE, e->line, e->col,
-               "params must be a typed list; expected f64[...], f32[...], i64[...], i32[...] or u8[...]");
-  unsigned char *p = weft__arena_alloc(c->a, (size_t)e->nitems * widths[type] + 1, 16);
-  if (p == NULL) return oom(c);
+               "params must be a typed list; expected f64[...], f32[...], i64[...], i32[...] or u8[...], "
+               "or several joined with '+'");
   for (int i = 0; i < e->nitems; i++) {
     value v;
     const weft__dsl_expr *x = e->items[i];
     if (eval_num(c, x, &v) != OK) return FAIL;
-    unsigned char *at = p + (size_t)i * widths[type];
     if (type == 0) {
       double d = as_double(v);
-      memcpy(at, &d, 8);
+      weft__dsl_buf_put(out, (const char *)&d, 8);
     } else if (type == 1) {
       float f = (float)as_double(v);
-      memcpy(at, &f, 4);
+      weft__dsl_buf_put(out, (const char *)&f, 4);
     } else {
       if (v.is_float) return err(c, WEFT_EPARSE, x->line, x->col, "%s values must be integers", types[type]);
       if ((type == 3 && (v.i < INT32_MIN || v.i > INT32_MAX)) || (type == 4 && (v.i < 0 || v.i > 255)))
         return err(c, WEFT_EPARSE, x->line, x->col, "%lld does not fit in %s", (long long)v.i, types[type]);
-      if (type == 2) {
-        memcpy(at, &v.i, 8);
-      } else if (type == 3) {
-        int32_t w = (int32_t)v.i;
-        memcpy(at, &w, 4);
-      } else {
-        *at = (unsigned char)v.i;
-      }
+      int32_t w = (int32_t)v.i;
+      unsigned char b = (unsigned char)v.i;
+      if (type == 2)
+        weft__dsl_buf_put(out, (const char *)&v.i, 8);
+      else if (type == 3)
+        weft__dsl_buf_put(out, (const char *)&w, 4);
+      else
+        weft__dsl_buf_put(out, (const char *)&b, 1);
     }
   }
-  *bytes = p;
-  *size = (size_t)e->nitems * widths[type];
-  return OK;
+  return out->failed ? oom(c) : OK;
 }
 
 static int user_call(ctx *c, const weft_op *op, const weft__dsl_expr *call) {
   weft_tensor *args[WEFT_MAX_ARGS];
-  void *params = NULL;
-  size_t psize = 0;
-  int n = 0, want = op->desc.nargs;
-  for (int i = 0; i < call->nitems; i++) {
+  weft__dsl_buf params;
+  weft__dsl_buf_init(&params);
+  int n = 0, want = op->desc.nargs, rc = OK;
+  for (int i = 0; i < call->nitems && rc == OK; i++) {
     const weft__dsl_expr *x = call->items[i];
     if (call->keys[i] != NULL) {
       if (strcmp(call->keys[i], "params") != 0)
-        return err(c, WEFT_EPARSE, x->line, x->col, "unknown argument '%s' of %s; expected params=",
-                   call->keys[i], call->text);
-      if (eval_params(c, x, &params, &psize) != OK) return FAIL;
+        rc = err(c, WEFT_EPARSE, x->line, x->col, "unknown argument '%s' of %s; expected params=", call->keys[i],
+                 call->text);
+      else
+        rc = eval_params(c, x, &params);
       continue;
     }
-    if (n >= want) {
-      n++;
-      continue;
-    }
-    if (eval_tensor(c, x, &args[n]) != OK) return FAIL;
+    if (n < want && eval_tensor(c, x, &args[n]) != OK) rc = FAIL;
     n++;
   }
-  if (n != want)
-    return err(c, WEFT_EPARSE, call->line, call->col, "%s takes %d tensor argument%s, got %d", call->text,
-               want, want == 1 ? "" : "s", n);
-  int rc = weft_call(c->g, op, args, n, params, psize);
-  if (rc != WEFT_OK) return api_err(c, rc, call->line, call->col);
-  return OK;
+  if (rc == OK && n != want)
+    rc = err(c, WEFT_EPARSE, call->line, call->col, "%s takes %d tensor argument%s, got %d", call->text, want,
+             want == 1 ? "" : "s", n);
+  if (rc == OK) {
+    int st = weft_call(c->g, op, args, n, params.data, params.len);
+    if (st != WEFT_OK) rc = api_err(c, st, call->line, call->col);
+  }
+  weft__dsl_buf_fini(&params);
+  return rc;
 }
 
 /* ---- statements ----------------------------------------------------------------------------- */

@@ -18,6 +18,7 @@
  * the text cannot express the graph at all (two tensors declared with one name), fails with
  * WEFT_ENOTSUP and says which tensors. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,29 +188,48 @@ static void resolve_args(writer *w, const weft_node *n, uint32_t first, weft_ten
          n->id);
 }
 
-static void put_params(writer *w, const weft_node *n) {
+/* 1 if the 8 bytes at p read as a double the text shows plainly and exactly. */
+static int plain_double(const unsigned char *p) {
   char num[40];
-  size_t size = n->params_size;
+  double d, back;
+  memcpy(&d, p, 8);
+  if (!(d == d) || isinf(d) || (d != 0 && (fabs(d) < 1e-300 || fabs(d) > 1e300))) return 0;
+  weft__dsl_fmt_double(num, d);
+  back = strtod(num, NULL);
+  return memcmp(&back, &d, 8) == 0;
+}
+
+/* User-op parameters as typed lists joined with '+': 8-byte chunks that are plain doubles as
+ * f64, other chunks as i32 pairs, a tail as i32 and u8 (f64[0.5] + i32[7, 0]). */
+static void put_params(writer *w, const weft_node *n, int after_args) {
+  char num[40];
+  size_t size = n->params_size, i = 0;
   const unsigned char *p = n->params;
   if (size == 0) return;
-  int as_f64 = size % 8 == 0;
-  for (size_t i = 0; as_f64 && i < size; i += 8) {
-    double d;
-    memcpy(&d, p + i, 8);
-    double back;
-    weft__dsl_fmt_double(num, d);
-    back = strtod(num, NULL);
-    as_f64 = d == d && memcmp(&back, &d, 8) == 0;
-  }
-  weft__dsl_buf_puts(&w->out, as_f64 ? ", params=f64[" : ", params=u8[");
-  for (size_t i = 0; i < size; i += as_f64 ? 8 : 1) {
-    if (i) weft__dsl_buf_puts(&w->out, ", ");
-    if (as_f64) {
+  weft__dsl_buf_puts(&w->out, after_args ? ", params=" : "params=");
+  int group = -1; /* 0: f64, 1: i32, 2: u8 */
+  while (i < size) {
+    int type = size - i >= 8 && plain_double(p + i) ? 0 : size - i >= 4 ? 1 : 2;
+    if (type != group) {
+      if (group >= 0) weft__dsl_buf_puts(&w->out, "] + ");
+      weft__dsl_buf_puts(&w->out, type == 0 ? "f64[" : type == 1 ? "i32[" : "u8[");
+      group = type;
+    } else {
+      weft__dsl_buf_puts(&w->out, ", ");
+    }
+    if (type == 0) {
       double d;
       memcpy(&d, p + i, 8);
       weft__dsl_buf_puts(&w->out, weft__dsl_fmt_double(num, d));
+      i += 8;
+    } else if (type == 1) {
+      int32_t v;
+      memcpy(&v, p + i, 4);
+      weft__dsl_buf_printf(&w->out, "%d", (int)v);
+      i += 4;
     } else {
       weft__dsl_buf_printf(&w->out, "%u", p[i]);
+      i += 1;
     }
   }
   weft__dsl_buf_puts(&w->out, "]");
@@ -293,7 +313,7 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
       put_init(w, n->fill);
       break;
     case WEFT__OP_USER:
-      put_params(w, n);
+      put_params(w, n, nin > 0);
       break;
     default:
       break;
