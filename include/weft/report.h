@@ -1,0 +1,189 @@
+/* report.h — what a run did: statistics, the overlap of copies with compute and why it fell
+ * short, a Chrome trace, an SVG timeline, and progress while a run is in flight.
+ *
+ * Every node of a run is timed (unless the runtime was created with WEFT_RUNTIME_NO_TIMING):
+ * its start and end on its lane — a CPU worker, or a stream of a device — on one clock. After
+ * a run has finished, weft_run_stats_create takes a snapshot of those times and analyses it:
+ *
+ *   weft_run *run;
+ *   weft_run_stats *st;
+ *   CHECK(weft_graph_launch(g, &run));
+ *   CHECK(weft_run_wait(run));
+ *   CHECK(weft_run_stats_create(run, &st));   // before the graph is launched again
+ *   weft_run_stats_print(st, stdout);          // the text summary
+ *   CHECK(weft_run_stats_save(st, WEFT_REPORT_TRACE, "out.json"));  // opens in Perfetto
+ *   CHECK(weft_run_stats_save(st, WEFT_REPORT_SVG, "out.svg"));
+ *   weft_run_stats_destroy(st);
+ *
+ * The snapshot needs the run's graph (for names) until it is destroyed; it does not need the
+ * run. Definitions (docs/observability.md has them with examples):
+ *   makespan        from the first node's start to the last node's end;
+ *   critical path   the longest chain of dependent nodes, by their measured durations;
+ *   busy time       of a lane: the time during which one of its nodes was running;
+ *   hidden copy     the part of a copy's interval during which some compute node (any node that
+ *                   is not a copy) ran on a device the copy touches (its source or its
+ *                   destination); the hidden fraction is hidden copy time / copy time. */
+#ifndef WEFT_REPORT_H
+#define WEFT_REPORT_H
+
+#include <stdio.h>
+
+#include "weft/weft.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct weft_run_stats weft_run_stats;
+
+/* Why (part of) a copy was not hidden behind compute. */
+typedef enum weft_copy_why {
+  WEFT_WHY_NONE = 0,     /* fully hidden */
+  WEFT_WHY_PAGEABLE,     /* host side in pageable memory: the copy cannot run asynchronously */
+  WEFT_WHY_DEPENDENCY,   /* the device's next compute needed this copy (its result, or to
+                            overwrite what it reads) */
+  WEFT_WHY_HOST_SYNC,    /* a host node read data and the device waited for it */
+  WEFT_WHY_CHAIN,        /* a chain: every compute node depends on the copy or feeds it */
+  WEFT_WHY_SERIALISED,   /* it queued behind other copies on one copy engine */
+  WEFT_WHY_NOTHING_LEFT, /* no independent compute was left to run beside it */
+  WEFT_WHY_IDLE,         /* independent compute came later; it waited for something else */
+  WEFT_WHY_COUNT
+} weft_copy_why;
+
+/* A short name of the reason ("pageable", "serialised", ...), as in the JSON. */
+WEFT_API const char *weft_copy_why_name(int why);
+
+/* Takes a snapshot of a finished run's timing and analyses it. Fails with WEFT_EINVAL for a
+ * NULL argument, WEFT_EAGAIN while the run is in flight, WEFT_ESTATE when the graph was
+ * launched again (or changed and re-planned) since this run, WEFT_ENOTSUP when timing is off
+ * (WEFT_RUNTIME_NO_TIMING or WEFT_TIMING=0), WEFT_ENOMEM. Works for failed and cancelled runs
+ * (nodes that did not run are left out). The graph must outlive the snapshot.
+ * Thread-safe: yes, with respect to other runs; not concurrently with a launch of the same
+ * graph. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_create(weft_run *run, weft_run_stats **out);
+/* Frees the snapshot. NULL is a no-op. */
+WEFT_API void weft_run_stats_destroy(weft_run_stats *st);
+
+/* The scalar statistics. Fields are only ever appended. */
+typedef struct weft_stats_summary {
+  double wall_s;               /* launch to the end of the run */
+  double makespan_s;           /* first node start to last node end */
+  double critical_path_s;      /* sum of the durations along the critical path */
+  double copy_s;               /* time spent in copies, summed over copies */
+  double hidden_copy_s;        /* the part of copy_s hidden behind compute */
+  double hidden_copy_fraction; /* hidden_copy_s / copy_s; -1 when no copy ran */
+  size_t nodes;                /* nodes of the graph */
+  size_t nodes_run;            /* nodes that ran in this run */
+  size_t edges;                /* dependency edges */
+  size_t events;               /* edges between nodes on different lanes (each needs an event
+                                  or a host notification) */
+  size_t copies;               /* copy nodes */
+  size_t inserted_copies;      /* copies weft inserted for inputs on another device */
+  size_t critical_path_nodes;
+  size_t lanes;
+  size_t mem_samples_dropped;  /* memory samples over the per-run bound */
+} weft_stats_summary;
+
+/* Fills *out. Thread-safe: yes (the snapshot is read-only). */
+WEFT_API void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out);
+
+/* One lane: a CPU worker or a stream of a device. */
+typedef struct weft_lane_stats {
+  char name[48];       /* "cpu worker 0", "cuda:0 compute 0", "cuda:0 copy d2h 0" */
+  const char *kind;    /* "cpu", "compute" or "copy" (a device stream that ran only copies) */
+  weft_device device;
+  double busy_s;       /* time during which one of its nodes ran */
+  double utilisation;  /* busy_s / makespan_s (0 when the makespan is 0) */
+  size_t nodes;        /* nodes that ran on it */
+} weft_lane_stats;
+
+/* Lanes, CPU workers first (all of the runtime's, including idle ones), then device lanes
+ * by device and role. */
+WEFT_API size_t weft_run_stats_lane_count(const weft_run_stats *st);
+/* Fills *out with lane i; WEFT_EINVAL when i is out of range. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_lane(const weft_run_stats *st, size_t i,
+                                                weft_lane_stats *out);
+
+/* Stores up to `cap` nodes of the critical path, in order, in out and returns its length in
+ * nodes (which may exceed cap). */
+WEFT_API size_t weft_run_stats_critical_path(const weft_run_stats *st, weft_node **out,
+                                             size_t cap);
+
+/* One node's interval. */
+typedef struct weft_node_timing {
+  int ran;         /* 0: the node did not run (skipped after a failure, or cancelled) */
+  double start_s;  /* from the run's launch */
+  double end_s;
+  long lane;       /* index for weft_run_stats_lane, or -1 */
+  int critical;    /* on the critical path */
+} weft_node_timing;
+
+/* Fills *out for node `node_id` (weft_node_id); WEFT_EINVAL when out of range. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_node(const weft_run_stats *st, size_t node_id,
+                                                weft_node_timing *out);
+
+/* Memory of one device over the run. */
+typedef struct weft_device_memory {
+  weft_device device;
+  uint64_t peak_bytes;
+  uint64_t current_bytes; /* at the end of the run */
+  const char *source;     /* "allocator": reported by the device's backend during the run;
+                             "tensors": the bytes of the tensors with storage on the device */
+} weft_device_memory;
+
+WEFT_API size_t weft_run_stats_device_count(const weft_run_stats *st);
+WEFT_NODISCARD WEFT_API int weft_run_stats_device(const weft_run_stats *st, size_t i,
+                                                  weft_device_memory *out);
+
+/* Copy time not hidden behind compute, grouped by reason, the largest first. */
+typedef struct weft_copy_diagnostic {
+  int why;           /* weft_copy_why */
+  double exposed_s;  /* copy time not hidden, over the copies of this reason */
+  size_t copies;
+  char message[320]; /* in the user's terms, naming the copy with the most exposed time and,
+                        where there is one, the node or copy that caused it */
+} weft_copy_diagnostic;
+
+WEFT_API size_t weft_run_stats_diagnostic_count(const weft_run_stats *st);
+WEFT_NODISCARD WEFT_API int weft_run_stats_diagnostic(const weft_run_stats *st, size_t i,
+                                                      weft_copy_diagnostic *out);
+
+/* ---- outputs -------------------------------------------------------------------------- */
+
+typedef enum weft_report_format {
+  WEFT_REPORT_TEXT = 0,  /* the short summary `weft run` prints */
+  WEFT_REPORT_JSON = 1,  /* the statistics as one JSON object (`weft run --json`) */
+  WEFT_REPORT_TRACE = 2, /* Chrome trace-event JSON: opens in Perfetto and chrome://tracing */
+  WEFT_REPORT_SVG = 3,   /* a self-contained SVG timeline */
+} weft_report_format;
+
+/* Writes the snapshot in `format` to f. The SVG is 1600 pixels wide. Returns WEFT_OK, or
+ * WEFT_EIO when writing fails, WEFT_EINVAL for a bad format. Thread-safe: yes. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_write(const weft_run_stats *st, int format, FILE *f);
+/* Same, to a file created (or truncated) at `path`; the error names the path and the reason. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_save(const weft_run_stats *st, int format,
+                                                const char *path);
+/* The text summary (WEFT_REPORT_TEXT) to f; returns what weft_run_stats_write returns. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_print(const weft_run_stats *st, FILE *f);
+
+/* ---- progress ------------------------------------------------------------------------- */
+
+/* Nodes of the run that have finished (or were skipped) so far, and the run's node count.
+ * Reads the timing records, so it is exact at any moment and costs the run nothing; with
+ * timing off it counts what the workers have published so far. Must not race with a launch
+ * of the same graph or its destruction. Thread-safe: yes, otherwise. */
+WEFT_NODISCARD WEFT_API int weft_run_progress(const weft_run *run, size_t *done, size_t *total);
+
+/* Waits for the run like weft_run_wait, and meanwhile draws a progress bar on `tty` when it is
+ * a terminal (nothing when it is NULL or not a terminal): "run 3/10 [=====     ] 52% 5200/10000
+ * nodes 1.3 s". `index` and `count` number the run among repeats (0 and 1 for a single run).
+ * The bar appears only after 200 ms, so short runs draw nothing, and is erased at the end.
+ * Returns the run's status, as weft_run_wait. */
+WEFT_NODISCARD WEFT_API int weft_run_wait_progress(weft_run *run, FILE *tty, int index,
+                                                   int count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_REPORT_H */

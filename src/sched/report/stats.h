@@ -1,0 +1,51 @@
+/* stats.h — the snapshot behind weft_run_stats, shared by the writers (stats.c: text and
+ * JSON; trace.c: Chrome trace events; svg.c: the timeline).
+ *
+ * A snapshot holds the analysed model of the run (model.h), the lane names, the memory of each
+ * device with the backends' samples, and the diagnostics of exposed copies. It points to the
+ * graph for node and tensor names, which is why the graph must outlive it. */
+#ifndef WEFT_REPORT_STATS_H
+#define WEFT_REPORT_STATS_H
+
+#include <stdio.h>
+
+#include "sched/report/model.h"
+#include "sched/report/timing.h"
+#include "weft/report.h"
+
+struct weft_run_stats {
+  weft_graph *graph;
+  weft__rep *rep;
+  uint32_t nworkers;         /* the first nworkers lanes are the CPU workers */
+  char (*lane_name)[48];
+  weft_device_memory *mem;   /* per device: CPU first, then GPUs by index */
+  size_t nmem;
+  weft__mem_sample *samples; /* the backends' samples, ns from the launch, by time */
+  size_t nsamples, dropped;
+  weft_copy_diagnostic *diag;
+  size_t ndiag;
+  size_t edges, events, inserted, copies;
+};
+
+/* A short label of node i: "mm y3 (node 7)", "copy y3 cuda:0->cpu (node 8)". */
+char *weft__stats_label(const weft_run_stats *st, uint32_t i, char *buf, size_t size);
+/* The lane's kind: "cpu", "compute" or "copy". */
+const char *weft__stats_lane_kind(const weft_run_stats *st, uint32_t lane);
+
+/* "1.234 s", "12.345 ms" or "12.3 us". */
+void weft__fmt_time(char *buf, size_t size, double seconds);
+
+/* Writers; each returns WEFT_OK or WEFT_EIO (message set) when the stream reports an error. */
+int weft__stats_write_text(const weft_run_stats *st, FILE *f);
+int weft__stats_write_json(const weft_run_stats *st, FILE *f);
+int weft__stats_write_trace(const weft_run_stats *st, FILE *f);
+int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width);
+
+/* Writes `s` as a JSON string literal (quotes included). */
+void weft__json_str(FILE *f, const char *s);
+/* Writes `s` escaped for XML text and attribute values. */
+void weft__xml_str(FILE *f, const char *s);
+/* The stream's status: WEFT_OK, or WEFT_EIO with a message naming `what`. */
+int weft__stats_stream_status(FILE *f, const char *what);
+
+#endif

@@ -1,0 +1,245 @@
+/* svg.c — the timeline of a run as one self-contained SVG file (no script, no external font
+ * or style), meant to be read at a glance:
+ *
+ *   title: makespan, critical path, hidden copy fraction
+ *   legend: compute | copy | critical path | merged
+ *   time axis with round ticks, faint grid lines
+ *   per device a heading, then its lanes (CPU workers; a GPU's compute and copy streams),
+ *   one bar per node at its interval: compute blue, copies orange; nodes on the critical path
+ *   outlined and underlined in dark red; a <title> on each bar for hovering
+ *
+ * Legibility for large graphs: a bar narrower than a pixel is not drawn alone. Consecutive thin
+ * bars of a lane whose gaps are under a pixel are merged into one bar ("merged" in the legend,
+ * its title saying how many nodes and copies it holds, coloured by the majority), so 10 000
+ * nodes on 1 600 pixels make at most a few thousand elements and the density still shows. Each
+ * node drawn alone is a <rect class="node" data-node="ID">, each merged bar a
+ * <rect class="merged" data-nodes="N">; the tests count them. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/report/stats.h"
+#include "sched/sched.h"
+
+enum { LABEL_W = 190, RIGHT_PAD = 20, TOP = 86, HEAD_H = 18 };
+
+static const char *C_COMPUTE = "#4e79a7", *C_COPY = "#f28e2b", *C_CRIT = "#9c1c1c";
+
+void weft__xml_str(FILE *f, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+    case '<': fputs("&lt;", f); break;
+    case '>': fputs("&gt;", f); break;
+    case '&': fputs("&amp;", f); break;
+    case '"': fputs("&quot;", f); break;
+    case '\'': fputs("&apos;", f); break;
+    default:
+      if ((unsigned char)*s >= 0x20 || *s == '\t' || *s == '\n') fputc(*s, f);
+    }
+  }
+}
+
+typedef struct layout {
+  double x0, w;    /* the plot's left edge and width, in px */
+  double t_total;  /* ns shown across the plot */
+  double lane_h;
+} layout;
+
+static int device_differs(weft_device a, weft_device b) {
+  return a.kind != b.kind || a.index != b.index;
+}
+
+static double xpos(const layout *L, uint64_t t) { return L->x0 + (double)t / L->t_total * L->w; }
+
+static void fmt_t(char *buf, size_t size, double ns, double total) {
+  if (total >= 1e9)
+    snprintf(buf, size, "%g s", ns * 1e-9);
+  else if (total >= 1e6)
+    snprintf(buf, size, "%g ms", ns * 1e-6);
+  else
+    snprintf(buf, size, "%g us", ns * 1e-3);
+}
+
+typedef struct order_item {
+  uint32_t lane;
+  uint64_t start;
+  uint32_t node;
+} order_item;
+
+static int cmp_item(const void *a, const void *b) {
+  const order_item *x = a, *y = b;
+  if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
+  if (x->start != y->start) return x->start < y->start ? -1 : 1;
+  return (x->node > y->node) - (x->node < y->node);
+}
+
+/* A run of thin bars being merged. */
+typedef struct merged {
+  int open;
+  double xa, xb;
+  uint32_t count, copies, critical;
+  uint64_t ta, tb;
+} merged;
+
+static void flush(FILE *f, const layout *L, merged *m, double y) {
+  if (!m->open) return;
+  char a[32], b[32];
+  double w = m->xb - m->xa < 1 ? 1 : m->xb - m->xa;
+  fprintf(f, "<rect class=\"merged\" data-nodes=\"%u\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+             "height=\"%.2f\" fill=\"%s\" fill-opacity=\"0.6\"><title>%u nodes (%u copies), %s to %s"
+             "</title></rect>\n",
+          m->count, m->xa, y, w, L->lane_h, 2 * m->copies > m->count ? C_COPY : C_COMPUTE, m->count,
+          m->copies, (fmt_t(a, sizeof a, (double)m->ta, L->t_total), a),
+          (fmt_t(b, sizeof b, (double)m->tb, L->t_total), b));
+  if (m->critical)
+    fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"2\" fill=\"%s\"/>\n", m->xa,
+            y + L->lane_h - 2, w, C_CRIT);
+  m->open = 0;
+}
+
+static void bars(const weft_run_stats *st, FILE *f, const layout *L, const order_item *o, size_t k,
+                 double y) {
+  const weft__rep *r = st->rep;
+  merged m = {0};
+  char label[200], d[32];
+  for (size_t j = 0; j < k; j++) {
+    const weft__rnode *x = &r->node[o[j].node];
+    double x1 = xpos(L, x->start), x2 = xpos(L, x->end);
+    if (x2 - x1 >= 1.0) {
+      flush(f, L, &m, y);
+      fprintf(f, "<rect class=\"node\" data-node=\"%u\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
+                 "height=\"%.2f\" fill=\"%s\"",
+              o[j].node, x1, y, x2 - x1, L->lane_h, x->copy ? C_COPY : C_COMPUTE);
+      if (x->critical) fprintf(f, " stroke=\"%s\" stroke-width=\"1.5\"", C_CRIT);
+      fputs("><title>", f);
+      weft__xml_str(f, weft__stats_label(st, o[j].node, label, sizeof label));
+      fmt_t(d, sizeof d, (double)(x->end - x->start), L->t_total);
+      fprintf(f, ": %s%s</title></rect>\n", d, x->critical ? ", critical path" : "");
+      if (x->critical)
+        fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"2\" fill=\"%s\"/>\n", x1,
+                y + L->lane_h - 2, x2 - x1, C_CRIT);
+      continue;
+    }
+    if (m.open && x1 <= m.xb + 1.0) {
+      if (x2 > m.xb) m.xb = x2;
+      if (x->end > m.tb) m.tb = x->end;
+    } else {
+      flush(f, L, &m, y);
+      m = (merged){1, x1, x2, 0, 0, 0, x->start, x->end};
+    }
+    m.count++;
+    m.copies += x->copy;
+    m.critical |= x->critical;
+  }
+  flush(f, L, &m, y);
+}
+
+static void axis(FILE *f, const layout *L, double y_top, double y_bottom) {
+  double raw = L->t_total / 10, mag = pow(10, floor(log10(raw)));
+  double step = raw / mag < 2 ? 2 * mag : raw / mag < 5 ? 5 * mag : 10 * mag;
+  fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#444\"/>\n", L->x0,
+          y_top, L->x0 + L->w, y_top);
+  for (double t = 0; t <= L->t_total * 1.0000001; t += step) {
+    double x = L->x0 + t / L->t_total * L->w;
+    char lab[32];
+    fmt_t(lab, sizeof lab, t, L->t_total);
+    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#ddd\"/>\n", x, y_top,
+            x, y_bottom);
+    fprintf(f, "<line x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" stroke=\"#444\"/>\n", x,
+            y_top - 4, x, y_top);
+    fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"10\" text-anchor=\"middle\">%s</text>\n", x,
+            y_top - 7, lab);
+  }
+}
+
+static void legend(FILE *f, double x, double y) {
+  const struct {
+    const char *label, *fill, *stroke;
+    double opacity;
+  } items[] = {
+      {"compute", C_COMPUTE, NULL, 1},
+      {"copy", C_COPY, NULL, 1},
+      {"critical path", "#fff", C_CRIT, 1},
+      {"merged (bars under a pixel)", C_COMPUTE, NULL, 0.6},
+  };
+  for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
+    fprintf(f, "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"%s\" "
+               "fill-opacity=\"%.1f\"",
+            x, y - 9, items[i].fill, items[i].opacity);
+    if (items[i].stroke) fprintf(f, " stroke=\"%s\" stroke-width=\"1.5\"", items[i].stroke);
+    fprintf(f, "/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s</text>\n", x + 18, y, items[i].label);
+    x += 40 + 7.0 * (double)strlen(items[i].label);
+  }
+}
+
+int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
+  const weft__rep *r = st->rep;
+  weft_stats_summary s;
+  weft_run_stats_summary(st, &s);
+  layout L;
+  L.x0 = LABEL_W;
+  L.w = (width < 400 ? 400 : width) - LABEL_W - RIGHT_PAD;
+  L.t_total = (double)(r->wall > r->span_end ? r->wall : r->span_end);
+  if (L.t_total <= 0) L.t_total = 1;
+  L.lane_h = r->nlanes <= 40 ? 16 : r->nlanes <= 200 ? 8 : 4;
+  /* Lanes are numbered CPU workers first, then by device and role: grouping is a walk. */
+  size_t ngroups = 0;
+  for (uint32_t l = 0; l < r->nlanes; l++)
+    if (l == 0 || device_differs(r->lanes[l - 1].device, r->lanes[l].device)) ngroups++;
+  double height = TOP + (double)ngroups * HEAD_H + r->nlanes * (L.lane_h + 3) + 40;
+  order_item *o = weft__malloc((r->n ? r->n : 1) * sizeof *o);
+  uint32_t *begin = weft__calloc((size_t)r->nlanes + 1, sizeof *begin);
+  if (o == NULL || begin == NULL) {
+    weft__free(o);
+    weft__free(begin);
+    return weft__oom("the timeline");
+  }
+  size_t k = 0;
+  for (uint32_t i = 0; i < r->n; i++)
+    if (r->node[i].lane != WEFT__REP_NONE) o[k++] = (order_item){r->node[i].lane, r->node[i].start, i};
+  qsort(o, k, sizeof *o, cmp_item);
+  for (size_t j = 0; j < k; j++) begin[o[j].lane + 1]++;
+  for (uint32_t l = 0; l < r->nlanes; l++) begin[l + 1] += begin[l];
+
+  fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
+             "viewBox=\"0 0 %d %.0f\" font-family=\"sans-serif\">\n",
+          (int)(L.x0 + L.w + RIGHT_PAD), height, (int)(L.x0 + L.w + RIGHT_PAD), height);
+  fprintf(f, "<rect class=\"background\" x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n");
+  char a[32], b[32], c[48];
+  weft__fmt_time(a, sizeof a, s.makespan_s);
+  weft__fmt_time(b, sizeof b, s.critical_path_s);
+  if (s.hidden_copy_fraction < 0)
+    snprintf(c, sizeof c, "no copies");
+  else
+    snprintf(c, sizeof c, "%.1f%% of copy time hidden", 100 * s.hidden_copy_fraction);
+  fprintf(f, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">weft run: makespan %s, "
+             "critical path %s (%zu nodes), %s</text>\n",
+          a, b, s.critical_path_nodes, c);
+  legend(f, 10, 44);
+  double y = TOP;
+  axis(f, &L, y - 12, height - 30);
+  for (uint32_t l = 0; l < r->nlanes; l++) {
+    if (l == 0 || device_differs(r->lanes[l - 1].device, r->lanes[l].device)) {
+      char dev[32];
+      fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"12\" font-weight=\"bold\">%s</text>\n",
+              y + 13, weft_device_str(r->lanes[l].device, dev, sizeof dev));
+      fprintf(f, "<line x1=\"10\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#bbb\"/>\n", y + 16,
+              L.x0 + L.w, y + 16);
+      y += HEAD_H;
+    }
+    fprintf(f, "<text x=\"20\" y=\"%.1f\" font-size=\"%d\">", y + L.lane_h - 3, L.lane_h >= 12 ? 11 : 7);
+    weft__xml_str(f, st->lane_name[l]);
+    fprintf(f, "</text>\n<rect class=\"lane\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" "
+               "fill=\"#f4f4f4\"/>\n",
+            L.x0, y, L.w, L.lane_h);
+    bars(st, f, &L, o + begin[l], begin[l + 1] - begin[l], y);
+    y += L.lane_h + 3;
+  }
+  fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"10\" fill=\"#666\">time from the launch; "
+             "hover a bar for its node</text>\n</svg>\n",
+          height - 10);
+  weft__free(o);
+  weft__free(begin);
+  return weft__stats_stream_status(f, "timeline (SVG)");
+}

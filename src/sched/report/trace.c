@@ -1,0 +1,171 @@
+/* trace.c — the Chrome trace-event JSON of a run (the "JSON Array/Object Format" that
+ * Perfetto and chrome://tracing open).
+ *
+ * Mapping: one process per device (pid 1 the CPU, 2 + i cuda:i), one thread per lane (tid =
+ * the lane's index in the statistics, named after the lane); one complete event ("ph": "X")
+ * per node that ran, with its op, label, tensors read and written, bytes touched and whether
+ * it is on the critical path; a flow ("s" inside the producer, "f" bound to the consumer's
+ * start) along every edge whose ends ran on different lanes; a counter track ("ph": "C") per
+ * device with the memory in use. Times are microseconds from the launch, with nanosecond
+ * digits. */
+#include <inttypes.h>
+
+#include "sched/report/stats.h"
+#include "sched/sched.h"
+
+/* The event array's writer: every event but the first is preceded by a comma. */
+typedef struct tw {
+  FILE *f;
+  int first;
+} tw;
+
+static void ev(tw *w) {
+  fputs(w->first ? "\n" : ",\n", w->f);
+  w->first = 0;
+}
+
+static int pid_of(weft_device d) { return d.kind == WEFT_DEVICE_CPU ? 1 : 2 + d.index; }
+
+static double us(uint64_t ns) { return (double)ns * 1e-3; }
+
+static void tensor_list(FILE *f, const weft_node *n, int mode) {
+  fputc('[', f);
+  int first = 1;
+  for (int i = 0; i < n->nargs; i++) {
+    if (!(n->args[i].mode & mode)) continue;
+    if (!first) fputs(", ", f);
+    weft__json_str(f, weft__tensor_name(n->args[i].t));
+    first = 0;
+  }
+  fputc(']', f);
+}
+
+static void metadata(const weft_run_stats *st, tw *w) {
+  FILE *f = w->f;
+  const weft__rep *r = st->rep;
+  char dev[32];
+  /* One process per device that has a lane or memory. */
+  for (size_t i = 0; i < st->nmem; i++) {
+    weft_device d = st->mem[i].device;
+    ev(w);
+    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"%s\"}}",
+            pid_of(d), weft_device_str(d, dev, sizeof dev));
+    ev(w);
+    fprintf(f, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
+            pid_of(d), pid_of(d));
+  }
+  for (uint32_t l = 0; l < r->nlanes; l++) {
+    ev(w);
+    fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, \"args\": {\"name\": ",
+            pid_of(r->lanes[l].device), l);
+    weft__json_str(f, st->lane_name[l]);
+    fputs("}}", f);
+    ev(w);
+    fprintf(f, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, "
+               "\"args\": {\"sort_index\": %u}}",
+            pid_of(r->lanes[l].device), l, l);
+  }
+}
+
+static void slices(const weft_run_stats *st, tw *w) {
+  FILE *f = w->f;
+  const weft__rep *r = st->rep;
+  char label[200];
+  for (uint32_t i = 0; i < r->n; i++) {
+    const weft__rnode *x = &r->node[i];
+    if (x->lane == WEFT__REP_NONE) continue;
+    const weft_node *n = weft_graph_node(st->graph, i);
+    size_t bytes = 0;
+    for (int a = 0; a < n->nargs; a++) bytes += n->args[a].t->bytes;
+    ev(w);
+    fputs("{\"name\": ", f);
+    weft__json_str(f, weft_node_op_name(n));
+    fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
+               "\"args\": {\"node\": %u, \"label\": ",
+            x->copy ? "copy" : "compute", pid_of(r->lanes[x->lane].device), x->lane, us(x->start),
+            us(x->end - x->start), i);
+    weft__json_str(f, weft__stats_label(st, i, label, sizeof label));
+    fputs(", \"reads\": ", f);
+    tensor_list(f, n, WEFT_READ);
+    fputs(", \"writes\": ", f);
+    tensor_list(f, n, WEFT_WRITE);
+    fprintf(f, ", \"bytes\": %zu, \"critical\": %s", bytes, x->critical ? "true" : "false");
+    if (n->origin != NULL) {
+      fputs(", \"origin\": ", f);
+      weft__json_str(f, n->origin);
+    }
+    fputs("}}", f);
+  }
+}
+
+static void flows(const weft_run_stats *st, tw *w) {
+  FILE *f = w->f;
+  const weft__rep *r = st->rep;
+  uint64_t id = 0;
+  for (uint32_t i = 0; i < r->n; i++) {
+    const weft__rnode *a = &r->node[i];
+    if (a->lane == WEFT__REP_NONE) continue;
+    for (uint32_t k = r->succ_off[i]; k < r->succ_off[i + 1]; k++) {
+      const weft__rnode *b = &r->node[r->succ[k]];
+      if (b->lane == WEFT__REP_NONE || b->lane == a->lane) continue;
+      id++;
+      /* The start sits inside the producer's slice, the end binds to the consumer's start. */
+      ev(w);
+      fprintf(f, "{\"name\": \"dependency\", \"cat\": \"edge\", \"ph\": \"s\", \"id\": %" PRIu64
+                 ", \"pid\": %d, \"tid\": %u, \"ts\": %.3f}",
+              id, pid_of(r->lanes[a->lane].device), a->lane, us(a->start + (a->end - a->start) / 2));
+      ev(w);
+      fprintf(f, "{\"name\": \"dependency\", \"cat\": \"edge\", \"ph\": \"f\", \"bp\": \"e\", \"id\": %" PRIu64
+                 ", \"pid\": %d, \"tid\": %u, \"ts\": %.3f}",
+              id, pid_of(r->lanes[b->lane].device), b->lane, us(b->start));
+    }
+  }
+}
+
+static void memory(const weft_run_stats *st, tw *w) {
+  FILE *f = w->f;
+  char dev[32];
+  uint64_t end = st->rep->wall > st->rep->span_end ? st->rep->wall : st->rep->span_end;
+  for (size_t i = 0; i < st->nmem; i++) {
+    const weft_device_memory *m = &st->mem[i];
+    weft_device_str(m->device, dev, sizeof dev);
+    if (st->nsamples == 0 || m->source[0] == 't') {
+      /* No samples: the tensors' bytes held through the run. */
+      for (int k = 0; k < 2; k++) {
+        ev(w);
+        fprintf(f, "{\"name\": \"memory %s\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, "
+                   "\"args\": {\"bytes\": %llu}}",
+                dev, pid_of(m->device), us(k ? end : 0), (unsigned long long)m->peak_bytes);
+      }
+      continue;
+    }
+    for (size_t s = 0; s < st->nsamples; s++) {
+      const weft__mem_sample *x = &st->samples[s];
+      if (x->device.kind != m->device.kind || x->device.index != m->device.index) continue;
+      ev(w);
+      fprintf(f, "{\"name\": \"memory %s\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, "
+                 "\"args\": {\"bytes\": %llu}}",
+              dev, pid_of(m->device), us(x->t_ns), (unsigned long long)x->bytes);
+    }
+  }
+}
+
+int weft__stats_write_trace(const weft_run_stats *st, FILE *f) {
+  weft_stats_summary s;
+  weft_run_stats_summary(st, &s);
+  fprintf(f, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"generator\": \"weft %d.%d.%d\", "
+             "\"makespan_s\": %.9g, \"critical_path_s\": %.9g, \"hidden_copy_fraction\": ",
+          WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR, WEFT_VERSION_PATCH, s.makespan_s, s.critical_path_s);
+  if (s.hidden_copy_fraction < 0)
+    fputs("null", f);
+  else
+    fprintf(f, "%.6f", s.hidden_copy_fraction);
+  fputs("},\n\"traceEvents\": [", f);
+  tw w = {f, 1};
+  metadata(st, &w);
+  slices(st, &w);
+  flows(st, &w);
+  memory(st, &w);
+  fputs("\n]}\n", f);
+  return weft__stats_stream_status(f, "trace");
+}

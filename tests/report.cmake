@@ -1,0 +1,22 @@
+# tests/report.cmake — run statistics, overlap accounting, traces, timelines and progress
+# (src/sched/report). The JSON outputs are checked with jansson and the SVG with libxml2
+# where they are installed (scripts/setup.sh installs them); without them those cases skip.
+find_library(WEFT_JANSSON_LIB NAMES jansson)
+find_path(WEFT_JANSSON_INCLUDE NAMES jansson.h)
+find_package(LibXml2 QUIET)
+
+weft_add_test(test_report LABELS unit report)
+if(WEFT_JANSSON_LIB AND WEFT_JANSSON_INCLUDE)
+  target_include_directories(test_report PRIVATE ${WEFT_JANSSON_INCLUDE})
+  target_link_libraries(test_report PRIVATE ${WEFT_JANSSON_LIB})
+  target_compile_definitions(test_report PRIVATE WEFT_TEST_JANSSON=1)
+else()
+  message(STATUS "weft: jansson not found; test_report skips its JSON checks")
+endif()
+if(LibXml2_FOUND)
+  target_link_libraries(test_report PRIVATE LibXml2::LibXml2)
+  target_compile_definitions(test_report PRIVATE WEFT_TEST_LIBXML2=1)
+else()
+  message(STATUS "weft: libxml2 not found; test_report skips its SVG checks")
+endif()
+target_link_libraries(test_report PRIVATE m)
