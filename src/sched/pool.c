@@ -20,6 +20,7 @@
 #include "sched/sched.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct weft__worker {
   weft__wsq q;
@@ -48,6 +49,15 @@ struct weft__pool {
 };
 
 static _Thread_local weft__worker *self;
+
+/* The pool and its workers hold 64-byte-aligned fields (kept apart from each other's cache
+ * lines); the allocator hook only promises malloc's alignment, so they come from
+ * weft__aligned_alloc. */
+static void *zalloc64(size_t size) {
+  void *p = weft__aligned_alloc(64, size);
+  if (p != NULL) memset(p, 0, size);
+  return p;
+}
 
 enum { SPIN_ROUNDS = 64, ROOT_CHUNK_MAX = 64 };
 
@@ -200,7 +210,7 @@ static void *worker_main(void *arg) {
 
 int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   int rc;
-  weft__pool *p = weft__calloc(1, sizeof *p);
+  weft__pool *p = zalloc64(sizeof *p);
   if (p == NULL) return weft__oom("the worker pool");
   p->rt = rt;
   p->n = nworkers;
@@ -216,7 +226,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   have_sleep = 1;
   if ((rc = weft__cond_init(&p->sleep_cond)) != WEFT_OK) goto fail;
   have_cond = 1;
-  p->w = weft__calloc((size_t)nworkers, sizeof *p->w);
+  p->w = zalloc64((size_t)nworkers * sizeof *p->w);
   if (p->w == NULL) {
     rc = weft__oom("the workers");
     goto fail;
@@ -227,7 +237,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
     p->w[i].rng = 0x9e3779b9u * (uint32_t)(i + 1);
     if ((rc = weft__wsq_init(&p->w[i].q, 1024)) != WEFT_OK) {
       for (int k = 0; k < i; k++) weft__wsq_fini(&p->w[k].q);
-      weft__free(p->w);
+      weft__aligned_free(p->w);
       p->w = NULL;
       goto fail;
     }
@@ -247,7 +257,7 @@ fail:
   if (have_cond) weft__cond_destroy(&p->sleep_cond);
   if (have_sleep) weft__mutex_destroy(&p->sleep_lock);
   if (have_inject) weft__mutex_destroy(&p->inject_lock);
-  weft__free(p);
+  weft__aligned_free(p);
   return rc;
 }
 
@@ -262,9 +272,9 @@ void weft__pool_destroy(weft__pool *p) {
     if (p->w[i].started) weft__thread_join(p->w[i].thread);
   /* Workers that never started still own a deque. */
   for (int i = 0; i < p->nq; i++) weft__wsq_fini(&p->w[i].q);
-  weft__free(p->w);
+  weft__aligned_free(p->w);
   weft__cond_destroy(&p->sleep_cond);
   weft__mutex_destroy(&p->sleep_lock);
   weft__mutex_destroy(&p->inject_lock);
-  weft__free(p);
+  weft__aligned_free(p);
 }
