@@ -20,3 +20,12 @@ else()
   message(STATUS "weft: libxml2 not found; test_report skips its SVG checks")
 endif()
 target_link_libraries(test_report PRIVATE m)
+
+# The timeline rendered in headless Chromium and decoded with libpng (skips without Chromium).
+find_package(PNG QUIET)
+if(PNG_FOUND)
+  weft_add_test(test_report_render LABELS report render TIMEOUT 300)
+  target_link_libraries(test_report_render PRIVATE PNG::PNG)
+else()
+  message(STATUS "weft: libpng not found; test_report_render is not built")
+endif()

@@ -177,7 +177,7 @@ static int build_memory(weft_run_stats *st, const weft__plan *p, uint64_t t0) {
     s->t_ns = s->t_ns > t0 ? s->t_ns - t0 : 0;
     if ((rc = add_device(st, s->device, &cap)) != WEFT_OK) return rc;
   }
-  qsort(st->samples, st->nsamples, sizeof *st->samples, cmp_sample);
+  if (st->nsamples > 1) qsort(st->samples, st->nsamples, sizeof *st->samples, cmp_sample);
   for (size_t i = 0; i < st->nsamples; i++) {
     weft_device_memory *m = &st->mem[mem_slot(st, st->samples[i].device)];
     m->source = "allocator";
