@@ -519,11 +519,11 @@ static void test_origins_names_edges(void **state) {
   assert_int_equal(g->strict, 1);
   weft_program_destroy(p);
   expect_in(parse_fail("tensor x: f32[2] = ones\na = relu(x)\nedge a -> b\n"),
-            "t.weft:3:6: error: unknown node 'a'; expected a node named earlier with 'as' (y = mm(a, b) as a) or @N");
+            "t.weft:3:6: error: unknown node 'a'; expected a name given to a node earlier with 'as', or @N (a node's number)");
   expect_in(parse_fail("tensor x: f32[2] = ones\na = relu(x) as n\nedge n -> @5\n"),
             "t.weft:3:11: error: there is no node @5; expected @0 to @0 (the nodes so far)");
   expect_in(parse_fail("tensor x: f32[2] = ones\na = relu(x) as n\nedge n -> n\n"),
-            "t.weft:3:11: error: weft_graph_add_edge: an edge from node 0 to itself is a cycle");
+            "t.weft:3:11: error: an edge from a node to itself would be a cycle; expected two different nodes");
 }
 
 /* ---- user ops ------------------------------------------------------------------------------- */

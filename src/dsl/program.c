@@ -290,8 +290,12 @@ static int eval_device(ctx *c, const weft__dsl_expr *e, int may_be_absent, weft_
 
 /* Looks a tensor up by a name expression. */
 static int eval_tensor(ctx *c, const weft__dsl_expr *e, weft_tensor **out) {
-  if (e->kind != EX_NAME)
-    return err(c, WEFT_EPARSE, e->line, e->col, "expected a tensor name");
+  if (e->kind != EX_NAME) {
+    const char *got = e->kind == EX_CALL ? "an op or initialiser call"
+                      : e->kind == EX_CPU || e->kind == EX_CUDA ? "a device"
+                                                                : "a number";
+    return err(c, WEFT_EPARSE, e->line, e->col, "expected a tensor name; got %s", got);
+  }
   if (eval_name(c, e) != OK) return FAIL;
   sym *s = symtab_find(&c->syms, c->name.data);
   if (s != NULL && s->kind == SYM_TENSOR) {
@@ -356,6 +360,14 @@ static int eval_init(ctx *c, const weft__dsl_expr *e, weft_init *out) {
   if (want >= 1 && eval_num(c, pos[0], &a) != OK) return FAIL;
   if (want >= 2 && eval_num(c, pos[1], &b) != OK) return FAIL;
   if (seed != NULL && eval_int(c, seed, "the seed", &s) != OK) return FAIL;
+  char n1[40], n2[40];
+  if (strcmp(f, "uniform") == 0 && !(as_double(a) <= as_double(b)))
+    return err(c, WEFT_EPARSE, e->line, e->col, "uniform(%s, %s): the low bound is above the high bound; expected lo <= hi",
+               weft__dsl_fmt_number(n1, as_double(a), 0), weft__dsl_fmt_number(n2, as_double(b), 0));
+  if (strcmp(f, "normal") == 0 && !(as_double(b) >= 0))
+    return err(c, WEFT_EPARSE, e->line, e->col,
+               "normal(%s, %s): the standard deviation is negative; expected std >= 0",
+               weft__dsl_fmt_number(n1, as_double(a), 0), weft__dsl_fmt_number(n2, as_double(b), 0));
   if (strcmp(f, "zeros") == 0)
     *out = weft_zeros();
   else if (strcmp(f, "ones") == 0)
@@ -772,7 +784,8 @@ static int exec_assign(ctx *c, const weft__dsl_stmt *s) {
   int rc;
   if (kind == WEFT__OP_FILL) {
     rc = err(c, WEFT_EPARSE, call->line, call->col,
-             "fill writes the tensor it is given and has no result; expected fill(%s, init)", name);
+             "fill writes the tensor it is given and has no result; expected a statement of its own: "
+             "fill(tensor, init)");
   } else if (kind >= 0) {
     rc = builtin_assign(c, kind, call, &out);
   } else if (weft_op_find(c->rt, call->text) != NULL) {
@@ -864,8 +877,8 @@ static int node_ref(ctx *c, const weft__dsl_expr *e, weft_node **out) {
   sym *y = symtab_find(&c->nodes, c->name.data);
   if (y == NULL || y->kind != SYM_NODE)
     return err(c, WEFT_EPARSE, e->line, e->col,
-               "unknown node '%s'; expected a node named earlier with 'as' (y = mm(a, b) as %s) or @N",
-               c->name.data, c->name.data);
+               "unknown node '%s'; expected a name given to a node earlier with 'as', or @N (a node's number)",
+               c->name.data);
   *out = y->node;
   return OK;
 }
@@ -875,6 +888,9 @@ static int exec_edge(ctx *c, const weft__dsl_stmt *s) {
   for (int i = 0; i < s->nlist; i++) {
     weft_node *n = NULL;
     if (node_ref(c, s->list[i], &n) != OK) return FAIL;
+    if (prev == n)
+      return err(c, WEFT_EPARSE, s->list[i]->line, s->list[i]->col,
+                 "an edge from a node to itself would be a cycle; expected two different nodes");
     if (prev != NULL) {
       int rc = weft_graph_add_edge(c->g, prev, n);
       if (rc != WEFT_OK) return api_err(c, rc, s->list[i]->line, s->list[i]->col);

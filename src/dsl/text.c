@@ -394,10 +394,15 @@ int weft__dsl_diags_finish(weft__dsl_diags *d) {
   qsort(g, d->list.len, sizeof *g, diag_cmp);
   weft__dsl_buf b;
   weft__dsl_buf_init(&b);
-  size_t shown = 0;
+  size_t shown = 0, kept = 0;
+  uint32_t last_line = 0;
   for (; shown < d->list.len; shown++) {
+    /* One error per line, the leftmost: a second one on the same line is nearly always the
+     * first one's echo (a bad character inside a statement that no longer parses). */
+    if (g[shown].line != 0 && g[shown].line == last_line) continue;
+    last_line = g[shown].line;
     size_t mark = b.len;
-    if (shown) weft__dsl_buf_puts(&b, "\n\n");
+    if (kept++) weft__dsl_buf_puts(&b, "\n\n");
     if (g[shown].line == 0) {
       weft__dsl_buf_printf(&b, "%s: error: %s", d->file, g[shown].msg);
     } else {
@@ -405,14 +410,14 @@ int weft__dsl_diags_finish(weft__dsl_diags *d) {
                            g[shown].msg);
       put_excerpt(&b, d->text, d->len, g[shown].line, g[shown].col);
     }
-    if (b.len > MESSAGE_MAX && shown > 0) {
+    if (b.len > MESSAGE_MAX && kept > 1) {
       b.len = mark;
       if (b.data) b.data[mark] = '\0';
       break;
     }
   }
   if (d->dropped || shown < d->list.len)
-    weft__dsl_buf_printf(&b, "\n\n%s: too many errors; the first %zu are shown", d->file, shown);
+    weft__dsl_buf_printf(&b, "\n\n%s: too many errors; the first %zu are shown", d->file, kept - (shown < d->list.len));
   int status = g[0].status;
   if (b.failed)
     weft__err(status, "%s:%u:%u: error: %s", d->file, g[0].line, g[0].col, g[0].msg);
