@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# run_gpu.sh — runs weft's GPU benchmarks and the PyTorch reference in the same call and prints
+# ONE table: benchmark, weft's figure, the reference measured now, their ratio, the target, and
+# whether weft meets it. Builds nothing: the bench_gpu_* programs are taken from PATH (or from
+# WEFT_BENCH_DIR), torch_reference.py from beside this script or from the repository's
+# benchmarks/. Raw outputs go to $OUT/run_gpu/ (or /tmp/run_gpu/).
+#
+#   run_gpu.sh [--only overlap,small_ops,...]
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+only=""
+[ "${1:-}" = "--only" ] && only=${2:-}
+logs=${OUT:-/tmp}/run_gpu
+mkdir -p "$logs"
+export NCCL_NVLS_ENABLE=0
+ref_py=""
+for p in "$here/torch_reference.py" "$here/benchmarks/torch_reference.py" "$here/../benchmarks/torch_reference.py"; do
+  [ -f "$p" ] && ref_py=$p && break
+done
+find_bench() {
+  if [ -n "${WEFT_BENCH_DIR:-}" ] && [ -x "$WEFT_BENCH_DIR/$1" ]; then echo "$WEFT_BENCH_DIR/$1"; else command -v "$1"; fi
+}
+wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
+
+echo "run_gpu.sh: $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/  gpu /'
+: > "$logs/results.txt"
+if [ -n "$ref_py" ] && command -v python3 > /dev/null; then
+  echo "== PyTorch reference ($ref_py)"
+  python3 "$ref_py" ${only:+--only "$only"} 2>&1 | tee "$logs/torch_reference.txt" | grep -v '^REF' || true
+  grep '^REF' "$logs/torch_reference.txt" >> "$logs/results.txt"
+else
+  echo "run_gpu.sh: no torch_reference.py or python3: the reference column will be empty" >&2
+fi
+for b in overlap multi_gpu small_ops dispatch sync_logging gemm_rate memory; do
+  wanted "$b" || { [ "$b" = memory ] && wanted overlap; } || continue
+  exe=$(find_bench "bench_gpu_$b") || { echo "run_gpu.sh: bench_gpu_$b not found" >&2; continue; }
+  echo "== bench_gpu_$b"
+  "$exe" 2>&1 | tee "$logs/bench_gpu_$b.txt"
+  grep -E '^(RESULT|SKIP)' "$logs/bench_gpu_$b.txt" >> "$logs/results.txt"
+done
+
+python3 - "$logs/results.txt" <<'PY'
+import sys
+res, ref = {}, {}
+skips = []
+for line in open(sys.argv[1]):
+    w = line.split()
+    if not w:
+        continue
+    if w[0] == "SKIP":
+        skips.append(line.strip())
+        continue
+    kv = dict(x.split("=", 1) for x in w[1:] if "=" in x)
+    (res if w[0] == "RESULT" else ref)[kv.get("bench")] = kv
+
+def f(d, k):
+    try:
+        return float(d[k])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+rows = []
+def row(name, w, r, wfmt, rfmt, target, ok, ratio=None):
+    ws = wfmt % w if w is not None else "-"
+    rs = rfmt % r if r is not None else "-"
+    if ratio is None and w is not None and r:
+        ratio = w / r
+    rows.append((name, ws, rs, "%.3f" % ratio if ratio is not None else "-", target,
+                 "-" if w is None else ("PASS" if ok else "FAIL")))
+
+o, ro = res.get("overlap", {}), ref.get("overlap", {})
+w = f(o, "ratio")
+row("overlap: total / max(compute, copies)", w, f(ro, "ratio"), "%.4f", "%.4f (torch copy stream+pinned)",
+    "<= 1.01", w is not None and w <= 1.01)
+m, rm = res.get("multi_gpu", {}), ref.get("multi_gpu", {})
+w, g = f(m, "speedup"), f(m, "gpus")
+need = {2: 1.97, 4: 3.9}.get(int(g), g * 0.975) if g else None
+row("multi_gpu: speed-up on %s GPUs" % (int(g) if g else "N"), w, f(rm, "speedup"), "%.3f x", "%.3f x",
+    ">= %.2f" % need if need else ">= 1.97 (2), 3.9 (4)", w is not None and w >= need)
+s, rs = res.get("small_ops", {}), ref.get("small_ops", {})
+w, r = f(s, "eager_ms"), f(rs, "eager_ms")
+row("small_ops: first (eager) run, ms", w, r, "%.3f", "%.3f (torch eager)", "<= torch eager",
+    w is not None and r is not None and w <= r)
+w, r = f(s, "replay_ms"), f(rs, "graph_ms")
+row("small_ops: replay, ms", w, r, "%.3f", "%.3f (torch CUDA graph)", "<= torch graph",
+    w is not None and r is not None and w <= r)
+d, rd = res.get("dispatch", {}), ref.get("dispatch", {})
+w = f(d, "eager_us_per_node")
+row("dispatch: first run, us/node", w, f(rd, "eager_us_per_op"), "%.3f", "%.3f (torch eager/op)", "<= 3", w is not None and w <= 3)
+w = f(d, "replay_us_per_node")
+row("dispatch: replay, us/node", w, f(rd, "graph_us_per_op"), "%.3f", "%.3f (torch graph/op)", "<= 1", w is not None and w <= 1)
+sl, rsl = res.get("sync_logging", {}), ref.get("sync_logging", {})
+w = f(sl, "ratio")
+row("sync_logging: every step / once", w, f(rsl, "ratio"), "%.3f", "%.3f (torch .item())", "<= 1.1", w is not None and w <= 1.1)
+gr, rg = res.get("gemm_rate", {}), ref.get("gemm_rate", {})
+w = f(gr, "fraction")
+row("gemm_rate: weft / raw cuBLAS", None if w is None else 100 * w, f(gr, "raw_tflops"), "%.2f %%",
+    "%.1f TFLOP/s (cuBLAS)", ">= 97 %", w is not None and w >= 0.97, ratio=w)
+mm, rmm = res.get("memory", {}), ref.get("memory", {})
+w = f(mm, "buffers")
+row("memory: peak device buffers, overlap graph", w, f(rmm, "notes_buffers"), "%.2f", "%.2f (notes' torch code)",
+    "<= 5", w is not None and w <= 5)
+
+head = ("benchmark", "weft", "reference (same call)", "ratio", "target", "result")
+widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(6)]
+fmt = " | ".join("%%-%ds" % wd for wd in widths)
+print()
+print(fmt % head)
+print("-+-".join("-" * wd for wd in widths))
+for x in rows:
+    print(fmt % x)
+if "gemm_rate" in ref:
+    print("  (torch.mm 4000^2 fp32: %.1f TFLOP/s)" % f(rg, "torch_tflops"))
+if "overlap" in ref:
+    print("  (the reference notes' overlap code: %.3f x bound)" % f(ro, "notes_ratio"))
+if "memory" in ref:
+    print("  (torch hand-written overlap peak: %.2f buffers)" % f(rmm, "hand_buffers"))
+for s_ in skips:
+    print("  " + s_)
+PY

@@ -1,0 +1,227 @@
+/* cuda_complete.c — how the scheduler learns that GPU work has finished: one completion thread
+ * per device, and the run drain.
+ *
+ * Each device's thread owns a queue of requests (cu_item): "when this event has completed,
+ * report node N of run R" (a node with a CPU successor) or "... report this device's part of
+ * run R's drain". The thread takes the whole queue, polls every pending event with
+ * cudaEventQuery and reports those done, in whatever order they finish (so a short copy is not
+ * held behind a long product on another stream); when nothing is done it spins for up to
+ * SPIN_NS (a few microseconds of latency matter to runs of small nodes) and then blocks in
+ * cudaEventSynchronize on the oldest request (events are created with cudaEventBlockingSync,
+ * so the thread sleeps instead of burning a core through a long product). No CUDA call is made
+ * from a CUDA callback and nothing synchronises a whole device.
+ *
+ * A failed event (an asynchronous fault: the device context is then unusable) is reported as
+ * the node's or the run's error instead of hanging the run; the message names the last node
+ * enqueued on that device and says how to pin the fault exactly (WEFT_LAUNCH_BLOCKING=1).
+ *
+ * Drain: once every node of a run is issued, run_drain records an event on each stream the plan
+ * uses, makes the device's join stream wait for all of them, frees there any temporary a failed
+ * or skipped node left allocated, and queues a drain request per device; the last device to
+ * finish calls weft__sched_drained. A replayed run has one event after its graph. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+
+#define SPIN_NS 2000000ull
+
+int weft__cu_push(cu_device *d, const cu_item *it) {
+  int rc = WEFT_OK;
+  weft__mutex_lock(&d->qlock);
+  if (d->qlen == d->qcap) {
+    size_t nc = d->qcap ? d->qcap * 2 : 64;
+    cu_item *q = weft__realloc(d->queue, nc * sizeof *q);
+    if (q == NULL) {
+      rc = weft__oom("a completion request");
+    } else {
+      d->queue = q;
+      d->qcap = nc;
+    }
+  }
+  if (rc == WEFT_OK) {
+    d->queue[d->qlen++] = *it;
+    atomic_fetch_add_explicit(&d->qcount, 1, memory_order_release);
+    weft__cond_signal(&d->qcond);
+  }
+  weft__mutex_unlock(&d->qlock);
+  return rc;
+}
+
+static void fault_message(cu_device *d, cu_plan *cp, cudaError_t e, char *msg, size_t size) {
+  char desc[256] = "none";
+  uint32_t last = atomic_load_explicit(&cp->last_issued[d - cp->st->dev], memory_order_relaxed);
+  if (last < cp->n) weft_node_describe(cp->p->x[last].node, desc, sizeof desc);
+  snprintf(msg, size,
+           "the device work of this run on cuda:%d failed asynchronously: %s (%s); the last node "
+           "enqueued there was %s; run with WEFT_LAUNCH_BLOCKING=1 to stop at the failing node",
+           d->ordinal, cudaGetErrorName(e), cudaGetErrorString(e), desc);
+}
+
+/* Reports one finished request. After this the item's run and plan may be gone. */
+static void report(cu_device *d, const cu_item *it, cudaError_t e) {
+  char msg[768];
+  cu_plan *cp = it->plan;
+  if (it->kind == CU_ITEM_NODE) {
+    if (e != cudaSuccess) fault_message(d, cp, e, msg, sizeof msg);
+    weft__sched_complete(it->run, it->node, e == cudaSuccess ? WEFT_OK : WEFT_ECUDA, e == cudaSuccess ? NULL : msg);
+    return;
+  }
+  if (e != cudaSuccess) {
+    int expected = WEFT_OK;
+    if (atomic_compare_exchange_strong(&cp->drain_status, &expected, WEFT_ECUDA)) {
+      weft__mutex_lock(&cp->msg_lock);
+      fault_message(d, cp, e, cp->drain_msg, sizeof cp->drain_msg);
+      weft__mutex_unlock(&cp->msg_lock);
+    }
+  }
+  if (atomic_fetch_sub_explicit(&cp->drains_left, 1, memory_order_acq_rel) != 1) return;
+  /* The last device: report for the run. drain_msg is copied by the scheduler. */
+  int st = atomic_load_explicit(&cp->drain_status, memory_order_acquire);
+  if (st == WEFT_OK) {
+    weft__sched_drained(it->run, UINT32_MAX, WEFT_OK, NULL);
+    return;
+  }
+  weft__mutex_lock(&cp->msg_lock);
+  snprintf(msg, sizeof msg, "%s", cp->drain_msg);
+  weft__mutex_unlock(&cp->msg_lock);
+  uint32_t last = atomic_load_explicit(&cp->last_issued[d - cp->st->dev], memory_order_relaxed);
+  weft__sched_drained(it->run, last, st, msg);
+}
+
+static void *thread_main(void *arg) {
+  cu_device *d = arg;
+  cudaSetDevice(d->ordinal);
+  cu_item *mine = NULL;
+  size_t n = 0, cap = 0;
+  uint64_t idle_since = 0;
+  for (;;) {
+    weft__mutex_lock(&d->qlock);
+    while (!d->stop && d->qlen == 0 && n == 0) weft__cond_wait(&d->qcond, &d->qlock);
+    if (d->qlen > 0 && n + d->qlen > cap) {
+      size_t nc = cap ? cap : 64;
+      while (nc < n + d->qlen) nc *= 2;
+      cu_item *m = weft__realloc(mine, nc * sizeof *m);
+      if (m != NULL) {
+        mine = m;
+        cap = nc;
+      }
+    }
+    size_t take = d->qlen < cap - n ? d->qlen : cap - n;
+    memcpy(mine + n, d->queue, take * sizeof *mine);
+    memmove(d->queue, d->queue + take, (d->qlen - take) * sizeof *mine);
+    d->qlen -= take;
+    n += take;
+    atomic_fetch_sub_explicit(&d->qcount, (int)take, memory_order_relaxed);
+    int stop = d->stop && n == 0 && d->qlen == 0;
+    weft__mutex_unlock(&d->qlock);
+    if (stop) break;
+    /* Report what is done, keeping the rest in order. */
+    size_t kept = 0;
+    for (size_t k = 0; k < n; k++) {
+      cudaError_t e = cudaEventQuery(mine[k].ev);
+      if (e == cudaErrorNotReady) {
+        mine[kept++] = mine[k];
+        continue;
+      }
+      cudaGetLastError();
+      report(d, &mine[k], e);
+    }
+    int progress = kept < n;
+    n = kept;
+    if (n == 0 || progress) {
+      idle_since = 0;
+      continue;
+    }
+    uint64_t now = weft__now_ns();
+    if (idle_since == 0) idle_since = now;
+    if (now - idle_since < SPIN_NS) {
+      for (int k = 0; k < 64 && atomic_load_explicit(&d->qcount, memory_order_acquire) == 0; k++) weft__cpu_relax();
+      continue;
+    }
+    /* A long wait: sleep until the oldest request's event completes. */
+    cudaEventSynchronize(mine[0].ev);
+    cudaGetLastError();
+    idle_since = 0;
+  }
+  weft__free(mine);
+  return NULL;
+}
+
+int weft__cu_threads_start(cu_state *st) {
+  for (int i = 0; i < st->ndev; i++) {
+    cu_device *d = &st->dev[i];
+    int rc = weft__thread_create(&d->thread, thread_main, d);
+    if (rc != WEFT_OK) return rc;
+    d->thread_started = 1;
+  }
+  return WEFT_OK;
+}
+
+void weft__cu_threads_stop(cu_state *st) {
+  for (int i = 0; i < st->ndev; i++) {
+    cu_device *d = &st->dev[i];
+    if (!d->thread_started) continue;
+    weft__mutex_lock(&d->qlock);
+    d->stop = 1;
+    weft__cond_broadcast(&d->qcond);
+    weft__mutex_unlock(&d->qlock);
+    weft__thread_join(d->thread);
+    d->thread_started = 0;
+  }
+}
+
+/* Queues device d's part of the drain: the join stream waits for every stream the plan used. */
+static int drain_device(cu_state *st, cu_plan *cp, int dev) {
+  cu_device *d = &st->dev[dev];
+  weft_tensor **ts = cp->p->graph->tensors.data;
+  cudaSetDevice(d->ordinal);
+  weft__mutex_lock(&d->join.lock);
+  for (int s = 0; s < d->nstreams; s++) {
+    if (!(cp->used[dev] >> s & 1)) continue;
+    cudaEventRecord(cp->tail[dev][s], d->streams[s].s);
+    cudaStreamWaitEvent(d->join.s, cp->tail[dev][s], 0);
+  }
+  for (uint32_t t = 0; t < cp->ntensors; t++)
+    if (cp->tptr[t] != NULL && ts[t]->device.index == dev) {
+      cudaFreeAsync(cp->tptr[t], d->join.s);
+      cp->tptr[t] = NULL;
+    }
+  cudaEventRecord(cp->drained[dev], d->join.s);
+  weft__mutex_unlock(&d->join.lock);
+  cu_item it = {cp->drained[dev], cp->p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
+  return weft__cu_push(d, &it);
+}
+
+int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
+  cu_state *st = b->state;
+  cu_plan *cp = weft__cu_plan_of(b, p);
+  if (cp == NULL) return WEFT_OK;
+  atomic_store(&cp->drain_status, WEFT_OK);
+  if (cp->replaying) {
+    atomic_store(&cp->drains_left, 1);
+    cu_item it = {cp->replay_done, p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
+    if (weft__cu_push(&st->dev[cp->origin_dev], &it) == WEFT_OK) return WEFT__PENDING;
+    cudaSetDevice(st->dev[cp->origin_dev].ordinal);
+    cudaEventSynchronize(cp->replay_done);
+    cudaGetLastError();
+    return WEFT_OK;
+  }
+  int devices = 0;
+  for (int d = 0; d < st->ndev; d++) devices += cp->used[d] != 0;
+  if (devices == 0) return WEFT_OK;
+  atomic_store(&cp->drains_left, devices);
+  int pending = 0;
+  for (int d = 0; d < st->ndev; d++) {
+    if (cp->used[d] == 0) continue;
+    if (drain_device(st, cp, d) == WEFT_OK) {
+      pending = 1;
+      continue;
+    }
+    /* Out of host memory for the request: wait here for this device (rare). */
+    cudaEventSynchronize(cp->drained[d]);
+    cudaGetLastError();
+    if (atomic_fetch_sub(&cp->drains_left, 1) == 1) return WEFT_OK;
+  }
+  return pending ? WEFT__PENDING : WEFT_OK;
+}

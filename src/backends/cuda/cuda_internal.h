@@ -1,0 +1,219 @@
+/* cuda_internal.h — what the files of the CUDA backend share: the per-device objects (streams,
+ * cuBLAS handles, the memory pool, the completion thread), the per-plan state (each node's
+ * stream, the events it records and waits for, the temporaries it allocates and frees), and
+ * the calls between the files. Only src/backends/cuda includes CUDA headers.
+ *
+ *   cuda_backend.c   devices, streams, pools, storage hooks, pinned host pool, statistics
+ *   cuda_plan.c      stream assignment, events, the memory plan (plan_edges / plan hooks)
+ *   cuda_launch.c    enqueueing one node (kernels, copies, waits, allocations, frees)
+ *   cuda_complete.c  the completion threads and run_drain
+ *   cuda_replay.c    capturing a plan into a CUDA graph and replaying it
+ *   cuda_kernels.cu  elementwise, reduction, fill and bias kernels
+ *
+ * Lock order: a stream's lock is taken alone (never two at once); a device's queue lock and
+ * the pinned pool's lock are leaves. */
+#ifndef WEFT_CUDA_INTERNAL_H
+#define WEFT_CUDA_INTERNAL_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "sched/sched.h"
+
+/* Streams of a device, by index: compute streams first, then the copy streams. */
+enum {
+  CU_MAX_COMPUTE = 8,
+  CU_DEFAULT_COMPUTE = 4,
+  CU_MAX_DEVICES = 16,
+};
+
+/* cuBLAS workspaces: stream 0 (large products) gets PyTorch's Hopper default, the other
+ * compute streams less. A replayed graph's stream gets the size of the stream it mirrors, so
+ * cuBLAS picks the same algorithms and replays give the eager runs' bits. */
+#define WEFT__CU_MAIN_WORKSPACE ((size_t)32 << 20)
+#define WEFT__CU_SIDE_WORKSPACE ((size_t)4 << 20)
+#define WEFT__CU_WORKSPACE(stream) ((stream) == 0 ? WEFT__CU_MAIN_WORKSPACE : WEFT__CU_SIDE_WORKSPACE)
+
+enum cu_stream_kind { CU_S_COMPUTE = 0, CU_S_H2D, CU_S_D2H, CU_S_PEER };
+
+typedef struct cu_stream {
+  cudaStream_t s;
+  cublasHandle_t blas;   /* compute streams only */
+  void *workspace;       /* cuBLAS workspace of `blas` */
+  double *scratch;       /* partial sums of reductions run on this stream */
+  weft__mutex lock;      /* serialises enqueueing onto the stream and the use of `blas` */
+  int kind;              /* cu_stream_kind */
+  int have_lock;
+} cu_stream;
+
+/* One completion request: when `ev` has completed, report node `node` of `run` (kind NODE) or
+ * the device's part of a run's drain (kind DRAIN). */
+typedef struct cu_item {
+  cudaEvent_t ev;
+  weft_run *run;
+  struct cu_plan *plan;
+  uint32_t node;
+  int kind;
+} cu_item;
+
+enum { CU_ITEM_NODE = 0, CU_ITEM_DRAIN = 1 };
+
+typedef struct cu_device {
+  int ordinal;
+  char name[128];
+  size_t memory_bytes;
+  int copy_engines, major, minor, sms;
+  cudaMemPool_t pool;
+  int ncompute;
+  int nstreams;              /* ncompute + 3 */
+  cu_stream streams[CU_MAX_COMPUTE + 3];
+  cu_stream sync;            /* synchronous reads, writes, allocations and initialisers */
+  cu_stream join;            /* run drains: waits for every stream, frees leftovers */
+  int h2d, d2h, peer;        /* indices of the copy streams */
+  uint8_t peer_ok[CU_MAX_DEVICES];
+  /* The completion thread: a queue of items, taken in batches. */
+  weft__thread thread;
+  int thread_started;
+  weft__mutex qlock;
+  weft__cond qcond;
+  cu_item *queue;
+  size_t qlen, qcap;
+  atomic_int qcount;
+  int stop;
+  int have_qlock, have_qcond;
+} cu_device;
+
+/* The pinned host pool (cuda_backend.c). */
+typedef struct cu_pinned cu_pinned;
+
+typedef struct cu_state {
+  weft__backend *b;
+  int ndev;
+  cu_device *dev;
+  int launch_blocking;
+  int allow_tf32;
+  atomic_int replay;          /* 1: unchanged graphs are captured and replayed */
+  size_t window_bytes_min;    /* memory plan: frees left unclaimed, at least this many bytes */
+  int window_count;           /*   ... and at least this many of the largest temporaries */
+  cu_pinned *pinned;
+  atomic_ullong captures, replays, eager_runs, capture_failures;
+} cu_state;
+
+/* ---- per plan -------------------------------------------------------------------------- */
+
+enum {
+  CU_RECORD = 1u << 0, /* records its event after its work (a successor on another stream) */
+  CU_NOTIFY = 1u << 1, /* has a CPU successor: its completion is reported on its own */
+  CU_STAGED = 1u << 2, /* device-to-device copy staged through pinned host memory */
+  CU_BIG = 1u << 3,    /* fills the device on its own: kept in order on the main stream */
+};
+
+/* Why a node got its stream, for `weft explain`. */
+enum { CU_WHY_CHAIN = 0, CU_WHY_BIG, CU_WHY_SPREAD, CU_WHY_H2D, CU_WHY_D2H, CU_WHY_PEER, CU_WHY_STAGED, CU_WHY_LOCAL_COPY };
+
+typedef struct cu_node {
+  int16_t dev;           /* device of the stream it ends on; -1: not a CUDA node */
+  int16_t start_dev;     /* staged copies start on the source device */
+  uint8_t stream;        /* stream it ends on (index in the device) */
+  uint8_t start_stream;  /* stream it starts on */
+  uint8_t flags;
+  uint8_t why;
+  uint32_t heir_of;      /* the predecessor whose stream it continues, or UINT32_MAX */
+  uint32_t wait_b, wait_e;   /* cu_plan.lists: nodes whose events it waits for first */
+  uint32_t fwait_b, fwait_e; /* nodes whose events it waits for before its frees */
+  uint32_t alloc_b, alloc_e; /* temporaries (tensor ids) it allocates before its work */
+  uint32_t free_b, free_e;   /* temporaries it frees after its work */
+  cudaEvent_t event;
+  cudaEvent_t stage_event;   /* staged copies: the source half is done */
+  void *stage;               /* staged copies: the pinned buffer */
+} cu_node;
+
+typedef struct cu_plan {
+  cu_state *st;
+  weft__plan *p;
+  uint32_t n, ntensors;
+  cu_node *x;                /* per node of the plan */
+  uint32_t *lists;
+  uint32_t *order;           /* a topological order of all nodes */
+  uint8_t *temp;             /* per tensor: 1 if its storage is made and freed in each run */
+  void **tptr;               /* per tensor: this run's device pointer of a temporary */
+  uint32_t ncuda;            /* CUDA nodes */
+  int all_cuda;              /* every node of the plan is a CUDA node */
+  int has_user;              /* a user op among them */
+  uint16_t used[CU_MAX_DEVICES]; /* per device: bit mask of the streams the plan uses */
+  cudaEvent_t tail[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  cudaEvent_t drained[CU_MAX_DEVICES];
+  /* This run. */
+  int replaying;
+  atomic_int drains_left;
+  atomic_int drain_status;
+  weft__mutex msg_lock;
+  int have_msg_lock;
+  char drain_msg[512];
+  atomic_uint last_issued[CU_MAX_DEVICES]; /* for messages about asynchronous faults */
+  /* Replay. */
+  unsigned runs;             /* runs of this plan so far */
+  int capture_failed;
+  cudaGraphExec_t exec;
+  int origin_dev;
+  cudaEvent_t replay_done;
+  double *replay_scratch[CU_MAX_DEVICES][CU_MAX_COMPUTE];
+  void *replay_workspace[CU_MAX_DEVICES][CU_MAX_COMPUTE];
+} cu_plan;
+
+/* ---- calls between the files ------------------------------------------------------------ */
+
+/* The backend's index in the runtime (for p->bstate[]). */
+int weft__cu_index(const weft__backend *b);
+/* The plan's CUDA state, or NULL when it has no CUDA node. */
+static inline cu_plan *weft__cu_plan_of(const weft__backend *b, const weft__plan *p) {
+  return (cu_plan *)p->bstate[weft__cu_index(b)];
+}
+
+/* cuda_backend.c */
+int weft__cu_set_device(cu_device *d);
+const char *weft__cu_errname(cudaError_t e);
+const char *weft__cu_blasname(cublasStatus_t s);
+/* Bytes the device's pool has in use now, at its peak, and reserved (graph memory included). */
+void weft__cu_mem_query(cu_device *d, size_t *used, size_t *peak, size_t *reserved);
+/* Writes "out of device memory on cuda:N allocating B bytes for tensor T (...)" into msg. */
+void weft__cu_oom_message(cu_device *d, size_t bytes, const char *what, char *msg, size_t size);
+/* Allocates from the device's pool, stream-ordered on s; on failure trims the pool and tries
+ * once more. The error is cleared from CUDA's per-thread state. */
+cudaError_t weft__cu_pool_alloc(cu_device *d, void **p, size_t bytes, cudaStream_t s);
+/* Persistent storage for a kept tensor (t->data, storage kind WEFT__S_DEVICE). */
+int weft__cu_alloc_storage(cu_state *st, weft_tensor *t);
+void *weft__cu_pinned_alloc(cu_state *st, size_t bytes);
+void weft__cu_pinned_free(cu_state *st, void *p);
+
+/* cuda_plan.c */
+int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra);
+int weft__cu_plan(weft__backend *b, weft__plan *p);
+void weft__cu_plan_free(weft__backend *b, weft__plan *p);
+int weft__cu_explain(const weft__backend *b, const weft__plan *p, uint32_t index,
+                     weft__placement *out);
+
+/* cuda_launch.c */
+/* Streams a node is enqueued on: the devices' own (eager runs) or a capture's private ones. */
+typedef struct cu_streams {
+  cudaStream_t s[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  int capture; /* 1: inside a stream capture (private streams, no locks, no notification) */
+} cu_streams;
+/* Enqueues node `index` of run `run` (waits, allocations, work, frees, event). Returns WEFT_OK
+ * or an error with the message in ctx->err. */
+int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_streams *cap);
+int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx);
+
+/* cuda_complete.c */
+int weft__cu_threads_start(cu_state *st);
+void weft__cu_threads_stop(cu_state *st);
+/* Queues a completion request on device d's thread. Returns WEFT_OK or WEFT_ENOMEM. */
+int weft__cu_push(cu_device *d, const cu_item *it);
+int weft__cu_run_drain(weft__backend *b, weft__plan *p);
+
+/* cuda_replay.c */
+int weft__cu_run_begin(weft__backend *b, weft__plan *p);
+void weft__cu_replay_free(cu_plan *cp);
+
+#endif

@@ -1,0 +1,213 @@
+/* cuda_kernels.cu — the CUDA backend's own kernels: elementwise ops, reductions (sum, norm),
+ * the linear layer's bias, and fills.
+ *
+ * Agreement with the CPU backend (the differential oracle compares the two):
+ *   - elementwise ops and the bias are one IEEE operation per element, as on the CPU, so the
+ *     results are bit-identical;
+ *   - fills evaluate the formulas of util/philox.h in the CPU's order with explicitly rounded
+ *     operations (__dmul_rn, __dadd_rn: no fused multiply-add), so uniform fills are
+ *     bit-identical and normal fills differ at most where CUDA's log or cos differ from the C
+ *     library's by an ulp of double, which rounding to f32 almost always hides;
+ *   - reductions accumulate in double like the CPU, in a fixed tree order (block partials, then
+ *     one block over the partials), so they are deterministic from run to run and agree with the
+ *     CPU's left-to-right sum within double rounding.
+ * Launch shapes: grid-stride loops of 256-thread blocks, at most 2048 blocks; reductions of up
+ * to SMALL_REDUCE elements take one kernel of one block, larger ones two kernels. */
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "util/philox.h"
+
+namespace {
+
+constexpr int THREADS = 256;
+constexpr int MAX_BLOCKS = 2048;
+constexpr int64_t SMALL_REDUCE = 16384;
+
+unsigned blocks_for(int64_t n) {
+  int64_t b = (n + THREADS - 1) / THREADS;
+  if (b < 1) b = 1;
+  if (b > MAX_BLOCKS) b = MAX_BLOCKS;
+  return (unsigned)b;
+}
+
+template <typename T, int KIND>
+__global__ void elementwise(int64_t n, const T *a, const T *b, T *c,
+                            T alpha) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    T x = a[i];
+    T r;
+    if (KIND == WEFT__CU_ADD)
+      r = x + b[i];
+    else if (KIND == WEFT__CU_SUB)
+      r = x - b[i];
+    else if (KIND == WEFT__CU_MUL)
+      r = x * b[i];
+    else if (KIND == WEFT__CU_SCALE)
+      r = alpha * x;
+    else
+      r = x > T(0) ? x : T(0);
+    c[i] = r;
+  }
+}
+
+/* a and c may alias (in-place updates), so no __restrict__ on c; a and b only read. */
+template <typename T>
+int launch_elementwise(int kind, int64_t n, const void *a, const void *b, void *c, double alpha,
+                       cudaStream_t s) {
+  const T *pa = (const T *)a, *pb = (const T *)b;
+  T *pc = (T *)c;
+  T al = (T)alpha;
+  unsigned g = blocks_for(n);
+  switch (kind) {
+    case WEFT__CU_ADD: elementwise<T, WEFT__CU_ADD><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
+    case WEFT__CU_SUB: elementwise<T, WEFT__CU_SUB><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
+    case WEFT__CU_MUL: elementwise<T, WEFT__CU_MUL><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
+    case WEFT__CU_SCALE: elementwise<T, WEFT__CU_SCALE><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
+    case WEFT__CU_RELU: elementwise<T, WEFT__CU_RELU><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
+    default: return (int)cudaErrorInvalidValue;
+  }
+  return (int)cudaGetLastError();
+}
+
+/* Sums the block's values of `v` in shared memory; thread 0 gets the total. */
+__device__ double block_sum(double v) {
+  __shared__ double part[THREADS / 32];
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  v = threadIdx.x < THREADS / 32 ? part[threadIdx.x] : 0.0;
+  if (warp == 0)
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+  return v;
+}
+
+template <typename T>
+__device__ double partial(int64_t n, const T *__restrict__ x, int squares, int64_t start,
+                          int64_t step) {
+  double acc = 0.0;
+  for (int64_t i = start; i < n; i += step) {
+    double v = (double)x[i];
+    acc += squares ? v * v : v;
+  }
+  return acc;
+}
+
+template <typename T>
+__device__ void store_result(T *out, double total, int squares) {
+  *out = (T)(squares ? sqrt(total) : total);
+}
+
+template <typename T>
+__global__ void reduce_one_block(int64_t n, const T *__restrict__ x, T *out, int squares) {
+  double v = block_sum(partial(n, x, squares, threadIdx.x, blockDim.x));
+  if (threadIdx.x == 0) store_result(out, v, squares);
+}
+
+template <typename T>
+__global__ void reduce_partials(int64_t n, const T *__restrict__ x, double *scratch, int squares) {
+  double v = block_sum(partial(n, x, squares, blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
+                               (int64_t)gridDim.x * blockDim.x));
+  if (threadIdx.x == 0) scratch[blockIdx.x] = v;
+}
+
+template <typename T>
+__global__ void reduce_final(int nparts, const double *__restrict__ scratch, T *out, int squares) {
+  double v = 0.0;
+  for (int i = threadIdx.x; i < nparts; i += blockDim.x) v += scratch[i];
+  v = block_sum(v);
+  if (threadIdx.x == 0) store_result(out, v, squares);
+}
+
+template <typename T>
+int launch_reduce(int64_t n, const void *x, void *out, int squares, double *scratch,
+                  cudaStream_t s) {
+  const T *px = (const T *)x;
+  T *po = (T *)out;
+  if (n <= SMALL_REDUCE) {
+    reduce_one_block<T><<<1, THREADS, 0, s>>>(n, px, po, squares);
+  } else {
+    int64_t b = (n + THREADS - 1) / THREADS;
+    unsigned g = (unsigned)(b < WEFT__CU_REDUCE_BLOCKS ? b : WEFT__CU_REDUCE_BLOCKS);
+    reduce_partials<T><<<g, THREADS, 0, s>>>(n, px, scratch, squares);
+    reduce_final<T><<<1, THREADS, 0, s>>>((int)g, scratch, po, squares);
+  }
+  return (int)cudaGetLastError();
+}
+
+/* The value of element i under `init`, in the CPU's operation order (weft__cpu_fill). */
+__device__ double init_value(int kind, double a, double b, uint64_t seed, int64_t i) {
+  switch (kind) {
+    case WEFT_INIT_ZEROS: return 0.0;
+    case WEFT_INIT_ONES: return 1.0;
+    case WEFT_INIT_FULL: return a;
+    case WEFT_INIT_UNIFORM: {
+      double u1, u2;
+      weft__philox_uniform2((uint64_t)i, seed, &u1, &u2);
+      return __dadd_rn(a, __dmul_rn(__dsub_rn(b, a), u1));
+    }
+    default: {
+      double u1, u2;
+      weft__philox_uniform2((uint64_t)i, seed, &u1, &u2);
+      double r = sqrt(__dmul_rn(-2.0, log(__dsub_rn(1.0, u1))));
+      double c = cos(__dmul_rn(6.283185307179586, u2));
+      return __dadd_rn(a, __dmul_rn(__dmul_rn(b, r), c));
+    }
+  }
+}
+
+template <typename T>
+__global__ void fill(int64_t n, T *p, int kind, double a, double b, uint64_t seed) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    p[i] = (T)init_value(kind, a, b, seed, i);
+}
+
+template <typename T>
+__global__ void add_bias(int64_t rows, int64_t cols, T *out, const T *__restrict__ bias) {
+  int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = out[i] + bias[i % cols];
+}
+
+}  // namespace
+
+extern "C" int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *a, const void *b,
+                                    void *c, double alpha, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaSuccess;
+  return dtype == WEFT_F32 ? launch_elementwise<float>(kind, n, a, b, c, alpha, stream)
+                           : launch_elementwise<double>(kind, n, a, b, c, alpha, stream);
+}
+
+extern "C" int weft__cu_reduce(int dtype, int64_t n, const void *x, void *out, int squares,
+                               double *scratch, cudaStream_t stream) {
+  return dtype == WEFT_F32 ? launch_reduce<float>(n, x, out, squares, scratch, stream)
+                           : launch_reduce<double>(n, x, out, squares, scratch, stream);
+}
+
+extern "C" int weft__cu_fill(int dtype, int64_t n, void *p, weft_init init, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaSuccess;
+  if (init.kind == WEFT_INIT_ZEROS)
+    return (int)cudaMemsetAsync(p, 0, (size_t)n * (dtype == WEFT_F32 ? 4 : 8), stream);
+  unsigned g = blocks_for(n);
+  if (dtype == WEFT_F32)
+    fill<float><<<g, THREADS, 0, stream>>>(n, (float *)p, init.kind, init.a, init.b, init.seed);
+  else
+    fill<double><<<g, THREADS, 0, stream>>>(n, (double *)p, init.kind, init.a, init.b, init.seed);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *out,
+                                 const void *bias, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return (int)cudaSuccess;
+  unsigned g = blocks_for(rows * cols);
+  if (dtype == WEFT_F32)
+    add_bias<float><<<g, THREADS, 0, stream>>>(rows, cols, (float *)out, (const float *)bias);
+  else
+    add_bias<double><<<g, THREADS, 0, stream>>>(rows, cols, (double *)out, (const double *)bias);
+  return (int)cudaGetLastError();
+}

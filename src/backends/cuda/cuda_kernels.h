@@ -1,0 +1,40 @@
+/* cuda_kernels.h — the C entry points of the backend's own kernels (cuda_kernels.cu). Each
+ * enqueues on `stream` and returns the cudaError_t of the launch (0: cudaSuccess). Sizes are
+ * element counts; `dtype` is WEFT_F32 or WEFT_F64. Kernels compute exactly what the CPU kernels
+ * compute (same operation order per element), except that reductions add in a tree instead of
+ * left to right, in double either way. */
+#ifndef WEFT_CUDA_KERNELS_H
+#define WEFT_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#include "weft/weft.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st;
+
+/* Elementwise op codes (the kernels file does not see graph.h). */
+enum { WEFT__CU_ADD = 0, WEFT__CU_SUB, WEFT__CU_MUL, WEFT__CU_SCALE, WEFT__CU_RELU };
+
+/* Binary and unary elementwise ops: kind is WEFT__CU_ADD, _SUB, _MUL (a, b), _SCALE (alpha * a)
+ * or _RELU (a). c may alias a or b. */
+int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *a, const void *b, void *c,
+                         double alpha, struct CUstream_st *stream);
+/* out[0] = sum(x) or sqrt(sum(x^2)) (squares = 1), accumulated in double. `scratch` holds
+ * WEFT__CU_REDUCE_BLOCKS doubles of device memory private to the stream. */
+#define WEFT__CU_REDUCE_BLOCKS 1024
+int weft__cu_reduce(int dtype, int64_t n, const void *x, void *out, int squares, double *scratch,
+                    struct CUstream_st *stream);
+/* Sets the n elements at p from `init` (Philox for random kinds: util/philox.h). */
+int weft__cu_fill(int dtype, int64_t n, void *p, weft_init init, struct CUstream_st *stream);
+/* out[r, c] += bias[c] for a row-major [rows, cols] matrix. */
+int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *out, const void *bias,
+                      struct CUstream_st *stream);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

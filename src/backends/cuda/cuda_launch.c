@@ -1,0 +1,291 @@
+/* cuda_launch.c — enqueueing one node: the waits on its predecessors' events, the allocation
+ * of the temporaries it creates, its kernels or copies, the frees of the temporaries it reads
+ * last, and its own event. The host never waits for the device here (except under
+ * WEFT_LAUNCH_BLOCKING, which synchronises after every node to pin a fault on it).
+ *
+ * A node's work goes to one stream (two for a copy staged through the host), whose lock is
+ * held for the whole sequence: the stream's cuBLAS handle and reduction scratch are then the
+ * node's alone, and two workers enqueueing independent nodes on one stream cannot interleave
+ * their waits and records. The same code runs inside a stream capture (cuda_replay.c), on the
+ * capture's private streams, with the shared handle borrowed under its lock.
+ *
+ * What the scheduler learns: a node with a CPU successor returns WEFT__PENDING and its
+ * completion comes from the device's completion thread; every other node returns WEFT_OK as
+ * soon as it is enqueued, and the run's drain (cuda_complete.c) waits for all of them at once.
+ *
+ * Products: row-major C = A B is column-major C^T = B^T A^T, so cuBLAS gets the operands
+ * swapped and nothing is transposed; linear's x w^T likewise. Math mode is cuBLAS's default
+ * (exact fp32), or TF32 tensor cores when the runtime allows them. A result that aliases an
+ * operand is computed into a stream-ordered scratch buffer and copied back. */
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+
+#define NONE UINT32_MAX
+
+/* Formats a failure into ctx->err and returns its status. The scheduler prefixes the node's
+ * description (node, op, device). */
+#define FAIL_CUDA(ctx, e, what) fail_cuda(ctx, e, what, __FILE__, __LINE__)
+#define FAIL_BLAS(ctx, s, what) fail_blas(ctx, s, what, __FILE__, __LINE__)
+
+static const char *base(const char *path) {
+  const char *s = strrchr(path, '/');
+  return s != NULL ? s + 1 : path;
+}
+
+static int fail_cuda(weft_kernel_ctx *ctx, cudaError_t e, const char *what, const char *file, int line) {
+  cudaGetLastError(); /* clears a non-sticky error for the next node */
+  snprintf(ctx->err, ctx->err_size, "%s failed: %s (%s) [%s:%d]", what, cudaGetErrorName(e),
+           cudaGetErrorString(e), base(file), line);
+  return e == cudaErrorMemoryAllocation ? WEFT_EDEVMEM : WEFT_ECUDA;
+}
+
+static int fail_blas(weft_kernel_ctx *ctx, cublasStatus_t s, const char *what, const char *file, int line) {
+  cudaGetLastError();
+  snprintf(ctx->err, ctx->err_size, "%s failed: %s [%s:%d]", what, cublasGetStatusName(s), base(file), line);
+  return s == CUBLAS_STATUS_ALLOC_FAILED ? WEFT_EDEVMEM : WEFT_ECUBLAS;
+}
+
+/* What one enqueue works with. */
+typedef struct lane {
+  cu_device *d;
+  cudaStream_t s;
+  cu_stream *own;      /* the device's stream object (its lock, handle, scratch) */
+  cublasHandle_t blas;
+  double *scratch;
+  int stream; /* index in the device */
+  int capture;
+} lane;
+
+static void lane_open(cu_state *st, cu_plan *cp, const cu_streams *cap, int dev, int stream, lane *l) {
+  l->d = &st->dev[dev];
+  l->own = &l->d->streams[stream];
+  l->capture = cap != NULL;
+  l->stream = stream;
+  l->s = cap != NULL ? cap->s[dev][stream] : l->own->s;
+  l->blas = l->own->blas;
+  l->scratch = cap != NULL && stream < l->d->ncompute ? cp->replay_scratch[dev][stream] : l->own->scratch;
+  cudaSetDevice(l->d->ordinal);
+  weft__mutex_lock(&l->own->lock);
+  if (cap != NULL && l->blas != NULL) {
+    /* Borrow the shared handle for the capture stream, with the plan's own workspace: the
+     * replayed graph must not share a workspace with eager nodes running beside it. */
+    cublasSetStream(l->blas, l->s);
+    cublasSetWorkspace(l->blas, cp->replay_workspace[dev][stream], WEFT__CU_WORKSPACE(stream));
+  }
+}
+
+static void lane_close(lane *l) {
+  if (l->capture && l->blas != NULL) {
+    cublasSetStream(l->blas, l->own->s);
+    cublasSetWorkspace(l->blas, l->own->workspace, WEFT__CU_WORKSPACE(l->stream));
+  }
+  weft__mutex_unlock(&l->own->lock);
+}
+
+static int check_dims(weft_kernel_ctx *ctx, int64_t a, int64_t b, int64_t c) {
+  if (a > INT32_MAX || b > INT32_MAX || c > INT32_MAX) {
+    snprintf(ctx->err, ctx->err_size, "matrix dimensions %lld x %lld x %lld exceed cuBLAS's int range",
+             (long long)a, (long long)b, (long long)c);
+    return WEFT_EINVAL;
+  }
+  return WEFT_OK;
+}
+
+/* C[m,n] = A[m,k] . op(B), op(B) = B[k,n] (transb 0) or B[n,k]^T (transb 1), row-major. */
+static int gemm(weft_kernel_ctx *ctx, lane *l, int dtype, int64_t m, int64_t n, int64_t k, const void *a,
+                const void *b, int transb, void *c) {
+  int rc = check_dims(ctx, m, n, k);
+  if (rc != WEFT_OK || m == 0 || n == 0) return rc;
+  size_t es = dtype == WEFT_F32 ? 4 : 8, cbytes = (size_t)(m * n) * es;
+  if (k == 0) {
+    cudaError_t e = cudaMemsetAsync(c, 0, cbytes, l->s);
+    return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "cudaMemsetAsync");
+  }
+  void *out = c;
+  if (c == a || c == b) {
+    cudaError_t e = weft__cu_pool_alloc(l->d, &out, cbytes, l->s);
+    if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating the scratch result of an in-place product");
+  }
+  cublasOperation_t tb = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int ldb = transb ? (int)k : (int)n;
+  cublasStatus_t s;
+  if (dtype == WEFT_F32) {
+    const float one = 1.0f, zero = 0.0f;
+    s = cublasSgemm(l->blas, tb, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, b, ldb, a, (int)k, &zero, out, (int)n);
+  } else {
+    const double one = 1.0, zero = 0.0;
+    s = cublasDgemm(l->blas, tb, CUBLAS_OP_N, (int)n, (int)m, (int)k, &one, b, ldb, a, (int)k, &zero, out, (int)n);
+  }
+  if (s != CUBLAS_STATUS_SUCCESS) rc = FAIL_BLAS(ctx, s, dtype == WEFT_F32 ? "cublasSgemm" : "cublasDgemm");
+  if (out != c) {
+    cudaError_t e = rc == WEFT_OK ? cudaMemcpyAsync(c, out, cbytes, cudaMemcpyDeviceToDevice, l->s) : cudaSuccess;
+    cudaError_t f = cudaFreeAsync(out, l->s);
+    if (rc == WEFT_OK && e != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaMemcpyAsync (in-place product)");
+    if (rc == WEFT_OK && f != cudaSuccess) rc = FAIL_CUDA(ctx, f, "cudaFreeAsync");
+  }
+  return rc;
+}
+
+static int kernel_status(weft_kernel_ctx *ctx, int e, const char *what) {
+  return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, (cudaError_t)e, what);
+}
+
+static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lane *l, const cu_streams *cap) {
+  const weft_node *nd = ctx->node;
+  const weft_tensor *src = nd->args[0].t, *dst = nd->args[1].t;
+  size_t bytes = src->bytes;
+  void *to = ctx->data[1];
+  const void *from = ctx->data[0];
+  if (bytes == 0 || to == from) return WEFT_OK;
+  cudaError_t e;
+  if (src->device.kind == WEFT_DEVICE_CPU) {
+    e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, l->s);
+  } else if (dst->device.kind == WEFT_DEVICE_CPU) {
+    e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, l->s);
+  } else if (src->device.index == dst->device.index) {
+    e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, l->s);
+  } else if (!(x->flags & CU_STAGED)) {
+    e = cudaMemcpyPeerAsync(to, st->dev[dst->device.index].ordinal, from, st->dev[src->device.index].ordinal,
+                            bytes, l->s);
+  } else {
+    /* No peer access: device to pinned host memory on the source's D2H stream, then host to
+     * device on the destination's H2D stream, ordered by the staging event. The lane moves to
+     * the destination; the caller frees and records there. */
+    if ((e = cudaMemcpyAsync(x->stage, from, bytes, cudaMemcpyDeviceToHost, l->s)) != cudaSuccess ||
+        (e = cudaEventRecord(x->stage_event, l->s)) != cudaSuccess)
+      return FAIL_CUDA(ctx, e, "staging a device-to-device copy through the host");
+    lane_close(l);
+    lane_open(st, cp, cap, x->dev, x->stream, l);
+    if ((e = cudaStreamWaitEvent(l->s, x->stage_event, 0)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(to, x->stage, bytes, cudaMemcpyHostToDevice, l->s)) != cudaSuccess)
+      return FAIL_CUDA(ctx, e, "staging a device-to-device copy through the host");
+    return WEFT_OK;
+  }
+  return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "cudaMemcpyAsync");
+}
+
+static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lane *l, const cu_streams *cap) {
+  weft_node *nd = ctx->node;
+  if (nd->kind == WEFT__OP_USER) {
+    ctx->stream = l->s;
+    ctx->blas = l->blas;
+    int rc = nd->user_op->desc.cuda(ctx);
+    if (rc != WEFT_OK && ctx->err[0] == '\0')
+      snprintf(ctx->err, ctx->err_size, "the op's CUDA kernel returned %s", weft_status_name(rc));
+    return rc;
+  }
+  const weft_tensor *t0 = nd->args[0].t;
+  int dt = t0->dtype;
+  void **d = ctx->data;
+  switch (nd->kind) {
+    case WEFT__OP_MM:
+      return gemm(ctx, l, dt, t0->shape[0], nd->args[1].t->shape[1], t0->shape[1], d[0], d[1], 0, d[2]);
+    case WEFT__OP_LINEAR: {
+      const weft_tensor *w = nd->args[1].t;
+      int rc = gemm(ctx, l, dt, t0->shape[0], w->shape[0], t0->shape[1], d[0], d[1], 1, d[nd->nargs - 1]);
+      if (rc != WEFT_OK || nd->nargs != 4) return rc;
+      return kernel_status(ctx, weft__cu_add_bias(dt, t0->shape[0], w->shape[0], d[3], d[2], l->s), "the bias kernel");
+    }
+    case WEFT__OP_ADD:
+    case WEFT__OP_SUB:
+    case WEFT__OP_MUL: {
+      int k = nd->kind == WEFT__OP_ADD ? WEFT__CU_ADD : nd->kind == WEFT__OP_SUB ? WEFT__CU_SUB : WEFT__CU_MUL;
+      return kernel_status(ctx, weft__cu_elementwise(k, dt, t0->numel, d[0], d[1], d[2], 0, l->s),
+                           "the elementwise kernel");
+    }
+    case WEFT__OP_SCALE:
+      return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_SCALE, dt, t0->numel, d[0], NULL, d[1], nd->alpha, l->s),
+                           "the scale kernel");
+    case WEFT__OP_RELU:
+      return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_RELU, dt, t0->numel, d[0], NULL, d[1], 0, l->s),
+                           "the relu kernel");
+    case WEFT__OP_SUM:
+    case WEFT__OP_NORM:
+      return kernel_status(ctx, weft__cu_reduce(dt, t0->numel, d[0], d[1], nd->kind == WEFT__OP_NORM, l->scratch, l->s),
+                           "the reduction kernel");
+    case WEFT__OP_COPY:
+      return copy(ctx, st, cp, x, l, cap);
+    case WEFT__OP_FILL:
+      return kernel_status(ctx, weft__cu_fill(dt, t0->numel, d[0], nd->fill, l->s), "the fill kernel");
+    default:
+      snprintf(ctx->err, ctx->err_size, "unknown op kind %d", nd->kind);
+      return WEFT_EINVAL;
+  }
+}
+
+int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_streams *cap) {
+  uint32_t i = ctx->index;
+  cu_node *x = &cp->x[i];
+  const uint32_t *L = cp->lists;
+  weft_node *nd = ctx->node;
+  lane l;
+  lane_open(st, cp, cap, x->start_dev, x->start_stream, &l);
+  int rc = WEFT_OK;
+  cudaError_t e = cudaSuccess;
+  for (uint32_t k = x->wait_b; k < x->wait_e && e == cudaSuccess; k++)
+    e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
+  if (e != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaStreamWaitEvent");
+  for (uint32_t k = x->alloc_b; k < x->alloc_e && rc == WEFT_OK; k++) {
+    const weft_tensor *t = WEFT__VEC_AT(&nd->graph->tensors, weft_tensor *, L[k]);
+    void *p = NULL;
+    if ((e = weft__cu_pool_alloc(l.d, &p, t->bytes, l.s)) != cudaSuccess) {
+      char what[160];
+      snprintf(what, sizeof what, "temporary %s", weft__tensor_name(t));
+      if (e == cudaErrorMemoryAllocation) {
+        weft__cu_oom_message(l.d, t->bytes, what, ctx->err, ctx->err_size);
+        rc = WEFT_EDEVMEM;
+      } else {
+        rc = FAIL_CUDA(ctx, e, "allocating a temporary");
+      }
+    }
+    cp->tptr[L[k]] = p;
+  }
+  if (rc == WEFT_OK) {
+    for (int a = 0; a < nd->nargs; a++) {
+      uint32_t t = nd->args[a].t->id;
+      if (cp->temp[t]) ctx->data[a] = cp->tptr[t];
+    }
+    rc = work(ctx, st, cp, x, &l, cap);
+  }
+  /* Frees and the event go on the lane the work ended on, after waiting for the other readers
+   * of the freed tensors. Even a failed node frees, so a failure does not leak. */
+  e = cudaSuccess;
+  if (x->free_b < x->free_e) {
+    for (uint32_t k = x->fwait_b; k < x->fwait_e && e == cudaSuccess; k++)
+      e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
+    for (uint32_t k = x->free_b; k < x->free_e && e == cudaSuccess; k++) {
+      void *p = cp->tptr[L[k]];
+      cp->tptr[L[k]] = NULL;
+      if (p != NULL) e = cudaFreeAsync(p, l.s);
+    }
+  }
+  if (rc == WEFT_OK && e == cudaSuccess && (x->flags & CU_RECORD)) e = cudaEventRecord(x->event, l.s);
+  if (rc == WEFT_OK && e != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaEventRecord");
+  lane_close(&l);
+  if (cap == NULL) atomic_store_explicit(&cp->last_issued[x->dev], i, memory_order_relaxed);
+  return rc;
+}
+
+int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
+  cu_state *st = b->state;
+  cu_plan *cp = weft__cu_plan_of(b, ctx->run->plan);
+  cu_node *x = &cp->x[ctx->index];
+  int rc = weft__cu_enqueue(st, cp, ctx, NULL);
+  if (rc != WEFT_OK) return rc;
+  if (st->launch_blocking) {
+    /* Debug mode: wait for this node alone, so an asynchronous fault is pinned on it. */
+    cudaError_t e = cudaStreamSynchronize(st->dev[x->dev].streams[x->stream].s);
+    if (e == cudaSuccess) e = cudaGetLastError();
+    return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "the node's work (WEFT_LAUNCH_BLOCKING)");
+  }
+  if (!(x->flags & CU_NOTIFY)) return WEFT_OK;
+  cu_item it = {x->event, ctx->run, cp, ctx->index, CU_ITEM_NODE};
+  if (weft__cu_push(&st->dev[x->dev], &it) != WEFT_OK) {
+    /* No memory to queue the request: wait here instead (rare; blocks this worker only). */
+    cudaError_t e = cudaEventSynchronize(x->event);
+    return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "cudaEventSynchronize");
+  }
+  return WEFT__PENDING;
+}
