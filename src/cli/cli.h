@@ -179,6 +179,7 @@ typedef struct cli_job {
   int *run_status;
   long failed_node;   /* -1: none */
   char failed_desc[300];
+  char *stats_json;   /* the last run's statistics (weft/report.h's JSON object), or NULL */
 } cli_job;
 
 void cli_job_init(cli_job *j);
@@ -187,6 +188,9 @@ int cli_job_load(cli_job *j, weft_runtime *rt);
 /* Records one finished run (`run` may be NULL when the launch itself failed: `status` then
  * carries the launch error and weft_last_error() its message). Returns the exit code. */
 int cli_job_record(cli_job *j, int status, weft_run *run, double wall_ms);
+/* Records a failure that is not a run's own (phase "load", "run" or "outputs"): a run that
+ * was never launched because the job was cancelled, for instance. The first failure stays. */
+void cli_job_fail(cli_job *j, const char *phase, int status, const char *msg);
 /* Writes the report. `err` may be NULL (errors then go only into the JSON). Performs the
  * program's outputs (print and save) when every run succeeded. Returns the exit code. */
 int cli_job_report(cli_job *j, FILE *out, FILE *err);

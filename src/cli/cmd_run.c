@@ -1,10 +1,17 @@
 /* cmd_run.c — `weft run FILE`: load a program, run its graph --repeat times on one runtime
  * (tensor contents persist between runs, as the API promises), then print its outputs, or
- * one JSON document with --json. Runs are blocking here: the process has nothing else to do. */
+ * one JSON document with --json. Runs are blocking here: the process has nothing else to do.
+ *
+ * What the last run did (weft/report.h): a short summary on standard error, the statistics
+ * under "stats" with --json, a Chrome trace with --trace and an SVG timeline with --timeline;
+ * a progress bar on standard error while runs are long, when it is a terminal. --quiet drops
+ * the summary and the bar. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "weft/report.h"
 
 static const char run_help[] =
     "Usage: weft run [OPTIONS] FILE\n"
@@ -14,14 +21,18 @@ static const char run_help[] =
     "      --repeat N           run the graph N times (default 1); outputs after the last\n"
     "      --json               print one JSON document: status, per-run wall time, outputs\n"
     "      --time               print each run's wall time on standard error\n"
+    "      --trace FILE         write the last run's Chrome trace (open it in Perfetto)\n"
+    "      --timeline FILE      write the last run's timeline as an SVG picture\n"
+    "      --quiet              no summary and no progress bar on standard error\n"
     "\n"
     "Exit status: 0 success, 1 the run failed, 2 bad input or usage.\n";
 
-enum { OPT_REPEAT = CLI_OPT_LOCAL, OPT_JSON, OPT_TIME };
+enum { OPT_REPEAT = CLI_OPT_LOCAL, OPT_JSON, OPT_TIME, OPT_TRACE, OPT_TIMELINE, OPT_QUIET };
 
 typedef struct run_flags {
   long repeat;
-  int json, time;
+  int json, time, quiet;
+  const char *trace, *timeline;
 } run_flags;
 
 static int run_option(int c, const char *arg, void *ctx) {
@@ -30,19 +41,59 @@ static int run_option(int c, const char *arg, void *ctx) {
     case OPT_REPEAT: return cli_parse_int("run", "--repeat", arg, 1, 100000000, &f->repeat);
     case OPT_JSON: f->json = 1; return 0;
     case OPT_TIME: f->time = 1; return 0;
+    case OPT_TRACE: f->trace = arg; return 0;
+    case OPT_TIMELINE: f->timeline = arg; return 0;
+    case OPT_QUIET: f->quiet = 1; return 0;
     default: return -1;
   }
+}
+
+/* Reports the run `r` (the last one): the trace and timeline files, the statistics into the
+ * JSON document or the summary on standard error. Returns 0, or 1 when a file could not be
+ * written (the message printed). With timing off there is nothing to report. */
+static int report_run(const run_flags *f, cli_job *j, weft_run *r) {
+  weft_run_stats *st;
+  if (weft_run_stats_create(r, &st) != WEFT_OK) {
+    if (f->trace == NULL && f->timeline == NULL) return 0;
+    return cli_error(CLI_EXIT_FAILED, "no trace or timeline: %s", weft_last_error());
+  }
+  int code = 0;
+  if (f->trace != NULL && weft_run_stats_save(st, WEFT_REPORT_TRACE, f->trace) != WEFT_OK)
+    code = cli_error(CLI_EXIT_FAILED, "--trace: %s", weft_last_error());
+  if (f->timeline != NULL && weft_run_stats_save(st, WEFT_REPORT_SVG, f->timeline) != WEFT_OK)
+    code = cli_error(CLI_EXIT_FAILED, "--timeline: %s", weft_last_error());
+  if (f->json) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    int rc = mem != NULL ? weft_run_stats_write(st, WEFT_REPORT_JSON, mem) : WEFT_ENOMEM;
+    if (mem != NULL && fclose(mem) != 0) rc = WEFT_ENOMEM;
+    if (rc == WEFT_OK) {
+      while (len > 0 && text[len - 1] == '\n') text[--len] = '\0';
+      free(j->stats_json);
+      j->stats_json = text;
+    } else {
+      free(text);
+    }
+  } else if (!f->quiet) {
+    if (weft_run_stats_print(st, stderr) != WEFT_OK) code = CLI_EXIT_FAILED;
+  }
+  weft_run_stats_destroy(st);
+  return code;
 }
 
 int cli_cmd_run(int argc, char **argv) {
   static const struct option extra[] = {{"repeat", required_argument, NULL, OPT_REPEAT},
                                         {"json", no_argument, NULL, OPT_JSON},
                                         {"time", no_argument, NULL, OPT_TIME},
+                                        {"trace", required_argument, NULL, OPT_TRACE},
+                                        {"timeline", required_argument, NULL, OPT_TIMELINE},
+                                        {"quiet", no_argument, NULL, OPT_QUIET},
                                         {NULL, 0, NULL, 0}};
   cli_prog_opts po = {0};
   run_flags f = {.repeat = 1};
   weft_runtime *rt = NULL;
-  int code;
+  int code, report_code = 0;
   cli_job j;
   cli_job_init(&j);
   const char *file = cli_parse_prog_args(argc, argv, "run", run_help, extra, run_option, &f, &po,
@@ -63,9 +114,11 @@ int cli_cmd_run(int argc, char **argv) {
       weft_run *r = NULL;
       double t0 = cli_now();
       int st = weft_graph_launch(g, &r);
-      if (st == WEFT_OK) st = weft_run_wait(r);
+      if (st == WEFT_OK)
+        st = weft_run_wait_progress(r, f.quiet || f.json ? NULL : stderr, (int)i, (int)f.repeat);
       double ms = (cli_now() - t0) * 1e3;
       cli_job_record(&j, st, r, ms);
+      if (r != NULL && (st != WEFT_OK || i + 1 == f.repeat)) report_code = report_run(&f, &j, r);
       weft_run_destroy(r);
       if (f.time)
         fprintf(stderr, "%s: run %ld: %.3f ms%s\n", cli_progname, i + 1, ms,
@@ -74,6 +127,7 @@ int cli_cmd_run(int argc, char **argv) {
     }
   }
   code = cli_job_report(&j, stdout, stderr);
+  if (code == CLI_EXIT_OK) code = report_code;
 done:
   cli_job_fini(&j);
   weft_runtime_destroy(rt);

@@ -157,6 +157,7 @@ static void conn_close(conn *c);
 static void conn_process(conn *c);
 static void maybe_finish(server *s);
 static void run_next(submission *sub);
+static void report(submission *sub);
 
 static void say(server *s, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -272,17 +273,28 @@ static void report(submission *sub) {
   }
 }
 
+/* Launches the next run, or reports: after the last run, a failure, or when the job is
+ * cancelled (its client left, or the server's grace period is over). */
+static void next_or_report(submission *sub) {
+  if (sub->job.exit_code != CLI_EXIT_OK || sub->job.nruns >= sub->job.repeat) {
+    report(sub);
+  } else if (sub->conn == NULL || sub->srv->cancelling) {
+    cli_job_fail(&sub->job, "run", WEFT_ECANCELED,
+                 sub->conn == NULL ? "the client left: the run was cancelled"
+                                   : "the server is shutting down: the run was cancelled");
+    report(sub);
+  } else {
+    run_next(sub);
+  }
+}
+
 static void on_run(weft_run *run, int status, void *arg) {
   submission *sub = arg;
   double ms = (double)(uv_hrtime() - sub->t0) / 1e6;
   sub->run = NULL;
   sub->total_ms += ms;
   cli_job_record(&sub->job, status, run, ms);
-  if (status == WEFT_OK && sub->job.nruns < sub->job.repeat && sub->conn != NULL &&
-      !sub->srv->cancelling)
-    run_next(sub);
-  else
-    report(sub);
+  next_or_report(sub);
 }
 
 static void run_next(submission *sub) {
@@ -302,11 +314,7 @@ static void work_load(uv_work_t *w) {
 
 static void after_load(uv_work_t *w, int status) {
   (void)status;
-  submission *sub = w->data;
-  if (sub->job.exit_code == CLI_EXIT_OK && sub->conn != NULL && !sub->srv->cancelling)
-    run_next(sub);
-  else
-    report(sub);
+  next_or_report(w->data);
 }
 
 static void sub_start(submission *sub) {

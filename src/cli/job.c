@@ -34,6 +34,7 @@ void cli_job_fini(cli_job *j) {
   free(j->error);
   free(j->wall_ms);
   free(j->run_status);
+  free(j->stats_json);
   memset(j, 0, sizeof *j);
 }
 
@@ -46,6 +47,10 @@ static void set_failure(cli_job *j, const char *phase, int status, const char *m
   j->exit_code = cli_exit_for_status(status);
   /* A failure while running is the run's failure (1), whatever the status is. */
   if (strcmp(phase, "load") != 0 && j->exit_code == CLI_EXIT_USAGE) j->exit_code = CLI_EXIT_FAILED;
+}
+
+void cli_job_fail(cli_job *j, const char *phase, int status, const char *msg) {
+  set_failure(j, phase, status, msg);
 }
 
 int cli_job_load(cli_job *j, weft_runtime *rt) {
@@ -178,7 +183,9 @@ static void json_head(cli_buf *b, const cli_job *j) {
   for (int i = 0; i < j->nruns; i++)
     cli_buf_printf(b, "%s{\"status\": \"%s\", \"wall_ms\": %.3f}", i ? ", " : "",
                    weft_status_name(j->run_status[i]), j->wall_ms[i]);
-  cli_buf_puts(b, "], \"outputs\": ");
+  cli_buf_puts(b, "], \"stats\": ");
+  cli_buf_puts(b, j->stats_json != NULL ? j->stats_json : "null");
+  cli_buf_puts(b, ", \"outputs\": ");
 }
 
 void cli_refusal_json(cli_buf *b, const char *name, const char *status, int exit_code,
