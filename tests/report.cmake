@@ -29,3 +29,13 @@ if(PNG_FOUND)
 else()
   message(STATUS "weft: libpng not found; test_report_render is not built")
 endif()
+
+# What `weft run` reports (--json stats, --trace, --timeline, the summary), end to end.
+if(TARGET weft_cli AND WEFT_JANSSON_LIB AND WEFT_JANSSON_INCLUDE)
+  weft_add_test(test_report_cli LABELS report cli TIMEOUT 300 SOURCES cli_proc.c)
+  target_include_directories(test_report_cli PRIVATE ${WEFT_JANSSON_INCLUDE})
+  target_link_libraries(test_report_cli PRIVATE ${WEFT_JANSSON_LIB})
+  target_compile_definitions(test_report_cli PRIVATE _GNU_SOURCE
+    WEFT_CLI_PATH="$<TARGET_FILE:weft_cli>" WEFT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  add_dependencies(test_report_cli weft_cli)
+endif()

@@ -2,13 +2,15 @@
  * (tensor contents persist between runs, as the API promises), then print its outputs, or
  * one JSON document with --json. Runs are blocking here: the process has nothing else to do.
  *
- * What the last run did (weft/report.h): a short summary on standard error, the statistics
- * under "stats" with --json, a Chrome trace with --trace and an SVG timeline with --timeline;
- * a progress bar on standard error while runs are long, when it is a terminal. --quiet drops
- * the summary and the bar. */
+ * What the last run did (weft/report.h): a short summary on standard error when it is a
+ * terminal (or with --stats; scripts that read standard error see nothing new), the
+ * statistics under "stats" with --json, a Chrome trace with --trace and an SVG timeline with
+ * --timeline; a progress bar on standard error while runs are long, when it is a terminal.
+ * --quiet drops the summary and the bar. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "weft/report.h"
@@ -23,15 +25,17 @@ static const char run_help[] =
     "      --time               print each run's wall time on standard error\n"
     "      --trace FILE         write the last run's Chrome trace (open it in Perfetto)\n"
     "      --timeline FILE      write the last run's timeline as an SVG picture\n"
+    "      --stats              print a summary of the last run on standard error (the\n"
+    "                           default when it is a terminal)\n"
     "      --quiet              no summary and no progress bar on standard error\n"
     "\n"
     "Exit status: 0 success, 1 the run failed, 2 bad input or usage.\n";
 
-enum { OPT_REPEAT = CLI_OPT_LOCAL, OPT_JSON, OPT_TIME, OPT_TRACE, OPT_TIMELINE, OPT_QUIET };
+enum { OPT_REPEAT = CLI_OPT_LOCAL, OPT_JSON, OPT_TIME, OPT_TRACE, OPT_TIMELINE, OPT_QUIET, OPT_STATS };
 
 typedef struct run_flags {
   long repeat;
-  int json, time, quiet;
+  int json, time, quiet, stats;
   const char *trace, *timeline;
 } run_flags;
 
@@ -44,6 +48,7 @@ static int run_option(int c, const char *arg, void *ctx) {
     case OPT_TRACE: f->trace = arg; return 0;
     case OPT_TIMELINE: f->timeline = arg; return 0;
     case OPT_QUIET: f->quiet = 1; return 0;
+    case OPT_STATS: f->stats = 1; return 0;
     default: return -1;
   }
 }
@@ -75,7 +80,7 @@ static int report_run(const run_flags *f, cli_job *j, weft_run *r) {
     } else {
       free(text);
     }
-  } else if (!f->quiet) {
+  } else if (!f->quiet && (f->stats || isatty(fileno(stderr)))) {
     if (weft_run_stats_print(st, stderr) != WEFT_OK) code = CLI_EXIT_FAILED;
   }
   weft_run_stats_destroy(st);
@@ -89,6 +94,7 @@ int cli_cmd_run(int argc, char **argv) {
                                         {"trace", required_argument, NULL, OPT_TRACE},
                                         {"timeline", required_argument, NULL, OPT_TIMELINE},
                                         {"quiet", no_argument, NULL, OPT_QUIET},
+                                        {"stats", no_argument, NULL, OPT_STATS},
                                         {NULL, 0, NULL, 0}};
   cli_prog_opts po = {0};
   run_flags f = {.repeat = 1};
