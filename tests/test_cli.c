@@ -335,7 +335,7 @@ static void test_examples(void **state) {
     size_t len = strlen(e->d_name);
     if (len < 6 || strcmp(e->d_name + len - 5, ".weft") != 0) continue;
     tp_out r;
-    tp_run(&r, NULL, dir, T, (const char *[]){"run", "--device", "cpu", e->d_name, NULL});
+    tp_run(&r, NULL, dir, T, (const char *[]){"run", e->d_name, NULL}); /* falls back to the CPU */
     if (r.code != 0)
       fail_msg("examples/%s: exit %d\n%s%s", e->d_name, r.code, r.out, r.err);
     tp_out_fini(&r);

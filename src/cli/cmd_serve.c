@@ -146,6 +146,7 @@ static const char serve_help[] =
     "      --idle-timeout SEC   close a connection idle this long (default 60)\n"
     "      --grace SEC          on SIGINT/SIGTERM, cancel runs still going after SEC (default 10)\n"
     "      --workers N          CPU worker threads (default: one per core)\n"
+    "      --simulate PROFILE   run submissions on the virtual devices of a machine profile\n"
     "      --quiet              do not log each submission on standard error\n"
     "  -h, --help               show this help and exit\n"
     "\n"
@@ -811,6 +812,7 @@ int cli_cmd_serve(int argc, char **argv) {
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"workers", required_argument, NULL, CLI_OPT_WORKERS},
+      {"simulate", required_argument, NULL, CLI_OPT_SIMULATE},
       {"quiet", no_argument, NULL, OPT_QUIET},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -824,6 +826,7 @@ int cli_cmd_serve(int argc, char **argv) {
   s.grace_ms = 10000;
   const char *listen = "127.0.0.1:7878";
   long workers = 0, v;
+  const char *simulate = NULL;
   int allow_remote = 0, c;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (c) {
@@ -856,6 +859,7 @@ int cli_cmd_serve(int argc, char **argv) {
       case CLI_OPT_WORKERS:
         if (cli_parse_int("serve", "--workers", optarg, 0, 4096, &workers) != 0) return CLI_EXIT_USAGE;
         break;
+      case CLI_OPT_SIMULATE: simulate = optarg; break;
       case OPT_QUIET: s.quiet = 1; break;
       case 'h': fputs(serve_help, stdout); return CLI_EXIT_OK;
       default: return cli_bad_option("serve", c, argv);
@@ -872,11 +876,12 @@ int cli_cmd_serve(int argc, char **argv) {
                            listen);
 
   signal(SIGPIPE, SIG_IGN); /* a client that leaves makes writes fail, not kill the server */
-  int code = CLI_EXIT_FAILED;
+  int code;
   uv_loop_t loop;
   if (uv_loop_init(&loop) != 0) return cli_error(CLI_EXIT_FAILED, "cannot create the event loop");
   s.loop = &loop;
-  if ((s.rt = cli_runtime((int)workers)) == NULL) goto done;
+  if ((code = cli_runtime((int)workers, simulate, &s.rt)) != 0) goto done;
+  code = CLI_EXIT_FAILED;
   uv_signal_init(&loop, &s.sigint);
   uv_signal_init(&loop, &s.sigterm);
   uv_timer_init(&loop, &s.grace);

@@ -232,8 +232,9 @@ int cli_cmd_submit(int argc, char **argv) {
                                          submit_option, &f, &po, &code);
   if (file == NULL) goto done;
   code = CLI_EXIT_USAGE;
-  if (po.workers != 0) {
-    cli_usage_error("submit", "--workers is the server's option (weft serve --workers)");
+  if (po.workers != 0 || po.simulate != NULL) {
+    cli_usage_error("submit", "--%s is the server's option (weft serve --%s)",
+                    po.workers ? "workers" : "simulate", po.workers ? "workers" : "simulate");
     goto done;
   }
   if (f.to == NULL) f.to = getenv("WEFT_SERVER");

@@ -126,6 +126,9 @@ int cli_prog_option(cli_prog_opts *o, const char *sub, int c, const char *arg) {
     }
     case CLI_OPT_WORKERS:
       return cli_parse_int(sub, "--workers", arg, 0, 4096, &o->workers) == 0 ? 1 : -1;
+    case CLI_OPT_SIMULATE:
+      o->simulate = arg;
+      return 1;
     case 'h':
       o->help = 1;
       return 1;
@@ -148,7 +151,8 @@ const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const ch
                                 int (*local)(int c, const char *arg, void *ctx), void *ctx,
                                 cli_prog_opts *o, int *exit_code) {
   struct option opts[32] = {CLI_PROG_LONGOPTS};
-  int n = 4;
+  int n = 0;
+  while (opts[n].name != NULL) n++;
   for (const struct option *e = extra; e != NULL && e->name != NULL && n < 31; e++) opts[n++] = *e;
   memset(&opts[n], 0, sizeof opts[n]);
   int c;
@@ -179,18 +183,18 @@ const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const ch
   return argv[optind];
 }
 
-weft_runtime *cli_runtime(int workers) {
+int cli_runtime(int workers, const char *simulate, weft_runtime **out) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = workers;
   o.flags |= WEFT_RUNTIME_QUIET;
-  weft_runtime *rt = NULL;
-  int rc = weft_runtime_create(&o, &rt);
-  if (rc != WEFT_OK) {
-    cli_error(CLI_EXIT_FAILED, "cannot start the runtime: %s", weft_last_error());
-    return NULL;
-  }
-  return rt;
+  o.simulate = simulate;
+  *out = NULL;
+  int rc = weft_runtime_create(&o, out);
+  if (rc == WEFT_OK) return CLI_EXIT_OK;
+  *out = NULL;
+  int code = simulate != NULL && rc != WEFT_ENOMEM ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+  return cli_error(code, "cannot start the runtime: %s", weft_last_error());
 }
 
 int cli_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err,
