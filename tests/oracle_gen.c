@@ -139,7 +139,6 @@ typedef struct gen {
   weft_graph *g;
   const oracle_cfg *cfg;
   uint64_t rng;
-  int ninputs;
   const weft_op *ops[N_ORC_OPS];
 } gen;
 
@@ -197,7 +196,7 @@ static int rand_ndim(gen *s) {
 /* Creates an input tensor "in<k>" of the given dtype, rank and shape. */
 static int new_input(gen *s, int dtype, int ndim, const int64_t *shape, weft_tensor **out) {
   char name[24];
-  snprintf(name, sizeof name, "in%d", s->ninputs++);
+  snprintf(name, sizeof name, "in%zu", weft_graph_tensor_count(s->g));
   return weft_tensor_create(s->g, name, (weft_dtype)dtype, ndim, shape, weft_cpu(), rand_init(s),
                             out);
 }
@@ -402,55 +401,67 @@ static int conflict(const weft_node *a, const weft_node *b) {
   return 0;
 }
 
+/* Starts a generator for (seed, round) on g; finds the user ops if the configuration asks. */
+static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const oracle_cfg *cfg) {
+  memset(s, 0, sizeof *s);
+  s->g = g;
+  s->cfg = cfg;
+  s->rng = seed * 0x2545F4914F6CDD1Dull + 0x1234567u + round * 0x9E3779B97F4A7C15ull;
+  if (cfg->user_ops)
+    for (int k = 0; k < N_ORC_OPS; k++)
+      if ((s->ops[k] = weft_op_find(weft_graph_runtime(g), orc_ops[k].name)) == NULL) {
+        fprintf(stderr, "oracle_build: op %s is not registered (call oracle_register_ops)\n",
+                orc_ops[k].name);
+        return WEFT_ENOENT;
+      }
+  return WEFT_OK;
+}
+
+/* Adds `count` nodes, with a new input now and then, a name now and then, and forward
+ * explicit edges as the configuration asks. */
+static int gen_nodes(gen *s, int count) {
+  weft_graph *g = s->g;
+  int rc;
+  for (int k = 0; k < count; k++) {
+    weft_tensor *t;
+    if ((chance(s, 10) || ntensors(s) == 0) && (rc = new_random_input(s, &t)) != WEFT_OK) return rc;
+    rc = s->cfg->user_ops && chance(s, 35) ? add_user(s) : add_builtin(s);
+    if (rc != WEFT_OK) return rc;
+    size_t n = weft_graph_node_count(g);
+    weft_node *last = weft_graph_node(g, n - 1);
+    if (chance(s, 10)) {
+      char name[24];
+      snprintf(name, sizeof name, "step%zu", n - 1);
+      if ((rc = weft_node_set_name(last, name)) != WEFT_OK) return rc;
+    }
+    if (n >= 2 && chance(s, s->cfg->edge_percent)) {
+      /* A forward edge into the new node, or between two earlier nodes. */
+      size_t to = chance(s, 60) ? n - 1 : 1 + (size_t)below(s, (int)n - 1);
+      size_t from = (size_t)below(s, (int)to);
+      if ((rc = weft_graph_add_edge(g, weft_graph_node(g, from), weft_graph_node(g, to))) != WEFT_OK)
+        return rc;
+    }
+  }
+  return WEFT_OK;
+}
+
 int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracle_info *info) {
   oracle_cfg defaults;
   if (cfg == NULL) {
     oracle_cfg_init(&defaults);
     cfg = &defaults;
   }
-  gen s;
-  memset(&s, 0, sizeof s);
-  s.g = g;
-  s.cfg = cfg;
-  s.rng = seed * 0x2545F4914F6CDD1Dull + 0x1234567u;
   if (info != NULL) memset(info, 0, sizeof *info);
-  if (cfg->user_ops)
-    for (int k = 0; k < N_ORC_OPS; k++)
-      if ((s.ops[k] = weft_op_find(weft_graph_runtime(g), orc_ops[k].name)) == NULL) {
-        fprintf(stderr, "oracle_build: op %s is not registered (call oracle_register_ops)\n",
-                orc_ops[k].name);
-        return WEFT_ENOENT;
-      }
-  int rc;
+  gen s;
+  int rc = gen_start(&s, g, seed, 0, cfg);
+  if (rc != WEFT_OK) return rc;
   int ninputs = 1 + below(&s, cfg->max_inputs > 0 ? cfg->max_inputs : 1);
   for (int i = 0; i < ninputs; i++) {
     weft_tensor *t;
     if ((rc = new_random_input(&s, &t)) != WEFT_OK) return rc;
   }
   int span = cfg->max_nodes - cfg->min_nodes + 1;
-  int nnodes = cfg->min_nodes + below(&s, span > 0 ? span : 1);
-  for (int k = 0; k < nnodes; k++) {
-    if (chance(&s, 10)) {
-      weft_tensor *t;
-      if ((rc = new_random_input(&s, &t)) != WEFT_OK) return rc;
-    }
-    rc = cfg->user_ops && chance(&s, 35) ? add_user(&s) : add_builtin(&s);
-    if (rc != WEFT_OK) return rc;
-    size_t n = weft_graph_node_count(g);
-    weft_node *last = weft_graph_node(g, n - 1);
-    if (chance(&s, 10)) {
-      char name[24];
-      snprintf(name, sizeof name, "step%d", k);
-      if ((rc = weft_node_set_name(last, name)) != WEFT_OK) return rc;
-    }
-    if (n >= 2 && chance(&s, cfg->edge_percent)) {
-      /* A forward edge into the new node, or between two earlier nodes. */
-      size_t to = chance(&s, 60) ? n - 1 : 1 + (size_t)below(&s, (int)n - 1);
-      size_t from = (size_t)below(&s, (int)to);
-      if ((rc = weft_graph_add_edge(g, weft_graph_node(g, from), weft_graph_node(g, to))) != WEFT_OK)
-        return rc;
-    }
-  }
+  if ((rc = gen_nodes(&s, cfg->min_nodes + below(&s, span > 0 ? span : 1))) != WEFT_OK) return rc;
   size_t n = weft_graph_node_count(g);
   if (below(&s, 1000) < cfg->cycle_per_mille && n >= 2) {
     /* A backward edge j -> i between two conflicting nodes: serial order puts i before j,
@@ -473,6 +484,18 @@ int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracl
     info->tensors = weft_graph_tensor_count(g);
   }
   return WEFT_OK;
+}
+
+int oracle_grow(weft_graph *g, uint64_t seed, int round, int nodes, const oracle_cfg *cfg) {
+  oracle_cfg defaults;
+  if (cfg == NULL) {
+    oracle_cfg_init(&defaults);
+    cfg = &defaults;
+  }
+  gen s;
+  int rc = gen_start(&s, g, seed, (uint64_t)round + 1, cfg);
+  if (rc != WEFT_OK) return rc;
+  return gen_nodes(&s, nodes);
 }
 
 int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg) {
@@ -515,6 +538,27 @@ void oracle_serial_destroy(oracle_serial *s) {
   for (size_t i = 0; i < s->n; i++) free(s->buf[i]);
   free(s->buf);
   free(s);
+}
+
+int oracle_serial_sync(oracle_serial *s) {
+  size_t n = weft_graph_tensor_count(s->g);
+  if (n <= s->n) return WEFT_OK;
+  void **buf = realloc(s->buf, n * sizeof *buf);
+  if (buf == NULL) return WEFT_ENOMEM;
+  s->buf = buf;
+  for (size_t i = s->n; i < n; i++) {
+    weft_tensor *t = weft_graph_tensor(s->g, i);
+    size_t bytes = weft_tensor_bytes(t);
+    buf[i] = NULL;
+    if (bytes == 0) continue;
+    if ((buf[i] = malloc(bytes)) == NULL) {
+      s->n = i;
+      return WEFT_ENOMEM;
+    }
+    weft__cpu_fill(buf[i], weft_tensor_dtype(t), weft_tensor_numel(t), weft_tensor_init(t));
+  }
+  s->n = n;
+  return WEFT_OK;
 }
 
 void *oracle_serial_data(oracle_serial *s, size_t id) { return id < s->n ? s->buf[id] : NULL; }

@@ -62,6 +62,12 @@ int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg);
 /* As oracle_build, and describes the program in *info (may be NULL). */
 int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracle_info *info);
 
+/* Continues the program of `seed` built by oracle_build: adds `nodes` more random nodes (and
+ * now and then a new input tensor) over all of g's tensors. Round r of a seed always adds the
+ * same nodes to the same graph, so two twins grown alike stay identical. Returns as
+ * oracle_build does. */
+int oracle_grow(weft_graph *g, uint64_t seed, int round, int nodes, const oracle_cfg *cfg);
+
 /* The serial interpreter: runs a graph's nodes one by one in insertion order with weft's CPU
  * kernels (weft__cpu_exec) on buffers of its own, which start from the tensors' creation
  * initialisers as weft's storage does. It reads the graph only (never launches it), so it is
@@ -71,6 +77,8 @@ typedef struct oracle_serial oracle_serial;
 /* Buffers for every tensor of g (CPU tensors only), initialised; NULL if out of memory. */
 oracle_serial *oracle_serial_create(weft_graph *g);
 void oracle_serial_destroy(oracle_serial *s);
+/* Gives buffers (with their creation initialisers) to tensors created since; WEFT_ENOMEM. */
+int oracle_serial_sync(oracle_serial *s);
 /* One run of every node. Returns WEFT_OK or the first kernel's error (message in msg). */
 int oracle_serial_run(oracle_serial *s, char *msg, size_t msg_size);
 /* The contents of tensor `id` (NULL for a tensor of zero bytes). */

@@ -2,7 +2,8 @@
  * scheduler (runtimes of 2 to 4 workers) and by a plain serial interpreter (oracle_gen.c), which
  * walks the nodes of a second, identically built graph in insertion order and runs each with
  * the same CPU kernels (weft__cpu_exec) on its own buffers. After every run (one to three per
- * graph, with host writes into some inputs between runs) every kept tensor must be bit for bit
+ * graph, with host writes into some inputs between runs and, for a third of the programs, new
+ * nodes and tensors added between runs) every kept tensor must be bit for bit
  * the interpreter's, and every temporary must refuse to be read. Programs with a cycle-closing
  * backward edge must fail to analyse and to launch with WEFT_ECYCLE naming both ends.
  *
@@ -20,7 +21,7 @@ enum { MAX_RUNS = 3 };
 
 /* What the programs exercised, printed at the end so a weakened generator shows. */
 static struct {
-  long programs, cycles, runs, nodes, inplace, user, edges, temps, kept, compared_bytes;
+  long programs, cycles, runs, grown, nodes, inplace, user, edges, temps, kept, compared_bytes;
   long by_op[16];
 } stats;
 
@@ -144,6 +145,14 @@ static int run_program(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, i
   int runs = 1 + (int)(seed % MAX_RUNS);
   for (int r = 0; r < runs && !bad; r++) {
     if (r > 0) rewrite_inputs(ga, in, &rng);
+    if (r > 0 && seed / 3 % 3 == 0) {
+      /* The program grows between runs: new nodes (and tensors) on the same graphs. */
+      int more = 1 + (int)(seed / 9 % 8);
+      CHECK(oracle_grow(ga, seed, r, more, cfg));
+      CHECK(oracle_grow(gb, seed, r, more, cfg));
+      assert_int_equal(oracle_serial_sync(in), WEFT_OK);
+      stats.grown++;
+    }
     int rc;
     if (r == 0) {
       rc = weft_graph_run(ga);
@@ -222,9 +231,10 @@ static void random_programs_agree_with_serial(void **state) {
       failures += run_program(rts[k % 3], (uint64_t)k, &c, 0);
     }
   }
-  printf("oracle: %ld programs (%ld with a cycle), %ld runs, %ld nodes (%ld user ops, %ld in place), "
-         "%ld edges, %ld kept tensors, %ld temporaries, %ld bytes compared\n  by op:",
-         stats.programs, stats.cycles, stats.runs, stats.nodes, stats.user, stats.inplace,
+  printf("oracle: %ld programs (%ld with a cycle), %ld runs, %ld grown between runs, %ld nodes "
+         "(%ld user ops, %ld in place), %ld edges, %ld kept tensors, %ld temporaries, %ld bytes "
+         "compared\n  by op:",
+         stats.programs, stats.cycles, stats.runs, stats.grown, stats.nodes, stats.user, stats.inplace,
          stats.edges, stats.kept, stats.temps, stats.compared_bytes);
   for (int k = 0; k < N_STAT_OPS; k++) printf(" %s %ld", stat_ops[k], stats.by_op[k]);
   printf("\n");

@@ -156,6 +156,12 @@ static void large_graph_many_runs(void **state) {
   weft_runtime_destroy(rt);
 }
 
+static int add1_kernel(weft_kernel_ctx *ctx) {
+  double *x = weft_ctx_data(ctx, 0);
+  *x += 1;
+  return WEFT_OK;
+}
+
 /* ---- many tiny independent tasks ---------------------------------------------------------- */
 
 static atomic_uchar *hits;
@@ -179,6 +185,40 @@ static void many_tiny_tasks(void **state) {
     CHECK(weft_graph_run(g));
     for (uint32_t i = 0; i < n; i++)
       if (atomic_load_explicit(&hits[i], memory_order_relaxed) != r) fail_msg("run %d: task %u ran %d times", r, i, hits[i]);
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  free(hits);
+}
+
+/* One writer, then 100 000 readers: they all become ready at once on one worker, whose deque
+ * grows while the others steal from it; then one more writer after all of them. */
+static int fan_kernel(weft_kernel_ctx *ctx) {
+  const double *src = weft_ctx_data(ctx, 0);
+  const uint32_t *id = weft_ctx_params(ctx, NULL);
+  atomic_fetch_add_explicit(&hits[*id], (unsigned char)*src, memory_order_relaxed);
+  return WEFT_OK;
+}
+
+static void wide_fan_out(void **state) {
+  (void)state;
+  weft_runtime *rt = tu_runtime_cpu(3);
+  const weft_op *fan = tu_op(rt, "fan", 1, (weft_access[]){WEFT_READ}, fan_kernel, NULL);
+  const weft_op *add1 = tu_op(rt, "add1", 1, (weft_access[]){WEFT_READ_WRITE}, add1_kernel, NULL);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *src = tu_tensor(g, "src", WEFT_F64, 0, NULL, weft_zeros());
+  uint32_t n = (uint32_t)scaled(100000);
+  hits = calloc(n, sizeof *hits);
+  assert_non_null(hits);
+  CHECK(weft_call(g, add1, &src, 1, NULL, 0));
+  for (uint32_t i = 0; i < n; i++) CHECK(weft_call(g, fan, &src, 1, &i, sizeof i));
+  CHECK(weft_call(g, add1, &src, 1, NULL, 0)); /* after every reader (WAR) */
+  for (int r = 0; r < 3; r++) {
+    CHECK(weft_graph_run(g));
+    /* Run r's readers saw src = 2r + 1: hits accumulate 1 + 3 + 5 ... */
+    for (uint32_t i = 0; i < n; i++)
+      if (hits[i] != (r + 1) * (r + 1)) fail_msg("run %d: reader %u saw %d in all", r, i, hits[i]);
   }
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
@@ -331,11 +371,6 @@ static void relaunch_cb(weft_run *run, int status, void *arg) {
   pthread_mutex_unlock(&cs->lock);
 }
 
-static int add1_kernel(weft_kernel_ctx *ctx) {
-  double *x = weft_ctx_data(ctx, 0);
-  *x += 1;
-  return WEFT_OK;
-}
 
 static void callbacks_relaunch(void **state) {
   (void)state;
@@ -419,6 +454,7 @@ int main(void) {
       cmocka_unit_test(threads_run_their_own_programs),
       cmocka_unit_test(large_graph_many_runs),
       cmocka_unit_test(many_tiny_tasks),
+      cmocka_unit_test(wide_fan_out),
       cmocka_unit_test(launch_cancel_races),
       cmocka_unit_test(callbacks_relaunch),
       cmocka_unit_test(many_graphs_in_flight),
