@@ -779,6 +779,14 @@ static void test_limits(void **state) {
   for (int i = 0; i < 1000; i++) n += snprintf(deep + n, sizeof deep - (size_t)n, "-");
   snprintf(deep + n, sizeof deep - (size_t)n, "1\n");
   expect_in(parse_fail(deep), "error: expression nested too deeply");
+  /* A long chain of operators is as deep as it is long. */
+  n = snprintf(deep, sizeof deep, "param A = 1");
+  for (int i = 0; i < 300; i++) n += snprintf(deep + n, sizeof deep - (size_t)n, " + 1");
+  snprintf(deep + n, sizeof deep - (size_t)n, "\n");
+  expect_in(parse_fail(deep), "t.weft:1:811: error: expression nested too deeply; expected at most 200 levels");
+  p = parse("param A = 1 + 2 * 3 - 4 / 2 + 10 % 4\ntensor t: f32[A]\n");
+  assert_int_equal(weft_tensor_dim(T(p, "t"), 0), 7);
+  weft_program_destroy(p);
 }
 
 /* ---- out of memory ----------------------------------------------------------------------------- */

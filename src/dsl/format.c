@@ -84,9 +84,9 @@ static void indent(weft__dsl_buf *b, int depth) {
   for (int i = 0; i < depth; i++) weft__dsl_buf_puts(b, "  ");
 }
 
-/* Comment lines ("" is a blank line). */
-static void put_comments(weft__dsl_buf *b, const char *const *lines, int n, int depth) {
-  for (int i = 0; i < n; i++) {
+/* Comment lines ("" is a blank line), from `first` on. */
+static void put_comments(weft__dsl_buf *b, const char *const *lines, int first, int n, int depth) {
+  for (int i = first; i < n; i++) {
     if (lines[i][0] == '\0') {
       weft__dsl_buf_puts(b, "\n");
       continue;
@@ -186,14 +186,14 @@ void weft__dsl_format_block(weft__dsl_buf *b, const weft__dsl_block *blk, int de
     const weft__dsl_stmt *s = blk->stmts[i];
     /* A blank line at the very start of a block is dropped. */
     int skip = i == 0 && s->nlead > 0 && s->lead[0][0] == '\0';
-    put_comments(b, s->lead + skip, s->nlead - skip, depth);
+    put_comments(b, s->lead, skip, s->nlead, depth);
     indent(b, depth);
     put_stmt(b, s, depth);
     if (s->trail != NULL) weft__dsl_buf_printf(b, "  %s", s->trail);
     weft__dsl_buf_puts(b, "\n");
   }
   int skip = blk->n == 0 && blk->ntail > 0 && blk->tail[0][0] == '\0';
-  put_comments(b, blk->tail + skip, blk->ntail - skip, depth);
+  put_comments(b, blk->tail, skip, blk->ntail, depth);
 }
 
 int weft_program_format(const weft_program *p, char **out) {

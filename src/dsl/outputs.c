@@ -254,13 +254,20 @@ int weft_program_outputs(weft_program *p, FILE *out, int json) {
   int first_rc = WEFT_OK, printed = 0;
   if (json) weft__dsl_buf_puts(&b, "{");
   const weft__dsl_output *outs = p->outputs.data;
+  weft__dsl_symtab seen; /* JSON: a name printed twice is one key */
+  weft__arena keys;
+  memset(&seen, 0, sizeof seen);
+  weft__arena_init(&keys, 1024, NULL);
   for (size_t i = 0; i < p->outputs.len; i++) {
     const weft__dsl_output *o = &outs[i];
     if (json && o->kind == WEFT__DSL_PRINT) {
-      int dup = 0;
-      for (size_t k = 0; k < i && !dup; k++)
-        dup = outs[k].kind == WEFT__DSL_PRINT && strcmp(outs[k].name, o->name) == 0;
-      if (dup) continue;
+      weft__dsl_sym *s = weft__dsl_sym_slot(&seen, &keys, o->name);
+      if (s == NULL) {
+        first_rc = weft__oom("the program's outputs");
+        break;
+      }
+      if (s->kind != SYM_NONE) continue;
+      s->kind = SYM_TENSOR;
     }
     size_t bytes = weft_tensor_bytes(o->t);
     void *data = weft__malloc(bytes ? bytes : 1);
@@ -284,6 +291,8 @@ int weft_program_outputs(weft_program *p, FILE *out, int json) {
       break;
     }
   }
+  weft__dsl_symtab_fini(&seen);
+  weft__arena_fini(&keys);
   if (json) weft__dsl_buf_puts(&b, "}\n");
   if (b.failed) {
     weft__dsl_buf_fini(&b);

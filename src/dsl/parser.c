@@ -297,8 +297,11 @@ static weft__dsl_expr *parse_unary(parser *p) {
   return e;
 }
 
+/* A chain a + b + c ... builds a tree as deep as it is long, and evaluating and formatting it
+ * recurse that deep: each link counts as a level of nesting. */
 static weft__dsl_expr *parse_binary(parser *p, int level) {
   weft__dsl_expr *l = level == 0 ? parse_binary(p, 1) : parse_unary(p);
+  int links = 0;
   while (l != NULL) {
     int k = cur(p)->kind, op;
     if (level == 0 && (k == TK_PLUS || k == TK_MINUS))
@@ -307,12 +310,21 @@ static weft__dsl_expr *parse_binary(parser *p, int level) {
       op = k == TK_STAR ? '*' : k == TK_SLASH ? '/' : '%';
     else
       break;
+    if (p->depth + ++links > MAX_EXPR_DEPTH) {
+      weft__dsl_error(p->d, WEFT_EPARSE, cur(p)->line, cur(p)->col,
+                      "expression nested too deeply; expected at most %d levels", MAX_EXPR_DEPTH);
+      l = NULL;
+      break;
+    }
     weft__dsl_expr *e = new_expr(p, EX_BIN, cur(p));
     advance(p);
     if (e == NULL) return NULL;
     e->op = op;
     e->a = l;
-    if ((e->b = level == 0 ? parse_binary(p, 1) : parse_unary(p)) == NULL) return NULL;
+    p->depth += links;
+    e->b = level == 0 ? parse_binary(p, 1) : parse_unary(p);
+    p->depth -= links;
+    if (e->b == NULL) return NULL;
     l = e;
   }
   return l;

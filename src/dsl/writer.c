@@ -30,6 +30,7 @@ typedef struct writer {
   weft__dsl_buf out;
   weft__arena arena;       /* keys of the tables */
   weft__dsl_symtab names;  /* what the parser will have bound */
+  weft__dsl_symtab node_names; /* node name -> the last node with it */
   const char **devnames;   /* per GPU index: the declared name, or NULL */
   int ndev;
   int32_t *cache_dst;      /* per tensor: its automatic copy, or -1 */
@@ -340,15 +341,12 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
   }
 }
 
-/* A node reference for an edge: its name when that names it at the end, else @id. */
+/* A node reference for an edge: its name when that names it at the end (it is the last node
+ * with that name), else @id. */
 static void put_node_ref(writer *w, const weft_node *n) {
   if (n->name != NULL) {
-    int last = 1;
-    for (size_t k = n->id + 1; k < w->g->nodes.len && last; k++) {
-      const weft_node *m = WEFT__VEC_AT(&w->g->nodes, weft_node *, k);
-      last = m->name == NULL || strcmp(m->name, n->name) != 0;
-    }
-    if (last) {
+    weft__dsl_sym *s = weft__dsl_sym_find(&w->node_names, n->name);
+    if (s != NULL && s->node == n) {
       weft__dsl_buf_name(&w->out, n->name);
       return;
     }
@@ -434,6 +432,15 @@ int weft_graph_write(const weft_graph *g, char **out) {
   if (w.rc == WEFT_OK && first != nn)
     fail(&w, WEFT_ENOTSUP, "weft_graph_write: the graph ends with copies weft inserted for no node");
   declare_upto(&w, nt);
+  for (size_t i = 0; i < nn && w.rc == WEFT_OK && g->explicit_edges.len; i++) {
+    weft_node *n = WEFT__VEC_AT(&g->nodes, weft_node *, i);
+    if (n->name == NULL) continue;
+    weft__dsl_sym *s = weft__dsl_sym_slot(&w.node_names, &w.arena, n->name);
+    if (s == NULL)
+      fail(&w, WEFT_ENOMEM, "weft_graph_write: out of host memory");
+    else
+      s->node = n;
+  }
   for (size_t i = 0; i < g->explicit_edges.len && w.rc == WEFT_OK; i++) {
     const weft__edge *e = &WEFT__VEC_AT(&g->explicit_edges, weft__edge, i);
     if (e->from >= nn || e->to >= nn) continue;
@@ -456,6 +463,7 @@ done:;
   weft__free(w.created);
   weft__free(w.devnames);
   weft__dsl_symtab_fini(&w.names);
+  weft__dsl_symtab_fini(&w.node_names);
   weft__arena_fini(&w.arena);
   return rc;
 }
