@@ -418,7 +418,43 @@ static void test_pipelined_requests(void **state) {
   assert_int_equal(a.exit_code, 0);
   assert_true(tp_has(a.out, "three.weft"));
   answer_fini(&a);
+  /* Sent while a run goes on, more than the server reads ahead (64 KiB): it stops reading,
+   * then resumes once the first answer is out. */
+  size_t big_len = 3 * CLI_PROTO_MAX_HEADER;
+  char *big = malloc(big_len + sizeof PROG_OK);
+  memset(big, '\n', big_len);
+  memcpy(big, "# padding", 9);
+  memcpy(big + big_len, PROG_OK, sizeof PROG_OK);
+  send_request(fd, "Name: slow.weft\nDefine: K=20\nFormat: text\n", PROG_SLOW);
+  send_request(fd, "Name: big.weft\n", big);
+  free(big);
+  read_answer(fd, &a);
+  assert_int_equal(a.exit_code, 0);
+  answer_fini(&a);
+  read_answer(fd, &a);
+  assert_int_equal(a.exit_code, 0);
+  assert_true(tp_has(a.out, "big.weft"));
+  answer_fini(&a);
   close(fd);
+  free(server_stop(&s));
+}
+
+static void test_ipv6(void **state) {
+  (void)state;
+  int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  int usable = probe >= 0 && bind(probe, (struct sockaddr *)&sa, sizeof sa) == 0;
+  if (probe >= 0) close(probe);
+  if (!usable) skip(); /* no IPv6 loopback on this machine */
+  server s;
+  server_start(&s, (const char *[]){"--listen", "[::1]:0", NULL});
+  assert_true(strncmp(s.addr, "[::1]:", 6) == 0);
+  free(tp_write("v6.weft", PROG_OK));
+  tp_out r;
+  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "v6.weft", "--to", s.addr, NULL});
+  assert_int_equal(r.code, 0);
+  assert_true(tp_has(r.out, "f32[8, 8]"));
+  tp_out_fini(&r);
   free(server_stop(&s));
 }
 
@@ -760,6 +796,7 @@ int main(void) {
       cmocka_unit_test(test_submit_matches_run),
       cmocka_unit_test(test_concurrent_clients),
       cmocka_unit_test(test_pipelined_requests),
+      cmocka_unit_test(test_ipv6),
       cmocka_unit_test(test_malformed_requests),
       cmocka_unit_test(test_oversized_submission),
       cmocka_unit_test(test_busy_and_disconnect_mid_submission),

@@ -156,6 +156,8 @@ static char read_buf[65536]; /* the loop's one read buffer: read_cb consumes it 
 
 static void conn_close(conn *c);
 static void conn_process(conn *c);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void maybe_finish(server *s);
 static void run_next(submission *sub);
 static void report(submission *sub);
@@ -232,6 +234,7 @@ static void on_answer_written(uv_write_t *w, int status) {
         conn_close(c);
       } else {
         uv_timer_again(&c->idle);
+        if (!c->reading && uv_read_start(&c->h.stream, on_alloc, on_read) == 0) c->reading = 1;
         conn_process(c); /* a request may already be waiting */
       }
     }
