@@ -262,9 +262,29 @@ static weft_tensor *pick_out(gen *s, weft_tensor *const *ins, int nin, int dtype
   return find_fit(s, dtype, ndim, shape);
 }
 
-/* Keeps a new result as often as the configuration asks. */
-static void after_result(gen *s, weft_tensor *before, weft_tensor *res) {
-  if (before == NULL && chance(s, s->cfg->keep_percent)) weft_tensor_keep(res);
+/* A tensor's dtype and shape, to make another like it. */
+typedef struct like {
+  int dt, nd;
+  int64_t sh[4];
+} like;
+
+static like like_of(const weft_tensor *t) {
+  like l = {(int)weft_tensor_dtype(t), weft_tensor_ndim(t), {0, 0, 0, 0}};
+  for (int i = 0; i < l.nd; i++) l.sh[i] = weft_tensor_dim(t, i);
+  return l;
+}
+
+/* Any existing tensor, or a new input when there is none. */
+static int any_tensor(gen *s, weft_tensor **out) {
+  if ((*out = pick_tensor(s, NULL)) != NULL) return WEFT_OK;
+  return new_random_input(s, out);
+}
+
+/* A random matrix, sometimes a new one. */
+static int any_matrix(gen *s, weft_tensor **out) {
+  if ((*out = pick_tensor(s, is_matrix)) != NULL && !chance(s, 15)) return WEFT_OK;
+  int64_t sh[2] = {rand_dim(s), rand_dim(s)};
+  return new_input(s, rand_dtype(s), 2, sh, out);
 }
 
 static int add_builtin(gen *s) {
@@ -272,103 +292,72 @@ static int add_builtin(gen *s) {
   int rc;
   weft_tensor *a = NULL, *b = NULL, *c = NULL, *out = NULL;
   int kind = below(s, 11);
-  switch (kind) {
-    case 0: { /* mm */
-      if ((a = pick_tensor(s, is_matrix)) == NULL || chance(s, 15)) {
-        int64_t sh[2] = {rand_dim(s), rand_dim(s)};
-        if ((rc = new_input(s, rand_dtype(s), 2, sh, &a)) != WEFT_OK) return rc;
-      }
-      int dt = weft_tensor_dtype(a);
-      int64_t bs[2] = {weft_tensor_dim(a, 1), chance(s, 30) ? weft_tensor_dim(a, 1) : rand_dim(s)};
-      if (chance(s, 10) && weft_tensor_dim(a, 0) == weft_tensor_dim(a, 1))
-        b = a; /* a . a */
-      else if ((rc = fit_or_new(s, dt, 2, bs, &b)) != WEFT_OK)
-        return rc;
-      int64_t os[2] = {weft_tensor_dim(a, 0), weft_tensor_dim(b, 1)};
-      weft_tensor *ins[2] = {a, b};
-      out = pick_out(s, ins, 2, dt, 2, os);
-      weft_tensor *before = out;
-      if ((rc = weft_mm(g, a, b, &out)) != WEFT_OK) return rc;
-      after_result(s, before, out);
-      return WEFT_OK;
-    }
-    case 1:
-    case 2:
-    case 3: { /* add, sub, mul */
-      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
-      int dt = weft_tensor_dtype(a), nd = weft_tensor_ndim(a);
-      int64_t sh[4];
-      for (int i = 0; i < nd; i++) sh[i] = weft_tensor_dim(a, i);
+  like l;
+  if (kind == 10) { /* fill */
+    if ((rc = any_tensor(s, &a)) != WEFT_OK) return rc;
+    return weft_fill(g, a, rand_init(s));
+  }
+  if (kind == 0 || kind == 8) { /* mm: a [m,k] . b [k,n];  linear: a [n,in] . b [o,in]^T + c [o] */
+    if ((rc = any_matrix(s, &a)) != WEFT_OK) return rc;
+    l = like_of(a);
+    int64_t k = l.sh[1], other = chance(s, 30) ? k : rand_dim(s);
+    int64_t bs[2] = {kind == 0 ? k : other, kind == 0 ? other : k};
+    if (kind == 0 && chance(s, 10) && l.sh[0] == k)
+      b = a; /* a . a */
+    else if ((rc = fit_or_new(s, l.dt, 2, bs, &b)) != WEFT_OK)
+      return rc;
+    int64_t cs[1] = {weft_tensor_dim(b, 0)};
+    if (kind == 8 && chance(s, 60) && (rc = fit_or_new(s, l.dt, 1, cs, &c)) != WEFT_OK) return rc;
+    l.sh[1] = weft_tensor_dim(b, kind == 0 ? 1 : 0); /* the result's shape */
+  } else {
+    if ((rc = any_tensor(s, &a)) != WEFT_OK) return rc;
+    l = like_of(a);
+    if (kind >= 1 && kind <= 3) { /* add, sub, mul: b of a's shape, or a itself */
       if (chance(s, 10))
         b = a;
-      else if ((rc = fit_or_new(s, dt, nd, sh, &b)) != WEFT_OK)
+      else if ((rc = fit_or_new(s, l.dt, l.nd, l.sh, &b)) != WEFT_OK)
         return rc;
-      weft_tensor *ins[2] = {a, b};
-      out = pick_out(s, ins, 2, dt, nd, sh);
-      weft_tensor *before = out;
-      rc = kind == 1 ? weft_add(g, a, b, &out) : kind == 2 ? weft_sub(g, a, b, &out)
-                                                          : weft_mul(g, a, b, &out);
-      if (rc != WEFT_OK) return rc;
-      after_result(s, before, out);
-      return WEFT_OK;
     }
-    case 4:
-    case 5: { /* scale, relu */
-      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
-      int dt = weft_tensor_dtype(a), nd = weft_tensor_ndim(a);
-      int64_t sh[4];
-      for (int i = 0; i < nd; i++) sh[i] = weft_tensor_dim(a, i);
-      out = pick_out(s, &a, 1, dt, nd, sh);
-      weft_tensor *before = out;
-      rc = kind == 4 ? weft_scale(g, a, unit(s) * 2.5 - 1.25, &out) : weft_relu(g, a, &out);
-      if (rc != WEFT_OK) return rc;
-      after_result(s, before, out);
-      return WEFT_OK;
-    }
-    case 6:
-    case 7: { /* sum, norm */
-      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
-      int dt = weft_tensor_dtype(a);
-      out = pick_out(s, &a, 1, dt, 0, NULL);
-      weft_tensor *before = out;
-      rc = kind == 6 ? weft_sum(g, a, &out) : weft_norm(g, a, &out);
-      if (rc != WEFT_OK) return rc;
-      after_result(s, before, out);
-      return WEFT_OK;
-    }
-    case 8: { /* linear: x [n,in] . w[o,in]^T + b[o] */
-      if ((a = pick_tensor(s, is_matrix)) == NULL || chance(s, 15)) {
-        int64_t sh[2] = {rand_dim(s), rand_dim(s)};
-        if ((rc = new_input(s, rand_dtype(s), 2, sh, &a)) != WEFT_OK) return rc;
-      }
-      int dt = weft_tensor_dtype(a);
-      int64_t ws[2] = {chance(s, 30) ? weft_tensor_dim(a, 1) : rand_dim(s), weft_tensor_dim(a, 1)};
-      if ((rc = fit_or_new(s, dt, 2, ws, &b)) != WEFT_OK) return rc;
-      int64_t bs[1] = {weft_tensor_dim(b, 0)};
-      if (chance(s, 60) && (rc = fit_or_new(s, dt, 1, bs, &c)) != WEFT_OK) return rc;
-      int64_t os[2] = {weft_tensor_dim(a, 0), weft_tensor_dim(b, 0)};
-      weft_tensor *ins[3] = {a, b, c};
-      out = pick_out(s, ins, c != NULL ? 3 : 2, dt, 2, os);
-      weft_tensor *before = out;
-      if ((rc = weft_linear(g, a, b, c, &out)) != WEFT_OK) return rc;
-      after_result(s, before, out);
-      return WEFT_OK;
-    }
-    case 9: { /* copy cpu -> cpu, into a new tensor or an existing one (itself included) */
-      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
-      int dt = weft_tensor_dtype(a), nd = weft_tensor_ndim(a);
-      int64_t sh[4];
-      for (int i = 0; i < nd; i++) sh[i] = weft_tensor_dim(a, i);
-      out = pick_out(s, &a, 1, dt, nd, sh);
-      weft_tensor *before = out;
-      if ((rc = weft_copy(g, a, weft_cpu(), &out)) != WEFT_OK) return rc;
-      after_result(s, before, out);
-      return WEFT_OK;
-    }
-    default: /* fill */
-      if ((a = pick_tensor(s, NULL)) == NULL && (rc = new_random_input(s, &a)) != WEFT_OK) return rc;
-      return weft_fill(g, a, rand_init(s));
+    if (kind == 6 || kind == 7) l.nd = 0; /* sum, norm: a scalar */
   }
+  weft_tensor *ins[3] = {a, b, c};
+  int nin = c != NULL ? 3 : b != NULL ? 2 : 1;
+  weft_tensor *before = out = pick_out(s, ins, nin, l.dt, l.nd, l.sh);
+  switch (kind) {
+    case 0:
+      rc = weft_mm(g, a, b, &out);
+      break;
+    case 1:
+      rc = weft_add(g, a, b, &out);
+      break;
+    case 2:
+      rc = weft_sub(g, a, b, &out);
+      break;
+    case 3:
+      rc = weft_mul(g, a, b, &out);
+      break;
+    case 4:
+      rc = weft_scale(g, a, unit(s) * 2.5 - 1.25, &out);
+      break;
+    case 5:
+      rc = weft_relu(g, a, &out);
+      break;
+    case 6:
+      rc = weft_sum(g, a, &out);
+      break;
+    case 7:
+      rc = weft_norm(g, a, &out);
+      break;
+    case 8:
+      rc = weft_linear(g, a, b, c, &out);
+      break;
+    default: /* copy cpu -> cpu, into a new tensor or an existing one (itself included) */
+      rc = weft_copy(g, a, weft_cpu(), &out);
+      break;
+  }
+  /* A new result is kept as often as the configuration asks. */
+  if (rc == WEFT_OK && before == NULL && chance(s, s->cfg->keep_percent)) weft_tensor_keep(out);
+  return rc;
 }
 
 static int add_user(gen *s) {

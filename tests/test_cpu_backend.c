@@ -12,29 +12,8 @@
 #include "testutil.h"
 #include "util/philox.h"
 
-typedef struct fixture {
-  weft_runtime *rt;
-  weft_graph *g;
-} fixture;
-
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  f->rt = tu_runtime_cpu(2);
-  CHECK(weft_graph_create(f->rt, &f->g));
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture *f = *state;
-  weft_graph_destroy(f->g);
-  weft_runtime_destroy(f->rt);
-  free(f);
-  return 0;
-}
-
 /* A fresh graph for each case keeps the cases independent. */
-static weft_graph *fresh(fixture *f) {
+static weft_graph *fresh(tu_fixture *f) {
   weft_graph_destroy(f->g);
   CHECK(weft_graph_create(f->rt, &f->g));
   return f->g;
@@ -85,7 +64,7 @@ static void ref_gemm(const double *a, const double *b, int64_t m, int64_t k, int
 }
 
 static void mm_against_reference(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static const int64_t dims[] = {0, 1, 3, 7, 17, 64};
   enum { ND = sizeof dims / sizeof dims[0] };
   uint64_t seed = 1;
@@ -119,7 +98,7 @@ static void mm_against_reference(void **state) {
 
 /* A result that is also an input is computed from the inputs' old values. */
 static void mm_in_place(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   for (int dt = WEFT_F32; dt <= WEFT_F64; dt++)
     for (int which = 0; which < 3; which++) { /* out = a, out = b, a = b = out */
       weft_graph *g = fresh(f);
@@ -152,7 +131,7 @@ static void mm_in_place(void **state) {
 }
 
 static void linear_against_reference(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static const int64_t shapes[][3] = {{4, 3, 5}, {1, 1, 1}, {0, 3, 2}, {3, 0, 2}, {5, 7, 0}, {33, 20, 9}};
   uint64_t seed = 100;
   for (int dt = WEFT_F32; dt <= WEFT_F64; dt++)
@@ -238,7 +217,7 @@ static int add_elem(weft_graph *g, int op, weft_tensor *a, weft_tensor *b, doubl
 }
 
 static void elementwise_against_reference(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static const int64_t shapes[][5] = {
       {0}, {1, 9}, {2, 4, 5}, {3, 2, 3, 4}, {4, 2, 1, 3, 2}, {1, 0}, {2, 3, 0}, {1, 1000},
   };
@@ -273,7 +252,7 @@ static void elementwise_against_reference(void **state) {
 }
 
 static void reductions_against_reference(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static const int64_t shapes[][4] = {{0}, {1, 1}, {1, 1000}, {2, 30, 30}, {3, 4, 0, 2}, {1, 0}};
   uint64_t seed = 2000;
   for (int dt = WEFT_F32; dt <= WEFT_F64; dt++)
@@ -319,7 +298,7 @@ static void reductions_against_reference(void **state) {
 }
 
 static void copies(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   for (int dt = WEFT_F32; dt <= WEFT_F64; dt++) {
     weft_graph *g = fresh(f);
     weft_tensor *a = tu_tensor(g, "a", dt, 3, (int64_t[]){2, 3, 4}, weft_uniform(-5, 5, 9));
@@ -347,7 +326,7 @@ static void copies(void **state) {
 /* ---- fills -------------------------------------------------------------------------------- */
 
 static void fills(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   enum { N = 200000 };
   weft_graph *g = fresh(f);
   int64_t sh[1] = {N};
@@ -456,7 +435,7 @@ static int ctx_kernel(weft_kernel_ctx *ctx) {
 }
 
 static void kernel_context(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static seen s;
   const weft_op *op = tu_op(f->rt, "ctx_probe", 2, (weft_access[]){WEFT_READ, WEFT_WRITE}, ctx_kernel, &s);
   weft_graph *g = fresh(f);
@@ -483,14 +462,14 @@ static void kernel_context(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(mm_against_reference, setup, teardown),
-      cmocka_unit_test_setup_teardown(mm_in_place, setup, teardown),
-      cmocka_unit_test_setup_teardown(linear_against_reference, setup, teardown),
-      cmocka_unit_test_setup_teardown(elementwise_against_reference, setup, teardown),
-      cmocka_unit_test_setup_teardown(reductions_against_reference, setup, teardown),
-      cmocka_unit_test_setup_teardown(copies, setup, teardown),
-      cmocka_unit_test_setup_teardown(fills, setup, teardown),
-      cmocka_unit_test_setup_teardown(kernel_context, setup, teardown),
+      cmocka_unit_test_setup_teardown(mm_against_reference, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(mm_in_place, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(linear_against_reference, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(elementwise_against_reference, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(reductions_against_reference, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(copies, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(fills, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(kernel_context, tu_setup, tu_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

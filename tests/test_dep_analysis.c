@@ -12,11 +12,10 @@
 #include "oracle_gen.h"
 #include "testutil.h"
 
-typedef struct fixture {
-  weft_runtime *rt;
-  weft_graph *g;
+/* Ops that only declare accesses: read, write, read-write, two reads, two writes, read+write. */
+static struct {
   const weft_op *r1, *w1, *rw1, *r2, *w2, *r1w1;
-} fixture;
+} ops;
 
 static int noop(weft_kernel_ctx *ctx) {
   (void)ctx;
@@ -24,33 +23,23 @@ static int noop(weft_kernel_ctx *ctx) {
 }
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  f->rt = tu_runtime_cpu(2);
-  CHECK(weft_graph_create(f->rt, &f->g));
-  f->r1 = tu_op(f->rt, "r1", 1, (weft_access[]){WEFT_READ}, noop, NULL);
-  f->w1 = tu_op(f->rt, "w1", 1, (weft_access[]){WEFT_WRITE}, noop, NULL);
-  f->rw1 = tu_op(f->rt, "rw1", 1, (weft_access[]){WEFT_READ_WRITE}, noop, NULL);
-  f->r2 = tu_op(f->rt, "r2", 2, (weft_access[]){WEFT_READ, WEFT_READ}, noop, NULL);
-  f->w2 = tu_op(f->rt, "w2", 2, (weft_access[]){WEFT_WRITE, WEFT_WRITE}, noop, NULL);
-  f->r1w1 = tu_op(f->rt, "r1w1", 2, (weft_access[]){WEFT_READ, WEFT_WRITE}, noop, NULL);
-  *state = f;
+  tu_setup(state);
+  tu_fixture *f = *state;
+  ops.r1 = tu_op(f->rt, "r1", 1, (weft_access[]){WEFT_READ}, noop, NULL);
+  ops.w1 = tu_op(f->rt, "w1", 1, (weft_access[]){WEFT_WRITE}, noop, NULL);
+  ops.rw1 = tu_op(f->rt, "rw1", 1, (weft_access[]){WEFT_READ_WRITE}, noop, NULL);
+  ops.r2 = tu_op(f->rt, "r2", 2, (weft_access[]){WEFT_READ, WEFT_READ}, noop, NULL);
+  ops.w2 = tu_op(f->rt, "w2", 2, (weft_access[]){WEFT_WRITE, WEFT_WRITE}, noop, NULL);
+  ops.r1w1 = tu_op(f->rt, "r1w1", 2, (weft_access[]){WEFT_READ, WEFT_WRITE}, noop, NULL);
   return 0;
 }
 
-static int teardown(void **state) {
-  fixture *f = *state;
-  weft_graph_destroy(f->g);
-  weft_runtime_destroy(f->rt);
-  free(f);
-  return 0;
-}
-
-static weft_tensor *tens(fixture *f, const char *name) {
+static weft_tensor *tens(tu_fixture *f, const char *name) {
   return tu_tensor(f->g, name, WEFT_F32, 1, (int64_t[]){4}, weft_zeros());
 }
 
 /* Adds a node of op with the given tensors. */
-static void call(fixture *f, const weft_op *op, weft_tensor *a, weft_tensor *b) {
+static void call(tu_fixture *f, const weft_op *op, weft_tensor *a, weft_tensor *b) {
   weft_tensor *args[2] = {a, b};
   CHECK(weft_call(f->g, op, args, b != NULL ? 2 : 1, NULL, 0));
 }
@@ -89,14 +78,14 @@ static void expect_edges(weft_graph *g, const exp_edge *want, size_t n) {
 /* ---- inferred edges ----------------------------------------------------------------------- */
 
 static void raw_war_waw(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_tensor *t = tens(f, "t");
-  call(f, f->w1, t, NULL); /* 0 */
-  call(f, f->r1, t, NULL); /* 1 */
-  call(f, f->r1, t, NULL); /* 2 */
-  call(f, f->w1, t, NULL); /* 3: waits for the readers, not again for 0 */
-  call(f, f->w1, t, NULL); /* 4: no reader since 3 */
-  call(f, f->r1, t, NULL); /* 5 */
+  call(f, ops.w1, t, NULL); /* 0 */
+  call(f, ops.r1, t, NULL); /* 1 */
+  call(f, ops.r1, t, NULL); /* 2 */
+  call(f, ops.w1, t, NULL); /* 3: waits for the readers, not again for 0 */
+  call(f, ops.w1, t, NULL); /* 4: no reader since 3 */
+  call(f, ops.r1, t, NULL); /* 5 */
   const exp_edge want[] = {
       {0, 1, WEFT_HAZARD_RAW, t}, {0, 2, WEFT_HAZARD_RAW, t}, {1, 3, WEFT_HAZARD_WAR, t},
       {2, 3, WEFT_HAZARD_WAR, t}, {3, 4, WEFT_HAZARD_WAW, t}, {4, 5, WEFT_HAZARD_RAW, t},
@@ -105,37 +94,37 @@ static void raw_war_waw(void **state) {
 }
 
 static void reads_of_initial_contents(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_tensor *t = tens(f, "t"), *u = tens(f, "u");
-  call(f, f->r1, t, NULL); /* 0: reads the creation value: no predecessor */
-  call(f, f->w1, u, NULL); /* 1: first write of u: no predecessor */
-  call(f, f->r1, t, NULL); /* 2 */
-  call(f, f->w1, t, NULL); /* 3: after both readers */
+  call(f, ops.r1, t, NULL); /* 0: reads the creation value: no predecessor */
+  call(f, ops.w1, u, NULL); /* 1: first write of u: no predecessor */
+  call(f, ops.r1, t, NULL); /* 2 */
+  call(f, ops.w1, t, NULL); /* 3: after both readers */
   const exp_edge want[] = {{0, 3, WEFT_HAZARD_WAR, t}, {2, 3, WEFT_HAZARD_WAR, t}};
   expect_edges(f->g, want, 2);
 }
 
 static void independent_tensors_give_no_edges(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_tensor *a = tens(f, "a"), *b = tens(f, "b");
-  call(f, f->w1, a, NULL); /* 0 */
-  call(f, f->w1, b, NULL); /* 1 */
-  call(f, f->r1, a, NULL); /* 2 */
-  call(f, f->r1, b, NULL); /* 3 */
-  call(f, f->r2, a, b);    /* 4 */
+  call(f, ops.w1, a, NULL); /* 0 */
+  call(f, ops.w1, b, NULL); /* 1 */
+  call(f, ops.r1, a, NULL); /* 2 */
+  call(f, ops.r1, b, NULL); /* 3 */
+  call(f, ops.r2, a, b);    /* 4 */
   const exp_edge want[] = {{0, 2, WEFT_HAZARD_RAW, a}, {1, 3, WEFT_HAZARD_RAW, b},
                            {0, 4, WEFT_HAZARD_RAW, a}, {1, 4, WEFT_HAZARD_RAW, b}};
   expect_edges(f->g, want, 4);
 }
 
 static void pairs_are_deduplicated(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_tensor *a = tens(f, "a"), *b = tens(f, "b"), *o = NULL;
-  call(f, f->w2, a, b);     /* 0 writes a and b */
-  call(f, f->r2, a, b);     /* 1 reads both: one edge, the first hazard found (a) */
-  call(f, f->r2, b, b);     /* 2 reads b twice: one edge */
+  call(f, ops.w2, a, b);     /* 0 writes a and b */
+  call(f, ops.r2, a, b);     /* 1 reads both: one edge, the first hazard found (a) */
+  call(f, ops.r2, b, b);     /* 2 reads b twice: one edge */
   CHECK(weft_add(f->g, a, a, &o)); /* 3 reads a twice */
-  call(f, f->w2, b, a);     /* 4 writes b then a: WAR from 1 (b first), 2, 3 */
+  call(f, ops.w2, b, a);     /* 4 writes b then a: WAR from 1 (b first), 2, 3 */
   const exp_edge want[] = {
       {0, 1, WEFT_HAZARD_RAW, a}, {0, 2, WEFT_HAZARD_RAW, b}, {0, 3, WEFT_HAZARD_RAW, a},
       {1, 4, WEFT_HAZARD_WAR, b}, {2, 4, WEFT_HAZARD_WAR, b}, {3, 4, WEFT_HAZARD_WAR, a},
@@ -144,13 +133,13 @@ static void pairs_are_deduplicated(void **state) {
 }
 
 static void read_write_accesses(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_tensor *t = tens(f, "t"), *u = tens(f, "u");
-  call(f, f->rw1, t, NULL); /* 0: reads the creation value, writes */
-  call(f, f->rw1, t, NULL); /* 1: one edge, RAW (found before the WAW) */
-  call(f, f->r1, t, NULL);  /* 2 */
-  call(f, f->rw1, t, NULL); /* 3: RAW from 1 and WAR from 2 */
-  call(f, f->r1w1, t, t);   /* 4: read and write through two arguments: like read-write */
+  call(f, ops.rw1, t, NULL); /* 0: reads the creation value, writes */
+  call(f, ops.rw1, t, NULL); /* 1: one edge, RAW (found before the WAW) */
+  call(f, ops.r1, t, NULL);  /* 2 */
+  call(f, ops.rw1, t, NULL); /* 3: RAW from 1 and WAR from 2 */
+  call(f, ops.r1w1, t, t);   /* 4: read and write through two arguments: like read-write */
   weft_tensor *o = u;
   CHECK(weft_relu(f->g, u, &o)); /* 5: in place on u: reads the creation value only */
   o = u;
@@ -165,12 +154,12 @@ static void read_write_accesses(void **state) {
 /* ---- explicit edges ----------------------------------------------------------------------- */
 
 static void explicit_edges(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = tens(f, "a"), *b = tens(f, "b");
-  call(f, f->w1, a, NULL); /* 0 */
-  call(f, f->w1, b, NULL); /* 1 */
-  call(f, f->r1, a, NULL); /* 2 */
+  call(f, ops.w1, a, NULL); /* 0 */
+  call(f, ops.w1, b, NULL); /* 1 */
+  call(f, ops.r1, a, NULL); /* 2 */
   weft_node *n0 = weft_graph_node(g, 0), *n1 = weft_graph_node(g, 1), *n2 = weft_graph_node(g, 2);
   CHECK(weft_graph_add_edge(g, n0, n1)); /* independent nodes */
   CHECK(weft_graph_add_edge(g, n0, n2)); /* already a RAW edge: listed once, as RAW */
@@ -187,7 +176,7 @@ static void explicit_edges(void **state) {
   weft_graph *g2;
   CHECK(weft_graph_create(f->rt, &g2));
   weft_tensor *c = tu_tensor(g2, "c", WEFT_F32, 0, NULL, weft_zeros());
-  CHECK(weft_call(g2, f->w1, &c, 1, NULL, 0));
+  CHECK(weft_call(g2, ops.w1, &c, 1, NULL, 0));
   assert_int_equal(weft_graph_add_edge(g, n0, weft_graph_node(g2, 0)), WEFT_EINVAL);
   assert_true(tu_contains(weft_last_error(), "belongs to another graph"));
   weft_graph_destroy(g2);
@@ -213,7 +202,7 @@ static int stamp_kernel(weft_kernel_ctx *ctx) {
 }
 
 static void explicit_edges_order_execution(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static order_log log;
   const weft_op *st = tu_op(f->rt, "stamp", 1, (weft_access[]){WEFT_WRITE}, stamp_kernel, &log);
   weft_graph *g = f->g;
@@ -247,13 +236,13 @@ static long pos(const char *msg, const char *needle) {
 }
 
 static void cycles_name_their_nodes(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = tens(f, "a"), *b = tens(f, "b"), *c = tens(f, "c");
-  call(f, f->w1, a, NULL);  /* 0 */
-  call(f, f->r1w1, a, b);   /* 1 */
-  call(f, f->r1w1, b, c);   /* 2 */
-  call(f, f->r1, c, NULL);  /* 3: downstream of the cycle */
+  call(f, ops.w1, a, NULL);  /* 0 */
+  call(f, ops.r1w1, a, b);   /* 1 */
+  call(f, ops.r1w1, b, c);   /* 2 */
+  call(f, ops.r1, c, NULL);  /* 3: downstream of the cycle */
   CHECK(weft_node_set_name(weft_graph_node(g, 1), "middle"));
   CHECK(weft_graph_add_edge(g, weft_graph_node(g, 2), weft_graph_node(g, 0)));
   assert_int_equal(weft_graph_analyse(g), WEFT_ECYCLE);
@@ -275,13 +264,13 @@ static void cycles_name_their_nodes(void **state) {
 /* The first node left over by the topological sort lies downstream of the cycle, not on it:
  * the report must still find the cycle (it used to walk off the end of its arrays). */
 static void cycle_behind_a_downstream_node(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = tens(f, "a"), *b = tens(f, "b");
-  call(f, f->w1, a, NULL); /* 0 */
-  call(f, f->r1w1, a, b);  /* 1: reads 0's a, leads nowhere */
-  call(f, f->r1, a, NULL); /* 2 */
-  call(f, f->r1, b, NULL); /* 3 */
+  call(f, ops.w1, a, NULL); /* 0 */
+  call(f, ops.r1w1, a, b);  /* 1: reads 0's a, leads nowhere */
+  call(f, ops.r1, a, NULL); /* 2 */
+  call(f, ops.r1, b, NULL); /* 3 */
   CHECK(weft_graph_add_edge(g, weft_graph_node(g, 2), weft_graph_node(g, 0))); /* 0 -> 2 -> 0 */
   assert_int_equal(weft_graph_analyse(g), WEFT_ECYCLE);
   const char *msg = weft_last_error();
@@ -292,10 +281,10 @@ static void cycle_behind_a_downstream_node(void **state) {
 }
 
 static void long_cycle_of_explicit_edges(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   enum { N = 200 };
-  for (int i = 0; i < N; i++) call(f, f->w1, tens(f, NULL), NULL);
+  for (int i = 0; i < N; i++) call(f, ops.w1, tens(f, NULL), NULL);
   for (int i = N - 1; i > 0; i--)
     CHECK(weft_graph_add_edge(g, weft_graph_node(g, (size_t)i), weft_graph_node(g, (size_t)i - 1)));
   CHECK(weft_graph_analyse(g)); /* a backward chain, not a cycle */
@@ -311,10 +300,10 @@ static void long_cycle_of_explicit_edges(void **state) {
 /* ---- temporaries and re-analysis ---------------------------------------------------------- */
 
 static void reanalysis_after_changes(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = tens(f, "a"), *t = NULL;
-  call(f, f->w1, a, NULL);
+  call(f, ops.w1, a, NULL);
   CHECK(weft_relu(g, a, &t));
   const exp_edge want1[] = {{0, 1, WEFT_HAZARD_RAW, a}};
   expect_edges(g, want1, 1);
@@ -411,7 +400,7 @@ static size_t reference_edges(weft_graph *g, ref_edge *out, size_t cap) {
 }
 
 static void random_programs_match_the_reference(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   oracle_register_ops(f->rt);
   oracle_cfg cfg;
   oracle_cfg_init(&cfg);
@@ -468,17 +457,17 @@ static void random_programs_match_the_reference(void **state) {
 
 /* A long chain of read-write accesses and a wide fan analyse to the expected edge counts. */
 static void large_graphs(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *t = tens(f, "t");
   enum { N = 20000 };
-  for (int i = 0; i < N; i++) call(f, f->rw1, t, NULL);
+  for (int i = 0; i < N; i++) call(f, ops.rw1, t, NULL);
   CHECK(weft_graph_analyse(g));
   assert_int_equal(weft_graph_edge_count(g), N - 1);
   weft_tensor *u = tens(f, "u");
-  call(f, f->w1, u, NULL);
-  for (int i = 0; i < N; i++) call(f, f->r1, u, NULL);
-  call(f, f->w1, u, NULL);
+  call(f, ops.w1, u, NULL);
+  for (int i = 0; i < N; i++) call(f, ops.r1, u, NULL);
+  call(f, ops.w1, u, NULL);
   CHECK(weft_graph_analyse(g));
   assert_int_equal(weft_graph_edge_count(g), (N - 1) + 2 * (size_t)N);
   CHECK(weft_graph_run(g));
@@ -486,19 +475,19 @@ static void large_graphs(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(raw_war_waw, setup, teardown),
-      cmocka_unit_test_setup_teardown(reads_of_initial_contents, setup, teardown),
-      cmocka_unit_test_setup_teardown(independent_tensors_give_no_edges, setup, teardown),
-      cmocka_unit_test_setup_teardown(pairs_are_deduplicated, setup, teardown),
-      cmocka_unit_test_setup_teardown(read_write_accesses, setup, teardown),
-      cmocka_unit_test_setup_teardown(explicit_edges, setup, teardown),
-      cmocka_unit_test_setup_teardown(explicit_edges_order_execution, setup, teardown),
-      cmocka_unit_test_setup_teardown(cycles_name_their_nodes, setup, teardown),
-      cmocka_unit_test_setup_teardown(cycle_behind_a_downstream_node, setup, teardown),
-      cmocka_unit_test_setup_teardown(long_cycle_of_explicit_edges, setup, teardown),
-      cmocka_unit_test_setup_teardown(reanalysis_after_changes, setup, teardown),
-      cmocka_unit_test_setup_teardown(random_programs_match_the_reference, setup, teardown),
-      cmocka_unit_test_setup_teardown(large_graphs, setup, teardown),
+      cmocka_unit_test_setup_teardown(raw_war_waw, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(reads_of_initial_contents, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(independent_tensors_give_no_edges, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(pairs_are_deduplicated, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(read_write_accesses, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(explicit_edges, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(explicit_edges_order_execution, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(cycles_name_their_nodes, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(cycle_behind_a_downstream_node, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(long_cycle_of_explicit_edges, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(reanalysis_after_changes, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(random_programs_match_the_reference, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(large_graphs, setup, tu_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,58 +35,34 @@ static int fail_kernel(weft_kernel_ctx *ctx) {
   return weft_ctx_fail(ctx, "x is %g, which this kernel refuses", *x);
 }
 
-typedef struct fixture {
-  weft_runtime *rt;
-  weft_graph *g;
-  const weft_op *step, *fail;
-} fixture;
+static const weft_op *step_op, *fail_op;
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  f->rt = tu_runtime_cpu(2);
-  CHECK(weft_graph_create(f->rt, &f->g));
-  f->step = tu_op(f->rt, "step", 2, (weft_access[]){WEFT_READ, WEFT_WRITE}, step_kernel, NULL);
-  f->fail = tu_op(f->rt, "fail", 1, (weft_access[]){WEFT_READ_WRITE}, fail_kernel, NULL);
+  tu_setup(state);
+  tu_fixture *f = *state;
+  step_op = tu_op(f->rt, "step", 2, (weft_access[]){WEFT_READ, WEFT_WRITE}, step_kernel, NULL);
+  fail_op = tu_op(f->rt, "fail", 1, (weft_access[]){WEFT_READ_WRITE}, fail_kernel, NULL);
   for (size_t i = 0; i < sizeof ran / sizeof ran[0]; i++) atomic_store(&ran[i], 0);
-  *state = f;
   return 0;
 }
 
-static int teardown(void **state) {
-  fixture *f = *state;
-  weft_graph_destroy(f->g);
-  weft_runtime_destroy(f->rt);
-  free(f);
-  return 0;
-}
-
-static weft_tensor *scalar(weft_graph *g, const char *name, double v) {
-  return tu_tensor(g, name, WEFT_F64, 0, NULL, weft_full(v));
-}
-
-static double value(weft_tensor *t) {
-  double v;
-  CHECK(weft_tensor_get(t, 0, &v));
-  return v;
-}
-
-static void step(fixture *f, weft_tensor *in, weft_tensor *out, int id) {
+static void step(tu_fixture *f, weft_tensor *in, weft_tensor *out, int id) {
   weft_tensor *args[2] = {in, out};
-  CHECK(weft_call(f->g, f->step, args, 2, &id, sizeof id));
+  CHECK(weft_call(f->g, step_op, args, 2, &id, sizeof id));
 }
 
-static void fail_on(fixture *f, weft_tensor *x, int how) {
-  CHECK(weft_call(f->g, f->fail, &x, 1, &how, sizeof how));
+static void fail_on(tu_fixture *f, weft_tensor *x, int how) {
+  CHECK(weft_call(f->g, fail_op, &x, 1, &how, sizeof how));
 }
 
 /*   a --fail(0)--> step(1) -> b --step(2)--> c --+
  *   d --step(3)--> e --step(4)--> h              +--> step(5) reads c and h: cancelled too */
 static void failure_cancels_only_its_dependents(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *a = scalar(g, "a", 1), *b = scalar(g, "b", 0), *c = scalar(g, "c", 0);
-  weft_tensor *d = scalar(g, "d", 10), *e = scalar(g, "e", 0), *h = scalar(g, "h", 0);
-  weft_tensor *z = scalar(g, "z", 0);
+  weft_tensor *a = tu_scalar(g, "a", 1), *b = tu_scalar(g, "b", 0), *c = tu_scalar(g, "c", 0);
+  weft_tensor *d = tu_scalar(g, "d", 10), *e = tu_scalar(g, "e", 0), *h = tu_scalar(g, "h", 0);
+  weft_tensor *z = tu_scalar(g, "z", 0);
   fail_on(f, a, FAIL_EKERNEL); /* node 0 */
   step(f, a, b, 1);
   step(f, b, c, 2);
@@ -94,7 +70,7 @@ static void failure_cancels_only_its_dependents(void **state) {
   step(f, e, h, 4);
   weft_tensor *args[2] = {c, z};
   int id = 5;
-  CHECK(weft_call(g, f->step, args, 2, &id, sizeof id));
+  CHECK(weft_call(g, step_op, args, 2, &id, sizeof id));
   CHECK(weft_graph_add_edge(g, weft_graph_node(g, 4), weft_graph_node(g, 5)));
   weft_run *run;
   CHECK(weft_graph_launch(g, &run));
@@ -109,19 +85,19 @@ static void failure_cancels_only_its_dependents(void **state) {
   assert_int_equal(atomic_load(&ran[5]), 0);
   assert_int_equal(atomic_load(&ran[3]), 1);
   assert_int_equal(atomic_load(&ran[4]), 1);
-  assert_true(value(h) == 12.0);
-  assert_true(value(b) == 0.0 && value(c) == 0.0 && value(z) == 0.0);
+  assert_true(tu_value(h) == 12.0);
+  assert_true(tu_value(b) == 0.0 && tu_value(c) == 0.0 && tu_value(z) == 0.0);
   /* Fix the input: the same graph runs cleanly. */
   double zero = 0;
   CHECK(weft_tensor_write(a, &zero, sizeof zero));
   CHECK(weft_graph_run(g));
-  assert_true(value(b) == 1.0 && value(c) == 2.0 && value(z) == 3.0);
+  assert_true(tu_value(b) == 1.0 && tu_value(c) == 2.0 && tu_value(z) == 3.0);
   assert_int_equal(atomic_load(&ran[5]), 1);
 }
 
 static void status_without_message(void **state) {
-  fixture *f = *state;
-  weft_tensor *x = scalar(f->g, "x", 5);
+  tu_fixture *f = *state;
+  weft_tensor *x = tu_scalar(f->g, "x", 5);
   fail_on(f, x, FAIL_RAW_STATUS);
   assert_int_equal(weft_graph_run(f->g), WEFT_ENOMEM);
   assert_true(tu_contains(weft_last_error(), "node 0 'fail' (x) on cpu: out of host memory"));
@@ -129,8 +105,8 @@ static void status_without_message(void **state) {
 
 /* Two independent failures: wait reports one of them, and names that one. */
 static void first_of_two_failures(void **state) {
-  fixture *f = *state;
-  weft_tensor *x = scalar(f->g, "x", 1), *y = scalar(f->g, "y", 2);
+  tu_fixture *f = *state;
+  weft_tensor *x = tu_scalar(f->g, "x", 1), *y = tu_scalar(f->g, "y", 2);
   fail_on(f, x, FAIL_EKERNEL);
   fail_on(f, y, FAIL_EKERNEL);
   for (int r = 0; r < 20; r++) {
@@ -149,14 +125,14 @@ static void first_of_two_failures(void **state) {
 
 /* A failing root with a thousand dependents and a thousand independent nodes. */
 static void wide_failure(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   enum { N = 1000 };
-  weft_tensor *root = scalar(g, "root", 1), *ok = scalar(g, "ok", 0);
+  weft_tensor *root = tu_scalar(g, "root", 1), *ok = tu_scalar(g, "ok", 0);
   fail_on(f, root, FAIL_EKERNEL);
   for (int i = 0; i < N; i++) {
-    step(f, root, scalar(g, NULL, 0), 1 + i);
-    step(f, ok, scalar(g, NULL, 0), 1 + N + i);
+    step(f, root, tu_scalar(g, NULL, 0), 1 + i);
+    step(f, ok, tu_scalar(g, NULL, 0), 1 + N + i);
   }
   assert_int_equal(weft_graph_run(g), WEFT_EKERNEL);
   for (int i = 0; i < N; i++) {
@@ -314,10 +290,10 @@ static void every_allocation_can_fail(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(failure_cancels_only_its_dependents, setup, teardown),
-      cmocka_unit_test_setup_teardown(status_without_message, setup, teardown),
-      cmocka_unit_test_setup_teardown(first_of_two_failures, setup, teardown),
-      cmocka_unit_test_setup_teardown(wide_failure, setup, teardown),
+      cmocka_unit_test_setup_teardown(failure_cancels_only_its_dependents, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(status_without_message, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(first_of_two_failures, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(wide_failure, setup, tu_teardown),
       cmocka_unit_test(every_allocation_can_fail),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,27 +9,6 @@
 
 #include "testutil.h"
 
-typedef struct fixture {
-  weft_runtime *rt;
-  weft_graph *g;
-} fixture;
-
-static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  f->rt = tu_runtime_cpu(2);
-  CHECK(weft_graph_create(f->rt, &f->g));
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fixture *f = *state;
-  weft_graph_destroy(f->g);
-  weft_runtime_destroy(f->rt);
-  free(f);
-  return 0;
-}
-
 static weft_tensor *mat(weft_graph *g, const char *name, weft_dtype dt, int64_t r, int64_t c) {
   return tu_tensor(g, name, dt, 2, (int64_t[]){r, c}, weft_ones());
 }
@@ -48,7 +27,7 @@ static weft_tensor *vec(weft_graph *g, const char *name, weft_dtype dt, int64_t 
 /* ---- devices and dtypes ------------------------------------------------------------------- */
 
 static void devices_are_values(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   char buf[32];
   assert_string_equal(weft_device_str(weft_cpu(), buf, sizeof buf), "cpu");
   assert_string_equal(weft_device_str(weft_cuda(3), buf, sizeof buf), "cuda:3");
@@ -121,7 +100,7 @@ static void dtypes(void **state) {
 /* ---- tensors ------------------------------------------------------------------------------ */
 
 static void tensor_create_validation(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *t = NULL;
   int64_t shape[5] = {2, 3, 4, 5, 6};
@@ -174,7 +153,7 @@ static void tensor_create_validation(void **state) {
 }
 
 static void tensor_introspection(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   int64_t shape[4] = {2, 3, 4, 5};
   weft_tensor *a = tu_tensor(g, "alpha", WEFT_F64, 4, shape, weft_uniform(-2, 3, 77));
@@ -252,7 +231,7 @@ static void tensor_introspection(void **state) {
 /* A tensor's creation initialiser is applied once, when its storage appears: the same seed
  * gives the same values, f32 is the f64 value rounded once. */
 static void creation_initialisers(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   int64_t n[1] = {1000};
   weft_tensor *u1 = tu_tensor(g, "u1", WEFT_F64, 1, n, weft_uniform(-3, 5, 11));
@@ -302,7 +281,7 @@ static void creation_initialisers(void **state) {
   } while (0)
 
 static void mm_rules(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = mat(g, "a", WEFT_F32, 2, 3), *b = mat(g, "b", WEFT_F32, 3, 4);
   weft_tensor *bad = mat(g, "bad", WEFT_F32, 4, 4), *d = mat(g, "d", WEFT_F64, 3, 4);
@@ -364,7 +343,7 @@ static void mm_rules(void **state) {
 }
 
 static void elementwise_rules(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = mat(g, "a", WEFT_F32, 2, 3), *b = mat(g, "b", WEFT_F32, 2, 3);
   weft_tensor *c = mat(g, "c", WEFT_F32, 3, 2), *d = mat(g, "d", WEFT_F64, 2, 3);
@@ -421,7 +400,7 @@ static void elementwise_rules(void **state) {
 }
 
 static void reduction_rules(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = mat(g, "a", WEFT_F64, 2, 3), *out = NULL;
   CHECK(weft_sum(g, a, &out));
@@ -444,7 +423,7 @@ static void reduction_rules(void **state) {
 }
 
 static void linear_rules(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *x = mat(g, "x", WEFT_F32, 5, 3), *w = mat(g, "w", WEFT_F32, 4, 3);
   weft_tensor *b = vec(g, "b", WEFT_F32, 4), *out = NULL;
@@ -480,7 +459,7 @@ static void linear_rules(void **state) {
 }
 
 static void copy_and_fill_rules(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = mat(g, "a", WEFT_F32, 2, 3), *out = NULL;
   CHECK(weft_copy(g, a, weft_cpu(), &out));
@@ -532,7 +511,7 @@ static int noop_kernel(weft_kernel_ctx *ctx) {
 }
 
 static void op_registration(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_op_desc d;
   memset(&d, 0, sizeof d);
   d.name = "scale_rows";
@@ -586,7 +565,7 @@ static void op_registration(void **state) {
 }
 
 static void user_calls(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   static const weft_access modes[3] = {WEFT_READ, WEFT_WRITE, WEFT_READ_WRITE};
   int user_tag = 7;
@@ -655,7 +634,7 @@ static void user_calls(void **state) {
 /* ---- nodes -------------------------------------------------------------------------------- */
 
 static void node_introspection(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   assert_null(weft_graph_last_node(g));
   assert_null(weft_graph_node(g, 0));
@@ -690,7 +669,7 @@ static void node_introspection(void **state) {
 
 /* On one device, no op inserts a copy, strict or not: each call adds exactly one node. */
 static void same_device_inserts_nothing(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   for (int strict = 0; strict < 2; strict++) {
     weft_graph_set_strict(g, strict);
@@ -733,7 +712,7 @@ static void same_device_inserts_nothing(void **state) {
 /* ---- temporaries and all-or-nothing calls ------------------------------------------------- */
 
 static void temporaries_and_keep(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = mat(g, "a", WEFT_F64, 2, 2), *t = NULL, *r = NULL, *k = NULL, *s = NULL;
   CHECK(weft_relu(g, a, &t));  /* t is read below: a temporary */
@@ -770,7 +749,7 @@ static void temporaries_and_keep(void **state) {
 }
 
 static void failed_calls_change_nothing(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
   weft_tensor *a = mat(g, "a", WEFT_F32, 2, 2), *b = mat(g, "b", WEFT_F32, 3, 3), *o = NULL;
   CHECK(weft_add(g, a, a, &o));
@@ -791,22 +770,22 @@ static void failed_calls_change_nothing(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(devices_are_values, setup, teardown),
-      cmocka_unit_test_setup_teardown(dtypes, setup, teardown),
-      cmocka_unit_test_setup_teardown(tensor_create_validation, setup, teardown),
-      cmocka_unit_test_setup_teardown(tensor_introspection, setup, teardown),
-      cmocka_unit_test_setup_teardown(creation_initialisers, setup, teardown),
-      cmocka_unit_test_setup_teardown(mm_rules, setup, teardown),
-      cmocka_unit_test_setup_teardown(elementwise_rules, setup, teardown),
-      cmocka_unit_test_setup_teardown(reduction_rules, setup, teardown),
-      cmocka_unit_test_setup_teardown(linear_rules, setup, teardown),
-      cmocka_unit_test_setup_teardown(copy_and_fill_rules, setup, teardown),
-      cmocka_unit_test_setup_teardown(op_registration, setup, teardown),
-      cmocka_unit_test_setup_teardown(user_calls, setup, teardown),
-      cmocka_unit_test_setup_teardown(node_introspection, setup, teardown),
-      cmocka_unit_test_setup_teardown(same_device_inserts_nothing, setup, teardown),
-      cmocka_unit_test_setup_teardown(temporaries_and_keep, setup, teardown),
-      cmocka_unit_test_setup_teardown(failed_calls_change_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(devices_are_values, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(dtypes, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(tensor_create_validation, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(tensor_introspection, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(creation_initialisers, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(mm_rules, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(elementwise_rules, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(reduction_rules, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(linear_rules, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(copy_and_fill_rules, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(op_registration, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(user_calls, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(node_introspection, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(same_device_inserts_nothing, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(temporaries_and_keep, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(failed_calls_change_nothing, tu_setup, tu_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,43 +79,26 @@ static int boom_kernel(weft_kernel_ctx *ctx) {
   return weft_ctx_fail(ctx, "boom %d", size == sizeof *code ? *code : -1);
 }
 
-typedef struct fixture {
-  weft_runtime *rt;
-  weft_graph *g;
-  gate gt;
-  const weft_op *gate_op, *inc_op, *boom_op;
-} fixture;
+/* The fixture's gate (one test at a time uses it) and ops. */
+static gate gt;
+static const weft_op *gate_op, *inc_op, *boom_op;
 
 static int setup(void **state) {
-  fixture *f = calloc(1, sizeof *f);
-  f->rt = tu_runtime_cpu(2);
-  CHECK(weft_graph_create(f->rt, &f->g));
-  f->gate_op = tu_op(f->rt, "gate", 1, (weft_access[]){WEFT_READ_WRITE}, gate_kernel, &f->gt);
-  f->inc_op = tu_op(f->rt, "inc", 1, (weft_access[]){WEFT_READ_WRITE}, inc_kernel, NULL);
-  f->boom_op = tu_op(f->rt, "boom", 1, (weft_access[]){WEFT_READ_WRITE}, boom_kernel, NULL);
+  tu_setup(state);
+  tu_fixture *f = *state;
+  atomic_store(&gt.open, 0);
+  atomic_store(&gt.arrived, 0);
+  gate_op = tu_op(f->rt, "gate", 1, (weft_access[]){WEFT_READ_WRITE}, gate_kernel, &gt);
+  inc_op = tu_op(f->rt, "inc", 1, (weft_access[]){WEFT_READ_WRITE}, inc_kernel, NULL);
+  boom_op = tu_op(f->rt, "boom", 1, (weft_access[]){WEFT_READ_WRITE}, boom_kernel, NULL);
   atomic_store(&inc_calls, 0);
   atomic_store(&boom_calls, 0);
-  *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
-  fixture *f = *state;
-  atomic_store(&f->gt.open, 1); /* never leave a worker waiting */
-  weft_graph_destroy(f->g);
-  weft_runtime_destroy(f->rt);
-  free(f);
-  return 0;
-}
-
-static weft_tensor *scalar(weft_graph *g, const char *name, double v) {
-  return tu_tensor(g, name, WEFT_F64, 0, NULL, weft_full(v));
-}
-
-static double value(weft_tensor *t) {
-  double v;
-  CHECK(weft_tensor_get(t, 0, &v));
-  return v;
+  atomic_store(&gt.open, 1); /* never leave a worker waiting */
+  return tu_teardown(state);
 }
 
 static void call1(weft_graph *g, const weft_op *op, weft_tensor *t) { CHECK(weft_call(g, op, &t, 1, NULL, 0)); }
@@ -175,27 +158,27 @@ static void runtime_options(void **state) {
 /* ---- launch, wait, poll ------------------------------------------------------------------- */
 
 static void launch_wait_poll(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 1), *y = NULL;
-  call1(g, f->gate_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 1), *y = NULL;
+  call1(g, gate_op, x);
   CHECK(weft_scale(g, x, 3, &y));
   weft_run *run = NULL;
   CHECK(weft_graph_launch(g, &run));
   assert_non_null(run);
   assert_ptr_equal(weft_run_graph(run), g);
-  assert_true(wait_arrivals(&f->gt, 1));
+  assert_true(wait_arrivals(&gt, 1));
   assert_int_equal(weft_run_poll(run), WEFT_EAGAIN);
   assert_string_equal(weft_run_error(run), "");
   assert_null(weft_run_failed_node(run));
-  atomic_store(&f->gt.open, 1);
+  atomic_store(&gt.open, 1);
   CHECK(weft_run_wait(run));
   CHECK(weft_run_wait(run)); /* again: same answer */
   CHECK(weft_run_poll(run));
   assert_string_equal(weft_run_error(run), "");
   assert_null(weft_run_failed_node(run));
   weft_run_destroy(run);
-  assert_true(value(y) == 3.0);
+  assert_true(tu_value(y) == 3.0);
   /* Poll until done, without wait. */
   CHECK(weft_graph_launch(g, &run));
   int rc;
@@ -205,11 +188,11 @@ static void launch_wait_poll(void **state) {
   /* Destroying a run without waiting for it waits. */
   CHECK(weft_graph_launch(g, &run));
   weft_run_destroy(run);
-  assert_true(value(y) == 3.0);
+  assert_true(tu_value(y) == 3.0);
 }
 
 static void empty_graph_runs(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_run *run;
   CHECK(weft_graph_launch(f->g, &run));
   CHECK(weft_run_wait(run));
@@ -219,15 +202,15 @@ static void empty_graph_runs(void **state) {
 
 /* Contents persist from run to run: ten runs of x += 1 give 10. */
 static void reruns_keep_contents(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0), *v = tu_tensor(g, "v", WEFT_F64, 1, (int64_t[]){100}, weft_zeros());
-  call1(g, f->inc_op, x);
-  call1(g, f->inc_op, v);
-  call1(g, f->inc_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 0), *v = tu_tensor(g, "v", WEFT_F64, 1, (int64_t[]){100}, weft_zeros());
+  call1(g, inc_op, x);
+  call1(g, inc_op, v);
+  call1(g, inc_op, x);
   for (int r = 1; r <= 10; r++) {
     CHECK(weft_graph_run(g));
-    assert_true(value(x) == 2.0 * r);
+    assert_true(tu_value(x) == 2.0 * r);
   }
   double buf[100];
   tu_read_doubles(v, buf);
@@ -236,11 +219,11 @@ static void reruns_keep_contents(void **state) {
   double five = 5;
   CHECK(weft_tensor_write(x, &five, sizeof five));
   CHECK(weft_graph_run(g));
-  assert_true(value(x) == 7.0);
+  assert_true(tu_value(x) == 7.0);
   /* Adding a node after runs: the next run plans again and runs it. */
-  call1(g, f->inc_op, x);
+  call1(g, inc_op, x);
   CHECK(weft_graph_run(g));
-  assert_true(value(x) == 10.0);
+  assert_true(tu_value(x) == 10.0);
   assert_int_equal(atomic_load(&inc_calls), 11 * 3 + 4);
 }
 
@@ -255,13 +238,13 @@ static void count_cb(weft_run *run, int status, void *arg) {
 }
 
 static void busy_graph_refuses_launches_and_changes(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 1), *o = NULL;
-  call1(g, f->gate_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 1), *o = NULL;
+  call1(g, gate_op, x);
   weft_run *run = NULL, *second = NULL;
   CHECK(weft_graph_launch(g, &run));
-  assert_true(wait_arrivals(&f->gt, 1));
+  assert_true(wait_arrivals(&gt, 1));
   cb_calls = 0;
   assert_int_equal(weft_graph_launch(g, &second), WEFT_EBUSY);
   assert_true(tu_contains(weft_last_error(), "already in flight"));
@@ -274,7 +257,7 @@ static void busy_graph_refuses_launches_and_changes(void **state) {
   assert_int_equal(weft_scale(g, x, 2, &o), WEFT_EBUSY);
   assert_int_equal(weft_fill(g, x, weft_zeros()), WEFT_EBUSY);
   assert_int_equal(weft_copy(g, x, weft_cpu(), &o), WEFT_EBUSY);
-  assert_int_equal(weft_call(g, f->inc_op, &x, 1, NULL, 0), WEFT_EBUSY);
+  assert_int_equal(weft_call(g, inc_op, &x, 1, NULL, 0), WEFT_EBUSY);
   double v;
   assert_int_equal(weft_tensor_read(x, &v, sizeof v), WEFT_EBUSY);
   assert_true(tu_contains(weft_last_error(), "weft_tensor_read: a run of this graph is in flight"));
@@ -282,14 +265,14 @@ static void busy_graph_refuses_launches_and_changes(void **state) {
   assert_int_equal(weft_tensor_get(x, 0, &v), WEFT_EBUSY);
   assert_int_equal(weft_graph_node_count(g), 1);
   assert_int_equal(weft_graph_tensor_count(g), 1);
-  atomic_store(&f->gt.open, 1);
+  atomic_store(&gt.open, 1);
   CHECK(weft_run_wait(run));
   weft_run_destroy(run);
   assert_int_equal(cb_calls, 0); /* failed launches never call back */
   CHECK(weft_graph_run(g)); /* idle again */
   CHECK(weft_add(g, x, x, &o));
   CHECK(weft_graph_run(g));
-  assert_true(value(o) == 2.0);
+  assert_true(tu_value(o) == 2.0);
 }
 
 /* ---- callbacks ---------------------------------------------------------------------------- */
@@ -312,10 +295,10 @@ static void record_cb(weft_run *run, int status, void *arg) {
 }
 
 static void callbacks_called_exactly_once(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0);
-  for (int i = 0; i < 20; i++) call1(g, f->inc_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 0);
+  for (int i = 0; i < 20; i++) call1(g, inc_op, x);
   cb_record rec;
   for (int r = 0; r < 50; r++) {
     memset(&rec, 0, sizeof rec);
@@ -330,7 +313,7 @@ static void callbacks_called_exactly_once(void **state) {
     weft_run_destroy(run);
     assert_int_equal(atomic_load(&rec.calls), 1);
   }
-  assert_true(value(x) == 1000.0);
+  assert_true(tu_value(x) == 1000.0);
   /* An empty graph calls back once too. */
   weft_graph *e;
   CHECK(weft_graph_create(f->rt, &e));
@@ -341,9 +324,9 @@ static void callbacks_called_exactly_once(void **state) {
   weft_run_destroy(run);
   assert_int_equal(atomic_load(&rec.calls), 1);
   /* A launch that fails (a cycle) never calls back. */
-  weft_tensor *y = scalar(e, "y", 0);
-  call1(e, f->inc_op, y);
-  call1(e, f->inc_op, y);
+  weft_tensor *y = tu_scalar(e, "y", 0);
+  call1(e, inc_op, y);
+  call1(e, inc_op, y);
   CHECK(weft_graph_add_edge(e, weft_graph_node(e, 1), weft_graph_node(e, 0)));
   memset(&rec, 0, sizeof rec);
   run = NULL;
@@ -356,11 +339,11 @@ static void callbacks_called_exactly_once(void **state) {
 /* The callback sees the run's outcome: its status, and the error and failed node that
  * weft_run_error and weft_run_failed_node give once the run has finished. */
 static void callback_sees_the_failure(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0);
+  weft_tensor *x = tu_scalar(g, "x", 0);
   int code = 17;
-  CHECK(weft_call(g, f->boom_op, &x, 1, &code, sizeof code));
+  CHECK(weft_call(g, boom_op, &x, 1, &code, sizeof code));
   cb_record rec;
   memset(&rec, 0, sizeof rec);
   weft_run *run;
@@ -377,12 +360,12 @@ static void callback_sees_the_failure(void **state) {
 /* ---- errors of a run ---------------------------------------------------------------------- */
 
 static void run_error_and_failed_node(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0), *y = scalar(g, "y", 0);
-  call1(g, f->inc_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 0), *y = tu_scalar(g, "y", 0);
+  call1(g, inc_op, x);
   int code = 42;
-  CHECK(weft_call(g, f->boom_op, &y, 1, &code, sizeof code));
+  CHECK(weft_call(g, boom_op, &y, 1, &code, sizeof code));
   CHECK(weft_node_set_name(weft_graph_node(g, 1), "exploder"));
   weft_run *run;
   CHECK(weft_graph_launch(g, &run));
@@ -395,7 +378,7 @@ static void run_error_and_failed_node(void **state) {
   assert_ptr_equal(weft_run_failed_node(run), weft_graph_node(g, 1));
   assert_int_equal(weft_run_poll(run), WEFT_EKERNEL);
   weft_run_destroy(run);
-  assert_true(value(x) == 1.0); /* the independent node ran */
+  assert_true(tu_value(x) == 1.0); /* the independent node ran */
   assert_int_equal(weft_graph_run(g), WEFT_EKERNEL);
   assert_true(tu_contains(weft_last_error(), "boom 42"));
 }
@@ -403,50 +386,50 @@ static void run_error_and_failed_node(void **state) {
 /* ---- cancel ------------------------------------------------------------------------------- */
 
 static void cancel_skips_what_has_not_started(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0);
-  call1(g, f->gate_op, x);
-  for (int i = 0; i < 100; i++) call1(g, f->inc_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 0);
+  call1(g, gate_op, x);
+  for (int i = 0; i < 100; i++) call1(g, inc_op, x);
   weft_run *run;
   CHECK(weft_graph_launch(g, &run));
-  assert_true(wait_arrivals(&f->gt, 1));
+  assert_true(wait_arrivals(&gt, 1));
   weft_run_cancel(run);
   weft_run_cancel(run); /* twice is harmless */
-  atomic_store(&f->gt.open, 1);
+  atomic_store(&gt.open, 1);
   assert_int_equal(weft_run_wait(run), WEFT_ECANCELED);
   assert_true(tu_contains(weft_run_error(run), "cancelled"));
   assert_null(weft_run_failed_node(run));
   weft_run_destroy(run);
   assert_int_equal(atomic_load(&inc_calls), 0);
-  assert_true(value(x) == 0.0);
+  assert_true(tu_value(x) == 0.0);
   /* The next run is not cancelled. */
   CHECK(weft_graph_run(g));
-  assert_true(value(x) == 100.0);
+  assert_true(tu_value(x) == 100.0);
   /* Cancelling a finished run changes nothing. */
   CHECK(weft_graph_launch(g, &run));
   CHECK(weft_run_wait(run));
   weft_run_cancel(run);
   CHECK(weft_run_wait(run));
   weft_run_destroy(run);
-  assert_true(value(x) == 200.0);
+  assert_true(tu_value(x) == 200.0);
 }
 
 /* A node that failed first keeps its error over a later cancel. */
 static void failure_wins_over_cancel(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0), *y = scalar(g, "y", 0);
+  weft_tensor *x = tu_scalar(g, "x", 0), *y = tu_scalar(g, "y", 0);
   int code = 3;
-  CHECK(weft_call(g, f->boom_op, &y, 1, &code, sizeof code));
-  call1(g, f->gate_op, x);
+  CHECK(weft_call(g, boom_op, &y, 1, &code, sizeof code));
+  call1(g, gate_op, x);
   weft_run *run;
   CHECK(weft_graph_launch(g, &run));
-  assert_true(wait_arrivals(&f->gt, 1));
+  assert_true(wait_arrivals(&gt, 1));
   /* The failing node is independent of the gate: wait until it has failed. */
   for (int i = 0; i < 100000 && atomic_load(&boom_calls) == 0; i++) nap_us(100);
   weft_run_cancel(run);
-  atomic_store(&f->gt.open, 1);
+  atomic_store(&gt.open, 1);
   assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
   weft_run_destroy(run);
 }
@@ -455,11 +438,11 @@ static void failure_wins_over_cancel(void **state) {
 
 /* Independent nodes of one graph run at the same time on two workers. */
 static void independent_nodes_run_at_once(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static barrier b;
   const weft_op *bar = tu_op(f->rt, "bar", 1, (weft_access[]){WEFT_WRITE}, barrier_kernel, &b);
   weft_graph *g = f->g;
-  weft_tensor *p = scalar(g, "p", 0), *q = scalar(g, "q", 0);
+  weft_tensor *p = tu_scalar(g, "p", 0), *q = tu_scalar(g, "q", 0);
   call1(g, bar, p);
   call1(g, bar, q);
   for (int r = 0; r < 5; r++) {
@@ -471,7 +454,7 @@ static void independent_nodes_run_at_once(void **state) {
 
 /* Two graphs launched from one thread run at the same time. */
 static void several_graphs_at_once(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   static barrier b;
   const weft_op *bar = tu_op(f->rt, "bar2", 1, (weft_access[]){WEFT_WRITE}, barrier_kernel, &b);
   enum { NG = 8 };
@@ -479,12 +462,12 @@ static void several_graphs_at_once(void **state) {
   weft_tensor *xs[NG];
   for (int i = 0; i < NG; i++) {
     CHECK(weft_graph_create(f->rt, &gs[i]));
-    xs[i] = scalar(gs[i], "x", i);
-    for (int k = 0; k <= i; k++) call1(gs[i], f->inc_op, xs[i]);
+    xs[i] = tu_scalar(gs[i], "x", i);
+    for (int k = 0; k <= i; k++) call1(gs[i], inc_op, xs[i]);
   }
   /* The first two graphs start with a rendezvous. */
   for (int i = 0; i < 2; i++) {
-    weft_tensor *p = scalar(gs[i], "p", 0);
+    weft_tensor *p = tu_scalar(gs[i], "p", 0);
     call1(gs[i], bar, p);
   }
   for (int r = 1; r <= 10; r++) {
@@ -496,7 +479,7 @@ static void several_graphs_at_once(void **state) {
       CHECK(weft_run_wait(runs[i]));
       weft_run_destroy(runs[i]);
     }
-    for (int i = 0; i < NG; i++) assert_true(value(xs[i]) == i + (double)r * (i + 1));
+    for (int i = 0; i < NG; i++) assert_true(tu_value(xs[i]) == i + (double)r * (i + 1));
   }
   for (int i = 0; i < NG; i++) weft_graph_destroy(gs[i]);
 }
@@ -530,10 +513,10 @@ static void *race_launches(void *arg) {
 
 /* Threads racing to launch one graph: one run at a time, every launch that succeeded ran. */
 static void concurrent_launches_of_one_graph(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0);
-  for (int i = 0; i < 10; i++) call1(g, f->inc_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 0);
+  for (int i = 0; i < 10; i++) call1(g, inc_op, x);
   enum { NT = 4 };
   pthread_t th[NT];
   racer rs[NT];
@@ -551,7 +534,7 @@ static void concurrent_launches_of_one_graph(void **state) {
   }
   assert_true(ok > 0);
   assert_int_equal(ok + busy, NT * 200);
-  assert_true(value(x) == 10.0 * ok);
+  assert_true(tu_value(x) == 10.0 * ok);
 }
 
 /* Several threads waiting on one run all see its status. */
@@ -561,16 +544,16 @@ static void *wait_thread(void *arg) {
 }
 
 static void many_waiters(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0);
-  call1(g, f->gate_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 0);
+  call1(g, gate_op, x);
   weft_run *run;
   CHECK(weft_graph_launch(g, &run));
   pthread_t th[4];
   for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&th[i], NULL, wait_thread, run), 0);
   nap_us(2000);
-  atomic_store(&f->gt.open, 1);
+  atomic_store(&gt.open, 1);
   for (int i = 0; i < 4; i++) {
     void *st;
     pthread_join(th[i], &st);
@@ -587,16 +570,16 @@ static void *open_later(void *arg) {
 
 /* Destroying a graph whose run is in flight waits for the run; the run handle stays valid. */
 static void destroy_waits_for_the_run(void **state) {
-  fixture *f = *state;
+  tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_tensor *x = scalar(g, "x", 0);
-  call1(g, f->gate_op, x);
-  call1(g, f->inc_op, x);
+  weft_tensor *x = tu_scalar(g, "x", 0);
+  call1(g, gate_op, x);
+  call1(g, inc_op, x);
   weft_run *run;
   CHECK(weft_graph_launch(g, &run));
-  assert_true(wait_arrivals(&f->gt, 1));
+  assert_true(wait_arrivals(&gt, 1));
   pthread_t th;
-  assert_int_equal(pthread_create(&th, NULL, open_later, &f->gt), 0);
+  assert_int_equal(pthread_create(&th, NULL, open_later, &gt), 0);
   weft_graph_destroy(g);
   f->g = NULL;
   assert_int_equal(atomic_load(&inc_calls), 1); /* the run finished before the graph went */

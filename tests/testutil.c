@@ -32,6 +32,33 @@ weft_tensor *tu_matrix(weft_graph *g, const char *name, int64_t r, int64_t c, ui
   return t;
 }
 
+int tu_setup(void **state) {
+  tu_fixture *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
+  f->rt = tu_runtime_cpu(2);
+  CHECK(weft_graph_create(f->rt, &f->g));
+  *state = f;
+  return 0;
+}
+
+int tu_teardown(void **state) {
+  tu_fixture *f = *state;
+  weft_graph_destroy(f->g);
+  weft_runtime_destroy(f->rt);
+  free(f);
+  return 0;
+}
+
+weft_tensor *tu_scalar(weft_graph *g, const char *name, double v) {
+  return tu_tensor(g, name, WEFT_F64, 0, NULL, weft_full(v));
+}
+
+double tu_value(weft_tensor *t) {
+  double v;
+  CHECK(weft_tensor_get(t, 0, &v));
+  return v;
+}
+
 weft_tensor *tu_tensor(weft_graph *g, const char *name, weft_dtype dt, int ndim,
                        const int64_t *shape, weft_init init) {
   weft_tensor *t = NULL;

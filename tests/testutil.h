@@ -27,6 +27,19 @@ weft_runtime *tu_runtime_cpu(int workers);
 /* A 2-D f32 tensor on the CPU filled from a seed. */
 weft_tensor *tu_matrix(weft_graph *g, const char *name, int64_t r, int64_t c, uint64_t seed);
 
+/* The common fixture: a CPU runtime of two workers and an empty graph of it. tu_setup and
+ * tu_teardown are cmocka setup/teardown functions that make and free one in *state. */
+typedef struct tu_fixture {
+  weft_runtime *rt;
+  weft_graph *g;
+} tu_fixture;
+int tu_setup(void **state);
+int tu_teardown(void **state);
+
+/* A 0-d f64 tensor full of v, and a tensor's element 0 (both CHECKed). */
+weft_tensor *tu_scalar(weft_graph *g, const char *name, double v);
+double tu_value(weft_tensor *t);
+
 /* A tensor on the CPU (CHECKed): dtype, shape and initialiser as given. */
 weft_tensor *tu_tensor(weft_graph *g, const char *name, weft_dtype dt, int ndim,
                        const int64_t *shape, weft_init init);

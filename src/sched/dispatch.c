@@ -31,6 +31,7 @@
 static _Thread_local struct {
   weft_run *run;
   uint32_t count;
+  uint64_t t; /* timing: when this worker's last node ended; 0 once it has gone idle */
 } tls;
 
 enum { SKIPPED = 2 }; /* internal: the node did not run (poisoned or cancelled) */
@@ -48,6 +49,7 @@ void weft__dispatch_flush(void) {
     count_done(tls.run, k);
   }
   tls.run = NULL;
+  tls.t = 0;
 }
 
 /* Records the run's first failure; x is NULL for a failure no single node can be named for. */
@@ -88,9 +90,13 @@ static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int early,
   }
 }
 
-/* Runs node x through its backend. With timing on, the node's record gets its lane and the
- * clock around the launch; a node whose work completes later (WEFT__PENDING) gets its end at
- * completion, from its backend or weft__sched_complete. */
+/* Runs node x through its backend. With timing on, the node's record gets its lane, a start
+ * and an end. One clock read a node: the end of a worker's node is the start of its next one,
+ * so the dispatcher's own work between two nodes (releasing edges, taking the next node from a
+ * deque) counts with the second; a worker that went idle (weft__dispatch_flush) reads the
+ * clock afresh for its next node. A read costs 10 to 27 ns (docs/observability.md), which
+ * is why there is one, not two. A node whose work completes later (WEFT__PENDING) gets its end
+ * at completion, from its backend or weft__sched_complete. */
 static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t err_size) {
   weft_node *n = x->node;
   weft_kernel_ctx ctx;
@@ -115,9 +121,10 @@ static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t e
                       ? WEFT__LANE(WEFT__LANE_CPU, 0, worker)
                       : WEFT__LANE(WEFT__LANE_COMPUTE, n->device.index, 0);
   atomic_store_explicit(&tm->lane, lane, memory_order_relaxed);
-  atomic_store_explicit(&tm->start, weft__clock_now(), memory_order_relaxed);
+  atomic_store_explicit(&tm->start, tls.t != 0 ? tls.t : weft__clock_now(), memory_order_relaxed);
   int st = x->backend->vt->launch(x->backend, &ctx);
-  if (st != WEFT__PENDING) atomic_store_explicit(&tm->end, weft__clock_now(), memory_order_relaxed);
+  tls.t = weft__clock_now();
+  if (st != WEFT__PENDING) atomic_store_explicit(&tm->end, tls.t, memory_order_relaxed);
   return st;
 }
 
