@@ -192,7 +192,8 @@ void tp_run(tp_out *r, const char *input, const char *cwd, double timeout_s,
     if (tp_now() > deadline) {
       kill(pid, SIGKILL);
       waitpid(pid, NULL, 0);
-      fail_msg("'weft %s ...' did not exit after closing its output", args[0] != NULL ? args[0] : "");
+      fail_msg("'weft %s ...' did not exit after closing its output",
+               args[0] != NULL ? args[0] : "");
     }
     usleep(1000);
   }

@@ -1,6 +1,7 @@
 /* test_cli.c — the `weft` command end to end: every subcommand run as a subprocess, with its
  * exit code (0 success, 1 the run failed, 2 bad input or usage), its output and its messages;
- * --help and --version; bad usage and bad files; and every example (.weft file under examples/) run on the CPU. */
+ * --help and --version; bad usage and bad files; and every example (the .weft files under
+ * examples/) run on the CPU. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,8 @@ static void test_global(void **state) {
   assert_true(tp_has(r.out, "weft 0."));
   tp_out_fini(&r);
   expect(&r, 0, NULL, (const char *[]){"--help", NULL});
-  static const char *subs[] = {"run", "check", "explain", "dot", "fmt", "devices", "serve", "submit"};
+  static const char *subs[] = {"run", "check",   "explain", "dot",
+                               "fmt", "devices", "serve",   "submit"};
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) assert_true(tp_has(r.out, subs[i]));
   tp_out_fini(&r);
   expect(&r, 2, NULL, (const char *[]){NULL});

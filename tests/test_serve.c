@@ -49,7 +49,8 @@ static void server_start(server *s, const char *const *extra) {
   const char *args[32] = {"serve", "--listen", "127.0.0.1:0"};
   int n = 3;
   int has_listen = 0;
-  for (int i = 0; extra != NULL && extra[i] != NULL; i++) has_listen |= !strcmp(extra[i], "--listen");
+  for (int i = 0; extra != NULL && extra[i] != NULL; i++)
+    has_listen |= !strcmp(extra[i], "--listen");
   if (has_listen) n = 1;
   for (int i = 0; extra != NULL && extra[i] != NULL && n < 31; i++) args[n++] = extra[i];
   args[n] = NULL;
@@ -88,7 +89,8 @@ static int client_connect(const char *addr) {
   char host[64];
   snprintf(host, sizeof host, "%.*s", (int)(colon - addr), addr);
   inet_pton(AF_INET, host, &sa.sin_addr);
-  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* not inherited by the commands the test starts */
+  /* Close-on-exec: a command the test starts must not keep the connection open. */
+  fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
     close(fd);
     return -1;
@@ -109,7 +111,8 @@ static void send_str(int fd, const char *s, size_t n) {
 /* Sends one request: `headers` (each "Key: value\n") then the source. */
 static void send_request(int fd, const char *headers, const char *src) {
   char head[4096];
-  int n = snprintf(head, sizeof head, "SUBMIT %zu\n%s\n", strlen(src), headers != NULL ? headers : "");
+  int n = snprintf(head, sizeof head, "SUBMIT %zu\n%s\n", strlen(src),
+                   headers != NULL ? headers : "");
   send_str(fd, head, (size_t)n);
   send_str(fd, src, strlen(src));
 }
@@ -243,7 +246,8 @@ static void test_proto_parse(void **state) {
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err[0] = '\0';
     if (parse(bad[i].text, &req, err) >= 0) fail_msg("accepted: %s", bad[i].text);
-    if (!tp_has(err, bad[i].why)) fail_msg("'%s': message '%s' lacks '%s'", bad[i].text, err, bad[i].why);
+    if (!tp_has(err, bad[i].why))
+      fail_msg("'%s': message '%s' lacks '%s'", bad[i].text, err, bad[i].why);
   }
   /* A NUL byte in the header. */
   assert_true(parse_n("SUBMIT 3\nName: a\0b\n\nabc", 21, &req, err) < 0);
@@ -259,7 +263,8 @@ static void test_proto_parse(void **state) {
   /* Too many defines. */
   char *many = malloc(CLI_PROTO_MAX_DEFINES * 16 + 64);
   size_t len = (size_t)sprintf(many, "SUBMIT 1\n");
-  for (int i = 0; i <= CLI_PROTO_MAX_DEFINES; i++) len += (size_t)sprintf(many + len, "Define: a%d=1\n", i);
+  for (int i = 0; i <= CLI_PROTO_MAX_DEFINES; i++)
+    len += (size_t)sprintf(many + len, "Define: a%d=1\n", i);
   strcpy(many + len, "\n");
   assert_true(parse(many, &req, err) < 0);
   assert_true(tp_has(err, "Define headers"));
@@ -271,7 +276,8 @@ static void test_proto_result_and_addresses(void **state) {
   int code;
   char st[32];
   size_t o, e;
-  assert_int_equal(cli_proto_parse_result("RESULT 1 failed 10 20", &code, st, sizeof st, &o, &e), 0);
+  assert_int_equal(cli_proto_parse_result("RESULT 1 failed 10 20", &code, st, sizeof st, &o, &e),
+                   0);
   assert_int_equal(code, 1);
   assert_string_equal(st, "failed");
   assert_int_equal(o, 10);
@@ -342,7 +348,8 @@ static void test_submit_matches_run(void **state) {
   assert_true(tp_has(remote.out, "\"wall_ms\""));
   assert_true(tp_has(remote.out, "\"outputs\": {"));
   tp_out_fini(&remote);
-  tp_run(&remote, NULL, NULL, T, (const char *[]){"submit", "--json", "--to", s.addr, "bad.weft", NULL});
+  tp_run(&remote, NULL, NULL, T,
+         (const char *[]){"submit", "--json", "--to", s.addr, "bad.weft", NULL});
   assert_int_equal(remote.code, 2);
   assert_true(tp_has(remote.out, "\"status\": \"invalid\""));
   assert_true(tp_has(remote.out, "\"diagnostics\": [{\"file\": \"bad.weft\", \"line\": 2"));
@@ -769,7 +776,8 @@ static void test_addresses_and_usage(void **state) {
   tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "s.weft", "--to", "nonsense", NULL});
   assert_int_equal(r.code, 2);
   tp_out_fini(&r);
-  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "missing.weft", "--to", "127.0.0.1:9", NULL});
+  tp_run(&r, NULL, NULL, T,
+         (const char *[]){"submit", "missing.weft", "--to", "127.0.0.1:9", NULL});
   assert_int_equal(r.code, 2);
   tp_out_fini(&r);
   /* Nothing listens on a port we just released. */

@@ -88,6 +88,17 @@ static int gate_kernel(weft_kernel_ctx *ctx) {
   return atomic_load(&gate) ? WEFT_OK : weft_ctx_fail(ctx, "the gate never opened");
 }
 
+/* A graph of one gate node (op registered on rt once), the gate closed. */
+static weft_graph *gate_graph(weft_runtime *rt) {
+  const weft_op *op = weft_op_find(rt, "gate");
+  if (op == NULL) op = tu_op(rt, "gate", 0, NULL, gate_kernel, NULL);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  CHECK(weft_call(g, op, NULL, 0, NULL, 0));
+  atomic_store(&gate, 0);
+  return g;
+}
+
 typedef struct ticker {
   int ticks;
   cb_state *done;
@@ -107,13 +118,9 @@ static void on_tick(uv_timer_t *t) {
 static void test_loop_not_blocked(void **state) {
   (void)state;
   weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *op = tu_op(rt, "gate", 0, NULL, gate_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  CHECK(weft_call(g, op, NULL, 0, NULL, 0));
+  weft_graph *g = gate_graph(rt);
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
-  atomic_store(&gate, 0);
   cb_state s = {0};
   ticker k = {.done = &s};
   uv_timer_t timer;
@@ -132,14 +139,10 @@ static void test_loop_not_blocked(void **state) {
 static void test_failed_launch_never_calls_back(void **state) {
   (void)state;
   weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *op = tu_op(rt, "gate", 0, NULL, gate_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  CHECK(weft_call(g, op, NULL, 0, NULL, 0));
+  weft_graph *g = gate_graph(rt);
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
   cb_state first = {0}, second = {0}, bad = {0};
-  atomic_store(&gate, 0);
   CHECK(weft_uv_launch(&loop, g, on_done, &first, NULL));
   /* The graph is in flight: a second launch fails with EBUSY and must never call back. */
   weft_run *run = (weft_run *)&second; /* must be reset to NULL on failure */
@@ -190,19 +193,15 @@ static void on_cancel_timer(uv_timer_t *t) {
 static void test_cancel(void **state) {
   (void)state;
   weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *op = tu_op(rt, "gate", 0, NULL, gate_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  /* A chain: the gate, then nodes that wait for it; cancelling while the gate holds skips
+  /* A chain: the gate, then a node that waits for it; cancelling while the gate holds skips
    * the rest. */
-  CHECK(weft_call(g, op, NULL, 0, NULL, 0));
+  weft_graph *g = gate_graph(rt);
   weft_tensor *x = tu_tensor(g, "x", WEFT_F32, 1, (int64_t[]){8}, weft_ones());
   weft_node *first = weft_graph_last_node(g);
   CHECK(weft_scale(g, x, 2.0, &x));
   CHECK(weft_graph_add_edge(g, first, weft_graph_last_node(g)));
   uv_loop_t loop;
   assert_int_equal(uv_loop_init(&loop), 0);
-  atomic_store(&gate, 0);
   cb_state s = {0};
   weft_run *run = NULL;
   CHECK(weft_uv_launch(&loop, g, on_done, &s, &run));

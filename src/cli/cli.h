@@ -71,8 +71,9 @@ int cli_defines_add(cli_defines *d, const char *sub, const char *text);
 void cli_defines_fini(cli_defines *d);
 
 /* The options every program-reading command takes: -D NAME=VALUE, --device DEV,
- * --workers N, --simulate PROFILE, -h/--help. A command lists CLI_PROG_LONGOPTS in its option table and "D:h" in
- * its short options, and passes what getopt_long returns to cli_prog_option first. */
+ * --workers N, --simulate PROFILE, -h/--help. A command lists CLI_PROG_LONGOPTS in its option
+ * table and "D:h" in its short options, and passes what getopt_long returns to
+ * cli_prog_option first (cli_parse_prog_args does all of this). */
 enum { CLI_OPT_DEVICE = 256, CLI_OPT_WORKERS, CLI_OPT_SIMULATE, CLI_OPT_LOCAL = 300 };
 #define CLI_PROG_LONGOPTS                                                                   \
   {"define", required_argument, NULL, 'D'}, {"device", required_argument, NULL, CLI_OPT_DEVICE}, \

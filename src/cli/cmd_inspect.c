@@ -50,6 +50,17 @@ done:
   return code;
 }
 
+/* Prints what a command built on standard output and frees it; returns the exit code. */
+static int emit(cli_buf *b) {
+  int code = CLI_EXIT_OK;
+  if (b->oom)
+    code = cli_error(CLI_EXIT_FAILED, "out of memory");
+  else if (b->data != NULL && (fputs(b->data, stdout) == EOF || fflush(stdout) != 0))
+    code = cli_error(CLI_EXIT_FAILED, "cannot write to standard output");
+  cli_buf_fini(b);
+  return code;
+}
+
 /* ---- check ------------------------------------------------------------------------------ */
 
 static const char check_help[] =
@@ -191,11 +202,7 @@ int cli_cmd_check(int argc, char **argv) {
                      dc[i].nodes == 1 ? "" : "s", dc[i].tensors, dc[i].tensors == 1 ? "" : "s");
     cli_buf_puts(&b, ndc ? "\n" : " none\n");
   }
-  if (b.oom)
-    code = cli_error(CLI_EXIT_FAILED, "out of memory");
-  else
-    fputs(b.data, stdout);
-  cli_buf_fini(&b);
+  code = emit(&b);
 done:
   weft_program_destroy(prog);
   weft_runtime_destroy(rt);
@@ -220,15 +227,16 @@ static void node_call(cli_buf *b, const weft_node *n) {
   int nargs = weft_node_nargs(n);
   /* Built-in ops list their inputs first and their result last; a result that is also read
    * (an in-place update) is shown as an argument too. */
-  if (res != NULL && weft_node_user_op(n) == NULL) cli_buf_printf(b, "%s = ", weft_tensor_name(res));
+  int user = weft_node_user_op(n) != NULL;
+  if (res != NULL && !user) cli_buf_printf(b, "%s = ", weft_tensor_name(res));
   cli_buf_printf(b, "%s(", weft_node_op_name(n));
   int first = 1;
   for (int i = 0; i < nargs; i++) {
     weft_access m;
     weft_tensor *t = weft_node_arg(n, i, &m);
-    if (t == res && m == WEFT_WRITE && weft_node_user_op(n) == NULL) continue;
-    cli_buf_printf(b, "%s%s%s", first ? "" : ", ", weft_tensor_name(t),
-                   weft_node_user_op(n) != NULL ? (m == WEFT_READ ? ":r" : m == WEFT_WRITE ? ":w" : ":rw") : "");
+    if (t == res && m == WEFT_WRITE && !user) continue;
+    const char *mode = !user ? "" : m == WEFT_READ ? ":r" : m == WEFT_WRITE ? ":w" : ":rw";
+    cli_buf_printf(b, "%s%s%s", first ? "" : ", ", weft_tensor_name(t), mode);
     first = 0;
   }
   cli_buf_puts(b, ")");
@@ -326,7 +334,8 @@ int cli_cmd_explain(int argc, char **argv) {
   cli_buf b;
   cli_buf_init(&b);
   cli_buf_printf(&b, "%s: %zu node%s, %zu edge%s, %zu inserted cop%s\n\n", file, nn,
-                 nn == 1 ? "" : "s", ne, ne == 1 ? "" : "s", ninserted, ninserted == 1 ? "y" : "ies");
+                 nn == 1 ? "" : "s", ne, ne == 1 ? "" : "s", ninserted,
+                 ninserted == 1 ? "y" : "ies");
   cli_buf_puts(&b, "nodes, in program order:\n");
   char dev[32];
   for (size_t i = 0; i < nn && !b.oom; i++) {
@@ -336,7 +345,8 @@ int cli_cmd_explain(int argc, char **argv) {
     if (weft_node_is_inserted(n)) cli_buf_puts(&b, "  [inserted]");
     const char *origin = weft_node_origin(n);
     if (origin != NULL && *origin) cli_buf_printf(&b, "  at %s", origin);
-    cli_buf_printf(&b, "\n         device %s: ", weft_device_str(weft_node_device(n), dev, sizeof dev));
+    cli_buf_printf(&b, "\n         device %s: ",
+                   weft_device_str(weft_node_device(n), dev, sizeof dev));
     device_reason(&b, g, n);
     weft__placement pl;
     int rc = placement(g, i, &pl);
@@ -367,11 +377,7 @@ int cli_cmd_explain(int argc, char **argv) {
         cli_buf_printf(&b, "added by the program (after)\n");
     }
   }
-  if (b.oom)
-    code = cli_error(CLI_EXIT_FAILED, "out of memory");
-  else
-    fputs(b.data, stdout);
-  cli_buf_fini(&b);
+  code = emit(&b);
 done:
   weft_program_destroy(prog);
   weft_runtime_destroy(rt);
@@ -461,12 +467,9 @@ int cli_cmd_dot(int argc, char **argv) {
     cli_buf_printf(&b, "\", style=%s];\n", style[e.hazard >= 1 && e.hazard <= 4 ? e.hazard : 4]);
   }
   cli_buf_puts(&b, "}\n");
-  if (b.oom || label.oom)
-    code = cli_error(CLI_EXIT_FAILED, "out of memory");
-  else
-    fputs(b.data, stdout);
+  b.oom |= label.oom;
   cli_buf_fini(&label);
-  cli_buf_fini(&b);
+  code = emit(&b);
 done:
   weft_program_destroy(prog);
   weft_runtime_destroy(rt);

@@ -154,6 +154,23 @@ static const char serve_help[] =
 
 static char read_buf[65536]; /* the loop's one read buffer: read_cb consumes it at once */
 
+/* The server's lists of connections and submissions are intrusive and doubly linked. */
+#define LIST_PUSH(head, item)                  \
+  do {                                         \
+    (item)->prev = NULL;                       \
+    (item)->next = (head);                     \
+    if ((head) != NULL) (head)->prev = (item); \
+    (head) = (item);                           \
+  } while (0)
+#define LIST_REMOVE(head, item)                                  \
+  do {                                                           \
+    if ((item)->prev != NULL)                                    \
+      (item)->prev->next = (item)->next;                         \
+    else                                                         \
+      (head) = (item)->next;                                     \
+    if ((item)->next != NULL) (item)->next->prev = (item)->prev; \
+  } while (0)
+
 static void conn_close(conn *c);
 static void conn_process(conn *c);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -181,11 +198,7 @@ static void say(server *s, const char *fmt, ...) {
 
 static void sub_free(submission *sub) {
   server *s = sub->srv;
-  if (sub->prev != NULL)
-    sub->prev->next = sub->next;
-  else
-    s->subs = sub->next;
-  if (sub->next != NULL) sub->next->prev = sub->prev;
+  LIST_REMOVE(s->subs, sub);
   s->inflight--;
   cli_job_fini(&sub->job);
   free(sub->hdr);
@@ -453,9 +466,7 @@ static void accept_request(conn *c, cli_request *req, size_t hlen) {
   sub->srv = s;
   sub->conn = c;
   cli_job_init(&sub->job);
-  sub->next = s->subs;
-  if (s->subs != NULL) s->subs->prev = sub;
-  s->subs = sub;
+  LIST_PUSH(s->subs, sub);
   s->inflight++;
   c->sub = sub;
   c->state = C_BODY;
@@ -587,11 +598,7 @@ static void conn_close(conn *c) {
   if (c->closing) return;
   c->closing = 1;
   server *s = c->srv;
-  if (c->prev != NULL)
-    c->prev->next = c->next;
-  else
-    s->conns = c->next;
-  if (c->next != NULL) c->next->prev = c->prev;
+  LIST_REMOVE(s->conns, c);
   s->nconns--;
   submission *sub = c->sub;
   c->sub = NULL;
@@ -643,19 +650,14 @@ static void accept_one(server *s) {
   }
   c->h.handle.data = c;
   c->open_handles = 1;
-  c->next = s->conns;
-  if (s->conns != NULL) s->conns->prev = c;
-  s->conns = c;
-  s->nconns++;
   if ((rc = uv_accept(&s->listener.stream, &c->h.stream)) != 0) {
     say(s, "accept failed: %s", uv_strerror(rc));
     c->closing = 1;
-    if (c->next != NULL) c->next->prev = NULL;
-    s->conns = c->next;
-    s->nconns--;
     uv_close(&c->h.handle, on_conn_closed);
     return;
   }
+  LIST_PUSH(s->conns, c);
+  s->nconns++;
   uv_timer_init(s->loop, &c->idle);
   c->idle.data = c;
   c->open_handles = 2;
@@ -715,8 +717,8 @@ static void on_signal(uv_signal_t *sig, int signum) {
     return;
   }
   s->stopping = 1;
-  say(s, "%s: no new connections; finishing %ld submission%s", signum == SIGINT ? "SIGINT" : "SIGTERM",
-        s->inflight, s->inflight == 1 ? "" : "s");
+  say(s, "%s: no new connections; finishing %ld submission%s",
+      signum == SIGINT ? "SIGINT" : "SIGTERM", s->inflight, s->inflight == 1 ? "" : "s");
   uv_close(&s->listener.handle, NULL);
   if (s->unlink_socket) unlink(s->addr.path);
   for (conn *c = s->conns, *next; c != NULL; c = next) {
@@ -801,8 +803,8 @@ static int parse_seconds(const char *flag, const char *text, uint64_t *ms) {
 
 int cli_cmd_serve(int argc, char **argv) {
   enum {
-    OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT, OPT_MAX_CONNS,
-    OPT_MAX_REPEAT, OPT_IDLE, OPT_GRACE, OPT_QUIET
+    OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
+    OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_IDLE, OPT_GRACE, OPT_QUIET
   };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -837,7 +839,8 @@ int cli_cmd_serve(int argc, char **argv) {
       case OPT_REMOTE: allow_remote = 1; break;
       case OPT_FILES: s.allow_files = 1; break;
       case OPT_MAX_BYTES:
-        if (cli_parse_int("serve", "--max-bytes", optarg, 1, 1L << 40, &v) != 0) return CLI_EXIT_USAGE;
+        if (cli_parse_int("serve", "--max-bytes", optarg, 1, 1L << 40, &v) != 0)
+          return CLI_EXIT_USAGE;
         s.max_bytes = (size_t)v;
         break;
       case OPT_MAX_INFLIGHT:
@@ -860,7 +863,8 @@ int cli_cmd_serve(int argc, char **argv) {
         if (parse_seconds("--grace", optarg, &s.grace_ms) != 0) return CLI_EXIT_USAGE;
         break;
       case CLI_OPT_WORKERS:
-        if (cli_parse_int("serve", "--workers", optarg, 0, 4096, &workers) != 0) return CLI_EXIT_USAGE;
+        if (cli_parse_int("serve", "--workers", optarg, 0, 4096, &workers) != 0)
+          return CLI_EXIT_USAGE;
         break;
       case CLI_OPT_SIMULATE: simulate = optarg; break;
       case OPT_QUIET: s.quiet = 1; break;

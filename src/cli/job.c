@@ -134,7 +134,8 @@ static void json_diagnostics(cli_buf *b, const cli_job *j) {
       static const char *const sev[] = {"error", "warning", "note"};
       for (size_t k = 0; k < sizeof sev / sizeof sev[0]; k++) {
         size_t sl = strlen(sev[k]);
-        if (mlen > sl + 1 && strncmp(msg, sev[k], sl) == 0 && msg[sl] == ':' && msg[sl + 1] == ' ') {
+        if (mlen > sl + 1 && strncmp(msg, sev[k], sl) == 0 && msg[sl] == ':' &&
+            msg[sl + 1] == ' ') {
           severity = sev[k];
           msg += sl + 2;
           mlen -= sl + 2;
@@ -261,7 +262,9 @@ int cli_job_report(cli_job *j, FILE *out, FILE *err) {
   if (b.oom) {
     cli_buf_fini(&b);
     set_failure(j, "outputs", WEFT_ENOMEM, "out of host memory for the report");
-    fprintf(out, "{\"status\": \"failed\", \"exit_code\": 1, \"error\": \"out of host memory for the report\"}\n");
+    fputs("{\"status\": \"failed\", \"exit_code\": 1, "
+          "\"error\": \"out of host memory for the report\"}\n",
+          out);
   } else {
     fwrite(b.data, 1, b.len, out);
     cli_buf_fini(&b);

@@ -197,7 +197,8 @@ int cli_addr_parse(const char *text, cli_addr *out, char *err, size_t err_size) 
     return -1;
   }
   out->port = (int)port;
-  if (!out->ipv6 && strcmp(out->host, "localhost") == 0) snprintf(out->host, sizeof out->host, "127.0.0.1");
+  if (!out->ipv6 && strcmp(out->host, "localhost") == 0)
+    snprintf(out->host, sizeof out->host, "127.0.0.1");
   unsigned char bin[16];
   if (inet_pton(out->ipv6 ? AF_INET6 : AF_INET, out->host, bin) != 1) {
     snprintf(err, err_size, "'%s': '%s' is not a numeric IP%s address (or localhost)", text,
