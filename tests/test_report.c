@@ -107,8 +107,8 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
   const weft_op *op = op_rw(rt, "nap", sleep_kernel, NULL);
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
-  chain(g, op, scalar(g, "a"), 6, 3000);
-  chain(g, op, scalar(g, "b"), 6, 3000);
+  chain(g, op, scalar(g, "a"), 6, 8000);
+  chain(g, op, scalar(g, "b"), 6, 8000);
   weft_run_stats *st = run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
@@ -133,7 +133,7 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
     sum += t.end_s - t.start_s;
   }
   assert_true(fabs(sum - s.critical_path_s) < 1e-9);
-  assert_true(s.critical_path_s >= 6 * 3000e-6);
+  assert_true(s.critical_path_s >= 6 * 8000e-6);
   /* Both workers: one chain each, busy nearly all of the makespan. */
   assert_int_equal(weft_run_stats_lane_count(st), 2);
   for (size_t l = 0; l < 2; l++) {
@@ -141,7 +141,10 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
     CHECK(weft_run_stats_lane(st, l, &ls));
     assert_string_equal(ls.kind, "cpu");
     assert_int_equal(ls.nodes, 6);
-    assert_true(ls.utilisation > 0.8 && ls.utilisation <= 1.0 + 1e-9);
+    /* Near 1: each worker idles only while the other starts or ends its chain. */
+    if (!(ls.utilisation > 0.8 && ls.utilisation <= 1.0 + 1e-9))
+      fail_msg("%s: utilisation %.3f (busy %.3f ms of a %.3f ms makespan)", ls.name, ls.utilisation,
+               ls.busy_s * 1e3, s.makespan_s * 1e3);
     assert_true(ls.busy_s <= s.makespan_s + 1e-9);
   }
   /* Nodes of one chain share a lane. */
