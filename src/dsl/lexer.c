@@ -259,7 +259,7 @@ static void lex_number(lexer *L) {
   }
   char tmp[512];
   if (n >= sizeof tmp) {
-    lex_error(L, start, "number with %zu characters is too long", n);
+    lex_error(L, start, "number with %zu characters is too long; expected at most %zu", n, sizeof tmp - 1);
     push(L, TK_ERROR, start);
     return;
   }
