@@ -11,6 +11,13 @@
 
 #include "testutil.h"
 
+/* Under the sanitizers a failed huge allocation must return NULL, as malloc does, rather than
+ * stop the process: that is the behaviour weft's error path is tested against. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
+
 /* ---- failing kernels ---------------------------------------------------------------------- */
 
 /* "step": out = in + 1 (f64 scalars), and marks its node as run in `ran` (by its parameter). */
@@ -139,6 +146,36 @@ static void wide_failure(void **state) {
     assert_int_equal(atomic_load(&ran[1 + i]), 0);
     assert_int_equal(atomic_load(&ran[1 + N + i]), 1);
   }
+}
+
+/* A tensor too large for the host: its storage cannot be made, the launch says so (bytes and
+ * name), nothing runs, and a smaller graph still runs on the same runtime afterwards. */
+static void tensor_too_large_for_memory(void **state) {
+  tu_fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *small = tu_scalar(g, "small", 1), *huge = NULL, *o = NULL;
+  CHECK(weft_tensor_create(g, "huge", WEFT_F64, 2, (int64_t[]){INT64_C(1) << 24, INT64_C(1) << 24},
+                           weft_cpu(), weft_zeros(), &huge));
+  assert_true(weft_tensor_bytes(huge) == (size_t)1 << 51);
+  step(f, small, tu_scalar(g, "out", 0), 0);
+  CHECK(weft_relu(g, huge, &o));
+  weft_run *run = NULL;
+  assert_int_equal(weft_graph_launch(g, &run), WEFT_ENOMEM);
+  assert_null(run);
+  assert_true(tu_contains(weft_last_error(), "huge"));
+  assert_true(tu_contains(weft_last_error(), "2251799813685248 bytes"));
+  assert_int_equal(atomic_load(&ran[0]), 0);
+  double v;
+  assert_int_equal(weft_tensor_get(huge, 0, &v), WEFT_ENOMEM);
+  /* The graph is not stuck busy, and the runtime still runs other graphs. */
+  assert_int_equal(weft_graph_launch(g, &run), WEFT_ENOMEM);
+  weft_graph *g2;
+  CHECK(weft_graph_create(f->rt, &g2));
+  weft_tensor *x = tu_scalar(g2, "x", 2), *y = NULL;
+  CHECK(weft_scale(g2, x, 3, &y));
+  CHECK(weft_graph_run(g2));
+  assert_true(tu_value(y) == 6.0);
+  weft_graph_destroy(g2);
 }
 
 /* ---- every allocation site fails in turn -------------------------------------------------- */
@@ -294,6 +331,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(status_without_message, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(first_of_two_failures, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(wide_failure, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(tensor_too_large_for_memory, setup, tu_teardown),
       cmocka_unit_test(every_allocation_can_fail),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
