@@ -289,8 +289,10 @@ WEFT_API weft_init weft_normal(double mean, double std, uint64_t seed);
 /* Creates a tensor of `ndim` (0..4) dimensions `shape` on `device`, initialised by `init`.
  * `name` (may be NULL: then "t<id>") is copied; it is used in messages and by the .weft
  * writer. Fails with WEFT_EDEVICE if the runtime has no such device, WEFT_ESHAPE for a
- * negative dimension or more than 4 dimensions. The tensor is kept: its contents persist
- * between runs and can be read after a run. */
+ * negative dimension, more than 4 dimensions or too many elements, WEFT_EDTYPE for an unknown
+ * dtype, WEFT_EINVAL for a bad initialiser (uniform with lo > hi, normal with std < 0) and
+ * WEFT_EBUSY while a run of g is in flight. The tensor is kept: its contents persist between
+ * runs and can be read after a run. */
 WEFT_NODISCARD WEFT_API int weft_tensor_create(weft_graph *g, const char *name, weft_dtype dt,
                                                int ndim, const int64_t *shape,
                                                weft_device device, weft_init init,
@@ -444,7 +446,9 @@ WEFT_API weft_tensor *weft_graph_tensor(const weft_graph *g, size_t i);
 WEFT_API weft_tensor *weft_graph_find_tensor(const weft_graph *g, const char *name);
 
 /* Adds an explicit edge: `after` starts only when `before` has finished. Both must belong to
- * g. A cycle is reported at the next launch or analyse. */
+ * g. An edge from a node to itself fails at once with WEFT_ECYCLE; a longer cycle is reported
+ * at the next launch or analyse. An edge that repeats one weft inferred (or an earlier
+ * explicit one) is listed once. */
 WEFT_NODISCARD WEFT_API int weft_graph_add_edge(weft_graph *g, weft_node *before,
                                                 weft_node *after);
 
