@@ -1,0 +1,440 @@
+/* calibrate.c — `weft calibrate`: measures a machine profile by running graphs through weft.
+ *
+ * Every figure comes from timing weft itself, so a profile prices what weft achieves on the
+ * machine (its dispatcher, its kernels, its copies), not what the hardware could do:
+ *   per-node costs   a graph of K nodes and one of 2K nodes of the same kind, each run several
+ *                    times; the median times' difference over K is the cost of one node, so
+ *                    fixed costs (launch, wait, the last notification) cancel;
+ *   steady state     rates and bandwidths are taken on re-runs (after a warm-up run), host
+ *                    costs of a first run on fresh graphs (a re-run may be a replay);
+ *   fitted figures   the event cost from a fork-join pattern against a plain chain; the
+ *                    GPU-to-host notification from a GPU/CPU round trip, against the same graph
+ *                    simulated with the figures measured so far and no notification cost.
+ * A simulated runtime's runs take virtual time, so calibrating one gives its profile back —
+ * which is how CI checks this file without a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/sim/sim_internal.h"
+#include "sched/sched.h"
+#include "weft/sim.h"
+
+void weft_calibrate_options_init(weft_calibrate_options *o) {
+  memset(o, 0, sizeof *o);
+}
+
+typedef struct cal {
+  weft_runtime *rt;
+  int simulated;
+  int quick;
+  int reps;
+  FILE *log;
+} cal;
+
+static void say(const cal *c, const char *fmt, ...) WEFT__PRINTF(2, 3);
+static void say(const cal *c, const char *fmt, ...) {
+  if (c->log == NULL) return;
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(c->log, "calibrate: ");
+  vfprintf(c->log, fmt, ap);
+  fprintf(c->log, "\n");
+  va_end(ap);
+  fflush(c->log);
+}
+
+/* One run of g: wall-clock seconds, or virtual ones on a simulated runtime. */
+static int timed_run(const cal *c, weft_graph *g, double *out) {
+  struct timespec t0, t1;
+  weft_run *r;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  int rc = weft_graph_launch(g, &r);
+  if (rc != WEFT_OK) return rc;
+  rc = weft_run_wait(r);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (rc == WEFT_OK && c->simulated) {
+    weft_sim_summary s;
+    rc = weft_sim_run_summary(r, &s);
+    *out = s.makespan_s;
+  } else {
+    *out = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  }
+  weft_run_destroy(r);
+  return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Builds the graph of k nodes of a measurement into the empty graph g. */
+typedef int (*build_fn)(weft_graph *g, const void *arg, int k);
+
+enum { MAX_REPS = 9 };
+
+/* Median time of one graph of k nodes: fresh graphs each time (first = 1), or re-runs of one
+ * graph after a warm-up run (first = 0). */
+static int time_graph(const cal *c, build_fn build, const void *arg, int k, int first, double *out) {
+  double t[MAX_REPS];
+  weft_graph *g = NULL;
+  int rc = WEFT_OK;
+  for (int r = 0; r < c->reps && rc == WEFT_OK; r++) {
+    if (g == NULL || first) {
+      weft_graph_destroy(g);
+      if ((rc = weft_graph_create(c->rt, &g)) != WEFT_OK) return rc;
+      if ((rc = build(g, arg, k)) != WEFT_OK) break;
+      if (!first && (rc = timed_run(c, g, &t[r])) != WEFT_OK) break; /* the warm-up */
+    }
+    rc = timed_run(c, g, &t[r]);
+  }
+  weft_graph_destroy(g);
+  if (rc == WEFT_OK) *out = median(t, c->reps);
+  return rc;
+}
+
+/* The cost of one node: graphs of k and 2k nodes, their median times' difference over k. The
+ * count k is chosen so that the longer graph takes about `target` seconds (4 to 2000 nodes). */
+static int per_node(const cal *c, build_fn build, const void *arg, int first, double target,
+                    double *out) {
+  double t1, t2, probe;
+  int rc = time_graph(c, build, arg, 4, first, &probe);
+  if (rc != WEFT_OK) return rc;
+  int k = (int)WEFT__MIN(2000.0, WEFT__MAX(4.0, target / WEFT__MAX(probe / 4, 1e-9) / 2));
+  if ((rc = time_graph(c, build, arg, k, first, &t1)) != WEFT_OK) return rc;
+  if ((rc = time_graph(c, build, arg, 2 * k, first, &t2)) != WEFT_OK) return rc;
+  double d = (t2 - t1) / k;
+  *out = d > 0 ? d : t2 / (2 * k); /* noise larger than the signal: the plain mean */
+  return WEFT_OK;
+}
+
+/* ---- the graphs ------------------------------------------------------------------------------ */
+
+typedef struct gemm_arg {
+  weft_device dev;
+  int64_t n;
+  int dtype;
+} gemm_arg;
+
+/* a = b.w and b = a.w, alternately: a chain of k products into existing tensors. */
+static int build_gemm(weft_graph *g, const void *p, int k) {
+  const gemm_arg *a = p;
+  int64_t shape[2] = {a->n, a->n};
+  weft_tensor *x, *y, *w;
+  int rc;
+  double v = 1.0 / (double)a->n; /* keeps the values bounded when it computes */
+  if ((rc = weft_tensor_create(g, "a", a->dtype, 2, shape, a->dev, weft_full(v), &x)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "b", a->dtype, 2, shape, a->dev, weft_full(v), &y)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "w", a->dtype, 2, shape, a->dev, weft_full(1.0), &w)) != WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++)
+    if ((rc = (i % 2 ? weft_mm(g, x, w, &y) : weft_mm(g, y, w, &x))) != WEFT_OK) return rc;
+  return WEFT_OK;
+}
+
+typedef struct vec_arg {
+  weft_device dev;
+  int64_t numel;
+} vec_arg;
+
+static int build_add(weft_graph *g, const void *p, int k) {
+  const vec_arg *a = p;
+  weft_tensor *x, *y;
+  int rc;
+  if ((rc = weft_tensor_create(g, "x", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &x)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "y", WEFT_F32, 1, &a->numel, a->dev, weft_ones(), &y)) != WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++)
+    if ((rc = weft_add(g, x, y, &x)) != WEFT_OK) return rc;
+  return WEFT_OK;
+}
+
+static int build_fill(weft_graph *g, const void *p, int k) {
+  const vec_arg *a = p;
+  weft_tensor *x;
+  int rc;
+  if ((rc = weft_tensor_create(g, "x", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &x)) != WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++)
+    if ((rc = weft_fill(g, x, weft_uniform(0, 1, (uint64_t)i))) != WEFT_OK) return rc;
+  return WEFT_OK;
+}
+
+/* Per iteration: y = x + c and z = x + c on two streams (the second one needs an event from
+ * x's stream), then x = y + z (an event from z's stream): three nodes, two events. */
+static int build_diamond(weft_graph *g, const void *p, int k) {
+  const vec_arg *a = p;
+  weft_tensor *x, *y, *z, *one;
+  int rc;
+  if ((rc = weft_tensor_create(g, "x", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &x)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "y", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &y)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "z", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &z)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "c", WEFT_F32, 1, &a->numel, a->dev, weft_ones(), &one)) != WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++)
+    if ((rc = weft_add(g, x, one, &y)) != WEFT_OK || (rc = weft_add(g, x, one, &z)) != WEFT_OK ||
+        (rc = weft_add(g, y, z, &x)) != WEFT_OK)
+      return rc;
+  return WEFT_OK;
+}
+
+typedef struct copy_arg {
+  weft_device src, dst;
+  int64_t numel;
+  int pageable; /* the host side in ordinary (pageable) memory */
+} copy_arg;
+
+/* k copies of src into the same dst (a chain through the write-after-write edges). */
+static int build_copy(weft_graph *g, const void *p, int k) {
+  const copy_arg *a = p;
+  weft_tensor *s, *d;
+  int rc;
+  if ((rc = weft_tensor_create(g, "src", WEFT_F32, 1, &a->numel, a->src, weft_ones(), &s)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "dst", WEFT_F32, 1, &a->numel, a->dst, weft_zeros(), &d)) != WEFT_OK)
+    return rc;
+  if (a->pageable) {
+    /* Host storage made before the first launch is ordinary memory (storage.c pins only the
+     * host tensors it allocates for a launch that copies them to or from a GPU). */
+    weft_tensor *host = a->src.kind == WEFT_DEVICE_CPU ? s : d;
+    size_t bytes = weft_tensor_bytes(host);
+    void *buf = calloc(1, bytes);
+    if (buf == NULL) return weft__oom("a calibration buffer");
+    rc = weft_tensor_write(host, buf, bytes);
+    free(buf);
+    if (rc != WEFT_OK) return rc;
+  }
+  for (int i = 0; i < k; i++)
+    if ((rc = weft_copy(g, s, a->dst, &d)) != WEFT_OK) return rc;
+  return WEFT_OK;
+}
+
+/* Per iteration: a GPU node, its result copied to the host, a CPU node on it, and the result
+ * copied back for the next GPU node. */
+static int build_roundtrip(weft_graph *g, const void *p, int k) {
+  const vec_arg *a = p;
+  weft_tensor *x, *h, *c1, *c2;
+  int rc;
+  if ((rc = weft_tensor_create(g, "x", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &x)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "c", WEFT_F32, 1, &a->numel, a->dev, weft_ones(), &c1)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "h", WEFT_F32, 1, &a->numel, weft_cpu(), weft_zeros(), &h)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "hc", WEFT_F32, 1, &a->numel, weft_cpu(), weft_ones(), &c2)) != WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++)
+    if ((rc = weft_add(g, x, c1, &x)) != WEFT_OK || (rc = weft_copy(g, x, weft_cpu(), &h)) != WEFT_OK ||
+        (rc = weft_add(g, h, c2, &h)) != WEFT_OK || (rc = weft_copy(g, h, a->dev, &x)) != WEFT_OK)
+      return rc;
+  return WEFT_OK;
+}
+
+/* ---- the measurements --------------------------------------------------------------------------- */
+
+/* GEMM rates over sizes; `overhead` (the CPU dispatcher's cost per node) is not the GEMM's. */
+static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *sizes, int nsizes,
+                      double target, double threads, double overhead, weft__sim_curve *out) {
+  out->n = 0;
+  for (int i = 0; i < nsizes; i++) {
+    gemm_arg a = {dev, sizes[i], dtype};
+    double t;
+    int rc = per_node(c, build_gemm, &a, 0, target, &t);
+    if (rc != WEFT_OK) return rc;
+    double n = (double)sizes[i];
+    t = WEFT__MAX(t - overhead, t * 0.5);
+    out->x[out->n] = n;
+    out->y[out->n] = 2 * n * n * n / t / threads;
+    char d[32];
+    say(c, "%s gemm %s %lld: %.3g s a product, %.4g GFLOP/s%s", weft_device_str(dev, d, sizeof d),
+        dtype == WEFT_F64 ? "f64" : "f32", (long long)sizes[i], t, out->y[out->n] * 1e-9,
+        threads > 1 ? " a thread" : "");
+    out->n++;
+  }
+  return WEFT_OK;
+}
+
+/* A link: bandwidth from `big` elements and latency from one element. */
+static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what, weft__sim_link *out) {
+  double t_small, t_big;
+  a.numel = 1;
+  int rc = per_node(c, build_copy, &a, 0, 0.02, &t_small);
+  if (rc != WEFT_OK) return rc;
+  a.numel = big;
+  if ((rc = per_node(c, build_copy, &a, 0, 0.3, &t_big)) != WEFT_OK) return rc;
+  double bytes = 4.0 * (double)big;
+  out->latency_s = t_small;
+  out->bandwidth = bytes / WEFT__MAX(t_big - t_small, t_big * 0.5);
+  say(c, "%s: %.4g GB/s, latency %.3g us", what, out->bandwidth * 1e-9, out->latency_s * 1e6);
+  return WEFT_OK;
+}
+
+static int measure_host(const cal *c, weft__sim_host *h) {
+  static const int64_t full[] = {64, 128, 256, 512, 1024}, quick[] = {128, 512};
+  const int64_t *sizes = c->quick ? quick : full;
+  int ns = c->quick ? 2 : 5;
+  weft_device cpu = weft_cpu();
+  weft_device_info info;
+  int rc = weft_device_info_get(c->rt, cpu, &info);
+  if (rc != WEFT_OK) return rc;
+  snprintf(h->name, sizeof h->name, "%s", info.name);
+  const char *suffix = strstr(h->name, " (simulated)");
+  if (suffix != NULL) h->name[suffix - h->name] = '\0';
+  h->cores = info.multiprocessors;
+  h->memory_bytes = info.memory_bytes;
+  /* One chain runs on one worker, whose GEMMs use the runtime's BLAS threads. */
+  double threads = c->simulated ? ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->blas_threads
+                                 : c->rt->blas_threads;
+  vec_arg big = {cpu, 4 << 20}, tiny = {cpu, 1};
+  double t, t_tiny;
+  if ((rc = per_node(c, build_add, &tiny, 0, 0.01, &t_tiny)) != WEFT_OK) return rc;
+  h->node_s = t_tiny;
+  if ((rc = gemm_curve(c, cpu, WEFT_F32, sizes, ns, 0.1, threads, t_tiny, &h->gemm[0])) != WEFT_OK ||
+      (rc = gemm_curve(c, cpu, WEFT_F64, sizes, ns, 0.1, threads, t_tiny, &h->gemm[1])) != WEFT_OK)
+    return rc;
+  if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
+  h->memory_bandwidth = 12.0 * (double)big.numel / WEFT__MAX(t - t_tiny, t * 0.5);
+  if ((rc = per_node(c, build_fill, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
+  h->fill_rate = (double)big.numel / WEFT__MAX(t - t_tiny, t * 0.5);
+  say(c, "cpu: %.3g us a node, %.4g GB/s a thread, %.4g M random values/s a thread",
+      h->node_s * 1e6, h->memory_bandwidth * 1e-9, h->fill_rate * 1e-6);
+  return WEFT_OK;
+}
+
+static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
+  static const int64_t full[] = {128, 256, 512, 1024, 2048, 4096, 8192}, quick[] = {256, 1024, 4096};
+  static const int64_t full64[] = {256, 1024, 4096}, quick64[] = {1024};
+  weft__sim_gpu *g = &p->gpu;
+  weft_device dev = weft_cuda(0);
+  weft_device_info info;
+  int rc = weft_device_info_get(c->rt, dev, &info);
+  if (rc != WEFT_OK) return rc;
+  snprintf(g->name, sizeof g->name, "%s", info.name);
+  const char *suffix = strstr(g->name, " (simulated)");
+  if (suffix != NULL) g->name[suffix - g->name] = '\0';
+  g->memory_bytes = info.memory_bytes;
+  g->cc_major = info.compute_major;
+  g->cc_minor = info.compute_minor;
+  g->multiprocessors = info.multiprocessors;
+  g->copy_engines = WEFT__MIN(3, WEFT__MAX(1, info.copy_engines));
+  if (c->simulated) g->compute_streams = ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->prof.gpu.compute_streams;
+  if ((rc = gemm_curve(c, dev, WEFT_F32, c->quick ? quick : full, c->quick ? 3 : 7, 0.2, 1, 0, &g->gemm[0])) != WEFT_OK ||
+      (rc = gemm_curve(c, dev, WEFT_F64, c->quick ? quick64 : full64, c->quick ? 1 : 3, 0.2, 1, 0, &g->gemm[1])) != WEFT_OK)
+    return rc;
+  /* Small nodes: a chain of one-element additions, first runs and re-runs (replays). */
+  vec_arg tiny = {dev, 1}, big = {dev, 16 << 20};
+  double first, again, diamond, t;
+  if ((rc = per_node(c, build_add, &tiny, 1, 0.01, &first)) != WEFT_OK ||
+      (rc = per_node(c, build_add, &tiny, 0, 0.01, &again)) != WEFT_OK ||
+      (rc = per_node(c, build_diamond, &tiny, 1, 0.01, &diamond)) != WEFT_OK)
+    return rc;
+  g->launch_s = first;
+  g->kernel_s = WEFT__MIN(first, again);
+  g->replay_node_s = WEFT__MIN(again, first);
+  g->event_s = WEFT__MAX(0.0, (diamond - 3 * first) / 2);
+  say(c, "cuda:0: a node costs %.3g us on a first run, %.3g us on a re-run; %.3g us an event",
+      first * 1e6, again * 1e6, g->event_s * 1e6);
+  if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
+  /* A kernel's fixed cost is a floor in the model (kernel_s), not an addition: a large
+   * kernel's whole time prices its bytes. */
+  g->memory_bandwidth = 12.0 * (double)big.numel / t;
+  if ((rc = per_node(c, build_fill, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
+  g->fill_bandwidth = 4.0 * (double)big.numel / t;
+  say(c, "cuda:0: memory %.4g GB/s, random fill %.4g GB/s", g->memory_bandwidth * 1e-9,
+      g->fill_bandwidth * 1e-9);
+  int64_t bigcopy = (c->quick ? 16 : 64) << 20; /* elements: 64 or 256 MiB */
+  weft_device cpu = weft_cpu();
+  if ((rc = measure_link(c, (copy_arg){cpu, dev, 0, 0}, bigcopy, "host->cuda:0 pinned", &p->h2d)) != WEFT_OK ||
+      (rc = measure_link(c, (copy_arg){dev, cpu, 0, 0}, bigcopy, "cuda:0->host pinned", &p->d2h)) != WEFT_OK ||
+      (rc = measure_link(c, (copy_arg){cpu, dev, 0, 1}, bigcopy / 4, "host->cuda:0 pageable", &p->h2d_pageable)) != WEFT_OK ||
+      (rc = measure_link(c, (copy_arg){dev, cpu, 0, 1}, bigcopy / 4, "cuda:0->host pageable", &p->d2h_pageable)) != WEFT_OK)
+    return rc;
+  p->peer_access = ngpus > 1 && weft_device_can_access_peer(c->rt, dev, weft_cuda(1));
+  if (p->peer_access &&
+      (rc = measure_link(c, (copy_arg){dev, weft_cuda(1), 0, 0}, bigcopy, "cuda:0->cuda:1", &p->peer)) != WEFT_OK)
+    return rc;
+  return WEFT_OK;
+}
+
+/* The GPU-to-host notification: a round trip measured, minus the same graph simulated with
+ * every other figure as measured and no notification cost; one notification an iteration. */
+static int fit_notify(const cal *c, weft__sim_profile *p) {
+  vec_arg a = {weft_cuda(0), 1};
+  double measured, modelled;
+  int rc = per_node(c, build_roundtrip, &a, 0, 0.02, &measured);
+  if (rc != WEFT_OK) return rc;
+  char path[] = "/tmp/weft-calibrate-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) return weft__err(WEFT_EIO, "calibrate: cannot create a temporary file in /tmp");
+  close(fd);
+  weft__sim_profile q = *p;
+  q.gpu.notify_s = 0;
+  q.ngpus = 1;
+  weft_runtime *sim = NULL;
+  if ((rc = weft__sim_profile_write(&q, path)) == WEFT_OK) {
+    weft_runtime_options o;
+    weft_runtime_options_init(&o);
+    o.simulate = path;
+    o.flags = WEFT_RUNTIME_QUIET;
+    o.cpu_workers = 1;
+    rc = weft_runtime_create(&o, &sim);
+  }
+  remove(path);
+  if (rc != WEFT_OK) return rc;
+  cal sc = *c;
+  sc.rt = sim;
+  sc.simulated = 1;
+  sc.reps = 1;
+  rc = per_node(&sc, build_roundtrip, &a, 0, 0.02, &modelled);
+  weft_runtime_destroy(sim);
+  if (rc != WEFT_OK) return rc;
+  p->gpu.notify_s = WEFT__MAX(0.0, measured - modelled);
+  say(c, "cuda:0: a GPU->CPU->GPU round trip takes %.3g us; %.3g us of it is the notification",
+      measured * 1e6, p->gpu.notify_s * 1e6);
+  return WEFT_OK;
+}
+
+int weft_calibrate(weft_runtime *rt, const weft_calibrate_options *o, const char *out_path) {
+  if (rt == NULL || out_path == NULL) return weft__err(WEFT_EINVAL, "weft_calibrate: NULL argument");
+  weft_calibrate_options def;
+  if (o == NULL) {
+    weft_calibrate_options_init(&def);
+    o = &def;
+  }
+  cal c = {rt, weft_sim_active(rt), o->quick, o->quick ? 3 : 5, o->log};
+  weft__sim_profile *p = weft__calloc(1, sizeof *p);
+  if (p == NULL) return weft__oom("a machine profile");
+  /* Figures that cannot be measured start from the shipped h100 profile. */
+  int rc = weft__sim_profile_load("h100", p);
+  if (rc != WEFT_OK) goto done;
+  snprintf(p->name, sizeof p->name, "%s", o->name != NULL ? o->name : "calibrated");
+  int ngpus = weft_device_count(rt, WEFT_DEVICE_CUDA);
+  say(&c, "measuring %s with %d GPU%s (%s)", c.simulated ? "a simulated machine" : "this machine",
+      ngpus, ngpus == 1 ? "" : "s", c.quick ? "quick" : "full");
+  if ((rc = measure_host(&c, &p->host)) != WEFT_OK) goto done;
+  p->ngpus = ngpus;
+  if (ngpus > 0) {
+    if ((rc = measure_gpu(&c, p, ngpus)) != WEFT_OK || (rc = fit_notify(&c, p)) != WEFT_OK) goto done;
+  }
+  time_t now = time(NULL);
+  struct tm tmv;
+  char date[32];
+  strftime(date, sizeof date, "%Y-%m-%d", gmtime_r(&now, &tmv));
+  snprintf(p->source, sizeof p->source,
+           "Measured by weft calibrate%s on %s (%s, %d GPU%s). compute_streams is the CUDA "
+           "backend's setting, not a measurement.%s",
+           c.quick ? " --quick" : "", date, c.simulated ? "a simulated machine" : "this machine",
+           ngpus, ngpus == 1 ? "" : "s",
+           ngpus == 0 ? " No GPU: the gpu section is the shipped h100 profile's, unmeasured, and "
+                        "its count is 0." : "");
+  rc = weft__sim_profile_write(p, out_path);
+  if (rc == WEFT_OK) say(&c, "wrote %s", out_path);
+done:
+  weft__free(p);
+  return rc;
+}

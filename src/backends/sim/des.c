@@ -1,0 +1,542 @@
+/* des.c — a planned run in virtual time: a discrete-event simulation of the simulated machine.
+ *
+ * What is modelled (docs/simulator.md has it for users):
+ *   host submission  each GPU node is enqueued by the host: one submission at a time per
+ *                    device (a device's launches serialise in the driver), costing the node's
+ *                    `submit` (launch_s plus event_s per cross-stream predecessor), or
+ *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
+ *                    node can be submitted once its GPU predecessors are submitted (the device
+ *                    orders them through streams and events) and its CPU predecessors ended.
+ *   streams          FIFO queues: a node starts only after the node submitted before it on its
+ *                    stream has ended.
+ *   engines          per device one compute engine (kernels run one at a time: a large GEMM
+ *                    fills the device) and 1..3 copy engines fed by the H2D, D2H and peer
+ *                    streams. A free engine takes, among the heads of its streams whose
+ *                    predecessors have all ended, the one submitted first.
+ *   CPU workers      host_lanes virtual workers run CPU nodes, first ready first; a CPU node
+ *                    that waits for a GPU node sees its end notify_s later.
+ *   memory           per GPU, its resident tensors plus the live temporaries: a temporary is
+ *                    allocated when its first writer starts and freed when the last node using
+ *                    it ends (stream-ordered allocation as the device executes).
+ * Nodes that did not run (skipped after a failure, or cancelled) take no time and no resource.
+ *
+ * The event loop pops the earliest event (ties in the order the events were made, so the
+ * result is deterministic), applies it, then starts whatever became possible at that time:
+ * CPU workers, each touched device's submission channel and engines. Costs O((n + m) log n).
+ *
+ * Statistics use the report's definitions (include/weft/report.h): a copy is a node that
+ * moves data between two devices; its hidden part is the part of its interval during which a
+ * compute node ran on its source or destination device; the critical path is the longest
+ * chain by modelled cost. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/sim/sim_internal.h"
+#include "sched/sched.h"
+
+/* ---- a binary heap of (time, sequence) items --------------------------------------------- */
+
+typedef struct item {
+  double t;
+  uint64_t seq;
+  uint32_t node;
+  uint32_t type;
+} item;
+
+typedef struct heap {
+  item *a;
+  size_t len, cap;
+} heap;
+
+static int before(const item *x, const item *y) {
+  return x->t < y->t || (x->t == y->t && x->seq < y->seq);
+}
+
+static int heap_push(heap *h, item it) {
+  if (h->len == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 64;
+    item *a = weft__realloc(h->a, cap * sizeof *a);
+    if (a == NULL) return WEFT_ENOMEM;
+    h->a = a;
+    h->cap = cap;
+  }
+  size_t i = h->len++;
+  while (i > 0) {
+    size_t parent = (i - 1) / 2;
+    if (!before(&it, &h->a[parent])) break;
+    h->a[i] = h->a[parent];
+    i = parent;
+  }
+  h->a[i] = it;
+  return WEFT_OK;
+}
+
+static item heap_pop(heap *h) {
+  item top = h->a[0], last = h->a[--h->len];
+  size_t i = 0;
+  for (;;) {
+    size_t c = 2 * i + 1;
+    if (c >= h->len) break;
+    if (c + 1 < h->len && before(&h->a[c + 1], &h->a[c])) c++;
+    if (!before(&h->a[c], &last)) break;
+    h->a[i] = h->a[c];
+    i = c;
+  }
+  if (h->len > 0) h->a[i] = last;
+  return top;
+}
+
+/* ---- the simulation state ----------------------------------------------------------------- */
+
+enum { EV_HOST_READY, EV_SUBMIT_READY, EV_SUBMITTED, EV_END };
+
+typedef struct devstate {
+  heap submitq;     /* GPU nodes ready to be submitted, by (ready time, id) */
+  int submit_busy;
+  uint8_t engine_busy[4];
+  uint32_t *head, *tail; /* per stream: FIFO of submitted nodes, linked through next[] */
+  uint64_t live;    /* bytes in use */
+  int dirty;        /* in the dirty list */
+} devstate;
+
+typedef struct sim {
+  const weft__sim *m;
+  weft__sim_plan *sp;
+  const weft__plan *p;
+  int replay;
+  int nstreams;     /* per device */
+  double now;
+  uint64_t seq;
+  heap events, hostq;
+  devstate *dev;
+  int *dirty, ndirty;
+  int *free_workers, nfree;
+  /* per node */
+  uint32_t *issue_left, *done_left, *next;
+  double *issue_at, *ready_at, *submitted, *cp;
+  uint32_t *temp_left;
+  /* memory samples (t, device, bytes) for the report */
+  weft__vec samples;
+  int rc;
+} sim;
+
+typedef struct sample {
+  double t;
+  int dev;
+  uint64_t bytes;
+} sample;
+
+static void push(sim *s, double t, uint32_t type, uint32_t node) {
+  if (s->rc == WEFT_OK && heap_push(&s->events, (item){t, s->seq++, node, type}) != WEFT_OK)
+    s->rc = WEFT_ENOMEM;
+}
+
+static void mark_dirty(sim *s, int d) {
+  if (!s->dev[d].dirty) {
+    s->dev[d].dirty = 1;
+    s->dirty[s->ndirty++] = d;
+  }
+}
+
+static int ran(const sim *s, uint32_t i) { return s->sp->ran[i]; }
+static int gpu_node(const sim *s, uint32_t i) { return s->sp->nodes[i].dev >= 0; }
+
+/* Node `node` changes device d's memory in use by `delta` bytes; the first allocation that
+ * does not fit is recorded (the run then fails with it, as it would on the device). */
+static void mem_change(sim *s, int d, int64_t delta, uint32_t node) {
+  devstate *ds = &s->dev[d];
+  ds->live = (uint64_t)((int64_t)ds->live + delta);
+  uint64_t total = s->sp->resident[d] + ds->live;
+  if (total > s->sp->peak[d]) s->sp->peak[d] = total;
+  weft__sim_result *res = &s->sp->res;
+  if (delta > 0 && total > s->m->prof.gpu.memory_bytes && res->oom_dev < 0) {
+    res->oom_dev = d;
+    res->oom_node = node;
+    res->oom_asked = (uint64_t)delta;
+    res->oom_total = total;
+  }
+  sample smp = {s->now, d, total};
+  if (s->rc == WEFT_OK && weft__vec_push(&s->samples, &smp) != WEFT_OK) s->rc = WEFT_ENOMEM;
+}
+
+/* Node i starts now: its critical path, its temporaries. */
+static void node_start(sim *s, uint32_t i) {
+  weft__sim_plan *sp = s->sp;
+  const weft__xnode *x = &s->p->x[i];
+  double cp = 0;
+  for (uint32_t e = x->pred_begin; e < x->pred_end; e++) cp = WEFT__MAX(cp, s->cp[s->p->pred[e]]);
+  s->cp[i] = cp + (ran(s, i) ? sp->nodes[i].cost : 0);
+  sp->start[i] = s->now;
+  for (uint32_t k = sp->alloc_off[i]; k < sp->alloc_off[i + 1]; k++) {
+    uint32_t t = sp->alloc_ids[k];
+    mem_change(s, sp->temp_dev[t], (int64_t)sp->temp_bytes[t], i);
+  }
+}
+
+static void release_temps(sim *s, uint32_t i) {
+  weft__sim_plan *sp = s->sp;
+  for (uint32_t k = sp->use_off[i]; k < sp->use_off[i + 1]; k++) {
+    uint32_t t = sp->use_ids[k];
+    if (--s->temp_left[t] == 0) mem_change(s, sp->temp_dev[t], -(int64_t)sp->temp_bytes[t], i);
+  }
+}
+
+/* A predecessor of GPU node j no longer holds back its submission (as of time t). */
+static void issue_dep_done(sim *s, uint32_t j, double t) {
+  s->issue_at[j] = WEFT__MAX(s->issue_at[j], t);
+  if (--s->issue_left[j] == 0) push(s, s->issue_at[j], EV_SUBMIT_READY, j);
+}
+
+static void on_end(sim *s, uint32_t i) {
+  weft__sim_plan *sp = s->sp;
+  const weft__sim_node *sn = &sp->nodes[i];
+  int g = gpu_node(s, i), r = ran(s, i);
+  if (!r) node_start(s, i); /* a node that did not run ends where it became ready */
+  sp->end[i] = s->now;
+  if (r && g) {
+    devstate *ds = &s->dev[sn->dev];
+    ds->engine_busy[sn->engine] = 0;
+    ds->head[sn->stream] = s->next[i];
+    if (s->next[i] == UINT32_MAX) ds->tail[sn->stream] = UINT32_MAX;
+    mark_dirty(s, sn->dev);
+  } else if (r) {
+    s->free_workers[s->nfree++] = (int)sp->cpu_lane[i];
+  }
+  release_temps(s, i);
+  const weft__xnode *x = &s->p->x[i];
+  for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
+    uint32_t j = s->p->succ[k];
+    int gj = gpu_node(s, j), rj = ran(s, j);
+    double seen = s->now + (r && g && !gj && rj ? s->m->prof.gpu.notify_s : 0);
+    s->ready_at[j] = WEFT__MAX(s->ready_at[j], seen);
+    if (gj && rj && !(r && g)) issue_dep_done(s, j, s->now);
+    if (--s->done_left[j] != 0) continue;
+    if (!rj)
+      push(s, s->ready_at[j], EV_END, j);
+    else if (!gj)
+      push(s, s->ready_at[j], EV_HOST_READY, j);
+    else
+      mark_dirty(s, sp->nodes[j].dev);
+  }
+}
+
+static void on_submitted(sim *s, uint32_t i) {
+  const weft__sim_node *sn = &s->sp->nodes[i];
+  devstate *ds = &s->dev[sn->dev];
+  ds->submit_busy = 0;
+  s->submitted[i] = s->now;
+  s->next[i] = UINT32_MAX;
+  if (ds->tail[sn->stream] == UINT32_MAX)
+    ds->head[sn->stream] = i;
+  else
+    s->next[ds->tail[sn->stream]] = i;
+  ds->tail[sn->stream] = i;
+  mark_dirty(s, sn->dev);
+  const weft__xnode *x = &s->p->x[i];
+  for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
+    uint32_t j = s->p->succ[k];
+    if (gpu_node(s, j) && ran(s, j)) issue_dep_done(s, j, s->now);
+  }
+}
+
+/* Starts what can start now on device d: a submission, and each free engine's best head. */
+static void run_device(sim *s, int d) {
+  devstate *ds = &s->dev[d];
+  weft__sim_plan *sp = s->sp;
+  ds->dirty = 0;
+  if (!ds->submit_busy && ds->submitq.len > 0) {
+    uint32_t i = heap_pop(&ds->submitq).node;
+    double c = s->replay ? s->m->prof.gpu.replay_node_s : sp->nodes[i].submit;
+    ds->submit_busy = 1;
+    push(s, s->now + c, EV_SUBMITTED, i);
+  }
+  int engines = 1 + s->m->prof.gpu.copy_engines;
+  for (int e = 0; e < engines; e++) {
+    if (ds->engine_busy[e]) continue;
+    uint32_t best = UINT32_MAX;
+    for (int st = 0; st < s->nstreams; st++) {
+      uint32_t h = ds->head[st];
+      if (h == UINT32_MAX || sp->nodes[h].engine != e || s->done_left[h] != 0 || sp->start[h] >= 0)
+        continue;
+      if (best == UINT32_MAX || s->submitted[h] < s->submitted[best] ||
+          (s->submitted[h] == s->submitted[best] && h < best))
+        best = h;
+    }
+    if (best == UINT32_MAX) continue;
+    ds->engine_busy[e] = 1;
+    node_start(s, best);
+    push(s, s->now + sp->nodes[best].cost, EV_END, best);
+  }
+}
+
+static void run_host(sim *s) {
+  while (s->nfree > 0 && s->hostq.len > 0) {
+    uint32_t i = heap_pop(&s->hostq).node;
+    s->sp->cpu_lane[i] = (uint32_t)s->free_workers[--s->nfree];
+    node_start(s, i);
+    push(s, s->now + s->sp->nodes[i].cost, EV_END, i);
+  }
+}
+
+/* ---- statistics ---------------------------------------------------------------------------- */
+
+typedef struct span {
+  double s, e;
+} span;
+
+static int cmp_span(const void *a, const void *b) {
+  const span *x = a, *y = b;
+  return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* Overlap of [a, b] with a sorted union of disjoint spans. */
+static double overlap(const span *u, size_t n, double a, double b) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) { /* the first span that ends after a */
+    size_t mid = (lo + hi) / 2;
+    if (u[mid].e <= a)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  double sum = 0;
+  for (size_t k = lo; k < n && u[k].s < b; k++) sum += WEFT__MIN(b, u[k].e) - WEFT__MAX(a, u[k].s);
+  return sum;
+}
+
+/* The part of [a, b] covered by the union of two sorted unions. */
+static double overlap2(const span *u, size_t nu, const span *v, size_t nv, double a, double b) {
+  if (v == u || nv == 0) return overlap(u, nu, a, b);
+  if (nu == 0) return overlap(v, nv, a, b);
+  /* |A or B| = |A| + |B| - |A and B|; the intersection by a merge of the two. */
+  double both = 0;
+  size_t i = 0, j = 0;
+  while (i < nu && j < nv) {
+    double s0 = WEFT__MAX(WEFT__MAX(u[i].s, v[j].s), a);
+    double e0 = WEFT__MIN(WEFT__MIN(u[i].e, v[j].e), b);
+    if (e0 > s0) both += e0 - s0;
+    if (u[i].e < v[j].e)
+      i++;
+    else
+      j++;
+  }
+  return overlap(u, nu, a, b) + overlap(v, nv, a, b) - both;
+}
+
+/* Device index for the statistics: GPUs 0..ngpus-1, the host ngpus. */
+static int stat_dev(const sim *s, weft_device d) {
+  return d.kind == WEFT_DEVICE_CUDA ? d.index : s->sp->ngpus;
+}
+
+static int statistics(sim *s) {
+  weft__sim_plan *sp = s->sp;
+  const weft__plan *p = s->p;
+  int nd = sp->ngpus + 1;
+  size_t *count = weft__calloc((size_t)nd + 1, sizeof *count);
+  span *spans = weft__malloc((p->n ? p->n : 1) * sizeof *spans);
+  if (count == NULL || spans == NULL) {
+    weft__free(count);
+    weft__free(spans);
+    return weft__oom("the simulator's statistics");
+  }
+  weft__sim_result *res = &sp->res;
+  /* Compute intervals grouped by device (counting sort), then each group sorted and merged
+   * into a union of disjoint spans. */
+  for (uint32_t i = 0; i < p->n; i++)
+    if (ran(s, i) && !sp->nodes[i].is_copy) count[stat_dev(s, p->x[i].node->device) + 1]++;
+  for (int d = 0; d < nd; d++) count[d + 1] += count[d];
+  size_t *fill = weft__malloc((size_t)nd * sizeof *fill);
+  if (fill == NULL) {
+    weft__free(count);
+    weft__free(spans);
+    return weft__oom("the simulator's statistics");
+  }
+  memcpy(fill, count, (size_t)nd * sizeof *fill);
+  for (uint32_t i = 0; i < p->n; i++)
+    if (ran(s, i) && !sp->nodes[i].is_copy)
+      spans[fill[stat_dev(s, p->x[i].node->device)]++] = (span){sp->start[i], sp->end[i]};
+  size_t *len = fill; /* reused: the length of each device's union */
+  for (int d = 0; d < nd; d++) {
+    span *u = spans + count[d];
+    size_t n = count[d + 1] - count[d], k = 0;
+    qsort(u, n, sizeof *u, cmp_span);
+    for (size_t j = 0; j < n; j++) {
+      if (k > 0 && u[j].s <= u[k - 1].e)
+        u[k - 1].e = WEFT__MAX(u[k - 1].e, u[j].e);
+      else
+        u[k++] = u[j];
+    }
+    len[d] = k;
+  }
+  res->copy_s = res->hidden_copy_s = res->critical_path_s = res->makespan_s = 0;
+  res->nodes_run = 0;
+  for (uint32_t i = 0; i < p->n; i++) {
+    if (!ran(s, i)) continue;
+    res->nodes_run++;
+    res->critical_path_s = WEFT__MAX(res->critical_path_s, s->cp[i]);
+    double seen = sp->end[i] + (gpu_node(s, i) ? s->m->prof.gpu.notify_s : 0);
+    res->makespan_s = WEFT__MAX(res->makespan_s, seen);
+    if (!sp->nodes[i].is_copy) continue;
+    const weft_node *nd_ = p->x[i].node;
+    int a = stat_dev(s, nd_->args[0].t->device), b = stat_dev(s, nd_->args[1].t->device);
+    res->copy_s += sp->end[i] - sp->start[i];
+    res->hidden_copy_s += overlap2(spans + count[a], len[a], spans + count[b], len[b], sp->start[i],
+                                   sp->end[i]);
+  }
+  weft__free(count);
+  weft__free(spans);
+  weft__free(fill);
+  return WEFT_OK;
+}
+
+/* ---- reporting to the run's timing records -------------------------------------------------- */
+
+static uint64_t ns_at(uint64_t t0, double t) { return t0 + (uint64_t)llround(t * 1e9); }
+
+static void report(sim *s, weft_run *run, uint64_t t0) {
+  weft__sim_plan *sp = s->sp;
+  for (uint32_t i = 0; i < sp->n; i++) {
+    if (!ran(s, i)) continue;
+    uint32_t lane = gpu_node(s, i) ? sp->nodes[i].lane : WEFT__LANE(WEFT__LANE_CPU, 0, sp->cpu_lane[i]);
+    weft__sched_node_time(run, i, ns_at(t0, sp->start[i]), ns_at(t0, sp->end[i]), lane);
+  }
+  /* Every change of a device's memory, unless there are more than the report keeps: then the
+   * peak of each device, at the first time it was reached. */
+  const sample *smp = s->samples.data;
+  size_t ns = s->samples.len;
+  if (ns <= WEFT__MEM_SAMPLES_MAX - (size_t)sp->ngpus) {
+    for (int d = 0; d < sp->ngpus; d++)
+      if (sp->resident[d] > 0 || ns > 0) weft__sched_mem_sample(run, weft_cuda(d), t0, sp->resident[d]);
+    for (size_t k = 0; k < ns; k++)
+      weft__sched_mem_sample(run, weft_cuda(smp[k].dev), ns_at(t0, smp[k].t), smp[k].bytes);
+    return;
+  }
+  for (int d = 0; d < sp->ngpus; d++) {
+    size_t k = 0;
+    while (k < ns && !(smp[k].dev == d && smp[k].bytes == sp->peak[d])) k++;
+    weft__sched_mem_sample(run, weft_cuda(d), ns_at(t0, k < ns ? smp[k].t : 0), sp->peak[d]);
+  }
+}
+
+/* ---- the simulation ------------------------------------------------------------------------- */
+
+int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan *p,
+                       weft_run *run, uint64_t t0_ns) {
+  uint32_t n = p->n;
+  size_t nn = n ? n : 1;
+  int ng = sp->ngpus, S = m->prof.gpu.compute_streams;
+  sim s;
+  memset(&s, 0, sizeof s);
+  s.m = m;
+  s.sp = sp;
+  s.p = p;
+  s.nstreams = S + SIM_COPY_STREAMS;
+  s.replay = sp->all_gpu && sp->runs > 1 && m->prof.gpu.replay_node_s > 0;
+  weft__vec_init(&s.samples, sizeof(sample));
+  s.dev = weft__calloc(ng ? (size_t)ng : 1, sizeof *s.dev);
+  s.dirty = weft__malloc((ng ? (size_t)ng : 1) * sizeof *s.dirty);
+  s.free_workers = weft__malloc((size_t)m->host_lanes * sizeof *s.free_workers);
+  s.issue_left = weft__malloc(nn * sizeof *s.issue_left);
+  s.done_left = weft__malloc(nn * sizeof *s.done_left);
+  s.next = weft__malloc(nn * sizeof *s.next);
+  s.issue_at = weft__calloc(nn, sizeof *s.issue_at);
+  s.ready_at = weft__calloc(nn, sizeof *s.ready_at);
+  s.submitted = weft__calloc(nn, sizeof *s.submitted);
+  s.cp = weft__calloc(nn, sizeof *s.cp);
+  s.temp_left = weft__malloc((sp->ntemps ? sp->ntemps : 1) * sizeof *s.temp_left);
+  int rc = WEFT_OK;
+  if (!s.dev || !s.dirty || !s.free_workers || !s.issue_left || !s.done_left || !s.next ||
+      !s.issue_at || !s.ready_at || !s.submitted || !s.cp || !s.temp_left) {
+    rc = weft__oom("the simulation");
+    goto done;
+  }
+  for (int d = 0; d < ng; d++) {
+    s.dev[d].head = weft__malloc((size_t)s.nstreams * sizeof(uint32_t));
+    s.dev[d].tail = weft__malloc((size_t)s.nstreams * sizeof(uint32_t));
+    if (s.dev[d].head == NULL || s.dev[d].tail == NULL) {
+      rc = weft__oom("the simulation");
+      goto done;
+    }
+    for (int st = 0; st < s.nstreams; st++) s.dev[d].head[st] = s.dev[d].tail[st] = UINT32_MAX;
+    sp->peak[d] = sp->resident[d];
+  }
+  sp->res.oom_dev = -1;
+  for (int d = 0; d < ng && sp->res.oom_dev < 0; d++)
+    if (sp->resident[d] > m->prof.gpu.memory_bytes) {
+      sp->res.oom_dev = d;
+      sp->res.oom_node = UINT32_MAX;
+      sp->res.oom_asked = sp->res.oom_total = sp->resident[d];
+    }
+  for (int w = m->host_lanes - 1; w >= 0; w--) s.free_workers[s.nfree++] = w;
+  memcpy(s.temp_left, sp->temp_users, (sp->ntemps ? sp->ntemps : 1) * sizeof *s.temp_left);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t preds = p->x[i].pred_end - p->x[i].pred_begin;
+    s.issue_left[i] = s.done_left[i] = preds;
+    s.next[i] = UINT32_MAX;
+    sp->start[i] = -1;
+    sp->end[i] = -1;
+    if (preds != 0) continue;
+    if (!sp->ran[i])
+      push(&s, 0, EV_END, i);
+    else if (sp->nodes[i].dev < 0)
+      push(&s, 0, EV_HOST_READY, i);
+    else
+      push(&s, 0, EV_SUBMIT_READY, i);
+  }
+  while (s.events.len > 0 && s.rc == WEFT_OK) {
+    item ev = heap_pop(&s.events);
+    s.now = ev.t;
+    uint32_t i = ev.node;
+    switch (ev.type) {
+      case EV_HOST_READY:
+        if (heap_push(&s.hostq, (item){ev.t, i, i, 0}) != WEFT_OK) s.rc = WEFT_ENOMEM;
+        break;
+      case EV_SUBMIT_READY:
+        if (heap_push(&s.dev[sp->nodes[i].dev].submitq, (item){ev.t, i, i, 0}) != WEFT_OK)
+          s.rc = WEFT_ENOMEM;
+        mark_dirty(&s, sp->nodes[i].dev);
+        break;
+      case EV_SUBMITTED:
+        on_submitted(&s, i);
+        break;
+      default:
+        on_end(&s, i);
+        break;
+    }
+    run_host(&s);
+    while (s.ndirty > 0) run_device(&s, s.dirty[--s.ndirty]);
+  }
+  if (s.rc != WEFT_OK) {
+    rc = weft__oom("the simulation's event queue");
+    goto done;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    WEFT_ASSERT(sp->end[i] >= 0); /* every node ended: the plan is acyclic */
+    if (!sp->ran[i]) sp->start[i] = sp->end[i] = NAN;
+  }
+  sp->res.replayed = s.replay;
+  if ((rc = statistics(&s)) != WEFT_OK) goto done;
+  if (run != NULL) report(&s, run, t0_ns);
+done:
+  for (int d = 0; s.dev != NULL && d < ng; d++) {
+    weft__free(s.dev[d].head);
+    weft__free(s.dev[d].tail);
+    weft__free(s.dev[d].submitq.a);
+  }
+  weft__free(s.dev);
+  weft__free(s.dirty);
+  weft__free(s.free_workers);
+  weft__free(s.issue_left);
+  weft__free(s.done_left);
+  weft__free(s.next);
+  weft__free(s.issue_at);
+  weft__free(s.ready_at);
+  weft__free(s.submitted);
+  weft__free(s.cp);
+  weft__free(s.temp_left);
+  weft__free(s.events.a);
+  weft__free(s.hostq.a);
+  weft__vec_fini(&s.samples);
+  return rc;
+}

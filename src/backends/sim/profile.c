@@ -1,0 +1,472 @@
+/* profile.c — machine profiles: the JSON format read and written, shipped names resolved.
+ *
+ * The reader is table-driven: each object of the format (the top level, "host", "gpu", a link)
+ * has a table of fields with their type, where they go in weft__sim_profile, whether they are
+ * required and their valid range. A key the table does not know is an error that names it —
+ * a misspelt field must not silently fall back to a default — except "notes" and keys that
+ * start with '_', which are free for people. Every message names the field by its path. */
+#include "backends/sim/profile.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/sim/json.h"
+
+#define FORMAT_NAME "weft-machine-profile"
+#define FORMAT_VERSION 1
+#define MAX_FILE ((size_t)1 << 20)
+
+/* ---- curves ------------------------------------------------------------------------------ */
+
+double weft__sim_curve_at(const weft__sim_curve *c, double x) {
+  if (c->n <= 0) return 0;
+  if (c->n == 1 || x <= c->x[0]) return c->y[0];
+  if (x >= c->x[c->n - 1]) return c->y[c->n - 1];
+  int i = 1;
+  while (c->x[i] < x) i++;
+  double lx0 = log(c->x[i - 1]), lx1 = log(c->x[i]);
+  double f = (log(x) - lx0) / (lx1 - lx0);
+  return exp(log(c->y[i - 1]) + f * (log(c->y[i]) - log(c->y[i - 1])));
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+typedef enum ftype { F_NUM, F_INT, F_SIZE, F_STR, F_CURVE, F_LINK, F_CC, F_CALLER } ftype;
+
+typedef struct field {
+  const char *key;
+  ftype type;
+  size_t off;
+  int required;
+  double lo, hi; /* F_NUM, F_INT, F_SIZE, curve values, link figures */
+  size_t cap;    /* F_STR */
+} field;
+
+#define OFF(m) offsetof(weft__sim_profile, m)
+static const double BIG = 1e30;
+
+/* F_CALLER: read by weft__sim_profile_parse itself (checked by hand, or an object with its
+ * own table). */
+static const field top_fields[] = {
+    {"format", F_CALLER, 0, 1, 0, 0, 0},
+    {"version", F_CALLER, 0, 1, 0, 0, 0},
+    {"name", F_STR, OFF(name), 1, 0, 0, sizeof(((weft__sim_profile *)0)->name)},
+    {"source", F_STR, OFF(source), 1, 0, 0, sizeof(((weft__sim_profile *)0)->source)},
+    {"host", F_CALLER, 0, 1, 0, 0, 0},
+    {"gpu", F_CALLER, 0, 1, 0, 0, 0},
+    {"links", F_CALLER, 0, 1, 0, 0, 0},
+};
+
+static const field host_fields[] = {
+    {"name", F_STR, OFF(host.name), 1, 0, 0, sizeof(((weft__sim_host *)0)->name)},
+    {"cores", F_INT, OFF(host.cores), 1, 1, 65536, 0},
+    {"memory_bytes", F_SIZE, OFF(host.memory_bytes), 1, 1, BIG, 0},
+    {"gemm_f32_flops", F_CURVE, OFF(host.gemm[0]), 1, 1, BIG, 0},
+    {"gemm_f64_flops", F_CURVE, OFF(host.gemm[1]), 1, 1, BIG, 0},
+    {"memory_bandwidth", F_NUM, OFF(host.memory_bandwidth), 1, 1, BIG, 0},
+    {"fill_rate", F_NUM, OFF(host.fill_rate), 1, 1, BIG, 0},
+    {"node_s", F_NUM, OFF(host.node_s), 1, 0, 1, 0},
+};
+
+static const field gpu_fields[] = {
+    {"count", F_INT, OFF(ngpus), 1, 0, WEFT__SIM_MAX_GPUS, 0},
+    {"name", F_STR, OFF(gpu.name), 1, 0, 0, sizeof(((weft__sim_gpu *)0)->name)},
+    {"memory_bytes", F_SIZE, OFF(gpu.memory_bytes), 1, 1, BIG, 0},
+    {"compute_capability", F_CC, OFF(gpu.cc_major), 1, 0, 0, 0},
+    {"multiprocessors", F_INT, OFF(gpu.multiprocessors), 1, 1, 1 << 20, 0},
+    {"compute_streams", F_INT, OFF(gpu.compute_streams), 1, 1, 64, 0},
+    {"copy_engines", F_INT, OFF(gpu.copy_engines), 1, 1, 3, 0},
+    {"gemm_f32_flops", F_CURVE, OFF(gpu.gemm[0]), 1, 1, BIG, 0},
+    {"gemm_f64_flops", F_CURVE, OFF(gpu.gemm[1]), 1, 1, BIG, 0},
+    {"memory_bandwidth", F_NUM, OFF(gpu.memory_bandwidth), 1, 1, BIG, 0},
+    {"fill_bandwidth", F_NUM, OFF(gpu.fill_bandwidth), 1, 1, BIG, 0},
+    {"kernel_s", F_NUM, OFF(gpu.kernel_s), 1, 0, 1, 0},
+    {"launch_s", F_NUM, OFF(gpu.launch_s), 1, 0, 1, 0},
+    {"event_s", F_NUM, OFF(gpu.event_s), 1, 0, 1, 0},
+    {"notify_s", F_NUM, OFF(gpu.notify_s), 1, 0, 1, 0},
+    {"replay_node_s", F_NUM, OFF(gpu.replay_node_s), 0, 0, 1, 0},
+};
+
+static const field link_fields[] = {
+    {"h2d", F_LINK, OFF(h2d), 1, 0, 0, 0},
+    {"d2h", F_LINK, OFF(d2h), 1, 0, 0, 0},
+    {"h2d_pageable", F_LINK, OFF(h2d_pageable), 1, 0, 0, 0},
+    {"d2h_pageable", F_LINK, OFF(d2h_pageable), 1, 0, 0, 0},
+    {"peer", F_LINK, OFF(peer), 0, 0, 0, 0}, /* absent or null: no peer access */
+};
+
+#define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
+
+static int bad(const char *what, const char *path, const weft__json *v, const char *msg) {
+  if (v != NULL)
+    return weft__err(WEFT_EINVAL, "%s: line %d: %s: %s", what, v->line, path, msg);
+  return weft__err(WEFT_EINVAL, "%s: %s: %s", what, path, msg);
+}
+
+static int read_number(const char *what, const char *path, const weft__json *v, double lo,
+                       double hi, double *out) {
+  char msg[160];
+  if (v->type != WEFT__JSON_NUMBER) {
+    snprintf(msg, sizeof msg, "expected a number, found %s", weft__json_type_name(v->type));
+    return bad(what, path, v, msg);
+  }
+  if (!(v->num >= lo && v->num <= hi)) {
+    snprintf(msg, sizeof msg, "%g is out of range [%g, %g]", v->num, lo, hi);
+    return bad(what, path, v, msg);
+  }
+  *out = v->num;
+  return WEFT_OK;
+}
+
+static int read_curve(const char *what, const char *path, const weft__json *v, double lo,
+                      double hi, weft__sim_curve *c) {
+  char p[160];
+  if (v->type != WEFT__JSON_ARRAY || v->len == 0 || v->len > WEFT__SIM_CURVE_MAX) {
+    snprintf(p, sizeof p, "expected an array of 1 to %d [size, value] pairs", WEFT__SIM_CURVE_MAX);
+    return bad(what, path, v, p);
+  }
+  c->n = 0;
+  for (const weft__json *e = v->child; e != NULL; e = e->next) {
+    snprintf(p, sizeof p, "%.100s[%d]", path, c->n);
+    if (e->type != WEFT__JSON_ARRAY || e->len != 2)
+      return bad(what, p, e, "expected a pair [size, value]");
+    double x, y;
+    int rc;
+    if ((rc = read_number(what, p, e->child, 1e-9, BIG, &x)) != WEFT_OK) return rc;
+    if ((rc = read_number(what, p, e->child->next, lo, hi, &y)) != WEFT_OK) return rc;
+    if (c->n > 0 && !(x > c->x[c->n - 1])) return bad(what, p, e, "sizes must be strictly ascending");
+    c->x[c->n] = x;
+    c->y[c->n] = y;
+    c->n++;
+  }
+  return WEFT_OK;
+}
+
+static int read_link(const char *what, const char *path, const weft__json *v, weft__sim_link *l) {
+  char p[160];
+  if (v->type != WEFT__JSON_OBJECT) return bad(what, path, v, "expected an object {bandwidth, latency_s}");
+  int have_bw = 0, have_lat = 0;
+  for (const weft__json *m = v->child; m != NULL; m = m->next) {
+    snprintf(p, sizeof p, "%.80s.%.60s", path, m->key);
+    int rc;
+    if (strcmp(m->key, "bandwidth") == 0) {
+      if ((rc = read_number(what, p, m, 1, BIG, &l->bandwidth)) != WEFT_OK) return rc;
+      have_bw = 1;
+    } else if (strcmp(m->key, "latency_s") == 0) {
+      if ((rc = read_number(what, p, m, 0, 1, &l->latency_s)) != WEFT_OK) return rc;
+      have_lat = 1;
+    } else if (m->key[0] != '_' && strcmp(m->key, "notes") != 0) {
+      return bad(what, p, m, "unknown field (expected bandwidth or latency_s)");
+    }
+  }
+  if (!have_bw) return bad(what, path, v, "missing field bandwidth");
+  if (!have_lat) return bad(what, path, v, "missing field latency_s");
+  return WEFT_OK;
+}
+
+/* Reads the members of object `obj` (at `path`) through `table` into `prof`; F_CALLER members
+ * are only checked for presence. */
+static int read_object(const char *what, const char *path, const weft__json *obj,
+                       const field *table, size_t nt, weft__sim_profile *prof) {
+  char p[160], msg[200];
+  if (obj == NULL || obj->type != WEFT__JSON_OBJECT)
+    return bad(what, path, obj, "expected an object");
+  for (const weft__json *m = obj->child; m != NULL; m = m->next) {
+    snprintf(p, sizeof p, "%.80s%s%.60s", path, *path ? "." : "", m->key);
+    const field *f = NULL;
+    for (size_t i = 0; i < nt && f == NULL; i++)
+      if (strcmp(table[i].key, m->key) == 0) f = &table[i];
+    if (f == NULL) {
+      if (m->key[0] == '_' || strcmp(m->key, "notes") == 0) continue;
+      return bad(what, p, m, "unknown field");
+    }
+    for (const weft__json *d = obj->child; d != m; d = d->next)
+      if (strcmp(d->key, m->key) == 0) return bad(what, p, m, "field given twice");
+    char *dst = (char *)prof + f->off;
+    double d;
+    int rc = WEFT_OK;
+    switch (f->type) {
+      case F_NUM:
+        rc = read_number(what, p, m, f->lo, f->hi, (double *)dst);
+        break;
+      case F_INT:
+        if ((rc = read_number(what, p, m, f->lo, f->hi, &d)) == WEFT_OK) {
+          if (d != floor(d)) return bad(what, p, m, "expected an integer");
+          *(int *)dst = (int)d;
+        }
+        break;
+      case F_SIZE:
+        if ((rc = read_number(what, p, m, f->lo, f->hi, &d)) == WEFT_OK) *(size_t *)dst = (size_t)d;
+        break;
+      case F_CALLER:
+        break;
+      case F_STR:
+        if (m->type != WEFT__JSON_STRING) {
+          snprintf(msg, sizeof msg, "expected a string, found %s", weft__json_type_name(m->type));
+          return bad(what, p, m, msg);
+        }
+        if (m->len >= f->cap || strlen(m->str) != m->len) {
+          snprintf(msg, sizeof msg, "expected a string of at most %zu bytes without NUL", f->cap - 1);
+          return bad(what, p, m, msg);
+        }
+        memcpy(dst, m->str, m->len + 1);
+        break;
+      case F_CURVE:
+        rc = read_curve(what, p, m, f->lo, f->hi, (weft__sim_curve *)dst);
+        break;
+      case F_LINK:
+        if (m->type == WEFT__JSON_NULL && !f->required) break;
+        if ((rc = read_link(what, p, m, (weft__sim_link *)dst)) == WEFT_OK && f->off == OFF(peer))
+          prof->peer_access = 1;
+        break;
+      case F_CC: {
+        const weft__json *a = m->child;
+        double ma, mi;
+        if (m->type != WEFT__JSON_ARRAY || m->len != 2)
+          return bad(what, p, m, "expected [major, minor]");
+        if ((rc = read_number(what, p, a, 0, 1000, &ma)) != WEFT_OK ||
+            (rc = read_number(what, p, a->next, 0, 1000, &mi)) != WEFT_OK)
+          return rc;
+        prof->gpu.cc_major = (int)ma;
+        prof->gpu.cc_minor = (int)mi;
+        break;
+      }
+    }
+    if (rc != WEFT_OK) return rc;
+  }
+  for (size_t i = 0; i < nt; i++)
+    if (table[i].required && weft__json_get(obj, table[i].key) == NULL) {
+      snprintf(msg, sizeof msg, "missing field %s", table[i].key);
+      return bad(what, *path ? path : "the profile", obj, msg);
+    }
+  return WEFT_OK;
+}
+
+int weft__sim_profile_parse(const char *json, size_t len, const char *what,
+                            weft__sim_profile *out) {
+  weft__arena a;
+  weft__arena_init(&a, 4096, NULL);
+  weft__json *root;
+  weft__sim_profile p;
+  memset(&p, 0, sizeof p);
+  int rc = weft__json_parse(json, len, what, &a, &root);
+  if (rc != WEFT_OK) goto done;
+  if (root->type != WEFT__JSON_OBJECT) {
+    rc = bad(what, "the profile", root, "expected a JSON object");
+    goto done;
+  }
+  const weft__json *fmt = weft__json_get(root, "format");
+  if (fmt == NULL || fmt->type != WEFT__JSON_STRING || strcmp(fmt->str, FORMAT_NAME) != 0) {
+    rc = bad(what, "format", fmt, "not a weft machine profile (\"format\": \"" FORMAT_NAME "\" is missing)");
+    goto done;
+  }
+  if ((rc = read_object(what, "", root, top_fields, NFIELDS(top_fields), &p)) != WEFT_OK) goto done;
+  const weft__json *ver = weft__json_get(root, "version");
+  if (ver->type != WEFT__JSON_NUMBER || ver->num != FORMAT_VERSION) {
+    rc = bad(what, "version", ver, "this weft reads version 1 profiles");
+    goto done;
+  }
+  if ((rc = read_object(what, "host", weft__json_get(root, "host"), host_fields,
+                        NFIELDS(host_fields), &p)) != WEFT_OK ||
+      (rc = read_object(what, "gpu", weft__json_get(root, "gpu"), gpu_fields, NFIELDS(gpu_fields),
+                        &p)) != WEFT_OK ||
+      (rc = read_object(what, "links", weft__json_get(root, "links"), link_fields,
+                        NFIELDS(link_fields), &p)) != WEFT_OK)
+    goto done;
+  if (p.gpu.replay_node_s > p.gpu.launch_s) {
+    rc = bad(what, "gpu.replay_node_s", weft__json_get(weft__json_get(root, "gpu"), "replay_node_s"),
+             "a replayed node cannot cost more host time than a launched one (launch_s)");
+    goto done;
+  }
+  *out = p;
+done:
+  weft__arena_fini(&a);
+  return rc;
+}
+
+/* ---- names --------------------------------------------------------------------------------- */
+
+static int read_file(const char *path, char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL)
+    return weft__err(errno == ENOENT ? WEFT_ENOENT : WEFT_EIO, "machine profile %s: %s", path,
+                     strerror(errno));
+  char *buf = weft__malloc(MAX_FILE + 1);
+  if (buf == NULL) {
+    fclose(f);
+    return weft__oom("a machine profile");
+  }
+  size_t n = fread(buf, 1, MAX_FILE + 1, f);
+  int err = ferror(f);
+  fclose(f);
+  if (err) {
+    weft__free(buf);
+    return weft__err(WEFT_EIO, "machine profile %s: read error", path);
+  }
+  if (n > MAX_FILE) {
+    weft__free(buf);
+    return weft__err(WEFT_ELIMIT, "machine profile %s is larger than 1 MiB", path);
+  }
+  buf[n] = '\0';
+  *out = buf;
+  *len = n;
+  return WEFT_OK;
+}
+
+/* Splits "h200x8" into the family "h200" and the count 8; returns 0 if spec has no count. */
+static int split_count(const char *spec, size_t *base_len, long *count) {
+  const char *x = strrchr(spec, 'x');
+  if (x == NULL || x == spec || x[1] == '\0') return 0;
+  char *end;
+  errno = 0;
+  long v = strtol(x + 1, &end, 10);
+  if (*end != '\0' || errno != 0 || x[1] < '0' || x[1] > '9') return 0;
+  *base_len = (size_t)(x - spec);
+  *count = v;
+  return 1;
+}
+
+static int shipped_parse(int i, weft__sim_profile *out) {
+  const weft__sim_shipped *s = &weft__sim_shipped_profiles[i];
+  char what[96];
+  snprintf(what, sizeof what, "shipped profile %s", s->name);
+  return weft__sim_profile_parse(s->json, strlen(s->json), what, out);
+}
+
+static int unknown_name(const char *spec) {
+  char list[512] = "";
+  size_t len = 0;
+  for (int i = 0; i < weft__sim_shipped_count && len < sizeof list - 80; i++)
+    len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "",
+                            weft__sim_shipped_profiles[i].name);
+  return weft__err(WEFT_ENOENT,
+                   "simulate: no machine profile named '%s'; shipped: %s (a family name with "
+                   "xN, such as h200x8, scales it to N GPUs), or give a path to a .json file",
+                   spec, list);
+}
+
+int weft__sim_profile_load(const char *spec, weft__sim_profile *out) {
+  if (spec == NULL || *spec == '\0')
+    return weft__err(WEFT_EINVAL, "simulate: the machine profile name is empty");
+  size_t sl = strlen(spec);
+  if (strchr(spec, '/') != NULL || (sl > 5 && strcmp(spec + sl - 5, ".json") == 0)) {
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_file(spec, &text, &len);
+    if (rc != WEFT_OK) return rc;
+    rc = weft__sim_profile_parse(text, len, spec, out);
+    weft__free(text);
+    return rc;
+  }
+  for (int i = 0; i < weft__sim_shipped_count; i++)
+    if (strcmp(weft__sim_shipped_profiles[i].name, spec) == 0) return shipped_parse(i, out);
+  size_t blen;
+  long count;
+  if (!split_count(spec, &blen, &count)) return unknown_name(spec);
+  if (count < 1 || count > WEFT__SIM_MAX_GPUS)
+    return weft__err(WEFT_EINVAL, "simulate: '%s' asks for %ld GPUs (1 to %d)", spec, count,
+                     WEFT__SIM_MAX_GPUS);
+  /* The family's profile with the most GPUs carries the device-to-device links. */
+  int best = -1;
+  long best_count = -1;
+  for (int i = 0; i < weft__sim_shipped_count; i++) {
+    const char *name = weft__sim_shipped_profiles[i].name;
+    size_t nb;
+    long nc = 1;
+    if (strcmp(name, "") == 0) continue;
+    if (!(strlen(name) == blen && strncmp(name, spec, blen) == 0) &&
+        !(split_count(name, &nb, &nc) && nb == blen && strncmp(name, spec, blen) == 0))
+      continue;
+    if (nc > best_count) {
+      best = i;
+      best_count = nc;
+    }
+  }
+  if (best < 0) return unknown_name(spec);
+  int rc = shipped_parse(best, out);
+  if (rc != WEFT_OK) return rc;
+  out->ngpus = (int)count;
+  snprintf(out->name, sizeof out->name, "%s", spec);
+  size_t used = strlen(out->source);
+  if (used + 120 < sizeof out->source)
+    snprintf(out->source + used, sizeof out->source - used,
+             " Scaled to %ld identical GPUs from the shipped profile %s.", count,
+             weft__sim_shipped_profiles[best].name);
+  return WEFT_OK;
+}
+
+/* ---- writing -------------------------------------------------------------------------------- */
+
+static void put_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+static void put_curve(FILE *f, const char *key, const weft__sim_curve *c) {
+  fprintf(f, "    \"%s\": [", key);
+  for (int i = 0; i < c->n; i++) fprintf(f, "%s[%.9g, %.6g]", i ? ", " : "", c->x[i], c->y[i]);
+  fprintf(f, "]");
+}
+
+static void put_link(FILE *f, const char *key, const weft__sim_link *l, int last) {
+  fprintf(f, "    \"%s\": {\"bandwidth\": %.6g, \"latency_s\": %.4g}%s\n", key, l->bandwidth,
+          l->latency_s, last ? "" : ",");
+}
+
+int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return weft__err(WEFT_EIO, "cannot write the profile %s: %s", path, strerror(errno));
+  const weft__sim_host *h = &p->host;
+  const weft__sim_gpu *g = &p->gpu;
+  fprintf(f, "{\n  \"format\": \"" FORMAT_NAME "\",\n  \"version\": %d,\n  \"name\": ", FORMAT_VERSION);
+  put_str(f, p->name);
+  fprintf(f, ",\n  \"source\": ");
+  put_str(f, p->source);
+  fprintf(f, ",\n  \"host\": {\n    \"name\": ");
+  put_str(f, h->name);
+  fprintf(f, ",\n    \"cores\": %d,\n    \"memory_bytes\": %zu,\n", h->cores, h->memory_bytes);
+  put_curve(f, "gemm_f32_flops", &h->gemm[0]);
+  fprintf(f, ",\n");
+  put_curve(f, "gemm_f64_flops", &h->gemm[1]);
+  fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_rate\": %.6g,\n    \"node_s\": %.4g\n  },\n",
+          h->memory_bandwidth, h->fill_rate, h->node_s);
+  fprintf(f, "  \"gpu\": {\n    \"count\": %d,\n    \"name\": ", p->ngpus);
+  put_str(f, g->name);
+  fprintf(f, ",\n    \"memory_bytes\": %zu,\n    \"compute_capability\": [%d, %d],\n"
+             "    \"multiprocessors\": %d,\n    \"compute_streams\": %d,\n    \"copy_engines\": %d,\n",
+          g->memory_bytes, g->cc_major, g->cc_minor, g->multiprocessors, g->compute_streams,
+          g->copy_engines);
+  put_curve(f, "gemm_f32_flops", &g->gemm[0]);
+  fprintf(f, ",\n");
+  put_curve(f, "gemm_f64_flops", &g->gemm[1]);
+  fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_bandwidth\": %.6g,\n"
+             "    \"kernel_s\": %.4g,\n    \"launch_s\": %.4g,\n    \"event_s\": %.4g,\n"
+             "    \"notify_s\": %.4g,\n    \"replay_node_s\": %.4g\n  },\n  \"links\": {\n",
+          g->memory_bandwidth, g->fill_bandwidth, g->kernel_s, g->launch_s, g->event_s,
+          g->notify_s, g->replay_node_s);
+  put_link(f, "h2d", &p->h2d, 0);
+  put_link(f, "d2h", &p->d2h, 0);
+  put_link(f, "h2d_pageable", &p->h2d_pageable, 0);
+  if (p->peer_access) {
+    put_link(f, "d2h_pageable", &p->d2h_pageable, 0);
+    put_link(f, "peer", &p->peer, 1);
+  } else {
+    put_link(f, "d2h_pageable", &p->d2h_pageable, 1);
+  }
+  fprintf(f, "  }\n}\n");
+  int bad_write = ferror(f);
+  if (fclose(f) != 0 || bad_write) return weft__err(WEFT_EIO, "cannot write the profile %s", path);
+  return WEFT_OK;
+}

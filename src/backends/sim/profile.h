@@ -1,0 +1,102 @@
+/* profile.h — a machine profile: what the simulator knows of a machine, and how it is read.
+ *
+ * A profile describes one host (CPU cores and their rates) and N identical GPUs (GEMM rate as a
+ * function of size, memory bandwidth, kernel, launch and event costs, streams and copy
+ * engines), and the links between them (host-to-device, device-to-host, pinned and pageable,
+ * device-to-device). The JSON format is documented in docs/simulator.md; `weft calibrate`
+ * (calibrate.c) writes it and profiles/ ships measured or derived ones, which are compiled into
+ * the library (profiles_data.c, generated) so that "h100" works wherever weft is installed.
+ *
+ * Names: a `simulate` option that contains a '/' or ends in ".json" is a file; otherwise it is
+ * a shipped name ("h100", "h200x2"), or a shipped family with a device count ("h200x8": the
+ * h200 profile with the most GPUs, scaled to 8 identical GPUs with the same links).
+ *
+ * Rates are curves: points (n, value) sorted by n, read by interpolation in log-log space and
+ * held flat beyond the end points. For GEMM, n is the cube root of m*n*k, so a 4000x4000x4000
+ * product reads the curve at 4000. */
+#ifndef WEFT_SIM_PROFILE_H
+#define WEFT_SIM_PROFILE_H
+
+#include <stddef.h>
+
+#include "util/util.h"
+
+#define WEFT__SIM_CURVE_MAX 32
+#define WEFT__SIM_MAX_GPUS 4096
+
+typedef struct weft__sim_curve {
+  int n;
+  double x[WEFT__SIM_CURVE_MAX]; /* ascending, > 0 */
+  double y[WEFT__SIM_CURVE_MAX]; /* > 0 */
+} weft__sim_curve;
+
+typedef struct weft__sim_link {
+  double bandwidth; /* bytes per second */
+  double latency_s; /* fixed cost of one transfer */
+} weft__sim_link;
+
+typedef struct weft__sim_host {
+  char name[128];
+  int cores;
+  size_t memory_bytes;
+  weft__sim_curve gemm[2];   /* flop/s of one BLAS thread; [0] f32, [1] f64 */
+  double memory_bandwidth;   /* bytes/s one thread streams (elementwise ops, copies) */
+  double fill_rate;          /* elements/s one thread fills with random values */
+  double node_s;             /* the dispatcher's cost per CPU node */
+} weft__sim_host;
+
+typedef struct weft__sim_gpu {
+  char name[128];
+  size_t memory_bytes;
+  int cc_major, cc_minor;
+  int multiprocessors;
+  int compute_streams;       /* streams the plan spreads independent chains over */
+  int copy_engines;          /* 1..3: H2D, D2H and peer copies share them in that order */
+  weft__sim_curve gemm[2];   /* flop/s; [0] f32, [1] f64 */
+  double memory_bandwidth;   /* bytes/s an elementwise kernel moves */
+  double fill_bandwidth;     /* bytes/s a random fill writes */
+  double kernel_s;           /* the shortest a kernel takes, back to back on a stream */
+  double launch_s;           /* host time to enqueue one node */
+  double event_s;            /* host time per cross-stream edge (record + wait) */
+  double notify_s;           /* from a node's end on the device to a host thread seeing it */
+  double replay_node_s;      /* host time per node when an unchanged graph is replayed; 0: none */
+} weft__sim_gpu;
+
+typedef struct weft__sim_profile {
+  char name[64];
+  char source[1024];
+  weft__sim_host host;
+  int ngpus;
+  weft__sim_gpu gpu;
+  weft__sim_link h2d, d2h;                   /* pinned host memory */
+  weft__sim_link h2d_pageable, d2h_pageable; /* pageable host memory */
+  int peer_access;                           /* 0: device-to-device copies go through the host */
+  weft__sim_link peer;
+} weft__sim_profile;
+
+/* A profile shipped in the library: its name and JSON text (profiles_data.c). */
+typedef struct weft__sim_shipped {
+  const char *name;
+  const char *json;
+} weft__sim_shipped;
+extern const weft__sim_shipped weft__sim_shipped_profiles[];
+extern const int weft__sim_shipped_count;
+
+/* Parses a profile from JSON text; `what` names it in messages. Returns WEFT_OK, WEFT_EPARSE
+ * (syntax, with line and column) or WEFT_EINVAL (a missing, unknown or out-of-range field,
+ * named by its path, e.g. "gpu.gemm_f32_flops[2]"). */
+int weft__sim_profile_parse(const char *json, size_t len, const char *what,
+                            weft__sim_profile *out);
+
+/* Resolves a `simulate` option (a path, a shipped name, or a shipped family with a count, see
+ * above) into *out. Returns WEFT_OK, or WEFT_ENOENT with the shipped names listed, or the
+ * error of reading or parsing the file. */
+int weft__sim_profile_load(const char *spec, weft__sim_profile *out);
+
+/* Writes `p` as JSON (the format weft__sim_profile_parse reads) to `path`. */
+int weft__sim_profile_write(const weft__sim_profile *p, const char *path);
+
+/* The curve's value at x (log-log interpolation, flat beyond the ends). */
+double weft__sim_curve_at(const weft__sim_curve *c, double x);
+
+#endif
