@@ -15,6 +15,9 @@
 
 #include "sched/sched.h"
 
+/* The simulated machine's backend (src/backends/sim/sim_backend.c). */
+extern const weft__backend_vtable weft__sim_backend;
+
 
 void weft_runtime_options_init(weft_runtime_options *o) {
   memset(o, 0, sizeof *o);
@@ -58,9 +61,6 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
                      "weft_runtime_create: %d workers x %d OpenBLAS threads oversubscribe the %d "
                      "cores; lower one of them",
                      workers, o.blas_threads, cores);
-  if (o.simulate != NULL)
-    return weft__err(WEFT_ENOTSUP, "weft_runtime_create: simulation ('%s') is not built in yet",
-                     o.simulate);
 
   int rc;
   weft_runtime *rt = weft__calloc(1, sizeof *rt);
@@ -76,19 +76,30 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     return rc;
   }
   if ((rc = weft__blockpool_create(&rt->blocks)) != WEFT_OK) goto fail;
-  if ((rc = add_backend(rt, &weft__cpu_backend, &o)) != WEFT_OK) goto fail;
-  rt->by_kind[WEFT_DEVICE_CPU] = &rt->backends[0];
+  if (o.simulate != NULL) {
+    /* A simulated machine: one backend stands for its host and all its GPUs, so that every
+     * node is priced in the same virtual time (src/backends/sim). */
+    if ((rc = add_backend(rt, &weft__sim_backend, &o)) != WEFT_OK) goto fail;
+    weft__backend *sb = &rt->backends[0];
+    rt->by_kind[WEFT_DEVICE_CPU] = sb;
+    if (sb->vt->device_count(sb) > 0) rt->by_kind[WEFT_DEVICE_CUDA] = sb;
+    rt->pinned = sb;
+  } else {
+    if ((rc = add_backend(rt, &weft__cpu_backend, &o)) != WEFT_OK) goto fail;
+    rt->by_kind[WEFT_DEVICE_CPU] = &rt->backends[0];
 #if WEFT_HAVE_CUDA
-  if (o.max_gpus != 0) {
-    if ((rc = add_backend(rt, &weft__cuda_backend, &o)) != WEFT_OK) goto fail;
-    weft__backend *cb = &rt->backends[rt->nbackends - 1];
-    if (cb->vt->device_count(cb) > 0) {
-      rt->by_kind[WEFT_DEVICE_CUDA] = cb;
-      rt->pinned = cb;
+    if (o.max_gpus != 0) {
+      if ((rc = add_backend(rt, &weft__cuda_backend, &o)) != WEFT_OK) goto fail;
+      weft__backend *cb = &rt->backends[rt->nbackends - 1];
+      if (cb->vt->device_count(cb) > 0) {
+        rt->by_kind[WEFT_DEVICE_CUDA] = cb;
+        rt->pinned = cb;
+      }
     }
-  }
 #endif
-  if (rt->by_kind[WEFT_DEVICE_CUDA] == NULL && o.max_gpus != 0 && !(o.flags & WEFT_RUNTIME_QUIET)) {
+  }
+  if (rt->by_kind[WEFT_DEVICE_CUDA] == NULL && o.max_gpus != 0 && o.simulate == NULL &&
+      !(o.flags & WEFT_RUNTIME_QUIET)) {
     static atomic_int said;
     if (atomic_exchange(&said, 1) == 0)
       fprintf(stderr, "weft: no CUDA GPU found%s; running on the CPU alone\n",
