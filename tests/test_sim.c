@@ -1,0 +1,925 @@
+/* test_sim.c — the simulated machine (src/backends/sim): profiles and their reader, virtual
+ * devices, and the scheduling properties CI checks in virtual time on the shipped profiles —
+ * two chains on two GPUs against one after the other, copies hidden behind compute, memory
+ * peaks under the planned bound, 8 and 64 GPUs as the profile predicts, 100 000 nodes in
+ * seconds — then determinism, compute mode against the CPU (the oracle's programs too),
+ * failures, replays, calibration giving a profile back, and out-of-memory at every
+ * allocation. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backends/sim/json.h"
+#include "sched/sched.h"
+#include "backends/sim/profile.h"
+#include "oracle_gen.h"
+#include "testutil.h"
+#include "weft/sim.h"
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+static weft_runtime *sim_runtime(const char *spec, int workers, unsigned flags) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = spec;
+  o.cpu_workers = workers;
+  o.flags = WEFT_RUNTIME_QUIET | flags;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  return rt;
+}
+
+static weft__sim_profile load(const char *spec) {
+  weft__sim_profile p;
+  CHECK(weft__sim_profile_load(spec, &p));
+  return p;
+}
+
+static weft_tensor *square(weft_graph *g, const char *name, int64_t n, weft_device d) {
+  weft_tensor *t = NULL;
+  CHECK(weft_tensor_create(g, name, WEFT_F32, 2, (int64_t[]){n, n}, d, weft_full(1.0 / (double)n), &t));
+  return t;
+}
+
+/* Runs g once and returns its virtual summary. */
+static weft_sim_summary run_summary(weft_graph *g) {
+  weft_run *r;
+  weft_sim_summary s;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  CHECK(weft_sim_run_summary(r, &s));
+  weft_run_destroy(r);
+  return s;
+}
+
+/* The profile's time for one n x n x n product on a GPU. */
+static double gemm_time(const weft__sim_profile *p, double n) {
+  return WEFT__MAX(p->gpu.kernel_s, 2 * n * n * n / weft__sim_curve_at(&p->gpu.gemm[0], n));
+}
+
+static int near(double got, double want, double rel) {
+  if (fabs(got - want) <= rel * fabs(want)) return 1;
+  print_message("got %.9g, expected %.9g within %.1f%%\n", got, want, rel * 100);
+  return 0;
+}
+
+static char *temp_path(const char *suffix) {
+  static char buf[4][128];
+  static int k;
+  char *b = buf[k++ % 4];
+  snprintf(b, sizeof buf[0], "/tmp/weft-test-sim-%d-%d%s", (int)getpid(), k, suffix);
+  return b;
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* ---- the JSON reader ------------------------------------------------------------------- */
+
+static void test_json(void **state) {
+  (void)state;
+  weft__arena a;
+  weft__arena_init(&a, 1024, NULL);
+  weft__json *v;
+  const char *doc = " {\"a\": [1, -2.5e3, true, null], \"s\": \"x\\u00e9\\ud83d\\ude00\\n\", \"o\": {}} ";
+  CHECK(weft__json_parse(doc, strlen(doc), "doc", &a, &v));
+  assert_int_equal(v->type, WEFT__JSON_OBJECT);
+  assert_int_equal(v->len, 3);
+  const weft__json *arr = weft__json_get(v, "a");
+  assert_non_null(arr);
+  assert_int_equal(arr->len, 4);
+  assert_true(arr->child->num == 1 && arr->child->next->num == -2500);
+  assert_int_equal(arr->child->next->next->type, WEFT__JSON_BOOL);
+  assert_int_equal(arr->child->next->next->next->type, WEFT__JSON_NULL);
+  const weft__json *s = weft__json_get(v, "s");
+  assert_string_equal(s->str, "x\xc3\xa9\xf0\x9f\x98\x80\n");
+  assert_null(weft__json_get(v, "missing"));
+  static const struct {
+    const char *text, *msg;
+  } bad[] = {
+      {"{\"a\": 1,}", "line 1, column 9: trailing comma"},
+      {"[1 2]", "expected ',' or ']'"},
+      {"{\"a\" 1}", "expected ':'"},
+      {"\n\n  [01]", "line 3, column 4: a number may not have leading zeros"},
+      {"\"abc", "unterminated string"},
+      {"\"a\\qb\"", "unknown escape"},
+      {"\"\\ud800\"", "unpaired UTF-16 surrogate"},
+      {"[1.]", "digits must follow '.'"},
+      {"tru", "unexpected character"},
+      {"{} x", "unexpected text after the document"},
+      {"", "unexpected end of input"},
+      {"[1e999]", "out of range"},
+      {"\"a\tb\"", "control character"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = weft__json_parse(bad[i].text, strlen(bad[i].text), "t.json", &a, &v);
+    assert_int_equal(rc, WEFT_EPARSE);
+    assert_true(tu_contains(weft_last_error(), bad[i].msg));
+    assert_true(tu_contains(weft_last_error(), "t.json"));
+  }
+  /* Nesting is bounded. */
+  char deep[200];
+  memset(deep, '[', 100);
+  memset(deep + 100, ']', 100);
+  assert_int_equal(weft__json_parse(deep, 200, "deep", &a, &v), WEFT_EPARSE);
+  assert_true(tu_contains(weft_last_error(), "nesting deeper than 64"));
+  weft__arena_fini(&a);
+}
+
+/* ---- profiles --------------------------------------------------------------------------- */
+
+static void test_profiles_shipped(void **state) {
+  (void)state;
+  const char *names[8];
+  size_t n = weft_sim_profile_names(names, 8);
+  assert_int_equal(n, 3);
+  for (size_t i = 0; i < n; i++) {
+    weft__sim_profile p = load(names[i]);
+    assert_string_equal(p.name, names[i]);
+    assert_true(strlen(p.source) > 40); /* every shipped profile says where its figures come from */
+    assert_true(p.gpu.gemm[0].n >= 2 && p.host.cores > 0);
+  }
+  weft__sim_profile h100 = load("h100"), x2 = load("h200x2"), x4 = load("h200x4");
+  assert_int_equal(h100.ngpus, 1);
+  assert_int_equal(x2.ngpus, 2);
+  assert_int_equal(x4.ngpus, 4);
+  assert_false(h100.peer_access);
+  assert_true(x2.peer_access && x4.peer_access);
+  /* The reference figures: 49.0 TFLOP/s at 4000 on the H100, 55 GB/s pinned, 378 GB/s NVLink. */
+  assert_true(near(weft__sim_curve_at(&h100.gpu.gemm[0], 4000), 49.0e12, 0.01));
+  assert_true(near(h100.h2d.bandwidth, 55e9, 0.01));
+  assert_true(near(x2.peer.bandwidth, 378e9, 0.01));
+  /* A family with a count: the profile with the most GPUs, scaled. */
+  weft__sim_profile x8 = load("h200x8"), x64 = load("h200x64"), h3 = load("h100x3");
+  assert_int_equal(x8.ngpus, 8);
+  assert_int_equal(x64.ngpus, 64);
+  assert_true(x64.peer_access);
+  assert_string_equal(x64.name, "h200x64");
+  assert_true(tu_contains(x64.source, "Scaled to 64 identical GPUs from the shipped profile h200x4"));
+  assert_int_equal(h3.ngpus, 3);
+  assert_false(h3.peer_access); /* a one-GPU profile knows no peer link: copies go through the host */
+  /* Unknown names list the shipped ones. */
+  assert_int_equal(weft_sim_profile_check("a100"), WEFT_ENOENT);
+  assert_true(tu_contains(weft_last_error(), "h100, h200x2, h200x4"));
+  assert_int_equal(weft_sim_profile_check("h200x0"), WEFT_EINVAL);
+  assert_int_equal(weft_sim_profile_check("h200x99999"), WEFT_EINVAL);
+  assert_int_equal(weft_sim_profile_check("b200x8"), WEFT_ENOENT);
+  assert_int_equal(weft_sim_profile_check(""), WEFT_EINVAL);
+  assert_int_equal(weft_sim_profile_check("/nonexistent/p.json"), WEFT_ENOENT);
+  assert_true(tu_contains(weft_last_error(), "/nonexistent/p.json"));
+  /* A runtime refuses a bad profile with the same message. */
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "nosuchmachine";
+  weft_runtime *rt = NULL;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_ENOENT);
+  assert_null(rt);
+  assert_true(tu_contains(weft_last_error(), "no machine profile named 'nosuchmachine'"));
+}
+
+/* A profile written and read back is the same profile; every field error names its path. */
+static void test_profile_files(void **state) {
+  (void)state;
+  weft__sim_profile p = load("h200x2"), q;
+  char *path = temp_path(".json");
+  CHECK(weft__sim_profile_write(&p, path));
+  CHECK(weft__sim_profile_load(path, &q));
+  assert_int_equal(q.ngpus, 2);
+  assert_string_equal(q.gpu.name, p.gpu.name);
+  assert_int_equal(q.gpu.gemm[0].n, p.gpu.gemm[0].n);
+  for (int i = 0; i < p.gpu.gemm[0].n; i++) assert_true(near(q.gpu.gemm[0].y[i], p.gpu.gemm[0].y[i], 1e-6));
+  assert_true(near(q.peer.bandwidth, p.peer.bandwidth, 1e-6));
+  assert_true(near(q.gpu.notify_s, p.gpu.notify_s, 1e-3));
+  /* The same through a runtime: weft_sim_profile_save writes what it simulates. */
+  weft_runtime *rt = sim_runtime("h200x8", 1, 0);
+  CHECK(weft_sim_profile_save(rt, path));
+  CHECK(weft__sim_profile_load(path, &q));
+  assert_int_equal(q.ngpus, 8);
+  weft_runtime_destroy(rt);
+  remove(path);
+
+  /* Field errors: take the shipped text and break one thing at a time. */
+  const char *h100 = NULL;
+  for (int i = 0; i < weft__sim_shipped_count; i++)
+    if (strcmp(weft__sim_shipped_profiles[i].name, "h100") == 0) h100 = weft__sim_shipped_profiles[i].json;
+  assert_non_null(h100);
+  static const struct {
+    const char *from, *to, *msg;
+  } breaks[] = {
+      {"\"cores\": 16", "\"cores\": 0", "host.cores: 0 is out of range"},
+      {"\"cores\": 16", "\"cores\": 1.5", "host.cores: expected an integer"},
+      {"\"cores\": 16", "\"corez\": 16", "host.corez: unknown field"},
+      {"\"copy_engines\": 3", "\"copy_engines\": 4", "gpu.copy_engines: 4 is out of range"},
+      {"\"launch_s\"", "\"launch_s\": 1, \"launch_s\"", "gpu.launch_s: field given twice"},
+      {"[1000, ", "[100, ", "gpu.gemm_f32_flops[1]: sizes must be strictly ascending"},
+      {"\"version\": 1", "\"version\": 2", "this weft reads version 1"},
+      {"weft-machine-profile", "other-format", "not a weft machine profile"},
+      {"\"kernel_s\"", "\"kernel_z\"", "gpu.kernel_z: unknown field"},
+      {"\"name\": \"h100\",", "", "missing field name"},
+      {"\"h2d\": {\"bandwidth\"", "\"h2d\": {\"bandwidthh\"", "links.h2d.bandwidthh: unknown field"},
+      {"\"memory_bandwidth\": 2.85e12", "\"memory_bandwidth\": \"fast\"", "gpu.memory_bandwidth: expected a number, found string"},
+  };
+  for (size_t i = 0; i < sizeof breaks / sizeof breaks[0]; i++) {
+    const char *at = strstr(h100, breaks[i].from);
+    if (at == NULL) fail_msg("break %zu: '%s' not in the h100 profile", i, breaks[i].from);
+    size_t len = strlen(h100) + strlen(breaks[i].to) + 1;
+    char *text = malloc(len);
+    assert_non_null(text);
+    size_t head = (size_t)(at - h100);
+    memcpy(text, h100, head);
+    strcpy(text + head, breaks[i].to);
+    strcat(text, at + strlen(breaks[i].from));
+    write_file(path, text);
+    int rc = weft_sim_profile_check(path);
+    if (rc == WEFT_OK) fail_msg("break %zu (%s) was accepted", i, breaks[i].msg);
+    assert_true(tu_contains(weft_last_error(), breaks[i].msg));
+    assert_true(tu_contains(weft_last_error(), path));
+    free(text);
+  }
+  write_file(path, "{\"format\": \"weft-machine-profile\", \"version\": 1,");
+  assert_int_equal(weft_sim_profile_check(path), WEFT_EPARSE);
+  assert_true(tu_contains(weft_last_error(), "line 1"));
+  remove(path);
+}
+
+/* ---- devices ---------------------------------------------------------------------------- */
+
+static void test_devices(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h200x4", 2, 0);
+  assert_true(weft_sim_active(rt));
+  assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 4);
+  weft_device all[8];
+  assert_int_equal(weft_all_gpus(rt, all, 8), 4);
+  assert_true(weft_device_equal(weft_try_gpu(rt, 3), weft_cuda(3)));
+  assert_true(weft_device_equal(weft_try_gpu(rt, 4), weft_cpu()));
+  weft_device_info info;
+  CHECK(weft_device_info_get(rt, weft_cuda(2), &info));
+  assert_true(info.simulated);
+  assert_true(tu_contains(info.name, "H200 (simulated)"));
+  assert_int_equal(info.copy_engines, 3);
+  assert_int_equal(info.compute_major, 9);
+  CHECK(weft_device_info_get(rt, weft_cpu(), &info));
+  assert_true(info.simulated);
+  assert_int_equal(info.multiprocessors, 2); /* the virtual workers: cpu_workers when given */
+  assert_true(weft_device_can_access_peer(rt, weft_cuda(0), weft_cuda(3)));
+  assert_false(weft_device_can_access_peer(rt, weft_cuda(1), weft_cuda(1)));
+  assert_int_equal(weft_device_info_get(rt, weft_cuda(4), &info), WEFT_EDEVICE);
+  weft_runtime_destroy(rt);
+  /* max_gpus limits the simulated GPUs too. */
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h200x4";
+  o.max_gpus = 1;
+  o.flags = WEFT_RUNTIME_QUIET;
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 1);
+  weft_runtime_destroy(rt);
+  /* A real runtime is not simulated, and the simulator's calls say so. */
+  rt = tu_runtime_cpu(1);
+  assert_false(weft_sim_active(rt));
+  assert_int_equal(weft_sim_profile_save(rt, "/tmp/x.json"), WEFT_EINVAL);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 4, weft_cpu()), *y = NULL;
+  CHECK(weft_relu(g, x, &y));
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  weft_sim_summary s;
+  assert_int_equal(weft_sim_run_summary(r, &s), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "does not simulate"));
+  weft_run_destroy(r);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* Without compute, GPU tensors hold no data: reads say why, writes are dropped. */
+static void test_no_data(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100", 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 64, weft_cuda(0)), *y = NULL, *h = NULL;
+  CHECK(weft_mm(g, x, x, &y));
+  CHECK(weft_copy(g, y, weft_cpu(), &h));
+  CHECK(weft_graph_run(g));
+  float buf[64 * 64];
+  CHECK(weft_tensor_write(x, buf, sizeof buf));
+  assert_int_equal(weft_tensor_read(x, buf, sizeof buf), WEFT_ENOTSUP);
+  assert_true(tu_contains(weft_last_error(), "tensor x lives on cuda:0 of a simulated machine"));
+  assert_true(tu_contains(weft_last_error(), "WEFT_SIM_COMPUTE=1"));
+  CHECK(weft_tensor_read(h, buf, sizeof buf)); /* host memory is real, though not computed */
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* ---- scheduling properties in virtual time ----------------------------------------------------- */
+
+/* Two chains of `len` products of n x n: on cuda:0 and cuda:1 (or both on cuda:0), independent
+ * or, with `serial`, the second after the first (an explicit edge). */
+static double two_chains(weft_runtime *rt, int64_t n, int len, int devices, int serial) {
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x[2], *w[2];
+  weft_node *first[2] = {NULL, NULL}, *last[2] = {NULL, NULL};
+  for (int c = 0; c < 2; c++) {
+    weft_device d = weft_cuda(devices == 2 ? c : 0);
+    x[c] = square(g, c ? "x1" : "x0", n, d);
+    w[c] = square(g, c ? "w1" : "w0", n, d);
+  }
+  for (int i = 0; i < len; i++)
+    for (int c = 0; c < 2; c++) {
+      CHECK(weft_mm(g, x[c], w[c], &x[c]));
+      if (first[c] == NULL) first[c] = weft_graph_last_node(g);
+      last[c] = weft_graph_last_node(g);
+    }
+  if (serial) CHECK(weft_graph_add_edge(g, last[0], first[1]));
+  double t = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  return t;
+}
+
+static void test_two_chains_two_gpus(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h200x2", 2, 0);
+  weft__sim_profile p = load("h200x2");
+  double par = two_chains(rt, 4000, 50, 2, 0), ser = two_chains(rt, 4000, 50, 2, 1);
+  double one_gpu = two_chains(rt, 4000, 50, 1, 0);
+  print_message("two chains of 50 x mm 4000^2: %.2f ms on two GPUs at once, %.2f ms one after the "
+                "other (%.3fx), %.2f ms both on one GPU\n", par * 1e3, ser * 1e3, ser / par, one_gpu * 1e3);
+  assert_true(ser / par > 1.95 && ser / par < 2.02);
+  /* One GPU computes one product at a time, whatever its streams. */
+  assert_true(one_gpu / par > 1.95 && one_gpu / par < 2.02);
+  /* And the time is what the profile predicts: 50 products, plus microseconds of host costs. */
+  assert_true(near(par, 50 * gemm_time(&p, 4000), 0.005));
+  weft_runtime_destroy(rt);
+}
+
+/* The reference notes' overlap graph: 50 x (y[i] = x.x; h[i] = copy(y[i], cpu)). */
+static void test_overlap(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100", 4, 0);
+  weft__sim_profile p = load("h100");
+  const int64_t n = 4000;
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", n, weft_cuda(0));
+  for (int i = 0; i < 50; i++) {
+    weft_tensor *y = NULL, *h = NULL;
+    CHECK(weft_mm(g, x, x, &y));
+    CHECK(weft_copy(g, y, weft_cpu(), &h));
+  }
+  weft_run *r;
+  weft_sim_summary s;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  CHECK(weft_sim_run_summary(r, &s));
+  uint64_t peak;
+  CHECK(weft_sim_peak_bytes(r, weft_cuda(0), &peak));
+  size_t buf = weft_tensor_bytes(x);
+  double compute = 50 * gemm_time(&p, (double)n);
+  double copies = 50 * (p.d2h.latency_s + (double)buf / p.d2h.bandwidth);
+  print_message("overlap: makespan %.2f ms, compute alone %.2f ms, copies alone %.2f ms, hidden "
+                "copy fraction %.4f, peak %.1f result buffers beside x\n", s.makespan_s * 1e3,
+                compute * 1e3, copies * 1e3, s.hidden_copy_fraction, (double)(peak - buf) / (double)buf);
+  assert_true(s.hidden_copy_fraction > 0.95);
+  assert_true(s.makespan_s <= 1.02 * WEFT__MAX(compute, copies));
+  assert_true(s.makespan_s >= WEFT__MAX(compute, copies));
+  /* The memory plan: the results are temporaries, freed once copied: at most 5 at once. */
+  assert_true(peak <= buf + 5 * buf);
+  assert_true(peak >= buf + buf); /* x and the result being computed, at least */
+  assert_int_equal(s.nodes_run, 100);
+  /* Each copy starts when its product ends and overlaps the next product. */
+  double ps, pe, cs, ce, ns, ne;
+  CHECK(weft_sim_node_interval(r, 20, &ps, &pe)); /* product 10 */
+  CHECK(weft_sim_node_interval(r, 21, &cs, &ce)); /* its copy */
+  CHECK(weft_sim_node_interval(r, 22, &ns, &ne)); /* product 11 */
+  assert_true(cs >= pe - 1e-12 && cs < ne && ce > ns);
+  assert_int_equal(weft_sim_node_interval(r, 100, &ps, &pe), WEFT_EINVAL);
+  assert_int_equal(weft_sim_peak_bytes(r, weft_cuda(1), &peak), WEFT_EDEVICE);
+  weft_run_destroy(r);
+  weft_graph_destroy(g);
+
+  /* The same copies into pageable host memory (made before the first launch) are priced at the
+   * pageable bandwidth, and cannot hide behind the much shorter products. */
+  CHECK(weft_graph_create(rt, &g));
+  x = square(g, "x", n, weft_cuda(0));
+  float *zeros = calloc(1, buf);
+  assert_non_null(zeros);
+  for (int i = 0; i < 10; i++) {
+    weft_tensor *y = NULL, *h = NULL;
+    CHECK(weft_mm(g, x, x, &y));
+    CHECK(weft_tensor_create(g, NULL, WEFT_F32, 2, (int64_t[]){n, n}, weft_cpu(), weft_zeros(), &h));
+    CHECK(weft_tensor_write(h, zeros, buf));
+    CHECK(weft_copy(g, y, weft_cpu(), &h));
+  }
+  free(zeros);
+  s = run_summary(g);
+  double pageable = 10 * (p.d2h_pageable.latency_s + (double)buf / p.d2h_pageable.bandwidth);
+  assert_true(near(s.makespan_s, pageable + gemm_time(&p, (double)n), 0.01));
+  assert_true(s.hidden_copy_fraction < 0.1);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* N chains on N GPUs, each: its input copied from the host, `len` products, its result copied
+ * back; against the same N chains on one GPU. */
+static double chains_on(const char *spec, int nchains, int ngpus, int len, int64_t n) {
+  weft_runtime *rt = sim_runtime(spec, 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  for (int c = 0; c < nchains; c++) {
+    weft_device d = weft_cuda(c % ngpus);
+    weft_tensor *in = square(g, NULL, n, weft_cpu()), *w = square(g, NULL, n, d), *x = NULL, *out = NULL;
+    CHECK(weft_copy(g, in, d, &x));
+    for (int i = 0; i < len; i++) CHECK(weft_mm(g, x, w, &x));
+    CHECK(weft_copy(g, x, weft_cpu(), &out));
+  }
+  double t = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  return t;
+}
+
+static void test_scaling(void **state) {
+  (void)state;
+  const int len = 20;
+  const int64_t n = 4000;
+  weft__sim_profile p = load("h200x8");
+  double bytes = 4.0 * (double)(n * n);
+  double g = gemm_time(&p, (double)n);
+  double h2d = p.h2d.latency_s + bytes / p.h2d.bandwidth, d2h = p.d2h.latency_s + bytes / p.d2h.bandwidth;
+  double one_chain = h2d + len * g + d2h;
+  static const int counts[] = {8, 64};
+  for (int k = 0; k < 2; k++) {
+    int N = counts[k];
+    char spec[32], one[32];
+    snprintf(spec, sizeof spec, "h200x%d", N);
+    snprintf(one, sizeof one, "h200x1");
+    double tn = chains_on(spec, N, N, len, n), t1 = chains_on(one, N, 1, len, n);
+    /* One GPU: the products back to back, the first input's copy before them and the last
+     * result's copy after them (the other copies hide behind products). */
+    double t1_model = h2d + N * len * g + d2h;
+    print_message("%d chains: %.2f ms on %d GPUs (model %.2f), %.2f ms on one (model %.2f): %.2fx\n",
+                  N, tn * 1e3, N, one_chain * 1e3, t1 * 1e3, t1_model * 1e3, t1 / tn);
+    assert_true(near(tn, one_chain, 0.005));
+    assert_true(near(t1, t1_model, 0.005));
+    assert_true(near(t1 / tn, t1_model / one_chain, 0.01));
+  }
+}
+
+/* A graph of 100 000 nodes over 8 GPUs and the host simulates in seconds. */
+static void test_hundred_thousand_nodes(void **state) {
+  (void)state;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  weft_runtime *rt = sim_runtime("h200x8", 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  enum { CHAINS = 64, PER = 1562 }; /* 64 chains of 1562 nodes, plus copies: > 100 000 */
+  weft_tensor *x[CHAINS], *w[8];
+  for (int d = 0; d < 8; d++) w[d] = square(g, NULL, 64, weft_cuda(d));
+  for (int c = 0; c < CHAINS; c++) x[c] = square(g, NULL, 64, weft_cuda(c % 8));
+  for (int i = 0; i < PER; i++)
+    for (int c = 0; c < CHAINS; c++) {
+      if (i % 500 == 499) {
+        /* now and then, a chain moves to the next GPU */
+        weft_tensor *moved = NULL;
+        CHECK(weft_copy(g, x[c], weft_cuda((c + 1 + i) % 8), &moved));
+        x[c] = moved;
+      }
+      weft_tensor *wd = NULL;
+      for (int d = 0; d < 8 && wd == NULL; d++)
+        if (weft_device_equal(weft_tensor_device(w[d]), weft_tensor_device(x[c]))) wd = w[d];
+      CHECK(weft_mm(g, x[c], wd, &x[c]));
+    }
+  size_t nodes = weft_graph_node_count(g);
+  weft_sim_summary s = run_summary(g);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double wall = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  print_message("%zu nodes built and simulated in %.2f s: %.3f ms of virtual time\n", nodes, wall,
+                s.makespan_s * 1e3);
+  assert_true(nodes >= 100000);
+  assert_int_equal(s.nodes_run, nodes);
+  assert_true(s.makespan_s >= s.critical_path_s);
+  /* Generous enough for the sanitizer builds on CI's two cores; a plain build takes well
+   * under a second (docs/simulator.md). */
+  assert_true(wall < 60);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* The virtual schedule depends on the graph, the plan and the profile only: not on the order
+ * in which this machine's workers happened to launch the nodes, nor on the run. */
+static void test_deterministic(void **state) {
+  (void)state;
+  double t[3];
+  for (int k = 0; k < 3; k++) {
+    weft_runtime *rt = sim_runtime("h200x2", 3, k == 1 ? WEFT_RUNTIME_SIM_COMPUTE : 0);
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    weft_tensor *x0 = square(g, "x0", 256, weft_cuda(0)), *x1 = square(g, "x1", 256, weft_cuda(1));
+    for (int i = 0; i < 40; i++) {
+      weft_tensor *a = NULL, *b = NULL, *h = NULL;
+      CHECK(weft_mm(g, x0, x0, &a));
+      CHECK(weft_mm(g, x1, a, &b)); /* a crosses to cuda:1 through an inserted peer copy */
+      CHECK(weft_copy(g, b, weft_cpu(), &h));
+      CHECK(weft_relu(g, h, &h));
+    }
+    t[k] = run_summary(g).makespan_s;
+    if (k == 2) assert_true(run_summary(g).makespan_s == t[k]);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_true(t[0] == t[1] && t[1] == t[2]);
+}
+
+/* Re-running an unchanged all-GPU graph is a replay: host costs per node drop. */
+static void test_replay(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100", 2, 0);
+  weft__sim_profile p = load("h100");
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a = NULL, *one = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &a));
+  CHECK(weft_tensor_create(g, "one", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
+  for (int i = 0; i < 1000; i++) CHECK(weft_add(g, a, one, &a));
+  weft_sim_summary first = run_summary(g), again = run_summary(g);
+  assert_false(first.replayed);
+  assert_true(again.replayed);
+  double per_first = first.makespan_s / 1000, per_again = again.makespan_s / 1000;
+  print_message("1000 tiny nodes: %.2f us a node on the first run, %.2f us on a replay\n",
+                per_first * 1e6, per_again * 1e6);
+  assert_true(near(per_first, WEFT__MAX(p.gpu.launch_s, p.gpu.kernel_s), 0.02));
+  assert_true(near(per_again, WEFT__MAX(p.gpu.replay_node_s, p.gpu.kernel_s), 0.02));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* Device memory is finite: a plan that does not fit fails the run, naming the node. */
+static void test_device_memory_limit(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100", 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  /* 30 000^2 f32 = 3.6 GB each: the results of 30 products held at once need 108 GB. */
+  weft_tensor *x = square(g, "x", 30000, weft_cuda(0)), *acc = NULL;
+  weft_tensor *y[30];
+  for (int i = 0; i < 30; i++) {
+    y[i] = NULL;
+    CHECK(weft_mm(g, x, x, &y[i]));
+  }
+  acc = y[0];
+  for (int i = 1; i < 30; i++) CHECK(weft_add(g, acc, y[i], &acc));
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  int rc = weft_run_wait(r);
+  assert_int_equal(rc, WEFT_EDEVMEM);
+  assert_true(tu_contains(weft_run_error(r), "cuda:0"));
+  assert_true(tu_contains(weft_run_error(r), "simulated"));
+  weft_run_destroy(r);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* Streams follow the CUDA backend's rules: a chain stays on its stream, a fork's side branch
+ * goes to another, a product that fills the device starts on stream 0, copies go to the copy
+ * streams. Read through the backend's `explain` entry. */
+static void lane_of(weft_graph *g, size_t node, char *lane, size_t size) {
+  weft_runtime *rt = weft_graph_runtime(g);
+  weft__backend *b = rt->by_kind[WEFT_DEVICE_CUDA];
+  weft__placement pl;
+  CHECK(b->vt->explain(b, g->plan, (uint32_t)node, &pl));
+  snprintf(lane, size, "%s", pl.lane);
+}
+
+static void test_streams(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100", 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 64, weft_cuda(0)), *big = square(g, "big", 4096, weft_cuda(0));
+  weft_tensor *y = NULL, *z = NULL, *w = NULL, *b2 = NULL, *h = NULL;
+  CHECK(weft_relu(g, x, &x));       /* 0: a small chain starts */
+  CHECK(weft_relu(g, x, &y));       /* 1: continues it (the longer path below node 0) */
+  CHECK(weft_scale(g, x, 2.0, &z)); /* 2: a side branch: another stream */
+  CHECK(weft_add(g, y, z, &w));     /* 3: the join continues node 1's stream */
+  CHECK(weft_relu(g, w, &w));       /* 4 */
+  CHECK(weft_mm(g, big, big, &b2)); /* 5: fills the device: stream 0 */
+  CHECK(weft_copy(g, b2, weft_cpu(), &h)); /* 6: device to host */
+  CHECK(weft_graph_run(g));
+  char l[8][64];
+  for (size_t i = 0; i < 7; i++) lane_of(g, i, l[i], sizeof l[i]);
+  assert_string_equal(l[0], l[1]);
+  assert_string_not_equal(l[1], l[2]);
+  assert_string_equal(l[3], l[1]);
+  assert_string_equal(l[4], l[1]);
+  assert_string_equal(l[5], "cuda:0 stream 0 (simulated)");
+  assert_string_equal(l[6], "cuda:0 copy d2h (simulated)");
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* ---- compute mode: the oracle can check a simulated run ------------------------------------------ */
+
+static void build_mixed(weft_graph *g, int gpus, weft_tensor **out) {
+  weft_device d0 = gpus ? weft_cuda(0) : weft_cpu(), d1 = gpus ? weft_cuda(1) : weft_cpu();
+  weft_tensor *a, *b, *c = NULL, *dd = NULL, *e = NULL, *f = NULL, *h = NULL, *nrm = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){48, 32}, d0, weft_uniform(-1, 1, 5), &a));
+  CHECK(weft_tensor_create(g, "b", WEFT_F32, 2, (int64_t[]){32, 40}, d1, weft_normal(0, 1, 6), &b));
+  CHECK(weft_mm(g, a, b, &c));                 /* b copied to cuda:0 */
+  CHECK(weft_relu(g, c, &dd));
+  CHECK(weft_copy(g, dd, d1, &e));             /* peer copy */
+  CHECK(weft_scale(g, e, 0.5, &f));
+  CHECK(weft_copy(g, f, weft_cpu(), &h));      /* to the host */
+  CHECK(weft_add(g, h, h, &h));                /* a CPU node on it */
+  CHECK(weft_norm(g, c, &nrm));
+  out[0] = h;
+  out[1] = nrm;
+}
+
+static void test_compute_mode(void **state) {
+  (void)state;
+  weft_runtime *sim = sim_runtime("h200x2", 2, WEFT_RUNTIME_SIM_COMPUTE), *cpu = tu_runtime_cpu(2);
+  weft_graph *gs, *gc;
+  CHECK(weft_graph_create(sim, &gs));
+  CHECK(weft_graph_create(cpu, &gc));
+  weft_tensor *rs[2], *rc[2];
+  build_mixed(gs, 1, rs);
+  build_mixed(gc, 0, rc);
+  CHECK(weft_graph_run(gs));
+  CHECK(weft_graph_run(gc));
+  for (int k = 0; k < 2; k++) {
+    size_t n = (size_t)weft_tensor_numel(rs[k]);
+    double *vs = malloc(n * sizeof *vs), *vc = malloc(n * sizeof *vc);
+    assert_true(vs != NULL && vc != NULL);
+    tu_read_doubles(rs[k], vs);
+    tu_read_doubles(rc[k], vc);
+    for (size_t i = 0; i < n; i++)
+      if (fabs(vs[i] - vc[i]) > 1e-5 * (1 + fabs(vc[i])))
+        fail_msg("result %d[%zu]: simulated %.9g, CPU %.9g", k, i, vs[i], vc[i]);
+    free(vs);
+    free(vc);
+  }
+  /* GPU tensors are readable in compute mode. */
+  double v;
+  CHECK(weft_tensor_get(weft_graph_find_tensor(gs, "a"), 3, &v));
+  weft_graph_destroy(gs);
+  weft_graph_destroy(gc);
+  weft_runtime_destroy(sim);
+  weft_runtime_destroy(cpu);
+}
+
+/* The differential oracle's programs, on a simulated machine that computes, agree bit for bit
+ * with the same programs on the CPU runtime. */
+static void test_oracle_programs(void **state) {
+  (void)state;
+  weft_runtime *sim = sim_runtime("h100", 3, WEFT_RUNTIME_SIM_COMPUTE), *cpu = tu_runtime_cpu(3);
+  oracle_register_ops(sim);
+  oracle_register_ops(cpu);
+  int programs = 60;
+  for (uint64_t seed = 1; seed <= (uint64_t)programs; seed++) {
+    weft_graph *gs, *gc;
+    CHECK(weft_graph_create(sim, &gs));
+    CHECK(weft_graph_create(cpu, &gc));
+    CHECK(oracle_build(gs, seed, NULL));
+    CHECK(oracle_build(gc, seed, NULL));
+    int st_s = weft_graph_run(gs), st_c = weft_graph_run(gc);
+    if (st_s != st_c) fail_msg("seed %llu: simulated run %s, CPU run %s", (unsigned long long)seed,
+                               weft_status_name(st_s), weft_status_name(st_c));
+    if (st_s == WEFT_OK) {
+      for (size_t i = 0; i < weft_graph_tensor_count(gs); i++) {
+        weft_tensor *ts = weft_graph_tensor(gs, i), *tc = weft_graph_tensor(gc, i);
+        if (!weft_tensor_is_kept(ts)) continue;
+        size_t bytes = weft_tensor_bytes(ts);
+        char *bs = malloc(bytes + 1), *bc = malloc(bytes + 1);
+        assert_true(bs != NULL && bc != NULL);
+        CHECK(weft_tensor_read(ts, bs, bytes));
+        CHECK(weft_tensor_read(tc, bc, bytes));
+        if (memcmp(bs, bc, bytes) != 0)
+          fail_msg("seed %llu: tensor %s differs", (unsigned long long)seed, weft_tensor_name(ts));
+        free(bs);
+        free(bc);
+      }
+    }
+    weft_graph_destroy(gs);
+    weft_graph_destroy(gc);
+  }
+  weft_runtime_destroy(sim);
+  weft_runtime_destroy(cpu);
+}
+
+/* ---- failures ------------------------------------------------------------------------------------ */
+
+static int fail_kernel(weft_kernel_ctx *ctx) { return weft_ctx_fail(ctx, "planned failure"); }
+static int ok_kernel(weft_kernel_ctx *ctx) {
+  (void)ctx;
+  return WEFT_OK;
+}
+
+static const weft_op *gpu_op(weft_runtime *rt, const char *name, weft_kernel_fn cpu, weft_kernel_fn cuda) {
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = name;
+  d.nargs = 1;
+  d.access[0] = WEFT_READ_WRITE;
+  d.cpu = cpu;
+  d.cuda = cuda;
+  const weft_op *op;
+  CHECK(weft_op_register(rt, &d, &op));
+  return op;
+}
+
+static void test_failures(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h200x2", 2, WEFT_RUNTIME_SIM_COMPUTE);
+  const weft_op *bad = gpu_op(rt, "bad", fail_kernel, fail_kernel);
+  const weft_op *gpu_only = gpu_op(rt, "gpu_only", NULL, ok_kernel);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  /* A failing node: its dependents are skipped, the independent chain on cuda:1 still runs. */
+  weft_tensor *a = square(g, "a", 32, weft_cuda(0)), *b = square(g, "b", 32, weft_cuda(1)), *c = NULL;
+  CHECK(weft_call(g, bad, &a, 1, NULL, 0));
+  CHECK(weft_relu(g, a, &c));
+  for (int i = 0; i < 5; i++) CHECK(weft_relu(g, b, &b));
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  assert_int_equal(weft_run_wait(r), WEFT_EKERNEL);
+  assert_true(tu_contains(weft_run_error(r), "planned failure"));
+  weft_sim_summary s;
+  CHECK(weft_sim_run_summary(r, &s));
+  assert_int_equal(s.nodes_run, 6); /* the failed node ran; relu(a) was skipped */
+  double st, en;
+  CHECK(weft_sim_node_interval(r, 1, &st, &en));
+  assert_true(isnan(st) && isnan(en));
+  weft_run_destroy(r);
+  weft_graph_destroy(g);
+  /* A user op with a CUDA kernel only: the simulator computes on the CPU, so it cannot. */
+  CHECK(weft_graph_create(rt, &g));
+  a = square(g, "a", 8, weft_cuda(0));
+  CHECK(weft_call(g, gpu_only, &a, 1, NULL, 0));
+  assert_int_equal(weft_graph_run(g), WEFT_EKERNEL);
+  assert_true(tu_contains(weft_last_error(), "op 'gpu_only' has no CPU kernel"));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  /* Without compute mode the same op only takes time. */
+  rt = sim_runtime("h100", 1, 0);
+  gpu_only = gpu_op(rt, "gpu_only", NULL, ok_kernel);
+  CHECK(weft_graph_create(rt, &g));
+  a = square(g, "a", 8, weft_cuda(0));
+  CHECK(weft_call(g, gpu_only, &a, 1, NULL, 0));
+  CHECK(weft_graph_run(g));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* The summary is refused while a run is in flight and once the graph ran again. */
+static void test_summary_states(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100", 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 100, weft_cuda(0));
+  for (int i = 0; i < 10; i++) CHECK(weft_mm(g, x, x, &x));
+  weft_run *r1, *r2;
+  weft_sim_summary s;
+  CHECK(weft_graph_launch(g, &r1));
+  CHECK(weft_run_wait(r1));
+  CHECK(weft_sim_run_summary(r1, &s));
+  CHECK(weft_graph_launch(g, &r2));
+  CHECK(weft_run_wait(r2));
+  assert_int_equal(weft_sim_run_summary(r1, &s), WEFT_ESTATE);
+  CHECK(weft_sim_run_summary(r2, &s));
+  assert_int_equal(weft_sim_run_summary(NULL, &s), WEFT_EINVAL);
+  weft_run_destroy(r1);
+  weft_run_destroy(r2);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* ---- calibration gives a simulated machine's profile back --------------------------------------- */
+
+static void test_calibrate_roundtrip(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h200x2", 1, 0);
+  weft__sim_profile want = load("h200x2"), got;
+  weft_calibrate_options o;
+  weft_calibrate_options_init(&o);
+  o.quick = 1;
+  o.name = "roundtrip";
+  char *path = temp_path(".json");
+  CHECK(weft_calibrate(rt, &o, path));
+  CHECK(weft__sim_profile_load(path, &got));
+  remove(path);
+  assert_string_equal(got.name, "roundtrip");
+  assert_int_equal(got.ngpus, 2);
+  assert_true(tu_contains(got.source, "a simulated machine"));
+  for (int i = 0; i < got.gpu.gemm[0].n; i++)
+    assert_true(near(got.gpu.gemm[0].y[i], weft__sim_curve_at(&want.gpu.gemm[0], got.gpu.gemm[0].x[i]), 0.01));
+  for (int i = 0; i < got.gpu.gemm[1].n; i++)
+    assert_true(near(got.gpu.gemm[1].y[i], weft__sim_curve_at(&want.gpu.gemm[1], got.gpu.gemm[1].x[i]), 0.01));
+  for (int i = 0; i < got.host.gemm[0].n; i++)
+    assert_true(near(got.host.gemm[0].y[i], weft__sim_curve_at(&want.host.gemm[0], got.host.gemm[0].x[i]), 0.01));
+  assert_true(near(got.gpu.memory_bandwidth, want.gpu.memory_bandwidth, 0.01));
+  assert_true(near(got.gpu.fill_bandwidth, want.gpu.fill_bandwidth, 0.01));
+  assert_true(near(got.host.memory_bandwidth, want.host.memory_bandwidth, 0.01));
+  assert_true(near(got.host.fill_rate, want.host.fill_rate, 0.01));
+  assert_true(near(got.h2d.bandwidth, want.h2d.bandwidth, 0.01));
+  assert_true(near(got.d2h.bandwidth, want.d2h.bandwidth, 0.01));
+  assert_true(near(got.h2d_pageable.bandwidth, want.h2d_pageable.bandwidth, 0.01));
+  assert_true(near(got.peer.bandwidth, want.peer.bandwidth, 0.01));
+  assert_true(got.peer_access);
+  assert_true(near(got.h2d.latency_s, want.h2d.latency_s, 0.02));
+  /* Host costs come back as the per-node times they produce. */
+  assert_true(near(got.gpu.launch_s, WEFT__MAX(want.gpu.launch_s, want.gpu.kernel_s), 0.02));
+  assert_true(near(got.gpu.kernel_s, WEFT__MAX(want.gpu.kernel_s, want.gpu.replay_node_s), 0.02));
+  assert_true(near(got.gpu.event_s, want.gpu.event_s, 0.05));
+  assert_true(near(got.gpu.notify_s, want.gpu.notify_s, 0.05));
+  weft_runtime_destroy(rt);
+}
+
+/* ---- out of memory at every allocation ----------------------------------------------------------- */
+
+static int oom_once(long fail_at) {
+  tu_alloc_install(fail_at);
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h200x2";
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET;
+  weft_runtime *rt = NULL;
+  weft_graph *g = NULL;
+  int rc = weft_runtime_create(&o, &rt);
+  if (rc == WEFT_OK) rc = weft_graph_create(rt, &g);
+  weft_tensor *x = NULL, *y = NULL, *z = NULL, *h = NULL;
+  if (rc == WEFT_OK)
+    rc = weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){64, 64}, weft_cuda(0), weft_ones(), &x);
+  if (rc == WEFT_OK) rc = weft_mm(g, x, x, &y);
+  if (rc == WEFT_OK) rc = weft_copy(g, y, weft_cuda(1), &z);
+  if (rc == WEFT_OK) rc = weft_copy(g, z, weft_cpu(), &h);
+  if (rc == WEFT_OK) {
+    weft_run *r;
+    rc = weft_graph_launch(g, &r);
+    if (rc == WEFT_OK) {
+      rc = weft_run_wait(r);
+      weft_sim_summary s;
+      if (rc == WEFT_OK) rc = weft_sim_run_summary(r, &s);
+      weft_run_destroy(r);
+    }
+  }
+  /* Every failure says what ran out (pinned host memory may fail quietly: storage.c falls
+   * back to ordinary memory). */
+  if (rc != WEFT_OK && strlen(weft_last_error()) == 0) fail_msg("fail_at %ld: %s without a message", fail_at, weft_status_name(rc));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  int failed = tu_alloc_failed();
+  long live = tu_alloc_live();
+  tu_alloc_uninstall();
+  if (live != 0) fail_msg("fail_at %ld: %ld blocks leaked", fail_at, live);
+  return failed;
+}
+
+static void test_out_of_memory(void **state) {
+  (void)state;
+  long n = 0;
+  while (oom_once(n)) n++;
+  print_message("%ld allocation sites failed in turn\n", n);
+  assert_true(n > 20);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_json),
+      cmocka_unit_test(test_profiles_shipped),
+      cmocka_unit_test(test_profile_files),
+      cmocka_unit_test(test_devices),
+      cmocka_unit_test(test_no_data),
+      cmocka_unit_test(test_two_chains_two_gpus),
+      cmocka_unit_test(test_overlap),
+      cmocka_unit_test(test_scaling),
+      cmocka_unit_test(test_hundred_thousand_nodes),
+      cmocka_unit_test(test_deterministic),
+      cmocka_unit_test(test_replay),
+      cmocka_unit_test(test_device_memory_limit),
+      cmocka_unit_test(test_streams),
+      cmocka_unit_test(test_compute_mode),
+      cmocka_unit_test(test_oracle_programs),
+      cmocka_unit_test(test_failures),
+      cmocka_unit_test(test_summary_states),
+      cmocka_unit_test(test_calibrate_roundtrip),
+      cmocka_unit_test(test_out_of_memory),
+  };
+  const char *only = getenv("WEFT_TEST_FILTER"); /* e.g. WEFT_TEST_FILTER=test_overlap */
+  if (only != NULL) cmocka_set_test_filter(only);
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
