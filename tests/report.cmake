@@ -39,3 +39,9 @@ if(TARGET weft_cli AND WEFT_JANSSON_LIB AND WEFT_JANSSON_INCLUDE)
     WEFT_CLI_PATH="$<TARGET_FILE:weft_cli>" WEFT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   add_dependencies(test_report_cli weft_cli)
 endif()
+
+# The accounting on the simulated machine (issue 6's backend), in virtual time.
+if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/sim/sources.cmake)
+  weft_add_test(test_report_sim LABELS report sim)
+  target_link_libraries(test_report_sim PRIVATE m)
+endif()
