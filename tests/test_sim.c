@@ -18,6 +18,7 @@
 #include "backends/sim/profile.h"
 #include "oracle_gen.h"
 #include "testutil.h"
+#include "weft/report.h"
 #include "weft/sim.h"
 
 /* ---- helpers --------------------------------------------------------------------------- */
@@ -427,6 +428,73 @@ static void test_overlap(void **state) {
   double pageable = 10 * (p.d2h_pageable.latency_s + (double)buf / p.d2h_pageable.bandwidth);
   assert_true(near(s.makespan_s, pageable + gemm_time(&p, (double)n), 0.01));
   assert_true(s.hidden_copy_fraction < 0.1);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* The run's statistics, trace and timeline (weft/report.h) are those of the simulated
+ * machine: virtual intervals on the simulated lanes, the simulator's memory samples. */
+static void test_report_of_simulated_run(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100", 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 4000, weft_cuda(0));
+  for (int i = 0; i < 20; i++) {
+    weft_tensor *y = NULL, *h = NULL;
+    CHECK(weft_mm(g, x, x, &y));
+    CHECK(weft_copy(g, y, weft_cpu(), &h));
+  }
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  weft_sim_summary s;
+  CHECK(weft_sim_run_summary(r, &s));
+  uint64_t peak;
+  CHECK(weft_sim_peak_bytes(r, weft_cuda(0), &peak));
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(r, &st));
+  weft_stats_summary rs;
+  weft_run_stats_summary(st, &rs);
+  /* The report's makespan runs from the first node's start to the last one's end; the
+   * simulator's from the launch to the host seeing the end: they differ by host latencies. */
+  assert_true(rs.makespan_s <= s.makespan_s && rs.makespan_s > 0.999 * s.makespan_s);
+  assert_true(rs.wall_s < rs.makespan_s); /* the simulation itself took real microseconds */
+  assert_true(near(rs.hidden_copy_fraction, s.hidden_copy_fraction, 1e-4));
+  assert_true(near(rs.critical_path_s, s.critical_path_s, 1e-4));
+  assert_int_equal(rs.nodes_run, 40);
+  int copy_lane = 0, compute_lanes = 0;
+  for (size_t i = 0; i < weft_run_stats_lane_count(st); i++) {
+    weft_lane_stats l;
+    CHECK(weft_run_stats_lane(st, i, &l));
+    if (strcmp(l.name, "cuda:0 copy d2h 0") == 0) copy_lane = (int)l.nodes;
+    if (strcmp(l.kind, "compute") == 0 && l.nodes > 0) compute_lanes++;
+  }
+  assert_int_equal(copy_lane, 20);
+  assert_int_equal(compute_lanes, 1); /* large products: stream 0, in program order */
+  int found = 0;
+  for (size_t i = 0; i < weft_run_stats_device_count(st); i++) {
+    weft_device_memory m;
+    CHECK(weft_run_stats_device(st, i, &m));
+    if (weft_device_equal(m.device, weft_cuda(0))) {
+      found = 1;
+      assert_int_equal(m.peak_bytes, peak);
+      assert_string_equal(m.source, "allocator");
+    }
+  }
+  assert_true(found);
+  char *trace = temp_path(".trace.json"), *svg = temp_path(".svg");
+  CHECK(weft_run_stats_save(st, WEFT_REPORT_TRACE, trace));
+  CHECK(weft_run_stats_save(st, WEFT_REPORT_SVG, svg));
+  FILE *f = fopen(svg, "r");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  assert_true(ftell(f) > 1000);
+  fclose(f);
+  remove(trace);
+  remove(svg);
+  weft_run_stats_destroy(st);
+  weft_run_destroy(r);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
 }
@@ -906,6 +974,7 @@ int main(void) {
       cmocka_unit_test(test_no_data),
       cmocka_unit_test(test_two_chains_two_gpus),
       cmocka_unit_test(test_overlap),
+      cmocka_unit_test(test_report_of_simulated_run),
       cmocka_unit_test(test_scaling),
       cmocka_unit_test(test_hundred_thousand_nodes),
       cmocka_unit_test(test_deterministic),
