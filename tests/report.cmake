@@ -5,7 +5,7 @@ find_library(WEFT_JANSSON_LIB NAMES jansson)
 find_path(WEFT_JANSSON_INCLUDE NAMES jansson.h)
 find_package(LibXml2 QUIET)
 
-weft_add_test(test_report LABELS unit report)
+weft_add_test(test_report LABELS unit report SOURCES report_util.c)
 if(WEFT_JANSSON_LIB AND WEFT_JANSSON_INCLUDE)
   target_include_directories(test_report PRIVATE ${WEFT_JANSSON_INCLUDE})
   target_link_libraries(test_report PRIVATE ${WEFT_JANSSON_LIB})
@@ -42,6 +42,6 @@ endif()
 
 # The accounting on the simulated machine (issue 6's backend), in virtual time.
 if(EXISTS ${PROJECT_SOURCE_DIR}/src/backends/sim/sources.cmake)
-  weft_add_test(test_report_sim LABELS report sim)
+  weft_add_test(test_report_sim LABELS report sim SOURCES report_util.c)
   target_link_libraries(test_report_sim PRIVATE m)
 endif()

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "report_util.h"
 #include "testutil.h"
 #include "weft/report.h"
 
@@ -69,17 +70,6 @@ static weft_tensor *scalar(weft_graph *g, const char *name) {
   return tu_tensor(g, name, WEFT_F32, 0, NULL, weft_zeros());
 }
 
-/* Runs g once and returns the snapshot of that run. */
-static weft_run_stats *run_stats(weft_graph *g) {
-  weft_run *run;
-  CHECK(weft_graph_launch(g, &run));
-  CHECK(weft_run_wait(run));
-  weft_run_stats *st;
-  CHECK(weft_run_stats_create(run, &st));
-  weft_run_destroy(run);
-  return st;
-}
-
 /* Writes the snapshot in `format` into a malloc'd string. */
 static char *render(const weft_run_stats *st, int format, size_t *len) {
   FILE *f = tmpfile();
@@ -109,7 +99,7 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
   CHECK(weft_graph_create(rt, &g));
   chain(g, op, scalar(g, "a"), 6, 8000);
   chain(g, op, scalar(g, "b"), 6, 8000);
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   assert_int_equal(s.nodes, 12);
@@ -174,7 +164,7 @@ static void a_chain_has_no_overlap(void **state) {
     t = c;
   }
   CHECK(weft_call(g, op, &t, 1, &us, sizeof us));
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   assert_int_equal(s.copies, 4);
@@ -265,7 +255,7 @@ static void hidden_fraction_matches_the_intervals(void **state) {
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
   overlap_graph(g, 160, 12);
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   assert_int_equal(s.copies, 12);
@@ -273,14 +263,7 @@ static void hidden_fraction_matches_the_intervals(void **state) {
   double by_hand = hidden_fraction_by_hand(st, g);
   assert_true(fabs(by_hand - s.hidden_copy_fraction) < 1e-6);
   /* Whatever was not hidden has reasons whose times add up to it. */
-  double exposed = 0;
-  for (size_t i = 0; i < weft_run_stats_diagnostic_count(st); i++) {
-    weft_copy_diagnostic d;
-    CHECK(weft_run_stats_diagnostic(st, i, &d));
-    assert_true(d.why > WEFT_WHY_NONE && d.why < WEFT_WHY_COUNT);
-    assert_true(d.copies >= 1 && d.message[0] != '\0');
-    exposed += d.exposed_s;
-  }
+  double exposed = tr_exposed(st, WEFT_WHY_NONE, NULL);
   assert_true(fabs(exposed - (s.copy_s - s.hidden_copy_s)) < 1e-9);
   /* Memory without backend samples: the tensors' bytes on the CPU. */
   assert_int_equal(weft_run_stats_device_count(st), 1);
@@ -347,7 +330,7 @@ static void stats_json_has_the_documented_keys(void **state) {
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
   overlap_graph(g, 64, 4);
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   size_t len;
@@ -404,7 +387,7 @@ static void trace_is_chrome_trace_json(void **state) {
   chain(g, nap, a, 3, 2000);
   chain(g, nap, b, 3, 2000);
   CHECK(weft_call(g, join, (weft_tensor *[]){a, b, c}, 3, NULL, 0));
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   size_t len;
   char *text = render(st, WEFT_REPORT_TRACE, &len);
   json_t *j = parse_json(text, len);
@@ -514,7 +497,7 @@ static void svg_has_one_bar_per_node(void **state) {
   CHECK(weft_graph_create(rt, &g));
   chain(g, nap, scalar(g, "a<&>"), 5, 2000); /* a name that needs escaping */
   chain(g, nap, scalar(g, "b"), 4, 2000);
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   size_t len;
   char *text = render(st, WEFT_REPORT_SVG, &len);
   svg_count c = parse_svg(text, len);
@@ -546,7 +529,7 @@ static void svg_merges_bars_thinner_than_a_pixel(void **state) {
     CHECK(weft_call(g, touch, &t, 1, NULL, 0));
   }
   chain(g, nap, scalar(g, "slow"), 1, 20000); /* one wide bar, so the tiny ones are thin */
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   size_t len;
   char *text = render(st, WEFT_REPORT_SVG, &len);
   svg_count c = parse_svg(text, len);
@@ -567,7 +550,7 @@ static void save_writes_files_and_names_bad_paths(void **state) {
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
   chain(g, nap, scalar(g, "a"), 2, 100);
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   char path[] = "/tmp/weft_report_XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
@@ -788,7 +771,9 @@ typedef struct mb {
   uint8_t hazard[32];
 } mb;
 
-static const weft_device CPU = {WEFT_DEVICE_CPU, 0}, GPU = {WEFT_DEVICE_CUDA, 0};
+#define CPU_INIT {WEFT_DEVICE_CPU, 0}
+#define GPU_INIT {WEFT_DEVICE_CUDA, 0}
+static const weft_device CPU = CPU_INIT, GPU = GPU_INIT;
 
 static mb *mb_new(uint32_t n, uint32_t nlanes) {
   mb *b = calloc(1, sizeof *b);
@@ -907,74 +892,85 @@ static void critical_path_is_the_longest_by_duration(void **state) {
   weft__rep_free(r);
 }
 
-static void reason_pageable(void **state) {
+/* The reasons, one hand-made timeline each: nodes (interval, lane, compute 'k' or copy 'c'
+ * with its ends, pageable or not), edges with their hazards, the copy to judge, and what it
+ * must be told. Lanes: 0 the GPU's compute stream, 1 and 2 copy streams or the host. */
+typedef struct why_node {
+  uint64_t s, e;
+  uint32_t lane;
+  char kind;             /* 'k' compute on dev, 'c' copy src -> dev */
+  weft_device dev, src;
+  uint8_t pageable;
+} why_node;
+
+typedef struct why_case {
+  const char *name;
+  why_node nodes[6];
+  uint32_t nnodes;
+  uint32_t edges[6][3]; /* from, to, hazard */
+  uint32_t nedges;
+  uint32_t copy;
+  int why;
+  uint32_t culprit;     /* WEFT__REP_NONE: not checked */
+  int hazard;           /* 0: not checked */
+} why_case;
+
+#define K(s, e, lane, dev) {s, e, lane, 'k', dev, dev, 0}
+#define C(s, e, lane, src, dst) {s, e, lane, 'c', dst, src, 0}
+#define NONE WEFT__REP_NONE
+
+static const why_case why_cases[] = {
+    {"pageable host side", {{0, 10, 1, 'c', GPU_INIT, CPU_INIT, 1}, K(20, 30, 0, GPU_INIT)}, 2,
+     {{0}}, 0, 0, WEFT_WHY_PAGEABLE, NONE, 0},
+    /* h2d input, then the product that needs it; independent work exists (node 0). */
+    {"dependency RAW", {K(40, 50, 0, GPU_INIT), C(0, 10, 1, CPU_INIT, GPU_INIT), K(10, 20, 0, GPU_INIT)}, 3,
+     {{1, 2, WEFT_HAZARD_RAW}}, 1, 1, WEFT_WHY_DEPENDENCY, 2, WEFT_HAZARD_RAW},
+    /* d2h copy, then a product that overwrites its source. */
+    {"dependency WAR", {K(40, 50, 0, GPU_INIT), C(20, 30, 1, GPU_INIT, CPU_INIT), K(30, 40, 0, GPU_INIT)}, 3,
+     {{1, 2, WEFT_HAZARD_WAR}}, 1, 1, WEFT_WHY_DEPENDENCY, 2, WEFT_HAZARD_WAR},
+    /* d2h copy -> a host node reads it -> the device's next product needs the host node. */
+    {"host read", {K(0, 10, 0, GPU_INIT), K(0, 5, 0, GPU_INIT), C(10, 20, 1, GPU_INIT, CPU_INIT),
+                   K(20, 25, 2, CPU_INIT), K(25, 35, 0, GPU_INIT)}, 5,
+     {{0, 2, WEFT_HAZARD_RAW}, {2, 3, WEFT_HAZARD_RAW}, {3, 4, WEFT_HAZARD_RAW}}, 3, 2,
+     WEFT_WHY_HOST_SYNC, 3, 0},
+    {"chain", {K(0, 10, 0, GPU_INIT), C(10, 20, 1, GPU_INIT, CPU_INIT), K(20, 30, 0, CPU_INIT)}, 3,
+     {{0, 1, WEFT_HAZARD_RAW}, {1, 2, WEFT_HAZARD_RAW}}, 2, 1, WEFT_WHY_CHAIN, NONE, 0},
+    /* Two copies ready at 0 on one copy lane; the second queues until compute is over. */
+    {"serialised", {K(0, 10, 0, GPU_INIT), C(0, 8, 1, GPU_INIT, CPU_INIT), C(8, 16, 1, GPU_INIT, CPU_INIT)}, 3,
+     {{0}}, 0, 2, WEFT_WHY_SERIALISED, 1, 0},
+    /* The copy of the last result: independent compute exists but is over. */
+    {"nothing left", {K(0, 10, 0, GPU_INIT), K(0, 10, 1, GPU_INIT), C(10, 15, 2, GPU_INIT, CPU_INIT)}, 3,
+     {{0, 2, WEFT_HAZARD_RAW}}, 1, 2, WEFT_WHY_NOTHING_LEFT, NONE, 0},
+    /* Independent compute comes later, held back by its own input copy. */
+    {"idle", {C(0, 10, 1, GPU_INIT, CPU_INIT), C(0, 20, 2, CPU_INIT, GPU_INIT), K(20, 30, 0, GPU_INIT)}, 3,
+     {{1, 2, WEFT_HAZARD_RAW}}, 1, 0, WEFT_WHY_IDLE, 2, 0},
+};
+
+static void each_reason_on_its_timeline(void **state) {
   (void)state;
-  mb *b = mb_new(2, 2);
-  uint32_t c = mb_copy(b, 0, 10, 1, CPU, GPU);
-  b->r->node[c].pageable = 1;
-  mb_node(b, 20, 30, 0, GPU);
-  weft__rep *r = mb_done(b);
-  assert_int_equal(copy_of(r, c)->why, WEFT_WHY_PAGEABLE);
-  weft__rep_free(r);
+  for (size_t t = 0; t < sizeof why_cases / sizeof why_cases[0]; t++) {
+    const why_case *w = &why_cases[t];
+    mb *b = mb_new(w->nnodes, 3);
+    for (uint32_t i = 0; i < w->nnodes; i++) {
+      const why_node *x = &w->nodes[i];
+      uint32_t id = x->kind == 'c' ? mb_copy(b, x->s, x->e, x->lane, x->src, x->dev)
+                                   : mb_node(b, x->s, x->e, x->lane, x->dev);
+      b->r->node[id].pageable = x->pageable;
+    }
+    for (uint32_t k = 0; k < w->nedges; k++) mb_edge(b, w->edges[k][0], w->edges[k][1], (int)w->edges[k][2]);
+    weft__rep *r = mb_done(b);
+    const weft__rcopy *cp = copy_of(r, w->copy);
+    if (cp->why != w->why || (w->culprit != NONE && cp->culprit != w->culprit) ||
+        (w->hazard != 0 && cp->hazard != w->hazard))
+      fail_msg("%s: reason %s culprit %u hazard %d, expected %s culprit %u hazard %d", w->name,
+               weft_copy_why_name(cp->why), cp->culprit, cp->hazard, weft_copy_why_name(w->why),
+               w->culprit, w->hazard);
+    weft__rep_free(r);
+  }
 }
 
-/* The next compute needs the copy (h2d input), or overwrites what it reads (WAR), while other
- * work independent of the copies exists (else it would be a chain). */
-static void reason_dependency(void **state) {
-  (void)state;
-  mb *b = mb_new(5, 2);
-  mb_node(b, 40, 50, 0, GPU);
-  uint32_t c = mb_copy(b, 0, 10, 1, CPU, GPU);
-  uint32_t k = mb_node(b, 10, 20, 0, GPU);
-  uint32_t c2 = mb_copy(b, 20, 30, 1, GPU, CPU);
-  uint32_t k2 = mb_node(b, 30, 40, 0, GPU);
-  mb_edge(b, c, k, WEFT_HAZARD_RAW);
-  mb_edge(b, k, c2, WEFT_HAZARD_RAW);
-  mb_edge(b, c2, k2, WEFT_HAZARD_WAR);
-  weft__rep *r = mb_done(b);
-  assert_int_equal(copy_of(r, c)->why, WEFT_WHY_DEPENDENCY);
-  assert_int_equal(copy_of(r, c)->culprit, k);
-  assert_int_equal(copy_of(r, c)->hazard, WEFT_HAZARD_RAW);
-  assert_int_equal(copy_of(r, c2)->why, WEFT_WHY_DEPENDENCY);
-  assert_int_equal(copy_of(r, c2)->hazard, WEFT_HAZARD_WAR);
-  weft__rep_free(r);
-}
-
-/* d2h copy -> host node reads it -> the device's next compute depends on the host node. */
-static void reason_host_sync(void **state) {
-  (void)state;
-  mb *b = mb_new(5, 3);
-  uint32_t k0 = mb_node(b, 0, 10, 0, GPU);
-  uint32_t other = mb_node(b, 0, 5, 0, GPU); /* independent compute that ended early */
-  uint32_t c = mb_copy(b, 10, 20, 1, GPU, CPU);
-  uint32_t h = mb_node(b, 20, 25, 2, CPU);
-  uint32_t k1 = mb_node(b, 25, 35, 0, GPU);
-  mb_edge(b, k0, c, WEFT_HAZARD_RAW);
-  mb_edge(b, c, h, WEFT_HAZARD_RAW);
-  mb_edge(b, h, k1, WEFT_HAZARD_RAW);
-  (void)other;
-  weft__rep *r = mb_done(b);
-  assert_int_equal(copy_of(r, c)->why, WEFT_WHY_HOST_SYNC);
-  assert_int_equal(copy_of(r, c)->culprit, h);
-  weft__rep_free(r);
-}
-
-static void reason_chain(void **state) {
-  (void)state;
-  mb *b = mb_new(3, 2);
-  uint32_t k0 = mb_node(b, 0, 10, 0, GPU);
-  uint32_t c = mb_copy(b, 10, 20, 1, GPU, CPU);
-  uint32_t h = mb_node(b, 20, 30, 0, CPU);
-  mb_edge(b, k0, c, WEFT_HAZARD_RAW);
-  mb_edge(b, c, h, WEFT_HAZARD_RAW);
-  weft__rep *r = mb_done(b);
-  assert_int_equal(copy_of(r, c)->why, WEFT_WHY_CHAIN);
-  weft__rep_free(r);
-}
-
-/* Two copies ready at 0 on one copy lane: the second waits behind the first until compute is
- * over, so its exposure is the serialisation's. */
-static void reason_serialised(void **state) {
+/* The serialised case's numbers: the first copy is hidden, the second only for 2 of its 8. */
+static void serialised_copy_accounting(void **state) {
   (void)state;
   mb *b = mb_new(3, 2);
   mb_node(b, 0, 10, 0, GPU);
@@ -982,36 +978,8 @@ static void reason_serialised(void **state) {
   uint32_t c2 = mb_copy(b, 8, 16, 1, GPU, CPU);
   weft__rep *r = mb_done(b);
   assert_int_equal(copy_of(r, c1)->why, WEFT_WHY_NONE);
+  assert_int_equal(copy_of(r, c1)->hidden, 8);
   assert_int_equal(copy_of(r, c2)->hidden, 2);
-  assert_int_equal(copy_of(r, c2)->why, WEFT_WHY_SERIALISED);
-  assert_int_equal(copy_of(r, c2)->culprit, c1);
-  weft__rep_free(r);
-}
-
-/* The copy of the last result: independent compute exists but is all over. */
-static void reason_nothing_left(void **state) {
-  (void)state;
-  mb *b = mb_new(3, 3);
-  uint32_t k0 = mb_node(b, 0, 10, 0, GPU);
-  mb_node(b, 0, 10, 1, GPU);
-  uint32_t c = mb_copy(b, 10, 15, 2, GPU, CPU);
-  mb_edge(b, k0, c, WEFT_HAZARD_RAW);
-  weft__rep *r = mb_done(b);
-  assert_int_equal(copy_of(r, c)->why, WEFT_WHY_NOTHING_LEFT);
-  weft__rep_free(r);
-}
-
-/* Independent compute comes later, held back by its own input copy. */
-static void reason_idle(void **state) {
-  (void)state;
-  mb *b = mb_new(3, 3);
-  uint32_t c = mb_copy(b, 0, 10, 1, GPU, CPU);
-  uint32_t in = mb_copy(b, 0, 20, 2, CPU, GPU);
-  uint32_t u = mb_node(b, 20, 30, 0, GPU);
-  mb_edge(b, in, u, WEFT_HAZARD_RAW);
-  weft__rep *r = mb_done(b);
-  assert_int_equal(copy_of(r, c)->why, WEFT_WHY_IDLE);
-  assert_int_equal(copy_of(r, c)->culprit, u);
   weft__rep_free(r);
 }
 
@@ -1021,13 +989,8 @@ int main(void) {
       cmocka_unit_test(hidden_time_is_the_part_under_compute),
       cmocka_unit_test(busy_time_is_a_union),
       cmocka_unit_test(critical_path_is_the_longest_by_duration),
-      cmocka_unit_test(reason_pageable),
-      cmocka_unit_test(reason_dependency),
-      cmocka_unit_test(reason_host_sync),
-      cmocka_unit_test(reason_chain),
-      cmocka_unit_test(reason_serialised),
-      cmocka_unit_test(reason_nothing_left),
-      cmocka_unit_test(reason_idle),
+      cmocka_unit_test(each_reason_on_its_timeline),
+      cmocka_unit_test(serialised_copy_accounting),
       cmocka_unit_test(two_equal_chains_keep_two_workers_busy),
       cmocka_unit_test(a_chain_has_no_overlap),
       cmocka_unit_test(hidden_fraction_matches_the_intervals),

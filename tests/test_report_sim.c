@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "report_util.h"
 #include "testutil.h"
 #include "weft/report.h"
 
@@ -37,16 +38,6 @@ static weft_graph *overlap(weft_runtime *rt, int n, int steps) {
   return g;
 }
 
-static weft_run_stats *run_stats(weft_graph *g) {
-  weft_run *run;
-  CHECK(weft_graph_launch(g, &run));
-  CHECK(weft_run_wait(run));
-  weft_run_stats *st;
-  CHECK(weft_run_stats_create(run, &st));
-  weft_run_destroy(run);
-  return st;
-}
-
 static long find_lane(const weft_run_stats *st, const char *name, weft_lane_stats *out) {
   for (size_t l = 0; l < weft_run_stats_lane_count(st); l++) {
     CHECK(weft_run_stats_lane(st, l, out));
@@ -61,7 +52,7 @@ static void copies_hide_under_the_next_product(void **state) {
   enum { STEPS = 8 };
   weft_runtime *rt = sim_runtime("h100");
   weft_graph *g = overlap(rt, 2000, STEPS);
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   assert_int_equal(s.copies, STEPS);
@@ -111,7 +102,7 @@ static void copies_hide_under_the_next_product(void **state) {
   }
   assert_true(found);
   /* Virtual time: a second run gives the same timeline. */
-  weft_run_stats *again = run_stats(g);
+  weft_run_stats *again = tr_run_stats(g);
   weft_stats_summary s2;
   weft_run_stats_summary(again, &s2);
   assert_true(s2.makespan_s == s.makespan_s && s2.hidden_copy_fraction == s.hidden_copy_fraction);
@@ -127,17 +118,15 @@ static void copies_that_outrun_compute_are_serialised(void **state) {
   (void)state;
   weft_runtime *rt = sim_runtime("h100");
   weft_graph *g = overlap(rt, 500, 8);
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   assert_true(s.hidden_copy_fraction > 0 && s.hidden_copy_fraction < 1);
-  double exposed = 0, serialised = 0;
+  double serialised, exposed = tr_exposed(st, WEFT_WHY_SERIALISED, &serialised);
   for (size_t i = 0; i < weft_run_stats_diagnostic_count(st); i++) {
     weft_copy_diagnostic d;
     CHECK(weft_run_stats_diagnostic(st, i, &d));
-    exposed += d.exposed_s;
     if (d.why == WEFT_WHY_SERIALISED) {
-      serialised += d.exposed_s;
       assert_true(strstr(d.message, "serialised on one copy engine") != NULL);
       assert_true(strstr(d.message, "cuda:0 copy d2h 0") != NULL);
     }
@@ -166,7 +155,7 @@ static void two_gpus_compute_at_once(void **state) {
       y = next;
     }
   }
-  weft_run_stats *st = run_stats(g);
+  weft_run_stats *st = tr_run_stats(g);
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   weft_lane_stats a, b;

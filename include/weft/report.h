@@ -50,7 +50,8 @@ typedef enum weft_copy_why {
   WEFT_WHY_COUNT
 } weft_copy_why;
 
-/* A short name of the reason ("pageable", "serialised", ...), as in the JSON. */
+/* A short name of the reason ("pageable", "serialised", ...), as in the JSON; "unknown" for a
+ * value out of range. Thread-safe: yes. */
 WEFT_API const char *weft_copy_why_name(int why);
 
 /* Takes a snapshot of a finished run's timing and analyses it. Fails with WEFT_EINVAL for a
@@ -61,7 +62,7 @@ WEFT_API const char *weft_copy_why_name(int why);
  * Thread-safe: yes, with respect to other runs; not concurrently with a launch of the same
  * graph. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_create(weft_run *run, weft_run_stats **out);
-/* Frees the snapshot. NULL is a no-op. */
+/* Frees the snapshot. NULL is a no-op. Thread-safe: no (with respect to the snapshot). */
 WEFT_API void weft_run_stats_destroy(weft_run_stats *st);
 
 /* The scalar statistics. Fields are only ever appended. */
@@ -98,14 +99,14 @@ typedef struct weft_lane_stats {
 } weft_lane_stats;
 
 /* Lanes, CPU workers first (all of the runtime's, including idle ones), then device lanes
- * by device and role. */
+ * by device and role. The snapshot is read-only: every accessor below is thread-safe. */
 WEFT_API size_t weft_run_stats_lane_count(const weft_run_stats *st);
-/* Fills *out with lane i; WEFT_EINVAL when i is out of range. */
+/* Fills *out with lane i; WEFT_EINVAL when i is out of range. Thread-safe: yes. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_lane(const weft_run_stats *st, size_t i,
                                                 weft_lane_stats *out);
 
 /* Stores up to `cap` nodes of the critical path, in order, in out and returns its length in
- * nodes (which may exceed cap). */
+ * nodes (which may exceed cap). Thread-safe: yes. */
 WEFT_API size_t weft_run_stats_critical_path(const weft_run_stats *st, weft_node **out,
                                              size_t cap);
 
@@ -118,7 +119,8 @@ typedef struct weft_node_timing {
   int critical;    /* on the critical path */
 } weft_node_timing;
 
-/* Fills *out for node `node_id` (weft_node_id); WEFT_EINVAL when out of range. */
+/* Fills *out for node `node_id` (weft_node_id); WEFT_EINVAL when out of range.
+ * Thread-safe: yes. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_node(const weft_run_stats *st, size_t node_id,
                                                 weft_node_timing *out);
 
@@ -131,6 +133,8 @@ typedef struct weft_device_memory {
                              "tensors": the bytes of the tensors with storage on the device */
 } weft_device_memory;
 
+/* Devices with memory to report (the CPU first, then GPUs by index), and device i's memory
+ * (WEFT_EINVAL when out of range). Thread-safe: yes. */
 WEFT_API size_t weft_run_stats_device_count(const weft_run_stats *st);
 WEFT_NODISCARD WEFT_API int weft_run_stats_device(const weft_run_stats *st, size_t i,
                                                   weft_device_memory *out);
@@ -144,6 +148,7 @@ typedef struct weft_copy_diagnostic {
                         where there is one, the node or copy that caused it */
 } weft_copy_diagnostic;
 
+/* The diagnostics, and diagnostic i (WEFT_EINVAL when out of range). Thread-safe: yes. */
 WEFT_API size_t weft_run_stats_diagnostic_count(const weft_run_stats *st);
 WEFT_NODISCARD WEFT_API int weft_run_stats_diagnostic(const weft_run_stats *st, size_t i,
                                                       weft_copy_diagnostic *out);
@@ -160,10 +165,12 @@ typedef enum weft_report_format {
 /* Writes the snapshot in `format` to f. The SVG is 1600 pixels wide. Returns WEFT_OK, or
  * WEFT_EIO when writing fails, WEFT_EINVAL for a bad format. Thread-safe: yes. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_write(const weft_run_stats *st, int format, FILE *f);
-/* Same, to a file created (or truncated) at `path`; the error names the path and the reason. */
+/* Same, to a file created (or truncated) at `path`; the error names the path and the reason.
+ * Thread-safe: yes (for different paths). */
 WEFT_NODISCARD WEFT_API int weft_run_stats_save(const weft_run_stats *st, int format,
                                                 const char *path);
-/* The text summary (WEFT_REPORT_TEXT) to f; returns what weft_run_stats_write returns. */
+/* The text summary (WEFT_REPORT_TEXT) to f; returns what weft_run_stats_write returns.
+ * Thread-safe: yes. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_print(const weft_run_stats *st, FILE *f);
 
 /* ---- progress ------------------------------------------------------------------------- */
@@ -178,7 +185,8 @@ WEFT_NODISCARD WEFT_API int weft_run_progress(const weft_run *run, size_t *done,
  * a terminal (nothing when it is NULL or not a terminal): "run 3/10 [=====     ] 52% 5200/10000
  * nodes 1.3 s". `index` and `count` number the run among repeats (0 and 1 for a single run).
  * The bar appears only after 200 ms, so short runs draw nothing, and is erased at the end.
- * Returns the run's status, as weft_run_wait. */
+ * Returns the run's status, as weft_run_wait, or WEFT_EINVAL for a NULL run or an index not in
+ * [0, count). Thread-safe: as weft_run_wait; draw on one terminal from one thread. */
 WEFT_NODISCARD WEFT_API int weft_run_wait_progress(weft_run *run, FILE *tty, int index,
                                                    int count);
 

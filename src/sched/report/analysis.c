@@ -289,7 +289,7 @@ typedef struct ctx {
   size_t ndev;
   uint32_t *stamp_d, *stamp_a, *parent, *queue;
   uint32_t round;
-  order_item *lane_order; /* ran nodes by (lane, start) */
+  uint32_t *lane_order;   /* ran nodes by (lane, start) */
   uint32_t *lane_begin;   /* nlanes + 1 offsets into lane_order */
   uint32_t nran;
 } ctx;
@@ -356,18 +356,28 @@ static int build_devices(ctx *c) {
   return WEFT_OK;
 }
 
-static int build_lane_order(ctx *c) {
-  weft__rep *r = c->r;
-  c->lane_order = weft__malloc((r->n ? r->n : 1) * sizeof *c->lane_order);
-  c->lane_begin = weft__calloc((size_t)r->nlanes + 1, sizeof *c->lane_begin);
-  if (c->lane_order == NULL || c->lane_begin == NULL) return weft__oom("the overlap analysis");
+int weft__rep_lane_order(const weft__rep *r, uint32_t **order_out, uint32_t **begin_out) {
+  order_item *o = weft__malloc((r->n ? r->n : 1) * sizeof *o);
+  uint32_t *order = weft__malloc((r->n ? r->n : 1) * sizeof *order);
+  uint32_t *begin = weft__calloc((size_t)r->nlanes + 1, sizeof *begin);
+  if (o == NULL || order == NULL || begin == NULL) {
+    weft__free(o);
+    weft__free(order);
+    weft__free(begin);
+    return weft__oom("the lanes of a run");
+  }
   uint32_t k = 0;
   for (uint32_t i = 0; i < r->n; i++)
-    if (ran(&r->node[i])) c->lane_order[k++] = (order_item){r->node[i].lane, r->node[i].start, i};
-  qsort(c->lane_order, k, sizeof *c->lane_order, cmp_order);
-  c->nran = k;
-  for (uint32_t j = 0; j < k; j++) c->lane_begin[c->lane_order[j].key + 1]++;
-  for (uint32_t l = 0; l < r->nlanes; l++) c->lane_begin[l + 1] += c->lane_begin[l];
+    if (ran(&r->node[i])) o[k++] = (order_item){r->node[i].lane, r->node[i].start, i};
+  qsort(o, k, sizeof *o, cmp_order);
+  for (uint32_t j = 0; j < k; j++) {
+    order[j] = o[j].node;
+    begin[o[j].key + 1]++;
+  }
+  for (uint32_t l = 0; l < r->nlanes; l++) begin[l + 1] += begin[l];
+  weft__free(o);
+  *order_out = order;
+  *begin_out = begin;
   return WEFT_OK;
 }
 
@@ -466,7 +476,7 @@ static uint32_t queued_behind(const ctx *c, uint32_t v, uint64_t exposed) {
   if (x->start <= ready || x->start - ready <= exposed / 2) return WEFT__REP_NONE;
   uint32_t best = WEFT__REP_NONE;
   for (uint32_t j = c->lane_begin[x->lane]; j < c->lane_begin[x->lane + 1]; j++) {
-    uint32_t u = c->lane_order[j].node;
+    uint32_t u = c->lane_order[j];
     const weft__rnode *y = &r->node[u];
     if (u == v || !y->copy || y->start >= x->start) continue;
     if (y->end > ready && (best == WEFT__REP_NONE || y->end > r->node[best].end)) best = u;
@@ -559,7 +569,8 @@ int weft__rep_overlap(weft__rep *r) {
     rc = weft__oom("the overlap analysis");
     goto done;
   }
-  if ((rc = build_devices(&c)) != WEFT_OK || (rc = build_lane_order(&c)) != WEFT_OK) goto done;
+  if ((rc = build_devices(&c)) != WEFT_OK || (rc = weft__rep_lane_order(r, &c.lane_order, &c.lane_begin)) != WEFT_OK)
+    goto done;
   for (uint32_t i = 0; i < r->n; i++) {
     const weft__rnode *x = &r->node[i];
     if (!x->copy || !ran(x)) continue;

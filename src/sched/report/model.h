@@ -111,6 +111,10 @@ int weft__rep_overlap(weft__rep *r);           /* hidden copy time and the reaso
 /* All three. */
 int weft__rep_analyse(weft__rep *r);
 
+/* The nodes that ran, by lane and then start: lane l's are order[begin[l] .. begin[l + 1]).
+ * Both arrays come from the allocation hook (weft__free them). WEFT_OK or WEFT_ENOMEM. */
+int weft__rep_lane_order(const weft__rep *r, uint32_t **order, uint32_t **begin);
+
 /* Measure of [s, e) covered by the union of two sorted lists of disjoint intervals
  * (a[2k], a[2k+1]) — exposed for the unit tests. */
 uint64_t weft__rep_covered(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,

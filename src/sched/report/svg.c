@@ -60,19 +60,6 @@ static void fmt_t(char *buf, size_t size, double ns, double total) {
     snprintf(buf, size, "%g us", ns * 1e-3);
 }
 
-typedef struct order_item {
-  uint32_t lane;
-  uint64_t start;
-  uint32_t node;
-} order_item;
-
-static int cmp_item(const void *a, const void *b) {
-  const order_item *x = a, *y = b;
-  if (x->lane != y->lane) return x->lane < y->lane ? -1 : 1;
-  if (x->start != y->start) return x->start < y->start ? -1 : 1;
-  return (x->node > y->node) - (x->node < y->node);
-}
-
 /* A run of thin bars being merged. */
 typedef struct merged {
   int open;
@@ -97,22 +84,22 @@ static void flush(FILE *f, const layout *L, merged *m, double y) {
   m->open = 0;
 }
 
-static void bars(const weft_run_stats *st, FILE *f, const layout *L, const order_item *o, size_t k,
+static void bars(const weft_run_stats *st, FILE *f, const layout *L, const uint32_t *o, size_t k,
                  double y) {
   const weft__rep *r = st->rep;
   merged m = {0};
   char label[200], d[32];
   for (size_t j = 0; j < k; j++) {
-    const weft__rnode *x = &r->node[o[j].node];
+    const weft__rnode *x = &r->node[o[j]];
     double x1 = xpos(L, x->start), x2 = xpos(L, x->end);
     if (x2 - x1 >= 1.0) {
       flush(f, L, &m, y);
       fprintf(f, "<rect class=\"node\" data-node=\"%u\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" "
                  "height=\"%.2f\" fill=\"%s\"",
-              o[j].node, x1, y, x2 - x1, L->lane_h, x->copy ? C_COPY : C_COMPUTE);
+              o[j], x1, y, x2 - x1, L->lane_h, x->copy ? C_COPY : C_COMPUTE);
       if (x->critical) fprintf(f, " stroke=\"%s\" stroke-width=\"1.5\"", C_CRIT);
       fputs("><title>", f);
-      weft__xml_str(f, weft__stats_label(st, o[j].node, label, sizeof label));
+      weft__xml_str(f, weft__stats_label(st, o[j], label, sizeof label));
       fmt_t(d, sizeof d, (double)(x->end - x->start), L->t_total);
       fprintf(f, ": %s%s</title></rect>\n", d, x->critical ? ", critical path" : "");
       if (x->critical)
@@ -187,19 +174,9 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
   for (uint32_t l = 0; l < r->nlanes; l++)
     if (l == 0 || device_differs(r->lanes[l - 1].device, r->lanes[l].device)) ngroups++;
   double height = TOP + (double)ngroups * HEAD_H + r->nlanes * (L.lane_h + 3) + 40;
-  order_item *o = weft__malloc((r->n ? r->n : 1) * sizeof *o);
-  uint32_t *begin = weft__calloc((size_t)r->nlanes + 1, sizeof *begin);
-  if (o == NULL || begin == NULL) {
-    weft__free(o);
-    weft__free(begin);
-    return weft__oom("the timeline");
-  }
-  size_t k = 0;
-  for (uint32_t i = 0; i < r->n; i++)
-    if (r->node[i].lane != WEFT__REP_NONE) o[k++] = (order_item){r->node[i].lane, r->node[i].start, i};
-  qsort(o, k, sizeof *o, cmp_item);
-  for (size_t j = 0; j < k; j++) begin[o[j].lane + 1]++;
-  for (uint32_t l = 0; l < r->nlanes; l++) begin[l + 1] += begin[l];
+  uint32_t *o, *begin;
+  int rc = weft__rep_lane_order(r, &o, &begin);
+  if (rc != WEFT_OK) return rc;
 
   fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
              "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%.0f\" "
