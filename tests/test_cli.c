@@ -30,6 +30,11 @@
 /* A program that runs and then fails: its output cannot be saved. */
 #define PROG_FAILS                                                                        \
   "tensor x: f32[2, 2] = ones\ny = relu(x)\nsave y to \"no-such-dir/y.bin\"\n"
+/* A program that needs a copy inserted on a machine with a GPU: add(x, y) runs where x lives
+ * (cuda:0) and y is on the CPU. Without a GPU, everything is on the CPU. */
+#define PROG_GPU                                                                          \
+  "device gpu = cuda:0 | cpu\ntensor x: f32[2, 3] on gpu = ones\n"                          \
+  "tensor y: f32[2, 3] on cpu = full(2)\nz = add(x, y)\nh = copy(z, cpu)\nprint h\n"
 /* A program that is not in canonical form (spacing). */
 #define PROG_NOT_CANON "param   N=8\ntensor x :f32[N,N]=ones\ny=mm( x,x )\nprint y\n"
 
@@ -56,6 +61,7 @@ static void setup_files(void) {
   free(tp_write("bad.weft", PROG_BAD));
   free(tp_write("fails.weft", PROG_FAILS));
   free(tp_write("notcanon.weft", PROG_NOT_CANON));
+  free(tp_write("gpu.weft", PROG_GPU));
 }
 
 /* ---- global ------------------------------------------------------------------------------ */
@@ -257,6 +263,47 @@ static void test_dot(void **state) {
   tp_out_fini(&r);
 }
 
+/* On a simulated machine with a GPU (weft's simulator, so this runs without one): the copy
+ * weft inserts, what it serves, and the streams and copy engines the plan chose. */
+static void test_explain_simulated(void **state) {
+  (void)state;
+  setup_files();
+  tp_out r;
+  expect(&r, 0, NULL, (const char *[]){"explain", "--simulate", "h100", "gpu.weft", NULL});
+  assert_true(tp_has(r.out, "3 nodes, 2 edges, 1 inserted copy"));
+  assert_true(tp_has(r.out, "#0    y@cuda:0 = copy(y)  [inserted]  at gpu.weft:4:1"));
+  assert_true(tp_has(r.out, "inserted by weft: node 1 'add' (z) on cuda:0"));
+  assert_true(tp_has(r.out, "reads y, which lives on cpu"));
+  assert_true(tp_has(r.out, "lane   cuda:0 copy h2d"));
+  assert_true(tp_has(r.out, "lane   cuda:0 stream"));
+  assert_true(tp_has(r.out, "lane   cuda:0 copy d2h"));
+  assert_true(tp_has(r.out, "#0 -> #1  RAW      y@cuda:0"));
+  tp_out_fini(&r);
+  expect(&r, 0, NULL, (const char *[]){"check", "--simulate", "h100", "gpu.weft", NULL});
+  assert_true(tp_has(r.out, "nodes    3 (2 copies, 1 inserted by weft)"));
+  assert_true(tp_has(r.out, "cuda:0 (3 nodes"));
+  tp_out_fini(&r);
+  expect(&r, 0, NULL, (const char *[]){"dot", "--simulate", "h100", "gpu.weft", NULL});
+  assert_true(tp_has(r.out, "subgraph \"cluster_cuda:0\""));
+  assert_true(tp_has(r.out, "inserted copy to cuda:0\", style=dashed"));
+  tp_out_fini(&r);
+  /* --device cpu: no GPU, no copy to insert. */
+  expect(&r, 0, NULL,
+         (const char *[]){"explain", "--simulate", "h100", "--device", "cpu", "gpu.weft", NULL});
+  assert_true(tp_has(r.out, "0 inserted copies"));
+  tp_out_fini(&r);
+  expect(&r, 0, NULL, (const char *[]){"devices", "--simulate", "h200x2", NULL});
+  assert_true(tp_has(r.out, "cuda:1 "));
+  assert_true(tp_has(r.out, "simulated"));
+  tp_out_fini(&r);
+  expect(&r, 2, NULL, (const char *[]){"devices", "--simulate", "no-such-machine", NULL});
+  assert_true(tp_has(r.err, "no-such-machine"));
+  tp_out_fini(&r);
+  expect(&r, 2, NULL,
+         (const char *[]){"explain", "--simulate", "no-such-machine", "gpu.weft", NULL});
+  tp_out_fini(&r);
+}
+
 /* ---- fmt ---------------------------------------------------------------------------------- */
 
 static void test_fmt(void **state) {
@@ -355,7 +402,8 @@ int main(void) {
       cmocka_unit_test(test_global),   cmocka_unit_test(test_run),
       cmocka_unit_test(test_run_json), cmocka_unit_test(test_run_errors),
       cmocka_unit_test(test_check),    cmocka_unit_test(test_explain),
-      cmocka_unit_test(test_dot),      cmocka_unit_test(test_fmt),
+      cmocka_unit_test(test_dot),      cmocka_unit_test(test_explain_simulated),
+      cmocka_unit_test(test_fmt),
       cmocka_unit_test(test_devices),  cmocka_unit_test(test_examples),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
