@@ -178,6 +178,60 @@ static void tensor_too_large_for_memory(void **state) {
   weft_graph_destroy(g2);
 }
 
+/* An allocation that fails inside a node (the scratch buffer of an in-place product) fails
+ * that node only: its dependents are cancelled, independent nodes finish. */
+static void allocation_failing_in_a_node(void **state) {
+  (void)state;
+  tu_alloc_install(-1); /* every weft object below comes from the counting allocator */
+  weft_runtime *rt = tu_runtime_cpu(2);
+  const weft_op *stp = tu_op(rt, "step", 2, (weft_access[]){WEFT_READ, WEFT_WRITE}, step_kernel, NULL);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a = tu_tensor(g, "a", WEFT_F64, 2, (int64_t[]){40, 40}, weft_uniform(-1, 1, 1));
+  weft_tensor *b = tu_tensor(g, "b", WEFT_F64, 2, (int64_t[]){40, 40}, weft_uniform(-1, 1, 2));
+  weft_tensor *x = tu_scalar(g, "x", 0), *y = tu_scalar(g, "y", 0), *z = tu_scalar(g, "z", 0);
+  weft_tensor *s = NULL;
+  CHECK(weft_mm(g, a, b, &a)); /* node 0: in place, needs a scratch buffer */
+  CHECK(weft_sum(g, a, &s));   /* node 1: depends on it */
+  int ids[2] = {0, 1};
+  weft_tensor *args[2] = {x, y};
+  CHECK(weft_call(g, stp, args, 2, &ids[0], sizeof ids[0])); /* node 2: independent */
+  args[0] = y;
+  args[1] = z;
+  CHECK(weft_call(g, stp, args, 2, &ids[1], sizeof ids[1])); /* node 3 */
+  CHECK(weft_graph_run(g)); /* plans and materialises: later runs allocate little */
+  int found = 0;
+  for (long at = 0; at < 50 && !found; at++) {
+    for (size_t i = 0; i < 2; i++) atomic_store(&ran[i], 0);
+    double before;
+    CHECK(weft_tensor_get(s, 0, &before));
+    tu_alloc_fail_at(at);
+    weft_run *run = NULL;
+    int rc = weft_graph_launch(g, &run);
+    if (rc == WEFT_OK) rc = weft_run_wait(run);
+    tu_alloc_fail_at(-1);
+    if (rc == WEFT_ENOMEM && run != NULL && weft_run_failed_node(run) == weft_graph_node(g, 0)) {
+      found = 1;
+      assert_true(tu_contains(weft_run_error(run), "node 0 'mm' (a) on cpu: out of host memory"));
+      assert_true(tu_contains(weft_run_error(run), "scratch buffer"));
+      assert_int_equal(atomic_load(&ran[0]), 1); /* the independent nodes ran */
+      assert_int_equal(atomic_load(&ran[1]), 1);
+      double after;
+      CHECK(weft_tensor_get(s, 0, &after));
+      assert_true(after == before); /* the sum after the failed product did not run */
+    } else if (rc != WEFT_OK && rc != WEFT_ENOMEM) {
+      fail_msg("allocation %ld: %s", at, weft_last_error());
+    }
+    weft_run_destroy(run);
+  }
+  assert_true(found);
+  CHECK(weft_graph_run(g)); /* and the next run is whole again */
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  assert_int_equal(tu_alloc_live(), 0);
+  tu_alloc_uninstall();
+}
+
 /* ---- every allocation site fails in turn -------------------------------------------------- */
 
 static int fx_kernel(weft_kernel_ctx *ctx) {
@@ -332,6 +386,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(first_of_two_failures, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(wide_failure, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(tensor_too_large_for_memory, setup, tu_teardown),
+      cmocka_unit_test(allocation_failing_in_a_node),
       cmocka_unit_test(every_allocation_can_fail),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

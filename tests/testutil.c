@@ -162,6 +162,12 @@ void tu_alloc_install(long at) {
 }
 
 void tu_alloc_uninstall(void) { weft_set_allocator(NULL); }
+
+void tu_alloc_fail_at(long at) {
+  __atomic_store_n(&failed, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&calls, 0, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&fail_at, at, __ATOMIC_SEQ_CST);
+}
 long tu_alloc_live(void) { return __atomic_load_n(&live, __ATOMIC_RELAXED); }
 long tu_alloc_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
 int tu_alloc_failed(void) { return __atomic_load_n(&failed, __ATOMIC_RELAXED); }

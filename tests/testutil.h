@@ -57,6 +57,9 @@ int tu_contains(const char *haystack, const char *needle);
  * (0-based; -1 never). tu_alloc_install() resets the counters. */
 void tu_alloc_install(long fail_at);
 void tu_alloc_uninstall(void);
+/* With the counting allocator installed: fail allocation number `at` from now on (counting
+ * from 0 again; -1 never), keeping the live count. */
+void tu_alloc_fail_at(long at);
 long tu_alloc_live(void);   /* blocks allocated and not yet freed */
 long tu_alloc_calls(void);  /* allocations attempted since install */
 int tu_alloc_failed(void);  /* 1 if the planned failure happened */
