@@ -11,9 +11,11 @@
  * graph is modelled as a replay; "eager" rows use a graph's first, unreplayed run). The memory
  * row compares peak device memory in use, in result buffers.
  *
- * Usage: bench_sim_accuracy [--profile NAME|FILE] [--calibrate FILE] [--quick]
+ * Usage: bench_sim_accuracy [--profile NAME|FILE] [--calibrate FILE] [--predict] [--quick]
  *                           [--only overlap,multi_gpu,...] [--reps N]
  *   --profile    the profile to simulate (default: h100 on one GPU, h200xN on N GPUs)
+ *   --predict    simulate only, no measurement: what the profile predicts for each benchmark
+ *                (any machine; --profile h200x8 plans for eight GPUs)
  *   --calibrate  first measure this machine's profile with weft_calibrate, write it to FILE and
  *                simulate with it (the shipped profiles are made this way)
  *   --quick      smaller sizes and fewer repetitions (a smoke test; also runs without a GPU,
@@ -44,7 +46,7 @@
 
 typedef struct opts {
   const char *profile, *calibrate, *only;
-  int quick, reps;
+  int quick, reps, predict;
 } opts;
 
 static double now_ms(void) {
@@ -334,12 +336,34 @@ static weft_runtime *runtime(const char *simulate) {
   return rt;
 }
 
+/* --predict: the simulated column alone. */
+static int predict(const opts *o, const sizes *z) {
+  weft_runtime *sim = runtime(o->profile != NULL ? o->profile : "h100");
+  int ngpus = weft_device_count(sim, WEFT_DEVICE_CUDA);
+  if (ngpus == 0) {
+    fprintf(stderr, "bench_sim_accuracy: the profile has no GPU\n");
+    return 2;
+  }
+  table t;
+  memset(&t, 0, sizeof t);
+  measure(sim, o, z, ngpus, &t, 1);
+  weft_runtime_destroy(sim);
+  printf("bench_sim_accuracy: predictions of the profile %s (%d GPU%s)%s\n\n| benchmark | figure | "
+         "simulated |\n| --- | --- | ---: |\n",
+         o->profile != NULL ? o->profile : "h100", ngpus, ngpus == 1 ? "" : "s", o->quick ? " (quick sizes)" : "");
+  for (int i = 0; i < t.n; i++)
+    printf("| %s | %s | %.4g %s |\n", t.r[i].bench, t.r[i].figure, t.r[i].simulated, t.r[i].unit);
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  opts o = {NULL, NULL, NULL, 0, 5};
+  opts o = {NULL, NULL, NULL, 0, 5, 0};
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--quick") == 0) {
       o.quick = 1;
+    } else if (strcmp(argv[i], "--predict") == 0) {
+      o.predict = 1;
     } else if (v != NULL && strcmp(argv[i], "--profile") == 0) {
       o.profile = v, i++;
     } else if (v != NULL && strcmp(argv[i], "--calibrate") == 0) {
@@ -349,8 +373,8 @@ int main(int argc, char **argv) {
     } else if (v != NULL && strcmp(argv[i], "--reps") == 0) {
       o.reps = atoi(v), i++;
     } else {
-      fprintf(stderr, "usage: bench_sim_accuracy [--profile NAME|FILE] [--calibrate FILE] [--quick] "
-                      "[--only LIST] [--reps N]\n");
+      fprintf(stderr, "usage: bench_sim_accuracy [--profile NAME|FILE] [--calibrate FILE] [--predict] "
+                      "[--quick] [--only LIST] [--reps N]\n");
       return 2;
     }
   }
@@ -358,6 +382,7 @@ int main(int argc, char **argv) {
   sizes z = {4000, 400, 10000, 100, 1000, 50};
   if (o.quick) z = (sizes){1000, 200, 1000, 100, 100, 10};
 
+  if (o.predict) return predict(&o, &z);
   weft_runtime *real = runtime(NULL);
   int ngpus = weft_device_count(real, WEFT_DEVICE_CUDA);
   char spec[64];

@@ -362,6 +362,12 @@ static void test_two_chains_two_gpus(void **state) {
   assert_true(one_gpu / par > 1.95 && one_gpu / par < 2.02);
   /* And the time is what the profile predicts: 50 products, plus microseconds of host costs. */
   assert_true(near(par, 50 * gemm_time(&p, 4000), 0.005));
+  /* Products of 1000^2 reach 43% of the device's peak rate, so two of them run at once on one
+   * GPU (on two streams), as fast as on two GPUs. */
+  double small_par = two_chains(rt, 1000, 50, 2, 0), small_one = two_chains(rt, 1000, 50, 1, 0);
+  print_message("two chains of 50 x mm 1000^2: %.3f ms on two GPUs, %.3f ms on one\n", small_par * 1e3,
+                small_one * 1e3);
+  assert_true(small_one / small_par < 1.05);
   weft_runtime_destroy(rt);
 }
 

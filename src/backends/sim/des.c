@@ -9,10 +9,14 @@
  *                    orders them through streams and events) and its CPU predecessors ended.
  *   streams          FIFO queues: a node starts only after the node submitted before it on its
  *                    stream has ended.
- *   engines          per device one compute engine (kernels run one at a time: a large GEMM
- *                    fills the device) and 1..3 copy engines fed by the H2D, D2H and peer
- *                    streams. A free engine takes, among the heads of its streams whose
- *                    predecessors have all ended, the one submitted first.
+ *   engines          per device the SMs and 1..3 copy engines fed by the H2D, D2H and peer
+ *                    streams. A kernel occupies the part of the SMs its throughput needs (a
+ *                    large product all of them, a small one or a launch-bound one a few), so
+ *                    small kernels on different streams run at once and large ones one after
+ *                    the other; each copy engine runs one copy at a time. Among the heads of
+ *                    the streams whose predecessors have all ended, the one submitted first
+ *                    starts first; a kernel that does not fit waits, and so do those behind it
+ *                    (no overtaking, so a large kernel is not starved).
  *   CPU workers      host_lanes virtual workers run CPU nodes, first ready first; a CPU node
  *                    that waits for a GPU node sees its end notify_s later.
  *   memory           per GPU, its resident tensors plus the live temporaries: a temporary is
@@ -94,7 +98,8 @@ enum { EV_HOST_READY, EV_SUBMIT_READY, EV_SUBMITTED, EV_END };
 typedef struct devstate {
   heap submitq;     /* GPU nodes ready to be submitted, by (ready time, id) */
   int submit_busy;
-  uint8_t engine_busy[4];
+  uint32_t free_sms;       /* engine 0: the SMs not running a kernel */
+  uint8_t engine_busy[4];  /* copy engines 1..3 */
   uint32_t *head, *tail; /* per stream: FIFO of submitted nodes, linked through next[] */
   uint64_t live;    /* bytes in use */
   int dirty;        /* in the dirty list */
@@ -196,7 +201,10 @@ static void on_end(sim *s, uint32_t i) {
   sp->end[i] = s->now;
   if (r && g) {
     devstate *ds = &s->dev[sn->dev];
-    ds->engine_busy[sn->engine] = 0;
+    if (sn->engine == 0)
+      ds->free_sms += sn->sms;
+    else
+      ds->engine_busy[sn->engine] = 0;
     ds->head[sn->stream] = s->next[i];
     if (s->next[i] == UINT32_MAX) ds->tail[sn->stream] = UINT32_MAX;
     mark_dirty(s, sn->dev);
@@ -253,20 +261,28 @@ static void run_device(sim *s, int d) {
   }
   int engines = 1 + s->m->prof.gpu.copy_engines;
   for (int e = 0; e < engines; e++) {
-    if (ds->engine_busy[e]) continue;
-    uint32_t best = UINT32_MAX;
-    for (int st = 0; st < s->nstreams; st++) {
-      uint32_t h = ds->head[st];
-      if (h == UINT32_MAX || sp->nodes[h].engine != e || s->done_left[h] != 0 || sp->start[h] >= 0)
-        continue;
-      if (best == UINT32_MAX || s->submitted[h] < s->submitted[best] ||
-          (s->submitted[h] == s->submitted[best] && h < best))
-        best = h;
+    /* The compute engine may start several kernels now, a copy engine one. */
+    for (;;) {
+      if (e > 0 && ds->engine_busy[e]) break;
+      uint32_t best = UINT32_MAX;
+      for (int st = 0; st < s->nstreams; st++) {
+        uint32_t h = ds->head[st];
+        if (h == UINT32_MAX || sp->nodes[h].engine != e || s->done_left[h] != 0 || sp->start[h] >= 0)
+          continue;
+        if (best == UINT32_MAX || s->submitted[h] < s->submitted[best] ||
+            (s->submitted[h] == s->submitted[best] && h < best))
+          best = h;
+      }
+      if (best == UINT32_MAX) break;
+      if (e == 0) {
+        if (sp->nodes[best].sms > ds->free_sms) break;
+        ds->free_sms -= sp->nodes[best].sms;
+      } else {
+        ds->engine_busy[e] = 1;
+      }
+      node_start(s, best);
+      push(s, s->now + sp->nodes[best].cost, EV_END, best);
     }
-    if (best == UINT32_MAX) continue;
-    ds->engine_busy[e] = 1;
-    node_start(s, best);
-    push(s, s->now + sp->nodes[best].cost, EV_END, best);
   }
 }
 
@@ -459,6 +475,7 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
       goto done;
     }
     for (int st = 0; st < s.nstreams; st++) s.dev[d].head[st] = s.dev[d].tail[st] = UINT32_MAX;
+    s.dev[d].free_sms = (uint32_t)m->prof.gpu.multiprocessors;
     sp->peak[d] = sp->resident[d];
   }
   sp->res.oom_dev = -1;

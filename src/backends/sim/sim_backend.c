@@ -233,31 +233,50 @@ static int dtype_index(const weft_node *n) {
   return n->nargs > 0 && n->args[0].t->dtype == WEFT_F64 ? 1 : 0;
 }
 
-/* The cost of a node on a GPU (or on a copy engine), without the host's submission. */
-static double gpu_cost(const weft__sim *m, const weft_node *n) {
+/* The largest rate of a curve: the device's peak for that kind of work. */
+static double peak_of(const weft__sim_curve *c) {
+  double best = 0;
+  for (int i = 0; i < c->n; i++) best = WEFT__MAX(best, c->y[i]);
+  return best;
+}
+
+/* The cost of a node on a GPU (or on a copy engine), without the host's submission. *share
+ * receives the part of the device's SMs a kernel occupies: the time its work would take at the
+ * device's peak over its modelled time, so a small product or a kernel held up by the launch
+ * floor leaves room for others on other streams, and a large one fills the device. Copies
+ * between devices run on copy engines (share 0). */
+static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
   const weft__sim_profile *p = &m->prof;
   const weft__sim_gpu *g = &p->gpu;
   const weft_tensor *t0 = n->args[0].t;
-  double t;
+  const weft__sim_curve *gc = &g->gemm[dtype_index(n)];
+  double t, tpeak;
+  *share = 0;
   switch (n->kind) {
     case WEFT__OP_MM:
-      t = gemm_s(&g->gemm[dtype_index(n)], 1, t0->shape[0], n->args[1].t->shape[1], t0->shape[1]);
-      break;
     case WEFT__OP_LINEAR: {
-      const weft_tensor *out = n->args[n->nargs - 1].t;
-      t = gemm_s(&g->gemm[dtype_index(n)], 1, t0->shape[0], n->args[1].t->shape[0], t0->shape[1]);
-      if (n->nargs == 4) t += (double)(2 * out->bytes) / g->memory_bandwidth;
+      int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
+      t = gemm_s(gc, 1, t0->shape[0], cols, t0->shape[1]);
+      tpeak = 2.0 * (double)t0->shape[0] * (double)cols * (double)t0->shape[1] / peak_of(gc);
+      if (n->kind == WEFT__OP_LINEAR && n->nargs == 4) {
+        double bias = (double)(2 * n->args[n->nargs - 1].t->bytes) / g->memory_bandwidth;
+        t += bias;
+        tpeak += bias;
+      }
       break;
     }
     case WEFT__OP_FILL:
-      t = (double)t0->bytes / (n->fill.kind == WEFT_INIT_UNIFORM || n->fill.kind == WEFT_INIT_NORMAL
-                                   ? g->fill_bandwidth
-                                   : g->memory_bandwidth);
+      t = tpeak = (double)t0->bytes / (n->fill.kind == WEFT_INIT_UNIFORM || n->fill.kind == WEFT_INIT_NORMAL
+                                           ? g->fill_bandwidth
+                                           : g->memory_bandwidth);
       break;
     case WEFT__OP_COPY: {
       const weft_tensor *src = t0, *dst = n->args[1].t;
       size_t bytes = src->bytes;
-      if (!crosses(n)) return WEFT__MAX(g->kernel_s, (double)(2 * bytes) / g->memory_bandwidth);
+      if (!crosses(n)) {
+        t = tpeak = (double)(2 * bytes) / g->memory_bandwidth;
+        break;
+      }
       if (!is_gpu(src->device)) return link_s(pinned(src) ? &p->h2d : &p->h2d_pageable, bytes);
       if (!is_gpu(dst->device)) return link_s(pinned(dst) ? &p->d2h : &p->d2h_pageable, bytes);
       if (p->peer_access) return link_s(&p->peer, bytes);
@@ -265,15 +284,18 @@ static double gpu_cost(const weft__sim *m, const weft_node *n) {
     }
     case WEFT__OP_USER: {
       double f = user_flops(n);
-      const weft__sim_curve *c = &g->gemm[dtype_index(n)];
-      t = f >= 0 ? f / c->y[c->n - 1] : (double)arg_bytes(n) / g->memory_bandwidth;
+      /* Without a cost hint nothing is known of the kernel: it takes the whole device. */
+      t = f >= 0 ? f / peak_of(gc) : (double)arg_bytes(n) / g->memory_bandwidth;
+      tpeak = f >= 0 ? t : INFINITY;
       break;
     }
     default: /* elementwise ops and reductions: streamed through memory */
-      t = (double)arg_bytes(n) / g->memory_bandwidth;
+      t = tpeak = (double)arg_bytes(n) / g->memory_bandwidth;
       break;
   }
-  return WEFT__MAX(g->kernel_s, t);
+  double cost = WEFT__MAX(g->kernel_s, t);
+  *share = cost > 0 ? WEFT__MIN(1.0, tpeak / cost) : 1.0;
+  return cost;
 }
 
 /* The cost of a node on a CPU worker. */
@@ -298,8 +320,7 @@ static double cpu_cost(const weft__sim *m, const weft_node *n) {
       break;
     case WEFT__OP_USER: {
       double f = user_flops(n);
-      const weft__sim_curve *c = &h->gemm[dtype_index(n)];
-      t = f >= 0 ? f / c->y[c->n - 1] : (double)arg_bytes(n) / h->memory_bandwidth;
+      t = f >= 0 ? f / peak_of(&h->gemm[dtype_index(n)]) : (double)arg_bytes(n) / h->memory_bandwidth;
       break;
     }
     default:
@@ -682,7 +703,11 @@ static int sim_plan(weft__backend *b, weft__plan *p) {
     const weft_node *nd = p->x[i].node;
     weft__sim_node *sn = &sp->nodes[i];
     sn->dev = is_gpu(nd->device) ? nd->device.index : -1;
-    sn->cost = sn->dev >= 0 ? gpu_cost(m, nd) : cpu_cost(m, nd);
+    double share = 0;
+    sn->cost = sn->dev >= 0 ? gpu_cost(m, nd, &share) : cpu_cost(m, nd);
+    /* SMs the kernel occupies, at least one (copy engines ignore it). */
+    int sms = m->prof.gpu.multiprocessors;
+    sn->sms = (uint32_t)WEFT__MAX(1.0, WEFT__MIN((double)sms, ceil(share * sms - 1e-9)));
     sn->is_copy = nd->kind == WEFT__OP_COPY;
     if (sn->dev < 0) sp->all_gpu = 0;
   }

@@ -35,6 +35,7 @@ typedef struct weft__sim_node {
   uint8_t engine;    /* GPU: 0 the compute engine, 1 + k copy engine k */
   uint8_t is_copy;   /* a copy node (the report counts every copy node as a copy) */
   uint32_t lane;     /* GPU: WEFT__LANE(...) of its stream */
+  uint32_t sms;      /* GPU compute: the SMs it occupies while it runs (1..multiprocessors) */
 } weft__sim_node;
 
 /* Virtual-time results of the plan's latest run. */
