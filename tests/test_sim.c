@@ -257,6 +257,7 @@ static void test_devices(void **state) {
   (void)state;
   weft_runtime *rt = sim_runtime("h200x4", 2, 0);
   assert_true(weft_sim_active(rt));
+  assert_false(weft_sim_computes(rt));
   assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 4);
   weft_device all[8];
   assert_int_equal(weft_all_gpus(rt, all, 8), 4);
@@ -318,7 +319,9 @@ static void test_no_data(void **state) {
   assert_int_equal(weft_tensor_read(x, buf, sizeof buf), WEFT_ENOTSUP);
   assert_true(tu_contains(weft_last_error(), "tensor x lives on cuda:0 of a simulated machine"));
   assert_true(tu_contains(weft_last_error(), "WEFT_SIM_COMPUTE=1"));
-  CHECK(weft_tensor_read(h, buf, sizeof buf)); /* host memory is real, though not computed */
+  /* Host memory is real, though not computed: it reads as zeros, never as garbage. */
+  CHECK(weft_tensor_read(h, buf, sizeof buf));
+  for (int i = 0; i < 64 * 64; i++) assert_true(buf[i] == 0.0f);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
 }
@@ -745,6 +748,7 @@ static void test_compute_mode(void **state) {
     free(vs);
     free(vc);
   }
+  assert_true(weft_sim_computes(sim));
   /* GPU tensors are readable in compute mode. */
   double v;
   CHECK(weft_tensor_get(weft_graph_find_tensor(gs, "a"), 3, &v));

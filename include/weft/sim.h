@@ -31,6 +31,11 @@ extern "C" {
 /* Returns 1 if the runtime simulates a machine, else 0. Thread-safe: yes. */
 WEFT_API int weft_sim_active(const weft_runtime *rt);
 
+/* Returns 1 if the runtime simulates a machine and also computes results (compute mode), so
+ * that tensors can be read after a run; 0 otherwise. A front end that prints results (weft
+ * run) prints the simulated statistics instead when this is 0. Thread-safe: yes. */
+WEFT_API int weft_sim_computes(const weft_runtime *rt);
+
 /* The virtual-time figures of a finished simulated run. */
 typedef struct weft_sim_summary {
   double makespan_s;           /* from the launch to the host seeing the last node end */

@@ -621,9 +621,10 @@ done:
   return rc;
 }
 
-/* Without compute mode, the host side of every host<->GPU copy that has no storage yet is the
- * simulator's to give (sim_host_alloc) and nothing will read its contents: its initialiser is
- * marked as applied so that materialising it writes nothing. */
+/* Without compute mode, the host side of every large host<->GPU copy that has no storage yet
+ * is the simulator's to give (sim_host_alloc: untouched, zero-reading pages) and nothing
+ * computes its contents: its initialiser is marked as applied so that materialising it writes
+ * nothing. Small ones are initialised as usual, so no host tensor ever reads as garbage. */
 static void claim_host_tensors(const weft__sim *m, const weft__plan *p) {
   if (m->compute) return;
   for (uint32_t i = 0; i < p->n; i++) {
@@ -631,7 +632,8 @@ static void claim_host_tensors(const weft__sim *m, const weft__plan *p) {
     if (nd->kind != WEFT__OP_COPY || !crosses(nd)) continue;
     for (int a = 0; a < 2; a++) {
       weft_tensor *t = nd->args[a].t;
-      if (!is_gpu(t->device) && t->storage_kind == WEFT__S_NONE) t->initialised = 1;
+      if (!is_gpu(t->device) && t->storage_kind == WEFT__S_NONE && t->bytes >= LAZY_MIN)
+        t->initialised = 1;
     }
   }
 }
@@ -871,6 +873,11 @@ static weft__backend *sim_of(const weft_runtime *rt) {
 }
 
 int weft_sim_active(const weft_runtime *rt) { return sim_of(rt) != NULL; }
+
+int weft_sim_computes(const weft_runtime *rt) {
+  const weft__backend *b = sim_of(rt);
+  return b != NULL && machine(b)->compute;
+}
 
 /* The simulator's results of `run`, if they are still the latest of its graph. */
 static int results_of(const weft_run *run, const char *what, const weft__backend **bo,
