@@ -271,6 +271,53 @@ static void test_proto_parse(void **state) {
   free(many);
 }
 
+/* The header parser against mutations of a valid header (bytes changed, dropped, doubled,
+ * cut short): it must classify each (complete, incomplete, malformed) without reading outside
+ * the buffer, and a complete header's strings must lie inside it. */
+static void test_proto_parse_mutations(void **state) {
+  (void)state;
+  static const char base[] = "SUBMIT 12\r\nName: a.weft\nDefine: N=4\nDevice: cuda:0\nRepeat: 2\n"
+                             "Format: text\n\nparam N = 4\n";
+  static const char alphabet[] = "SUBMIT:\r\n =0123456789aZ\x00\xff";
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int iter = 0; iter < 20000; iter++) {
+    char buf[256];
+    size_t n = sizeof base - 1;
+    memcpy(buf, base, n);
+    int edits = 1 + iter % 4;
+    for (int e = 0; e < edits && n > 0; e++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      size_t at = (size_t)(x >> 8) % n;
+      char ch = alphabet[(x >> 40) % (sizeof alphabet - 1)];
+      switch ((x >> 56) % 4) {
+        case 0: buf[at] = ch; break;
+        case 1: memmove(buf + at, buf + at + 1, n - at - 1), n--; break;
+        case 2:
+          if (n + 1 < sizeof buf) memmove(buf + at + 1, buf + at, n - at), buf[at] = ch, n++;
+          break;
+        default: n = at + 1; break;
+      }
+    }
+    /* An exact-size heap copy, so ASan sees any read past the end. */
+    char *copy = malloc(n ? n : 1);
+    memcpy(copy, buf, n);
+    cli_request req;
+    char err[256];
+    err[0] = '\0';
+    long h = cli_proto_parse_request(copy, n, &req, err, sizeof err);
+    if (h < 0) {
+      assert_true(err[0] != '\0');
+    } else if (h > 0) {
+      assert_true((size_t)h <= n);
+      const char *strs[3] = {req.name, req.device, req.ndefines > 0 ? req.defines[0] : NULL};
+      for (int k = 0; k < 3; k++)
+        if (strs[k] != NULL) assert_true(strs[k] >= copy && strs[k] < copy + h);
+      assert_true(req.repeat >= 1);
+    }
+    free(copy);
+  }
+}
+
 static void test_proto_result_and_addresses(void **state) {
   (void)state;
   int code;
@@ -800,6 +847,7 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_proto_parse),
+      cmocka_unit_test(test_proto_parse_mutations),
       cmocka_unit_test(test_proto_result_and_addresses),
       cmocka_unit_test(test_submit_matches_run),
       cmocka_unit_test(test_concurrent_clients),

@@ -152,6 +152,9 @@ static const char serve_help[] =
     "\n"
     "Exit status: 0 after a clean shutdown, 1 the server could not start, 2 usage.\n";
 
+/* The most one part of an answer may hold. */
+#define CLI_MAX_ANSWER 0x7fffffffu
+
 static char read_buf[65536]; /* the loop's one read buffer: read_cb consumes it at once */
 
 /* The server's lists of connections and submissions are intrusive and doubly linked. */
@@ -230,6 +233,25 @@ static void work_report(uv_work_t *w) {
   }
   sub->exit_code = sub->job.exit_code;
   sub->status_word = cli_job_status_word(&sub->job);
+  if (sub->out_len > CLI_MAX_ANSWER || sub->err_len > CLI_MAX_ANSWER) {
+    /* A buffer of the answer is written in one piece (libuv's lengths are 32-bit). */
+    char msg[128];
+    snprintf(msg, sizeof msg, "the answer has more than %u bytes; print less (or save it)",
+             CLI_MAX_ANSWER);
+    cli_buf out, err;
+    cli_buf_init(&out);
+    cli_buf_init(&err);
+    if (sub->job.json) cli_refusal_json(&out, sub->job.name, "failed", CLI_EXIT_FAILED, msg);
+    cli_buf_printf(&err, "%s: %s: %s\n", cli_progname, sub->job.name, msg);
+    free(sub->out);
+    free(sub->err);
+    sub->out = out.data;
+    sub->out_len = out.len;
+    sub->err = err.data;
+    sub->err_len = err.len;
+    sub->exit_code = CLI_EXIT_FAILED;
+    sub->status_word = "failed";
+  }
   weft_program_destroy(sub->job.prog);
   sub->job.prog = NULL;
 }
