@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "backends/plan_rules.h"
 #include "backends/sim/sim_internal.h"
 #include "sched/sched.h"
 #include "weft/sim.h"
@@ -399,39 +400,6 @@ static int topo_order(const weft__plan *p, uint32_t *order) {
   return WEFT_OK;
 }
 
-/* The CUDA backend's estimate of a node's work, for choosing heirs (cuda_plan.c). */
-static double work_estimate(const weft_node *nd) {
-  if (nd->nargs == 0) return 1;
-  const weft_tensor *a = nd->args[0].t;
-  switch (nd->kind) {
-    case WEFT__OP_MM:
-      return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[1];
-    case WEFT__OP_LINEAR:
-      return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[0];
-    case WEFT__OP_USER: {
-      double f = user_flops(nd);
-      return f >= 0 ? f : (double)a->numel;
-    }
-    default:
-      return (double)a->numel + 1;
-  }
-}
-
-/* True when the node keeps every SM busy on its own (the CUDA backend's test). */
-static int fills_device(const weft_node *nd, int sms) {
-  if (nd->nargs == 0) return 0;
-  const weft_tensor *a = nd->args[0].t, *out = nd->args[nd->nargs - 1].t;
-  switch (nd->kind) {
-    case WEFT__OP_MM:
-    case WEFT__OP_LINEAR:
-      return ((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= sms;
-    case WEFT__OP_USER:
-      return 0;
-    default:
-      return a->numel >= (int64_t)sms * 2048;
-  }
-}
-
 static int on_compute_stream(const weft__sim_plan *sp, const weft__plan *p, uint32_t i) {
   return sp->nodes[i].dev >= 0 && !(sp->nodes[i].is_copy && crosses(p->x[i].node));
 }
@@ -454,7 +422,7 @@ static void choose_heirs(const weft__sim_plan *sp, const weft__plan *p, const ui
           (height[s] == height[heir[i]] && pos[s] < pos[heir[i]]))
         heir[i] = s;
     }
-    height[i] = work_estimate(p->x[i].node) + best;
+    height[i] = weft__plan_work(p->x[i].node) + best;
   }
 }
 
@@ -503,7 +471,7 @@ static void assign_streams(const weft__sim *m, weft__sim_plan *sp, plan_box *box
         box->why[i] = WHY_CONTINUE;
       }
     }
-    if (chosen < 0 && fills_device(nd, g->multiprocessors)) {
+    if (chosen < 0 && weft__plan_fills_device(nd, g->multiprocessors)) {
       chosen = 0;
       box->why[i] = WHY_BIG;
     } else if (chosen < 0) {

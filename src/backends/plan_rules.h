@@ -1,0 +1,49 @@
+/* plan_rules.h — the rules a GPU backend's plan uses to place nodes on streams, shared by the
+ * CUDA backend (src/backends/cuda/cuda_plan.c) and the simulator (src/backends/sim), which must
+ * place nodes exactly as the CUDA backend does for its virtual timelines to be the real ones.
+ *
+ *   work          a node's work, for the longest-path "heir" each node names: 2mnk for a
+ *                 product, the user op's cost hint, else its first argument's element count;
+ *   fills_device  whether a node keeps every SM busy on its own (a product with at least one
+ *                 128x128 output tile per SM, an elementwise op over 2048 elements per SM): such
+ *                 a node starting a chain goes to stream 0, a smaller one round-robin. */
+#ifndef WEFT_BACKENDS_PLAN_RULES_H
+#define WEFT_BACKENDS_PLAN_RULES_H
+
+#include "graph/graph.h"
+
+static inline double weft__plan_work(const weft_node *nd) {
+  if (nd->nargs == 0) return 1;
+  const weft_tensor *a = nd->args[0].t;
+  switch (nd->kind) {
+    case WEFT__OP_MM:
+      return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[1];
+    case WEFT__OP_LINEAR:
+      return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[0];
+    case WEFT__OP_USER:
+      if (nd->user_op->desc.cost != NULL) {
+        const weft_tensor *args[WEFT_MAX_ARGS];
+        for (int i = 0; i < nd->nargs; i++) args[i] = nd->args[i].t;
+        return nd->user_op->desc.cost(args, nd->nargs, nd->params, nd->user_op->desc.user);
+      }
+      return (double)a->numel;
+    default:
+      return (double)a->numel + 1;
+  }
+}
+
+static inline int weft__plan_fills_device(const weft_node *nd, int sms) {
+  if (nd->nargs == 0) return 0;
+  const weft_tensor *a = nd->args[0].t, *out = nd->args[nd->nargs - 1].t;
+  switch (nd->kind) {
+    case WEFT__OP_MM:
+    case WEFT__OP_LINEAR:
+      return ((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= sms;
+    case WEFT__OP_USER:
+      return 0;
+    default:
+      return a->numel >= (int64_t)sms * 2048;
+  }
+}
+
+#endif
