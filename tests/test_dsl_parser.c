@@ -814,6 +814,8 @@ static void out_of_memory_sweep(const char *text, int final_rc) {
     int rc = weft_program_parse(r, "t.weft", text, strlen(text), NULL, &p);
     char *s = NULL;
     if (rc == WEFT_OK) rc = weft_graph_write(weft_program_graph(p), &s);
+    free(s);
+    s = NULL;
     if (rc == WEFT_OK) rc = weft_program_format(p, &s);
     free(s);
     weft_program_destroy(p);
