@@ -447,6 +447,70 @@ static void many_graphs_in_flight(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* ---- the runtime from many threads ------------------------------------------------------- */
+
+typedef struct reg_thread {
+  weft_runtime *rt;
+  int index, bad;
+} reg_thread;
+
+/* Registers ops and runs a graph with each right away, while the other threads do the same. */
+static void *register_and_run(void *arg) {
+  reg_thread *rt = arg;
+  weft_graph *g;
+  if (weft_graph_create(rt->rt, &g) != WEFT_OK) {
+    rt->bad = 1;
+    return NULL;
+  }
+  weft_tensor *x;
+  if (weft_tensor_create(g, "x", WEFT_F64, 0, NULL, weft_cpu(), weft_zeros(), &x) != WEFT_OK) rt->bad = 1;
+  int n = scaled(100);
+  for (int i = 0; i < n && !rt->bad; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "op_%d_%d", rt->index, i);
+    weft_op_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.nargs = 1;
+    d.access[0] = WEFT_READ_WRITE;
+    d.cpu = add1_kernel;
+    const weft_op *op = NULL;
+    if (weft_op_register(rt->rt, &d, &op) != WEFT_OK || weft_op_find(rt->rt, name) != op ||
+        weft_op_register(rt->rt, &d, NULL) != WEFT_EINVAL || weft_call(g, op, &x, 1, NULL, 0) != WEFT_OK ||
+        weft_graph_run(g) != WEFT_OK) {
+      rt->bad = 1;
+      break;
+    }
+    double v;
+    if (weft_tensor_get(x, 0, &v) != WEFT_OK || v != (double)(i + 1) * (i + 2) / 2) rt->bad = 2;
+  }
+  weft_graph_destroy(g);
+  return NULL;
+}
+
+static void runtime_used_from_many_threads(void **state) {
+  (void)state;
+  weft_runtime *rt = tu_runtime_cpu(2);
+  enum { NT = 4 };
+  pthread_t th[NT];
+  reg_thread rs[NT];
+  for (int i = 0; i < NT; i++) {
+    rs[i] = (reg_thread){rt, i, 0};
+    assert_int_equal(pthread_create(&th[i], NULL, register_and_run, &rs[i]), 0);
+  }
+  for (int i = 0; i < NT; i++) {
+    pthread_join(th[i], NULL);
+    assert_int_equal(rs[i].bad, 0);
+  }
+  for (int i = 0; i < NT; i++) /* every op any thread registered is there */
+    for (int k = 0; k < scaled(100); k++) {
+      char name[32];
+      snprintf(name, sizeof name, "op_%d_%d", i, k);
+      assert_non_null(weft_op_find(rt, name));
+    }
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const char *s = getenv("WEFT_STRESS_SCALE");
   if (s != NULL && atoi(s) > 0) scale_pct = atoi(s);
@@ -458,6 +522,7 @@ int main(void) {
       cmocka_unit_test(launch_cancel_races),
       cmocka_unit_test(callbacks_relaunch),
       cmocka_unit_test(many_graphs_in_flight),
+      cmocka_unit_test(runtime_used_from_many_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
