@@ -309,9 +309,15 @@ static void device_reason(cli_buf *b, const weft_graph *g, const weft_node *n) {
   if (strcmp(weft_node_op_name(n), "copy") == 0) {
     weft_access m;
     weft_tensor *src = weft_node_arg(n, 0, &m), *dst = weft_node_arg(n, 1, &m);
-    cli_buf_printf(b, "a copy of %s (%s) to %s (%s) runs on the GPU side of the transfer",
-                   weft_tensor_name(src), weft_device_str(weft_tensor_device(src), d2, sizeof d2),
-                   weft_tensor_name(dst), weft_device_str(weft_tensor_device(dst), d3, sizeof d3));
+    weft_device_str(weft_tensor_device(src), d2, sizeof d2);
+    weft_device_str(weft_tensor_device(dst), d3, sizeof d3);
+    if (weft_tensor_device(src).kind == WEFT_DEVICE_CPU &&
+        weft_tensor_device(dst).kind == WEFT_DEVICE_CPU)
+      cli_buf_printf(b, "a copy of %s to %s within host memory", weft_tensor_name(src),
+                     weft_tensor_name(dst));
+    else
+      cli_buf_printf(b, "a copy of %s (%s) to %s (%s) runs on the GPU side of the transfer",
+                     weft_tensor_name(src), d2, weft_tensor_name(dst), d3);
     return;
   }
   weft_tensor *res = result_of(n);
