@@ -95,11 +95,29 @@ static void test_numbers(void **state) {
   unlex(&L);
 }
 
+typedef struct bad_case {
+  const char *text, *msg;
+} bad_case;
+
+/* Each text gives exactly one lexical error, whose message starts with msg; the bad token is
+ * an error token, so the parser stays silent about it. */
+static void check_bad(const bad_case *cases, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    lexed L;
+    lex(&L, cases[i].text);
+    assert_int_equal(weft__dsl_error_count(&L.d), 1);
+    const char *m = message(&L);
+    if (strstr(m, cases[i].msg) != m) fail_msg("case %zu: got\n%s\nwant prefix\n%s", i, m, cases[i].msg);
+    int saw_error = 0;
+    for (size_t k = 0; k < L.toks.len; k++) saw_error |= tok(&L, k)->kind == TK_ERROR;
+    assert_true(saw_error);
+    unlex(&L);
+  }
+}
+
 static void test_bad_numbers(void **state) {
   (void)state;
-  static const struct {
-    const char *text, *msg;
-  } cases[] = {
+  static const bad_case cases[] = {
       {"x = 9223372036854775808", "t.weft:1:5: error: integer 9223372036854775808 is too large; expected at most 9223372036854775807"},
       {"x = 1.", "t.weft:1:5: error: invalid number '1.'; expected digits, an optional fraction and exponent (1, 2.5, 1e-3)"},
       {"x = 1e", "t.weft:1:5: error: invalid number '1e'; expected digits"},
@@ -108,14 +126,7 @@ static void test_bad_numbers(void **state) {
       {"x = 0x11112222333344445", "t.weft:1:5: error: invalid hexadecimal number"},
       {"x = 1e999", "t.weft:1:5: error: number 1e999 is too large for a double"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    lexed L;
-    lex(&L, cases[i].text);
-    assert_int_equal(weft__dsl_error_count(&L.d), 1);
-    const char *m = message(&L);
-    if (strstr(m, cases[i].msg) != m) fail_msg("case %zu: got\n%s\nwant prefix\n%s", i, m, cases[i].msg);
-    unlex(&L);
-  }
+  check_bad(cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_quoted(void **state) {
@@ -136,9 +147,7 @@ static void test_quoted(void **state) {
 
 static void test_bad_quoted(void **state) {
   (void)state;
-  static const struct {
-    const char *text, *msg;
-  } cases[] = {
+  static const bad_case cases[] = {
       {"save x to \"out.bin", "t.weft:1:11: error: unterminated string; expected a closing '\"' before the end of the line"},
       {"y = mm(`a, b)\nz = 1", "t.weft:1:8: error: unterminated quoted name; expected a closing '`'"},
       {"x = \"a\\qb\"", "t.weft:1:7: error: unknown escape in a string; expected \\\\, \\\", \\`, \\n, \\t, \\r or \\xHH"},
@@ -146,18 +155,7 @@ static void test_bad_quoted(void **state) {
       {"x = ``", "t.weft:1:5: error: empty quoted name; expected at least one character between the backticks"},
       {"x = \"a\x01\"", "t.weft:1:7: error: control character 0x01 in a string; write it as \\x01"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    lexed L;
-    lex(&L, cases[i].text);
-    assert_int_equal(weft__dsl_error_count(&L.d), 1);
-    const char *m = message(&L);
-    if (strstr(m, cases[i].msg) != m) fail_msg("case %zu: got\n%s\nwant prefix\n%s", i, m, cases[i].msg);
-    /* The bad token is an error token, so the parser stays silent about it. */
-    int saw_error = 0;
-    for (size_t k = 0; k < L.toks.len; k++) saw_error |= tok(&L, k)->kind == TK_ERROR;
-    assert_true(saw_error);
-    unlex(&L);
-  }
+  check_bad(cases, sizeof cases / sizeof cases[0]);
 }
 
 static void test_comments_and_positions(void **state) {

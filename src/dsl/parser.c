@@ -401,11 +401,14 @@ static weft__dsl_expr *ident_expr(parser *p, const weft__dsl_tok *t) {
   return e;
 }
 
-static weft__dsl_stmt *parse_param(parser *p, weft__dsl_stmt *s) {
+/* The head "KEYWORD IDENT =" of param and device. Returns the name as an expression (what a
+ * broken statement poisons), or NULL after reporting; *ok says whether the head was whole. */
+static weft__dsl_expr *parse_head(parser *p, weft__dsl_stmt *s, const char *what_name, const char *what_eq, int *ok) {
+  *ok = 0;
   advance(p);
   if (!at(p, TK_IDENT)) {
-    no_ident(p, "a parameter name (param N = 400)");
-    return broken(p, NULL, NULL);
+    no_ident(p, what_name);
+    return NULL;
   }
   const weft__dsl_tok *nt = cur(p);
   s->name = nt->str;
@@ -413,24 +416,23 @@ static weft__dsl_stmt *parse_param(parser *p, weft__dsl_stmt *s) {
   s->name_col = nt->col;
   advance(p);
   weft__dsl_expr *self = ident_expr(p, nt);
-  if (!expect(p, TK_ASSIGN, "'=' and the parameter's default value (param N = 400)")) return broken(p, s, self);
-  if ((s->value = parse_expr(p)) == NULL) return broken(p, s, self);
+  *ok = expect(p, TK_ASSIGN, what_eq);
+  return self;
+}
+
+static weft__dsl_stmt *parse_param(parser *p, weft__dsl_stmt *s) {
+  int ok;
+  weft__dsl_expr *self = parse_head(p, s, "a parameter name (param N = 400)",
+                                    "'=' and the parameter's default value (param N = 400)", &ok);
+  if (!ok || (s->value = parse_expr(p)) == NULL) return broken(p, s, self);
   return s;
 }
 
 static weft__dsl_stmt *parse_device(parser *p, weft__dsl_stmt *s) {
-  advance(p);
-  if (!at(p, TK_IDENT)) {
-    no_ident(p, "a device name (device gpu = cuda:0 | cpu)");
-    return broken(p, NULL, NULL);
-  }
-  const weft__dsl_tok *nt = cur(p);
-  s->name = nt->str;
-  s->name_line = nt->line;
-  s->name_col = nt->col;
-  advance(p);
-  weft__dsl_expr *self = ident_expr(p, nt);
-  if (!expect(p, TK_ASSIGN, "'=' and a device (device gpu = cuda:0 | cpu)")) return broken(p, s, self);
+  int ok;
+  weft__dsl_expr *self = parse_head(p, s, "a device name (device gpu = cuda:0 | cpu)",
+                                    "'=' and a device (device gpu = cuda:0 | cpu)", &ok);
+  if (!ok) return broken(p, s, self);
   weft__vec alts;
   weft__vec_init(&alts, sizeof(void *));
   for (;;) {

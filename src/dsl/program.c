@@ -383,6 +383,13 @@ static int eval_init(ctx *c, const weft__dsl_expr *e, weft_init *out) {
 
 /* ---- binding and bookkeeping ------------------------------------------------------------------ */
 
+/* Binds y as what statement s made. */
+static void bind(sym *y, int kind, const weft__dsl_stmt *s) {
+  y->kind = kind;
+  y->line = s->line;
+  y->col = s->col;
+}
+
 /* Marks the name of expression `e` poisoned if it is not bound to something else already. */
 static void poison(ctx *c, const weft__dsl_expr *e) {
   if (e == NULL || e->kind != EX_NAME) return;
@@ -420,10 +427,8 @@ static int after_call(ctx *c, const weft__dsl_stmt *s, size_t from, size_t tfrom
     sym *y = symtab_slot(&c->syms, c->a, weft_tensor_name(t));
     if (y == NULL) return oom(c);
     if (y->kind == SYM_NONE) {
-      y->kind = SYM_TENSOR;
+      bind(y, SYM_TENSOR, s);
       y->t = t;
-      y->line = s->line;
-      y->col = s->col;
     }
   }
   if (n > c->max_nodes) {
@@ -652,10 +657,8 @@ static int exec_param(ctx *c, const weft__dsl_stmt *s) {
       c->defs[i].used = 1;
     }
   y = symtab_slot(&c->syms, c->a, s->name);
-  y->kind = SYM_PARAM;
+  bind(y, SYM_PARAM, s);
   y->v = v;
-  y->line = s->line;
-  y->col = s->col;
   return OK;
 }
 
@@ -693,10 +696,8 @@ static int exec_device(ctx *c, const weft__dsl_stmt *s) {
                s->name, device_list(c, list, sizeof list));
   }
   y = symtab_slot(&c->syms, c->a, s->name);
-  y->kind = SYM_DEVICE;
+  bind(y, SYM_DEVICE, s);
   y->dev = chosen;
-  y->line = s->line;
-  y->col = s->col;
   return OK;
 }
 
@@ -757,10 +758,8 @@ static int exec_tensor(ctx *c, const weft__dsl_stmt *s) {
     y->kind = SYM_POISON;
     return FAIL;
   }
-  y->kind = SYM_TENSOR;
+  bind(y, SYM_TENSOR, s);
   y->t = t;
-  y->line = s->line;
-  y->col = s->col;
   return OK;
 }
 
@@ -802,10 +801,8 @@ static int exec_assign(ctx *c, const weft__dsl_stmt *s) {
   }
   if (is_new) {
     if (weft_tensor_set_name(out, name) != WEFT_OK) return oom(c);
-    y->kind = SYM_TENSOR;
+    bind(y, SYM_TENSOR, s);
     y->t = out;
-    y->line = s->line;
-    y->col = s->col;
   }
   if (after_call(c, s, n0, t0, out) != OK) return FAIL;
   return set_label(c, s);
@@ -907,12 +904,12 @@ static int exec_for(ctx *c, const weft__dsl_stmt *s) {
     poisoned = 1;
   /* The variable is bound for the loop's duration only; a name in use already is an error
    * (and the body is still checked once). */
-  int bind = 0;
+  int own = 0; /* the loop binds its variable */
   if (s->name != NULL) {
     weft__dsl_expr where = {.line = s->name_line, .col = s->name_col};
     sym *y;
     if (claim(c, &where, s->name, &y) == OK)
-      bind = 1;
+      own = 1;
     else
       poisoned = 1;
     if (c->stop) return FAIL;
@@ -931,19 +928,17 @@ static int exec_for(ctx *c, const weft__dsl_stmt *s) {
           (unsigned long long)c->max_steps);
       break;
     }
-    if (bind) {
+    if (own) {
       /* Looked up each time: the body may grow the table and move the slot. */
       sym *y = symtab_find(&c->syms, s->name);
-      y->kind = poisoned ? SYM_POISON : SYM_LOOP;
+      bind(y, poisoned ? SYM_POISON : SYM_LOOP, s);
       y->v.is_float = 0;
       y->v.i = i;
-      y->line = s->line;
-      y->col = s->col;
     }
     exec_block(c, s->body);
   }
   c->loop_depth--;
-  if (bind) symtab_find(&c->syms, s->name)->kind = SYM_NONE;
+  if (own) symtab_find(&c->syms, s->name)->kind = SYM_NONE;
   return poisoned ? FAIL : OK;
 }
 

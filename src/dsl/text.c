@@ -109,30 +109,19 @@ static void shortest(char *buf, double v, int is_f32) {
   }
 }
 
-char *weft__dsl_fmt_double(char *buf, double v) {
-  if (isnan(v)) {
+char *weft__dsl_fmt_number(char *buf, double v, int is_f32) {
+  if (isnan(v))
     strcpy(buf, "nan");
-    return buf;
-  }
-  if (isinf(v)) {
+  else if (isinf(v))
     strcpy(buf, v < 0 ? "-inf" : "inf");
-    return buf;
-  }
-  shortest(buf, v, 0);
-  if (strpbrk(buf, ".e") == NULL) strcat(buf, ".0");
+  else
+    shortest(buf, v, is_f32);
   return buf;
 }
 
-char *weft__dsl_fmt_number(char *buf, double v, int is_f32) {
-  if (isnan(v)) {
-    strcpy(buf, "nan");
-    return buf;
-  }
-  if (isinf(v)) {
-    strcpy(buf, v < 0 ? "-inf" : "inf");
-    return buf;
-  }
-  shortest(buf, v, is_f32);
+char *weft__dsl_fmt_double(char *buf, double v) {
+  weft__dsl_fmt_number(buf, v, 0);
+  if (strpbrk(buf, ".ena") == NULL) strcat(buf, ".0"); /* a float literal: "2.0", not "2" */
   return buf;
 }
 

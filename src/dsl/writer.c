@@ -85,16 +85,24 @@ static void put_init(writer *w, weft_init in) {
   }
 }
 
+/* Tensor t cannot be spelt by its name: the name is bound to something else (s). */
+static void clash(writer *w, const weft__dsl_sym *s, const weft_tensor *t, const char *name) {
+  if (s->kind == SYM_TENSOR)
+    fail(w, WEFT_ENOTSUP,
+         "weft_graph_write: tensors %u and %u are both named '%s'; .weft names must be unique: "
+         "rename one (weft_tensor_set_name)",
+         s->t->id, t->id, name);
+  else
+    fail(w, WEFT_ENOTSUP, "weft_graph_write: tensor %u is named '%s' like a device of the text", t->id, name);
+}
+
 /* Appends the name of t, which the replay must resolve to t at this point. */
 static void put_ref(writer *w, weft_tensor *t) {
   const char *name = weft__tensor_name(t);
   weft__dsl_sym *s = weft__dsl_sym_find(&w->names, name);
   if (s == NULL || s->kind != SYM_TENSOR || s->t != t) {
-    if (s != NULL && s->kind == SYM_TENSOR)
-      fail(w, WEFT_ENOTSUP,
-           "weft_graph_write: tensors %u and %u are both named '%s' and a node uses the second; "
-           ".weft names must be unique: rename one (weft_tensor_set_name)",
-           s->t->id, t->id, name);
+    if (s != NULL)
+      clash(w, s, t, name);
     else
       fail(w, WEFT_ENOTSUP, "weft_graph_write: tensor %u '%s' cannot be named where a node uses it", t->id, name);
     return;
@@ -114,13 +122,7 @@ static void bind(writer *w, weft_tensor *t, int must_be_free) {
     s->kind = SYM_TENSOR;
     s->t = t;
   } else if (must_be_free) {
-    if (s->kind == SYM_TENSOR)
-      fail(w, WEFT_ENOTSUP,
-           "weft_graph_write: tensors %u and %u are both named '%s'; .weft names must be unique: "
-           "rename one (weft_tensor_set_name)",
-           s->t->id, t->id, name);
-    else
-      fail(w, WEFT_ENOTSUP, "weft_graph_write: tensor %u is named '%s' like a device of the text", t->id, name);
+    clash(w, s, t, name);
   }
 }
 
