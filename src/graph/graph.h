@@ -74,9 +74,10 @@ struct weft_tensor {
   uint8_t storage_kind; /* how `data` was allocated, for the matching free */
   uint8_t initialised;  /* the creation initialiser has been applied */
   /* Copy cache for automatic copies: the copy of this tensor on `copy_dev`, valid until a
-   * later node writes this tensor. */
+   * later node writes this tensor or the copy. */
   weft_tensor *copy_cache;
   weft_device copy_dev;
+  weft_tensor *copy_src; /* an inserted copy: the tensor it copies (whose cache it may be) */
 };
 
 typedef struct weft__arg {

@@ -83,10 +83,15 @@ static int append_node(weft_graph *g, int kind, const weft_op *uop, const weft__
   return WEFT_OK;
 }
 
-/* Commits a node's writes to the copy caches: a written tensor's cached copy is stale. */
+/* Commits a node's writes to the copy caches: a written tensor's cached copy is stale, and so
+ * is a written copy as the cache of its source (the user may write an inserted copy). */
 static void invalidate_copies(weft_node *n) {
-  for (int i = 0; i < n->nargs; i++)
-    if (n->args[i].mode & WEFT_WRITE) n->args[i].t->copy_cache = NULL;
+  for (int i = 0; i < n->nargs; i++) {
+    if (!(n->args[i].mode & WEFT_WRITE)) continue;
+    weft_tensor *t = n->args[i].t;
+    t->copy_cache = NULL;
+    if (t->copy_src != NULL && t->copy_src->copy_cache == t) t->copy_src->copy_cache = NULL;
+  }
 }
 
 /* Makes `*t` available on `dev` for reading: the tensor itself, a cached copy, or a new copy
@@ -119,6 +124,7 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
     return rc;
   src->copy_cache = dst;
   src->copy_dev = dev;
+  dst->copy_src = src;
   c->id = (uint32_t)c->g->nodes.len;
   *t = dst;
   return WEFT_OK;
