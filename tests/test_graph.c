@@ -2,7 +2,9 @@
  * (dtype, rank, negative dimensions, unknown devices, initialisers), names and introspection,
  * every built-in op's shape and dtype rules with errors that name the node, in-place results,
  * user-op registration and calls, node introspection, all-or-nothing op calls, temporaries,
- * and device placement (same-device ops insert no copy; unknown devices are refused). */
+ * and device placement: same-device ops insert no copy, unknown devices are refused, and on a
+ * simulated GPU inputs of another device get copies inserted (cached until written; refused in
+ * strict mode; taken back out by a call that fails). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -709,6 +711,170 @@ static void same_device_inserts_nothing(void **state) {
   CHECK(weft_graph_run(g));
 }
 
+/* With a second device — a simulated GPU that also computes, as no GPU is needed for the graph's
+ * rules — an input on the other device gets a copy node inserted before the op, reused while
+ * the tensor is not written, made again after a write; strict mode refuses instead; results
+ * are those of the serial program. Skipped where the runtime has no simulator. */
+static int sim_setup(void **state) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h100";
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  tu_fixture *f = calloc(1, sizeof *f);
+  *state = f;
+  if (weft_runtime_create(&o, &f->rt) != WEFT_OK) return 0; /* the test skips */
+  CHECK(weft_graph_create(f->rt, &f->g));
+  return 0;
+}
+
+static int sim_teardown(void **state) {
+  tu_fixture *f = *state;
+  if (f->rt == NULL) {
+    free(f);
+    return 0;
+  }
+  return tu_teardown(state);
+}
+
+static weft_tensor *on(weft_graph *g, const char *name, weft_device d, int64_t n, double v) {
+  weft_tensor *t = NULL;
+  CHECK(weft_tensor_create(g, name, WEFT_F64, 2, (int64_t[]){n, n}, d, weft_full(v), &t));
+  return t;
+}
+
+static void copies_between_devices(void **state) {
+  tu_fixture *f = *state;
+  if (f->rt == NULL) skip();
+  weft_graph *g = f->g;
+  weft_device gpu = weft_cuda(0), cpu = weft_cpu();
+  assert_true(weft_device_exists(f->rt, gpu));
+  weft_tensor *a = on(g, "a", cpu, 3, 2), *w = on(g, "w", gpu, 3, 1), *o1 = NULL, *o2 = NULL, *o3 = NULL;
+  CHECK(weft_mm(g, w, a, &o1)); /* runs on cuda:0 (its first input's device): a is copied */
+  assert_int_equal(weft_graph_node_count(g), 2);
+  weft_node *cp = weft_graph_node(g, 0), *mm = weft_graph_node(g, 1);
+  assert_string_equal(weft_node_op_name(cp), "copy");
+  assert_int_equal(weft_node_is_inserted(cp), 1);
+  assert_int_equal(weft_node_is_inserted(mm), 0);
+  weft_access m;
+  assert_ptr_equal(weft_node_arg(cp, 0, &m), a);
+  assert_int_equal(m, WEFT_READ);
+  weft_tensor *a_gpu = weft_node_arg(cp, 1, &m);
+  assert_int_equal(m, WEFT_WRITE);
+  assert_string_equal(weft_tensor_name(a_gpu), "a@cuda:0");
+  assert_true(weft_device_equal(weft_tensor_device(a_gpu), gpu));
+  assert_true(weft_device_equal(weft_node_device(mm), gpu));
+  assert_true(weft_device_equal(weft_tensor_device(o1), gpu));
+  assert_ptr_equal(weft_node_arg(mm, 1, NULL), a_gpu);
+  /* Used again while a is unchanged: the same copy, no new node. */
+  CHECK(weft_add(g, w, a, &o2));
+  assert_int_equal(weft_graph_node_count(g), 3);
+  assert_ptr_equal(weft_node_arg(weft_graph_node(g, 2), 1, NULL), a_gpu);
+  /* Strict mode refuses, naming the argument and both devices, and adds nothing. */
+  weft_graph_set_strict(g, 1);
+  weft_tensor *o4 = NULL;
+  assert_int_equal(weft_mm(g, w, a, &o4), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(),
+                          "node 3 'mm': argument b (a) lives on cpu but the node runs on cuda:0; copy it there first"));
+  assert_int_equal(weft_graph_node_count(g), 3);
+  weft_graph_set_strict(g, 0);
+  /* A write of a makes the cached copy stale: the next use copies again. */
+  CHECK(weft_fill(g, a, weft_full(5)));
+  CHECK(weft_mm(g, w, a, &o3));
+  weft_tensor_keep(o3); /* read below, and by a later node */
+  assert_int_equal(weft_graph_node_count(g), 6);
+  assert_int_equal(weft_node_is_inserted(weft_graph_node(g, 4)), 1);
+  assert_ptr_not_equal(weft_node_arg(weft_graph_node(g, 5), 1, NULL), a_gpu);
+  /* A result on the CPU makes the op run there: its GPU input comes over. */
+  weft_tensor *hc = on(g, "hc", cpu, 3, 0);
+  CHECK(weft_add(g, o3, a, &hc));
+  weft_node *back = weft_graph_node(g, 6);
+  assert_int_equal(weft_node_is_inserted(back), 1);
+  assert_ptr_equal(weft_node_arg(back, 0, NULL), o3);
+  assert_true(weft_device_equal(weft_node_device(weft_graph_node(g, 7)), cpu));
+  /* An explicit round trip. */
+  weft_tensor *d = NULL, *h = NULL;
+  CHECK(weft_copy(g, a, gpu, &d));
+  CHECK(weft_copy(g, d, cpu, &h));
+  assert_int_equal(weft_node_is_inserted(weft_graph_last_node(g)), 0);
+  CHECK(weft_graph_run(g));
+  double v[9];
+  tu_read_doubles(o1, v);
+  for (int i = 0; i < 9; i++) assert_true(v[i] == 6.0); /* ones . twos */
+  tu_read_doubles(o2, v);
+  for (int i = 0; i < 9; i++) assert_true(v[i] == 3.0);
+  tu_read_doubles(o3, v);
+  for (int i = 0; i < 9; i++) assert_true(v[i] == 15.0); /* ones . fives */
+  tu_read_doubles(hc, v);
+  for (int i = 0; i < 9; i++) assert_true(v[i] == 20.0);
+  tu_read_doubles(h, v);
+  for (int i = 0; i < 9; i++) assert_true(v[i] == 5.0);
+}
+
+/* Writing into the copy weft inserted (it is a tensor like any other) makes it stale as a copy
+ * of its source: a later use of the source must not read the written values. */
+static void writing_an_inserted_copy(void **state) {
+  tu_fixture *f = *state;
+  if (f->rt == NULL) skip();
+  weft_graph *g = f->g;
+  weft_tensor *a = on(f->g, "a", weft_cpu(), 2, 1), *w = on(g, "w", weft_cuda(0), 2, 0);
+  weft_tensor *o1 = NULL, *o2 = NULL;
+  CHECK(weft_add(g, w, a, &o1)); /* inserts a@cuda:0 */
+  weft_tensor *a_gpu = weft_node_arg(weft_graph_node(g, 0), 1, NULL);
+  assert_string_equal(weft_tensor_name(a_gpu), "a@cuda:0");
+  CHECK(weft_fill(g, a_gpu, weft_full(100)));
+  CHECK(weft_add(g, w, a, &o2)); /* a is still 1 everywhere */
+  CHECK(weft_graph_run(g));
+  double v[4];
+  tu_read_doubles(o1, v);
+  for (int i = 0; i < 4; i++) assert_true(v[i] == 1.0);
+  tu_read_doubles(o2, v);
+  for (int i = 0; i < 4; i++) assert_true(v[i] == 1.0);
+}
+
+/* A call that fails after it inserted a copy takes the copy back out, cache included. */
+static void failed_call_drops_its_copy(void **state) {
+  (void)state;
+  tu_alloc_install(-1);
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h100";
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  weft_runtime *rt = NULL;
+  if (weft_runtime_create(&o, &rt) != WEFT_OK) {
+    tu_alloc_uninstall();
+    skip();
+  }
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a = on(g, "a", weft_cpu(), 2, 3), *w = on(g, "w", weft_cuda(0), 2, 1), *o1 = NULL;
+  int failures = 0;
+  for (long at = 0;; at++) {
+    tu_alloc_fail_at(at);
+    int rc = weft_mm(g, w, a, &o1);
+    tu_alloc_fail_at(-1);
+    if (rc == WEFT_OK) break;
+    assert_int_equal(rc, WEFT_ENOMEM);
+    assert_null(o1);
+    assert_int_equal(weft_graph_node_count(g), 0);
+    assert_int_equal(weft_graph_tensor_count(g), 2);
+    failures++;
+  }
+  assert_true(failures > 0);
+  assert_int_equal(weft_graph_node_count(g), 2); /* the copy and the product */
+  weft_tensor *o2 = NULL;
+  CHECK(weft_add(g, w, a, &o2)); /* reuses the copy the successful call made */
+  assert_int_equal(weft_graph_node_count(g), 3);
+  CHECK(weft_graph_run(g));
+  double v[4];
+  tu_read_doubles(o1, v);
+  for (int i = 0; i < 4; i++) assert_true(v[i] == 6.0);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  assert_int_equal(tu_alloc_live(), 0);
+  tu_alloc_uninstall();
+}
+
 /* ---- temporaries and all-or-nothing calls ------------------------------------------------- */
 
 static void temporaries_and_keep(void **state) {
@@ -784,6 +950,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(user_calls, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(node_introspection, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(same_device_inserts_nothing, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(copies_between_devices, sim_setup, sim_teardown),
+      cmocka_unit_test_setup_teardown(writing_an_inserted_copy, sim_setup, sim_teardown),
+      cmocka_unit_test(failed_call_drops_its_copy),
       cmocka_unit_test_setup_teardown(temporaries_and_keep, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(failed_calls_change_nothing, tu_setup, tu_teardown),
   };
