@@ -869,8 +869,8 @@ static int results_of(const weft_run *run, const char *what, const weft__backend
 }
 
 int weft_sim_run_summary(const weft_run *run, weft_sim_summary *out) {
-  const weft__backend *b;
-  const weft__sim_plan *sp;
+  const weft__backend *b = NULL;
+  const weft__sim_plan *sp = NULL;
   int rc = results_of(run, "weft_sim_run_summary", &b, &sp);
   if (rc != WEFT_OK) return rc;
   if (out == NULL) return weft__err(WEFT_EINVAL, "weft_sim_run_summary: out is NULL");
@@ -886,8 +886,8 @@ int weft_sim_run_summary(const weft_run *run, weft_sim_summary *out) {
 }
 
 int weft_sim_peak_bytes(const weft_run *run, weft_device device, uint64_t *out) {
-  const weft__backend *b;
-  const weft__sim_plan *sp;
+  const weft__backend *b = NULL;
+  const weft__sim_plan *sp = NULL;
   char d[32];
   int rc = results_of(run, "weft_sim_peak_bytes", &b, &sp);
   if (rc != WEFT_OK) return rc;
@@ -900,8 +900,8 @@ int weft_sim_peak_bytes(const weft_run *run, weft_device device, uint64_t *out) 
 }
 
 int weft_sim_node_interval(const weft_run *run, size_t node_id, double *start_s, double *end_s) {
-  const weft__backend *b;
-  const weft__sim_plan *sp;
+  const weft__backend *b = NULL;
+  const weft__sim_plan *sp = NULL;
   int rc = results_of(run, "weft_sim_node_interval", &b, &sp);
   if (rc != WEFT_OK) return rc;
   if (node_id >= sp->n || start_s == NULL || end_s == NULL)
