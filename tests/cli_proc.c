@@ -200,6 +200,13 @@ void tp_run(tp_out *r, const char *input, const char *cwd, double timeout_s,
   r->code = decode(status);
 }
 
+void tp_expect(tp_out *r, int code, const char *input, const char *const *args) {
+  tp_run(r, input, NULL, 60, args);
+  if (r->code != code)
+    fail_msg("weft %s: exit %d, expected %d\nstdout: %s\nstderr: %s", args[0], r->code, code,
+             r->out, r->err);
+}
+
 void tp_out_fini(tp_out *r) {
   free(r->out);
   free(r->err);

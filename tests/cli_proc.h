@@ -24,6 +24,9 @@ const char *tp_weft(void);
 void tp_run(tp_out *r, const char *input, const char *cwd, double timeout_s,
             const char *const *args);
 void tp_out_fini(tp_out *r);
+/* tp_run in tp_dir() with a 60 s limit, then fails the test (showing what the command wrote)
+ * unless it exited with `code`. */
+void tp_expect(tp_out *r, int code, const char *input, const char *const *args);
 
 /* A fresh temporary directory for this test process, removed at exit. */
 const char *tp_dir(void);

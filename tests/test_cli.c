@@ -40,18 +40,6 @@
 
 static const double T = 60;
 
-static void run(tp_out *r, const char *input, const char *const *args) {
-  tp_run(r, input, NULL, T, args);
-}
-
-/* Runs and checks the exit code, printing the output on a mismatch. */
-static void expect(tp_out *r, int code, const char *input, const char *const *args) {
-  run(r, input, args);
-  if (r->code != code)
-    fail_msg("weft %s: exit %d, expected %d\nstdout: %s\nstderr: %s", args[0], r->code, code,
-             r->out, r->err);
-}
-
 static void setup_files(void) {
   static int done;
   if (done) return;
@@ -69,40 +57,40 @@ static void setup_files(void) {
 static void test_global(void **state) {
   (void)state;
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"--version", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"--version", NULL});
   assert_true(tp_has(r.out, "weft 0."));
   tp_out_fini(&r);
-  expect(&r, 0, NULL, (const char *[]){"--help", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"--help", NULL});
   static const char *subs[] = {"run", "check",   "explain", "dot",
                                "fmt", "devices", "serve",   "submit"};
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) assert_true(tp_has(r.out, subs[i]));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){NULL});
   assert_true(tp_has(r.err, "Usage: weft"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"frobnicate", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"frobnicate", NULL});
   assert_true(tp_has(r.err, "unknown command 'frobnicate'"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"--frobnicate", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"--frobnicate", NULL});
   tp_out_fini(&r);
   /* Every subcommand's help: exit 0, its usage line, on standard output. */
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
     char usage[64];
     snprintf(usage, sizeof usage, "Usage: weft %s", subs[i]);
-    expect(&r, 0, NULL, (const char *[]){subs[i], "--help", NULL});
+    tp_expect(&r, 0, NULL, (const char *[]){subs[i], "--help", NULL});
     assert_true(tp_has(r.out, usage));
     tp_out_fini(&r);
-    expect(&r, 0, NULL, (const char *[]){"help", subs[i], NULL});
+    tp_expect(&r, 0, NULL, (const char *[]){"help", subs[i], NULL});
     assert_true(tp_has(r.out, usage));
     tp_out_fini(&r);
     /* An unknown flag: exit 2, a message and a hint, nothing on standard output. */
-    expect(&r, 2, NULL, (const char *[]){subs[i], "--no-such-flag", NULL});
+    tp_expect(&r, 2, NULL, (const char *[]){subs[i], "--no-such-flag", NULL});
     assert_true(tp_has(r.err, "unknown option '--no-such-flag'"));
     assert_true(tp_has(r.err, "--help"));
     assert_int_equal(r.out_len, 0);
     tp_out_fini(&r);
   }
-  expect(&r, 2, NULL, (const char *[]){"help", "nothing", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"help", "nothing", NULL});
   tp_out_fini(&r);
 }
 
@@ -112,30 +100,30 @@ static void test_run(void **state) {
   (void)state;
   setup_files();
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"run", "ok.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"run", "ok.weft", NULL});
   assert_true(tp_has(r.out, PROG_OK_OUT8));
   assert_int_equal(r.err_len, 0);
   tp_out_fini(&r);
   /* -D, in either position, and --define=. */
-  expect(&r, 0, NULL, (const char *[]){"run", "-D", "N=3", "ok.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"run", "-D", "N=3", "ok.weft", NULL});
   assert_true(tp_has(r.out, PROG_OK_OUT3));
   tp_out_fini(&r);
-  expect(&r, 0, NULL, (const char *[]){"run", "ok.weft", "--define=N=3", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"run", "ok.weft", "--define=N=3", NULL});
   assert_true(tp_has(r.out, PROG_OK_OUT3));
   tp_out_fini(&r);
   /* --device cpu works everywhere; a device that is not there is bad input. */
-  expect(&r, 0, NULL, (const char *[]){"run", "--device", "cpu", "ok.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"run", "--device", "cpu", "ok.weft", NULL});
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "--device", "tpu", "ok.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "--device", "tpu", "ok.weft", NULL});
   assert_true(tp_has(r.err, "--device"));
   tp_out_fini(&r);
   /* --repeat and --time: one timing line per run on standard error. */
-  expect(&r, 0, NULL, (const char *[]){"run", "--repeat", "4", "--time", "ok.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"run", "--repeat", "4", "--time", "ok.weft", NULL});
   assert_true(tp_has(r.err, "run 4:"));
   assert_false(tp_has(r.err, "run 5:"));
   tp_out_fini(&r);
   /* Standard input. */
-  expect(&r, 0, PROG_OK, (const char *[]){"run", "-", NULL});
+  tp_expect(&r, 0, PROG_OK, (const char *[]){"run", "-", NULL});
   assert_true(tp_has(r.out, PROG_OK_OUT8));
   tp_out_fini(&r);
 }
@@ -144,7 +132,7 @@ static void test_run_json(void **state) {
   (void)state;
   setup_files();
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"run", "--json", "--repeat", "3", "ok.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"run", "--json", "--repeat", "3", "ok.weft", NULL});
   assert_true(tp_has(r.out, "{\"file\": \"ok.weft\", \"status\": \"ok\", \"exit_code\": 0"));
   assert_true(tp_has(r.out, "\"runs\": [{\"status\": \"OK\", \"wall_ms\": "));
   int runs = 0;
@@ -152,7 +140,7 @@ static void test_run_json(void **state) {
   assert_int_equal(runs, 3);
   assert_true(tp_has(r.out, "\"outputs\": {"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "--json", "bad.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "--json", "bad.weft", NULL});
   assert_true(tp_has(r.out, "\"status\": \"invalid\", \"exit_code\": 2"));
   assert_true(tp_has(r.out, "\"phase\": \"load\""));
   assert_true(tp_has(r.out, "{\"file\": \"bad.weft\", \"line\": 2, \"col\": 1"));
@@ -160,7 +148,7 @@ static void test_run_json(void **state) {
   assert_true(tp_has(r.out, "\"outputs\": null"));
   assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1)); /* and on stderr for a human */
   tp_out_fini(&r);
-  expect(&r, 1, NULL, (const char *[]){"run", "--json", "fails.weft", NULL});
+  tp_expect(&r, 1, NULL, (const char *[]){"run", "--json", "fails.weft", NULL});
   assert_true(tp_has(r.out, "\"status\": \"failed\", \"exit_code\": 1"));
   assert_true(tp_has(r.out, "\"phase\": \"outputs\""));
   assert_true(tp_has(r.out, "no-such-dir/y.bin"));
@@ -173,37 +161,37 @@ static void test_run_errors(void **state) {
   setup_files();
   tp_out r;
   /* Every error of the file, each with file:line:col. */
-  expect(&r, 2, NULL, (const char *[]){"run", "bad.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "bad.weft", NULL});
   assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1));
   assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT2));
   assert_int_equal(r.out_len, 0);
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "missing.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "missing.weft", NULL});
   assert_true(tp_has(r.err, "missing.weft"));
   tp_out_fini(&r);
-  expect(&r, 1, NULL, (const char *[]){"run", "fails.weft", NULL});
+  tp_expect(&r, 1, NULL, (const char *[]){"run", "fails.weft", NULL});
   assert_true(tp_has(r.err, "cannot write the outputs"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", NULL});
   assert_true(tp_has(r.err, "missing FILE"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "ok.weft", "bad.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "ok.weft", "bad.weft", NULL});
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "--repeat", "0", "ok.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "--repeat", "0", "ok.weft", NULL});
   assert_true(tp_has(r.err, "--repeat"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "--repeat", "x", "ok.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "--repeat", "x", "ok.weft", NULL});
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "ok.weft", "--repeat", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "ok.weft", "--repeat", NULL});
   assert_true(tp_has(r.err, "needs a value"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "-D", "N", "ok.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "-D", "N", "ok.weft", NULL});
   assert_true(tp_has(r.err, "NAME=VALUE"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"run", "--json=yes", "ok.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", "--json=yes", "ok.weft", NULL});
   tp_out_fini(&r);
   /* A directory, not a file. */
-  expect(&r, 2, NULL, (const char *[]){"run", ".", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"run", ".", NULL});
   tp_out_fini(&r);
 }
 
@@ -213,22 +201,22 @@ static void test_check(void **state) {
   (void)state;
   setup_files();
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"check", "hazards.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"check", "hazards.weft", NULL});
   assert_true(tp_has(r.out, "hazards.weft: ok"));
   assert_true(tp_has(r.out, "nodes    3"));
   assert_true(tp_has(r.out, "RAW 0, WAR 1, WAW 1"));
   assert_true(tp_has(r.out, "devices  cpu (3 nodes"));
   tp_out_fini(&r);
-  expect(&r, 0, NULL, (const char *[]){"check", "--json", "hazards.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"check", "--json", "hazards.weft", NULL});
   assert_true(tp_has(r.out, "\"nodes\": 3"));
   assert_true(tp_has(r.out, "\"WAR\": 1, \"WAW\": 1"));
   assert_true(tp_has(r.out, "{\"device\": \"cpu\", \"nodes\": 3"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"check", "bad.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"check", "bad.weft", NULL});
   assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1));
   tp_out_fini(&r);
   /* check never runs: a program whose run would fail is valid. */
-  expect(&r, 0, NULL, (const char *[]){"check", "fails.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"check", "fails.weft", NULL});
   tp_out_fini(&r);
 }
 
@@ -236,7 +224,7 @@ static void test_explain(void **state) {
   (void)state;
   setup_files();
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"explain", "hazards.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"explain", "hazards.weft", NULL});
   assert_true(tp_has(r.out, "3 nodes, 2 edges, 0 inserted copies"));
   assert_true(tp_has(r.out, "#0 -> #1  WAR      x"));
   assert_true(tp_has(r.out, "#1 -> #2  WAW      x"));
@@ -244,7 +232,7 @@ static void test_explain(void **state) {
   assert_true(tp_has(r.out, "device cpu"));
   assert_true(tp_has(r.out, "lane   cpu workers"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"explain", "bad.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"explain", "bad.weft", NULL});
   tp_out_fini(&r);
 }
 
@@ -252,14 +240,14 @@ static void test_dot(void **state) {
   (void)state;
   setup_files();
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"dot", "hazards.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"dot", "hazards.weft", NULL});
   assert_true(strncmp(r.out, "digraph \"hazards.weft\" {", 24) == 0);
   assert_true(tp_has(r.out, "subgraph \"cluster_cpu\""));
   assert_true(tp_has(r.out, "n0 -> n1 [label=\"WAR x\", style=dashed];"));
   assert_true(tp_has(r.out, "n1 -> n2 [label=\"WAW x\", style=dotted];"));
   assert_true(r.out_len > 2 && strcmp(r.out + r.out_len - 2, "}\n") == 0);
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"dot", "missing.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"dot", "missing.weft", NULL});
   tp_out_fini(&r);
 }
 
@@ -269,7 +257,7 @@ static void test_explain_simulated(void **state) {
   (void)state;
   setup_files();
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"explain", "--simulate", "h100", "gpu.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"explain", "--simulate", "h100", "gpu.weft", NULL});
   assert_true(tp_has(r.out, "3 nodes, 2 edges, 1 inserted copy"));
   assert_true(tp_has(r.out, "#0    y@cuda:0 = copy(y)  [inserted]  at gpu.weft:4:1"));
   assert_true(tp_has(r.out, "inserted by weft: node 1 'add' (z) on cuda:0"));
@@ -279,27 +267,27 @@ static void test_explain_simulated(void **state) {
   assert_true(tp_has(r.out, "lane   cuda:0 copy d2h"));
   assert_true(tp_has(r.out, "#0 -> #1  RAW      y@cuda:0"));
   tp_out_fini(&r);
-  expect(&r, 0, NULL, (const char *[]){"check", "--simulate", "h100", "gpu.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"check", "--simulate", "h100", "gpu.weft", NULL});
   assert_true(tp_has(r.out, "nodes    3 (2 copies, 1 inserted by weft)"));
   assert_true(tp_has(r.out, "cuda:0 (3 nodes"));
   tp_out_fini(&r);
-  expect(&r, 0, NULL, (const char *[]){"dot", "--simulate", "h100", "gpu.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"dot", "--simulate", "h100", "gpu.weft", NULL});
   assert_true(tp_has(r.out, "subgraph \"cluster_cuda:0\""));
   assert_true(tp_has(r.out, "inserted copy to cuda:0\", style=dashed"));
   tp_out_fini(&r);
   /* --device cpu: no GPU, no copy to insert. */
-  expect(&r, 0, NULL,
+  tp_expect(&r, 0, NULL,
          (const char *[]){"explain", "--simulate", "h100", "--device", "cpu", "gpu.weft", NULL});
   assert_true(tp_has(r.out, "0 inserted copies"));
   tp_out_fini(&r);
-  expect(&r, 0, NULL, (const char *[]){"devices", "--simulate", "h200x2", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"devices", "--simulate", "h200x2", NULL});
   assert_true(tp_has(r.out, "cuda:1 "));
   assert_true(tp_has(r.out, "simulated"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"devices", "--simulate", "no-such-machine", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"devices", "--simulate", "no-such-machine", NULL});
   assert_true(tp_has(r.err, "no-such-machine"));
   tp_out_fini(&r);
-  expect(&r, 2, NULL,
+  tp_expect(&r, 2, NULL,
          (const char *[]){"explain", "--simulate", "no-such-machine", "gpu.weft", NULL});
   tp_out_fini(&r);
 }
@@ -310,22 +298,22 @@ static void test_fmt(void **state) {
   (void)state;
   setup_files();
   tp_out r, again;
-  expect(&r, 0, NULL, (const char *[]){"fmt", "notcanon.weft", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"fmt", "notcanon.weft", NULL});
   assert_true(r.out_len > 0);
   /* The canonical text is a fixed point. */
   free(tp_write("fmt1.weft", r.out));
-  expect(&again, 0, NULL, (const char *[]){"fmt", "fmt1.weft", NULL});
+  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "fmt1.weft", NULL});
   assert_string_equal(again.out, r.out);
   tp_out_fini(&again);
-  expect(&again, 0, NULL, (const char *[]){"fmt", "--check", "fmt1.weft", NULL});
+  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "--check", "fmt1.weft", NULL});
   assert_int_equal(again.out_len, 0);
   tp_out_fini(&again);
-  expect(&again, 1, NULL, (const char *[]){"fmt", "--check", "notcanon.weft", NULL});
+  tp_expect(&again, 1, NULL, (const char *[]){"fmt", "--check", "notcanon.weft", NULL});
   assert_true(tp_has(again.err, "not in canonical form"));
   tp_out_fini(&again);
   /* --write rewrites the file; then --check passes. */
   char *path = tp_write("w.weft", PROG_NOT_CANON);
-  expect(&again, 0, NULL, (const char *[]){"fmt", "--write", "w.weft", NULL});
+  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "--write", "w.weft", NULL});
   tp_out_fini(&again);
   FILE *f = fopen(path, "rb");
   char buf[4096] = {0};
@@ -334,17 +322,17 @@ static void test_fmt(void **state) {
   buf[n] = '\0';
   assert_string_equal(buf, r.out);
   free(path);
-  expect(&again, 0, NULL, (const char *[]){"fmt", "--check", "w.weft", NULL});
+  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "--check", "w.weft", NULL});
   tp_out_fini(&again);
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"fmt", "--check", "--write", "w.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"fmt", "--check", "--write", "w.weft", NULL});
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"fmt", "bad.weft", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"fmt", "bad.weft", NULL});
   assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1));
   tp_out_fini(&r);
-  expect(&r, 2, PROG_OK, (const char *[]){"fmt", "--write", "-", NULL});
+  tp_expect(&r, 2, PROG_OK, (const char *[]){"fmt", "--write", "-", NULL});
   tp_out_fini(&r);
-  expect(&r, 0, PROG_NOT_CANON, (const char *[]){"fmt", "-", NULL});
+  tp_expect(&r, 0, PROG_NOT_CANON, (const char *[]){"fmt", "-", NULL});
   assert_true(tp_has(r.out, "y = mm(x, x)"));
   tp_out_fini(&r);
 }
@@ -354,15 +342,15 @@ static void test_fmt(void **state) {
 static void test_devices(void **state) {
   (void)state;
   tp_out r;
-  expect(&r, 0, NULL, (const char *[]){"devices", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"devices", NULL});
   assert_true(strncmp(r.out, "cpu ", 4) == 0);
   assert_true(tp_has(r.out, "cores"));
   tp_out_fini(&r);
-  expect(&r, 0, NULL, (const char *[]){"devices", "--json", NULL});
+  tp_expect(&r, 0, NULL, (const char *[]){"devices", "--json", NULL});
   assert_true(tp_has(r.out, "[\n  {\"device\": \"cpu\", \"name\": "));
   assert_true(tp_has(r.out, "\"memory_bytes\": "));
   tp_out_fini(&r);
-  expect(&r, 2, NULL, (const char *[]){"devices", "extra", NULL});
+  tp_expect(&r, 2, NULL, (const char *[]){"devices", "extra", NULL});
   tp_out_fini(&r);
 }
 

@@ -381,29 +381,25 @@ static void test_submit_matches_run(void **state) {
   tp_out_fini(&remote);
   tp_out_fini(&local);
   /* A bad program: exit 2 and the diagnostic with its file:line:col, as locally. */
-  tp_run(&remote, NULL, NULL, T, (const char *[]){"submit", "--to", s.addr, "bad.weft", NULL});
-  assert_int_equal(remote.code, 2);
+  tp_expect(&remote, 2, NULL, (const char *[]){"submit", "--to", s.addr, "bad.weft", NULL});
   assert_true(tp_has(remote.err, "bad.weft" PROG_BAD_WHERE));
   assert_int_equal(remote.out_len, 0);
   tp_out_fini(&remote);
   /* --json: the document of weft run --json. */
-  tp_run(&remote, NULL, NULL, T,
-         (const char *[]){"submit", "--json", "--repeat", "3", "--to", s.addr, "ok.weft", NULL});
-  assert_int_equal(remote.code, 0);
+  tp_expect(&remote, 0, NULL,
+            (const char *[]){"submit", "--json", "--repeat", "3", "--to", s.addr, "ok.weft", NULL});
   assert_true(tp_has(remote.out, "\"status\": \"ok\""));
   assert_true(tp_has(remote.out, "\"exit_code\": 0"));
   assert_true(tp_has(remote.out, "\"wall_ms\""));
   assert_true(tp_has(remote.out, "\"outputs\": {"));
   tp_out_fini(&remote);
-  tp_run(&remote, NULL, NULL, T,
-         (const char *[]){"submit", "--json", "--to", s.addr, "bad.weft", NULL});
-  assert_int_equal(remote.code, 2);
+  tp_expect(&remote, 2, NULL,
+            (const char *[]){"submit", "--json", "--to", s.addr, "bad.weft", NULL});
   assert_true(tp_has(remote.out, "\"status\": \"invalid\""));
   assert_true(tp_has(remote.out, "\"diagnostics\": [{\"file\": \"bad.weft\", \"line\": 2"));
   tp_out_fini(&remote);
   /* Standard input. */
-  tp_run(&remote, PROG_OK, NULL, T, (const char *[]){"submit", "-", "--to", s.addr, NULL});
-  assert_int_equal(remote.code, 0);
+  tp_expect(&remote, 0, PROG_OK, (const char *[]){"submit", "-", "--to", s.addr, NULL});
   tp_out_fini(&remote);
   free(server_stop(&s));
   free(ok);
@@ -505,8 +501,7 @@ static void test_ipv6(void **state) {
   assert_true(strncmp(s.addr, "[::1]:", 6) == 0);
   free(tp_write("v6.weft", PROG_OK));
   tp_out r;
-  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "v6.weft", "--to", s.addr, NULL});
-  assert_int_equal(r.code, 0);
+  tp_expect(&r, 0, NULL, (const char *[]){"submit", "v6.weft", "--to", s.addr, NULL});
   assert_true(tp_has(r.out, "f32[8, 8]"));
   tp_out_fini(&r);
   free(server_stop(&s));
@@ -591,8 +586,7 @@ static void test_oversized_submission(void **state) {
   fclose(f);
   free(path);
   tp_out r;
-  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "big.weft", "--to", s.addr, NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"submit", "big.weft", "--to", s.addr, NULL});
   assert_true(tp_has(r.err, "at most 1000"));
   tp_out_fini(&r);
   free(server_stop(&s));
@@ -620,9 +614,8 @@ static void test_busy_and_disconnect_mid_submission(void **state) {
   answer_fini(&a);
   /* weft submit without waiting: exit 1, "busy". */
   tp_out r;
-  tp_run(&r, NULL, NULL, T,
-         (const char *[]){"submit", "--wait", "0", "busy.weft", "--to", s.addr, NULL});
-  assert_int_equal(r.code, 1);
+  tp_expect(&r, 1, NULL,
+            (const char *[]){"submit", "--wait", "0", "busy.weft", "--to", s.addr, NULL});
   assert_true(tp_has(r.err, "busy"));
   tp_out_fini(&r);
   /* The holder leaves in the middle of its submission: its slot is freed. */
@@ -758,12 +751,10 @@ static void test_unix_socket(void **state) {
   char *p = tp_write("u.weft", PROG_OK);
   free(p);
   tp_out r;
-  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "u.weft", "--to", path, NULL});
-  assert_int_equal(r.code, 0);
+  tp_expect(&r, 0, NULL, (const char *[]){"submit", "u.weft", "--to", path, NULL});
   tp_out_fini(&r);
   /* A second server on the same live socket is refused. */
-  tp_run(&r, NULL, NULL, T, (const char *[]){"serve", "--listen", path, NULL});
-  assert_int_equal(r.code, 1);
+  tp_expect(&r, 1, NULL, (const char *[]){"serve", "--listen", path, NULL});
   assert_true(tp_has(r.err, "cannot listen"));
   tp_out_fini(&r);
   free(server_stop(&s));
@@ -796,36 +787,27 @@ static void test_files_policy(void **state) {
 static void test_addresses_and_usage(void **state) {
   (void)state;
   tp_out r;
-  tp_run(&r, NULL, NULL, T, (const char *[]){"serve", "--listen", "0.0.0.0:0", NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"serve", "--listen", "0.0.0.0:0", NULL});
   assert_true(tp_has(r.err, "--allow-remote"));
   tp_out_fini(&r);
-  tp_run(&r, NULL, NULL, T, (const char *[]){"serve", "--listen", "10.11.12.13:80", NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"serve", "--listen", "10.11.12.13:80", NULL});
   tp_out_fini(&r);
-  tp_run(&r, NULL, NULL, T, (const char *[]){"serve", "--listen", "example.com:80", NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"serve", "--listen", "example.com:80", NULL});
   assert_true(tp_has(r.err, "numeric"));
   tp_out_fini(&r);
-  tp_run(&r, NULL, NULL, T, (const char *[]){"serve", "--max-inflight", "0", NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"serve", "--max-inflight", "0", NULL});
   tp_out_fini(&r);
-  tp_run(&r, NULL, NULL, T, (const char *[]){"serve", "--help", NULL});
-  assert_int_equal(r.code, 0);
+  tp_expect(&r, 0, NULL, (const char *[]){"serve", "--help", NULL});
   assert_true(tp_has(r.out, "Usage: weft serve"));
   tp_out_fini(&r);
   char *p = tp_write("s.weft", PROG_OK);
   free(p);
-  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "s.weft", NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"submit", "s.weft", NULL});
   assert_true(tp_has(r.err, "--to"));
   tp_out_fini(&r);
-  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "s.weft", "--to", "nonsense", NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"submit", "s.weft", "--to", "nonsense", NULL});
   tp_out_fini(&r);
-  tp_run(&r, NULL, NULL, T,
-         (const char *[]){"submit", "missing.weft", "--to", "127.0.0.1:9", NULL});
-  assert_int_equal(r.code, 2);
+  tp_expect(&r, 2, NULL, (const char *[]){"submit", "missing.weft", "--to", "127.0.0.1:9", NULL});
   tp_out_fini(&r);
   /* Nothing listens on a port we just released. */
   int probe = socket(AF_INET, SOCK_STREAM, 0);
@@ -837,8 +819,7 @@ static void test_addresses_and_usage(void **state) {
   close(probe);
   char to[64];
   snprintf(to, sizeof to, "127.0.0.1:%d", ntohs(sa.sin_port));
-  tp_run(&r, NULL, NULL, T, (const char *[]){"submit", "s.weft", "--to", to, NULL});
-  assert_int_equal(r.code, 1);
+  tp_expect(&r, 1, NULL, (const char *[]){"submit", "s.weft", "--to", to, NULL});
   assert_true(tp_has(r.err, "cannot connect"));
   tp_out_fini(&r);
 }
