@@ -164,6 +164,10 @@ enum {
   WEFT__LANE_H2D = 2,     /* a host-to-device copy stream */
   WEFT__LANE_D2H = 3,     /* a device-to-host copy stream */
   WEFT__LANE_PEER = 4,    /* a device-to-device (peer) copy stream */
+  /* Set by the dispatcher, never by a backend: a device node's record still holds the host-side
+   * launch interval because its backend reported no device times. The statistics leave such
+   * nodes out of the overlap accounting and say how many there were. */
+  WEFT__LANE_HOSTSIDE = 5,
 };
 #define WEFT__LANE(role, device, number)                                                  \
   (((uint32_t)(role) << 28) | (((uint32_t)(device) & 0xfffu) << 16) |                      \

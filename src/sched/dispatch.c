@@ -115,11 +115,11 @@ static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t e
   weft__ntime *tm = x->plan->times;
   if (tm == NULL) return x->backend->vt->launch(x->backend, &ctx);
   tm += x->id;
-  /* A node of another device is placed on that device's first lane until its backend reports
-   * where and when it ran on the device. */
+  /* A node of another device gets its host-side launch interval, marked as such, until its
+   * backend reports where and when it ran on the device. */
   uint32_t lane = n->device.kind == WEFT_DEVICE_CPU
                       ? WEFT__LANE(WEFT__LANE_CPU, 0, worker)
-                      : WEFT__LANE(WEFT__LANE_COMPUTE, n->device.index, 0);
+                      : WEFT__LANE(WEFT__LANE_HOSTSIDE, n->device.index, 0);
   atomic_store_explicit(&tm->lane, lane, memory_order_relaxed);
   atomic_store_explicit(&tm->start, tls.t != 0 ? tls.t : weft__clock_now(), memory_order_relaxed);
   int st = x->backend->vt->launch(x->backend, &ctx);
