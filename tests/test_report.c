@@ -969,6 +969,31 @@ static void each_reason_on_its_timeline(void **state) {
   }
 }
 
+/* Host-side records (a device node whose backend reported no device times) say when the host
+ * enqueued the node, not when it ran: they take no part in the overlap accounting. */
+static void host_side_nodes_are_left_out_of_the_overlap(void **state) {
+  (void)state;
+  mb *b = mb_new(3, 2);
+  mb_node(b, 0, 10, 0, GPU);
+  uint32_t c = mb_copy(b, 0, 10, 1, GPU, CPU);
+  uint32_t h = mb_copy(b, 10, 20, 1, GPU, CPU);
+  b->r->node[h].hostside = 1;
+  weft__rep *r = mb_done(b);
+  assert_int_equal(r->ncopies, 1);
+  assert_int_equal(r->copies[0].node, c);
+  assert_int_equal(r->copy_total, 10);
+  assert_int_equal(r->copy_hidden, 10);
+  weft__rep_free(r);
+  /* A host-side compute node hides nothing. */
+  b = mb_new(2, 2);
+  uint32_t k = mb_node(b, 0, 10, 0, GPU);
+  b->r->node[k].hostside = 1;
+  mb_copy(b, 0, 10, 1, GPU, CPU);
+  r = mb_done(b);
+  assert_int_equal(r->copy_hidden, 0);
+  weft__rep_free(r);
+}
+
 /* The serialised case's numbers: the first copy is hidden, the second only for 2 of its 8. */
 static void serialised_copy_accounting(void **state) {
   (void)state;
@@ -991,6 +1016,7 @@ int main(void) {
       cmocka_unit_test(critical_path_is_the_longest_by_duration),
       cmocka_unit_test(each_reason_on_its_timeline),
       cmocka_unit_test(serialised_copy_accounting),
+      cmocka_unit_test(host_side_nodes_are_left_out_of_the_overlap),
       cmocka_unit_test(two_equal_chains_keep_two_workers_busy),
       cmocka_unit_test(a_chain_has_no_overlap),
       cmocka_unit_test(hidden_fraction_matches_the_intervals),

@@ -83,6 +83,9 @@ typedef struct weft_stats_summary {
   size_t critical_path_nodes;
   size_t lanes;
   size_t mem_samples_dropped;  /* memory samples over the per-run bound */
+  size_t host_timed_nodes;     /* device nodes whose backend reported no device times: their
+                                  intervals are the host's launch, on a "host-side" lane, and
+                                  they are left out of the copy accounting */
 } weft_stats_summary;
 
 /* Fills *out. Thread-safe: yes (the snapshot is read-only). */
@@ -91,7 +94,8 @@ WEFT_API void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summar
 /* One lane: a CPU worker or a stream of a device. */
 typedef struct weft_lane_stats {
   char name[48];       /* "cpu worker 0", "cuda:0 compute 0", "cuda:0 copy d2h 0" */
-  const char *kind;    /* "cpu", "compute" or "copy" (a device stream that ran only copies) */
+  const char *kind;    /* "cpu", "compute", "copy" (a device stream that ran only copies), or
+                          "host-side" (device nodes with host-side times only) */
   weft_device device;
   double busy_s;       /* time during which one of its nodes ran */
   double utilisation;  /* busy_s / makespan_s (0 when the makespan is 0) */

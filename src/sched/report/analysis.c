@@ -326,7 +326,8 @@ static int build_devices(ctx *c) {
   uint32_t k = 0;
   for (uint32_t i = 0; i < r->n; i++) {
     const weft__rnode *x = &r->node[i];
-    if (ran(x) && !x->copy) o[k++] = (order_item){(uint64_t)dev_index(c, x->device), x->start, i};
+    if (ran(x) && !x->copy && !x->hostside)
+      o[k++] = (order_item){(uint64_t)dev_index(c, x->device), x->start, i};
   }
   qsort(o, k, sizeof *o, cmp_order);
   for (uint32_t j = 0; j < k;) {
@@ -558,7 +559,7 @@ int weft__rep_overlap(weft__rep *r) {
   r->copy_total = r->copy_hidden = 0;
   uint32_t ncopies = 0;
   for (uint32_t i = 0; i < r->n; i++)
-    if (r->node[i].copy && ran(&r->node[i])) ncopies++;
+    if (r->node[i].copy && ran(&r->node[i]) && !r->node[i].hostside) ncopies++;
   if (ncopies == 0) return WEFT_OK;
   r->copies = weft__calloc(ncopies, sizeof *r->copies);
   c.stamp_d = weft__calloc(r->n, sizeof *c.stamp_d);
@@ -573,7 +574,7 @@ int weft__rep_overlap(weft__rep *r) {
     goto done;
   for (uint32_t i = 0; i < r->n; i++) {
     const weft__rnode *x = &r->node[i];
-    if (!x->copy || !ran(x)) continue;
+    if (!x->copy || !ran(x) || x->hostside) continue;
     weft__rcopy *cp = &r->copies[r->ncopies++];
     cp->node = i;
     cp->duration = x->end - x->start;

@@ -10,7 +10,9 @@
  * Overlap, as defined here (docs/observability.md says the same to users): a copy's hidden
  * time is the part of its interval during which at least one compute node (any node that is
  * not a copy) was running on a device the copy touches — its source's or its destination's.
- * hidden fraction = sum of hidden time / sum of copy time, over the copies that ran.
+ * hidden fraction = sum of hidden time / sum of copy time, over the copies that ran. Nodes with
+ * host-side times only (`hostside`) take no part: their intervals say when the host enqueued
+ * them, not when the device ran them.
  *
  * Why a copy was not hidden: for each copy with exposed time, one reason from the intervals
  * and the edges, tried in this order (the first that applies wins). "The copy's device" is
@@ -52,6 +54,8 @@ typedef struct weft__rnode {
   uint8_t copy;             /* 1: a copy node */
   uint8_t pageable;         /* copy between host and device with a pageable host side */
   uint8_t critical;         /* filled by weft__rep_critical_path */
+  uint8_t hostside;         /* a device node with only its host-side launch interval: left out
+                               of the overlap accounting (WEFT__LANE_HOSTSIDE) */
   weft_device device;       /* where the node runs (a copy: its destination) */
   weft_device src, dst;     /* a copy's two ends (both = device for other nodes) */
 } weft__rnode;

@@ -62,6 +62,7 @@ static void lane_name(uint32_t code, char *buf, size_t size) {
   case WEFT__LANE_H2D: snprintf(buf, size, "cuda:%u copy h2d %u", dev, num); break;
   case WEFT__LANE_D2H: snprintf(buf, size, "cuda:%u copy d2h %u", dev, num); break;
   case WEFT__LANE_PEER: snprintf(buf, size, "cuda:%u copy peer %u", dev, num); break;
+  case WEFT__LANE_HOSTSIDE: snprintf(buf, size, "cuda:%u host-side", dev); break;
   default: snprintf(buf, size, "cuda:%u lane %u.%u", dev, WEFT__LANE_ROLE(code), num); break;
   }
 }
@@ -71,6 +72,7 @@ const char *weft__stats_lane_kind(const weft_run_stats *st, uint32_t lane) {
   switch (WEFT__LANE_ROLE(l->code)) {
   case WEFT__LANE_CPU: return "cpu";
   case WEFT__LANE_COMPUTE: return l->copies_only ? "copy" : "compute";
+  case WEFT__LANE_HOSTSIDE: return "host-side";
   default: return "copy";
   }
 }
@@ -332,7 +334,10 @@ static void fill_model(weft_run_stats *st, const weft__plan *p, uint64_t t0, con
     e = e - t0;
     x->start = s;
     x->end = e > s ? e : s; /* a clock refinement may move an end a little before its start */
-    x->lane = lane_index(codes, ncodes, atomic_load_explicit(&t->lane, memory_order_relaxed));
+    uint32_t code = atomic_load_explicit(&t->lane, memory_order_relaxed);
+    x->lane = lane_index(codes, ncodes, code);
+    x->hostside = WEFT__LANE_ROLE(code) == WEFT__LANE_HOSTSIDE;
+    st->hostside += x->hostside;
   }
   /* Edges: the plan's successor lists; hazards from the analysis's edges. */
   uint32_t k = 0;
@@ -438,6 +443,7 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
   out->critical_path_nodes = r->ncritical;
   out->lanes = r->nlanes;
   out->mem_samples_dropped = st->dropped;
+  out->host_timed_nodes = st->hostside;
 }
 
 size_t weft_run_stats_lane_count(const weft_run_stats *st) { return st->rep->nlanes; }
@@ -533,6 +539,10 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
           s.critical_path_nodes);
   fprintf(f, "graph: %zu nodes (%zu ran), %zu edges, %zu cross-lane events, %zu copies (%zu inserted)\n",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
+  if (s.host_timed_nodes > 0)
+    fprintf(f, "note: %zu device nodes have host-side times only (their backend reports no device "
+               "times); they are left out of the copy overlap\n",
+            s.host_timed_nodes);
   /* Lanes: every lane when there are few; many CPU workers are summarised in one line. */
   const weft__rep *r = st->rep;
   size_t first = 0;
@@ -559,8 +569,8 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
     weft__fmt_time(a, sizeof a, ls.busy_s);
     fprintf(f, "  %-22s busy %-11s %5.1f%%  %zu nodes\n", ls.name, a, 100 * ls.utilisation, ls.nodes);
   }
-  if (s.copies == 0 || s.hidden_copy_fraction < 0) {
-    fprintf(f, "copies: none ran\n");
+  if (s.hidden_copy_fraction < 0) {
+    fprintf(f, "copies: %s\n", s.copies == 0 ? "none ran" : "none with device times");
   } else {
     weft__fmt_time(a, sizeof a, s.copy_s);
     weft__fmt_time(b, sizeof b, s.hidden_copy_s);
@@ -671,7 +681,8 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
     weft__json_str(f, d->message);
     fputc('}', f);
   }
-  fprintf(f, "], \"mem_samples_dropped\": %zu}\n", s.mem_samples_dropped);
+  fprintf(f, "], \"host_timed_nodes\": %zu, \"mem_samples_dropped\": %zu}\n", s.host_timed_nodes,
+          s.mem_samples_dropped);
   return weft__stats_stream_status(f, "run statistics (JSON)");
 }
 

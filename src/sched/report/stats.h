@@ -25,6 +25,7 @@ struct weft_run_stats {
   weft_copy_diagnostic *diag;
   size_t ndiag;
   size_t edges, events, inserted, copies;
+  size_t hostside;           /* device nodes with host-side times only */
 };
 
 /* A short label of node i: "mm y3 (node 7)", "copy y3 cuda:0->cpu (node 8)". */

@@ -4,7 +4,8 @@
  *   title: makespan, critical path, hidden copy fraction
  *   legend: compute | copy | critical path | merged
  *   time axis with round ticks, faint grid lines
- *   per device a heading, then its lanes (CPU workers; a GPU's compute and copy streams),
+ *   per device a heading, then its lanes (CPU workers; a GPU's compute and copy streams);
+ *   lanes that ran nothing are not drawn (a 64-core host's idle workers), only counted,
  *   one bar per node at its interval: compute blue, copies orange; nodes on the critical path
  *   outlined and underlined in dark red; a <title> on each bar for hovering
  *
@@ -21,7 +22,7 @@
 #include "sched/report/stats.h"
 #include "sched/sched.h"
 
-enum { LABEL_W = 190, RIGHT_PAD = 20, TOP = 86, HEAD_H = 18 };
+enum { LABEL_W = 190, RIGHT_PAD = 20, TOP = 100, HEAD_H = 18 };
 
 static const char *C_COMPUTE = "#4e79a7", *C_COPY = "#f28e2b", *C_CRIT = "#9c1c1c";
 
@@ -168,12 +169,18 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
   L.w = (width < 400 ? 400 : width) - LABEL_W - RIGHT_PAD;
   L.t_total = (double)(r->wall > r->span_end ? r->wall : r->span_end);
   if (L.t_total <= 0) L.t_total = 1;
-  L.lane_h = r->nlanes <= 40 ? 16 : r->nlanes <= 200 ? 8 : 4;
-  /* Lanes are numbered CPU workers first, then by device and role: grouping is a walk. */
-  size_t ngroups = 0;
-  for (uint32_t l = 0; l < r->nlanes; l++)
-    if (l == 0 || device_differs(r->lanes[l - 1].device, r->lanes[l].device)) ngroups++;
-  double height = TOP + (double)ngroups * HEAD_H + r->nlanes * (L.lane_h + 3) + 40;
+  /* Lanes are numbered CPU workers first, then by device and role: grouping is a walk over
+   * the lanes that ran something. */
+  size_t ngroups = 0, drawn = 0;
+  const weft__rlane *prev = NULL;
+  for (uint32_t l = 0; l < r->nlanes; l++) {
+    if (r->lanes[l].nodes == 0) continue;
+    if (prev == NULL || device_differs(prev->device, r->lanes[l].device)) ngroups++;
+    prev = &r->lanes[l];
+    drawn++;
+  }
+  L.lane_h = drawn <= 40 ? 16 : drawn <= 200 ? 8 : 4;
+  double height = TOP + (double)ngroups * HEAD_H + (double)drawn * (L.lane_h + 3) + 40;
   uint32_t *o, *begin;
   int rc = weft__rep_lane_order(r, &o, &begin);
   if (rc != WEFT_OK) return rc;
@@ -187,17 +194,23 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
   weft__fmt_time(a, sizeof a, s.makespan_s);
   weft__fmt_time(b, sizeof b, s.critical_path_s);
   if (s.hidden_copy_fraction < 0)
-    snprintf(c, sizeof c, "no copies");
+    snprintf(c, sizeof c, s.copies == 0 ? "no copies" : "no copies with device times");
   else
     snprintf(c, sizeof c, "%.1f%% of copy time hidden", 100 * s.hidden_copy_fraction);
   fprintf(f, "<text x=\"10\" y=\"22\" font-size=\"15\" font-weight=\"bold\">weft run: makespan %s, "
              "critical path %s (%zu nodes), %s</text>\n",
           a, b, s.critical_path_nodes, c);
+  if (s.host_timed_nodes > 0)
+    fprintf(f, "<text x=\"10\" y=\"%d\" font-size=\"11\" fill=\"%s\">%zu device nodes have "
+               "host-side times only (their backend reports no device times)</text>\n",
+            TOP - 36, C_CRIT, s.host_timed_nodes);
   legend(f, 10, 44);
   double y = TOP;
   axis(f, &L, y - 12, height - 30);
+  prev = NULL;
   for (uint32_t l = 0; l < r->nlanes; l++) {
-    if (l == 0 || device_differs(r->lanes[l - 1].device, r->lanes[l].device)) {
+    if (r->lanes[l].nodes == 0) continue;
+    if (prev == NULL || device_differs(prev->device, r->lanes[l].device)) {
       char dev[32];
       fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"12\" font-weight=\"bold\">%s</text>\n",
               y + 13, weft_device_str(r->lanes[l].device, dev, sizeof dev));
@@ -212,10 +225,13 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
             L.x0, y, L.w, L.lane_h);
     bars(st, f, &L, o + begin[l], begin[l + 1] - begin[l], y);
     y += L.lane_h + 3;
+    prev = &r->lanes[l];
   }
   fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"10\" fill=\"#666\">time from the launch; "
-             "hover a bar for its node</text>\n</svg>\n",
+             "hover a bar for its node",
           height - 10);
+  if (drawn < r->nlanes) fprintf(f, "; %zu lanes that ran nothing are not drawn", r->nlanes - drawn);
+  fputs("</text>\n</svg>\n", f);
   weft__free(o);
   weft__free(begin);
   return weft__stats_stream_status(f, "timeline (SVG)");
