@@ -2,14 +2,16 @@
  * the Chrome trace and the SVG timeline (checked with real parsers: jansson and libxml2),
  * progress, and the error paths of weft/report.h. The overlap math and the critical path are
  * also tested on hand-made intervals through the internal model (sched/report/model.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 600 /* posix_openpt */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "report_util.h"
 #include "testutil.h"
@@ -684,6 +686,45 @@ static void progress_counts_finished_nodes(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* On a terminal (a pseudo-terminal here) a run longer than 200 ms draws a bar, and erases it
+ * at the end. */
+static void progress_bar_on_a_terminal(void **state) {
+  (void)state;
+  int master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0 || grantpt(master) != 0 || unlockpt(master) != 0) {
+    print_message("no pseudo-terminal: skipped\n");
+    if (master >= 0) close(master);
+    skip();
+  }
+  FILE *tty = fopen(ptsname(master), "w");
+  assert_non_null(tty);
+  assert_true(isatty(fileno(tty)));
+  weft_runtime *rt = tu_runtime_cpu(1);
+  const weft_op *nap = op_rw(rt, "nap", sleep_kernel, NULL);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a = scalar(g, "a");
+  chain(g, nap, a, 2, 250000); /* 0.5 s in two nodes: the bar shows 1/2 at some point */
+  weft_run *run;
+  CHECK(weft_graph_launch(g, &run));
+  CHECK(weft_run_wait_progress(run, tty, 0, 1));
+  weft_run_destroy(run);
+  fflush(tty);
+  char out[4096];
+  int flags = fcntl(master, F_GETFL);
+  assert_int_equal(fcntl(master, F_SETFL, flags | O_NONBLOCK), 0);
+  ssize_t len = read(master, out, sizeof out - 1);
+  assert_true(len > 0);
+  out[len] = '\0';
+  assert_true(tu_contains(out, "/2 nodes"));
+  assert_true(tu_contains(out, "%"));
+  assert_true(tu_contains(out, "\033[K")); /* lines are cleared, and the last erase leaves none */
+  fclose(tty);
+  close(master);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 /* ---- out of memory ------------------------------------------------------------------------ */
 
 /* A failing allocator of this file's own, so that the failure can be armed after the run:
@@ -1028,6 +1069,7 @@ int main(void) {
       cmocka_unit_test(save_writes_files_and_names_bad_paths),
       cmocka_unit_test(stats_need_the_latest_finished_run_with_timing),
       cmocka_unit_test(progress_counts_finished_nodes),
+      cmocka_unit_test(progress_bar_on_a_terminal),
       cmocka_unit_test(stats_survive_out_of_memory),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
