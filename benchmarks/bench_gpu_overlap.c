@@ -7,12 +7,14 @@
  * Also reports the eager runs (replay off) and peak device memory of "both" in result
  * buffers (the memory benchmark reads it from here too).
  *
- * Usage: bench_gpu_overlap [--size 4000] [--count 50] [--reps 5] [--device 0] [--json] */
+ * Usage: bench_gpu_overlap [--size 4000] [--count 50] [--reps 5] [--device 0] [--json] [--keep] */
 #include "bench_gpu_common.h"
 
 int main(int argc, char **argv) {
   bench_opts o = {5, 4000, 50, 0, 0};
-  bench_parse(argc, argv, &o);
+  /* --keep: every y kept (no temporaries, no memory plan): a diagnostic of what the plan costs. */
+  int keep = argc > 1 && strcmp(argv[argc - 1], "--keep") == 0;
+  bench_parse(argc - keep, argv, &o);
   weft_runtime *rt = bench_runtime("overlap", o.device + 1);
   weft_device dev = weft_cuda(o.device);
   const int64_t shape[2] = {o.size, o.size};
@@ -25,6 +27,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < count; i++) {
     weft_tensor *y = NULL, *h = NULL;
     BCHECK(weft_mm(both, x, x, &y));
+    if (keep) weft_tensor_keep(y);
     BCHECK(weft_copy(both, y, weft_cpu(), &h));
   }
   BCHECK(weft_graph_create(rt, &compute));

@@ -27,7 +27,7 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,nohea
 : > "$logs/results.txt"
 if [ -n "$ref_py" ] && command -v python3 > /dev/null; then
   echo "== PyTorch reference ($ref_py)"
-  python3 "$ref_py" ${only:+--only "$only"} 2>&1 | tee "$logs/torch_reference.txt" | grep -v '^REF' || true
+  python3 "$ref_py" ${only:+--only "$only"} 2>&1 | tee "$logs/torch_reference.txt"
   grep '^REF' "$logs/torch_reference.txt" >> "$logs/results.txt"
 else
   echo "run_gpu.sh: no torch_reference.py or python3: the reference column will be empty" >&2

@@ -190,7 +190,7 @@ static void a_kernel_fault_is_reported_at_wait(void **state) {
   /* Exactly at the node under WEFT_LAUNCH_BLOCKING=1. */
   int rc = run_child("--fault", "WEFT_LAUNCH_BLOCKING=1", out, sizeof out);
   if (rc != 0) fail_msg("child exited %d: %s", rc, out);
-  if (strstr(out, "status=ECUDA node=3") == NULL) fail_msg("launch-blocking fault report: %s", out);
+  if (strstr(out, "status=ECUDA node=2") == NULL) fail_msg("launch-blocking fault report: %s", out);
   assert_non_null(strstr(out, "cudaErrorIllegalAddress"));
   assert_non_null(strstr(out, "'fault'"));
   /* Without it, at the run's wait, with a node and the advice. */

@@ -1,7 +1,9 @@
 /* test_cuda_memory.c — device memory: the memory plan keeps the reference graph
  * 50 x (y = x.x; copy y to the host) in a handful of buffers, temporaries are not readable
  * after a run, statistics and trim, out-of-memory errors that name the node, the device, the
- * bytes and the peak and leave the runtime usable, and graphs that change between runs. */
+ * bytes and the peak and leave the runtime usable, and graphs that change between runs.
+ * WEFT_TEST_SKIP_OOM=1 leaves the out-of-memory test out (compute-sanitizer runs). */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,13 +21,16 @@ static weft_cuda_memory_stats stats(weft_runtime *rt) {
 }
 #endif
 
-/* The overlap graph with results large enough that the memory plan's window is two buffers. */
+/* The overlap graph. The window's floor (64 MiB by default) is set to 0 so that two result
+ * buffers are the budget whatever their size, and the test stays small. */
 static void overlap_graph_runs_in_few_buffers(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
-  enum { N = 3072, COUNT = 50 };
+  enum { N = 1024, COUNT = 50 };
+  setenv("WEFT_CUDA_WINDOW_MIB", "0", 1);
   weft_runtime *rt = gt_runtime(0, 0);
+  unsetenv("WEFT_CUDA_WINDOW_MIB");
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
   weft_tensor *x, *h[COUNT], *y[COUNT];
@@ -45,7 +50,7 @@ static void overlap_graph_runs_in_few_buffers(void **state) {
   weft_cuda_memory_stats s = stats(rt);
   print_message("overlap graph, eager: peak %.2f buffers in use, %.2f reserved (x included)\n",
                 (double)s.peak / buf, (double)s.reserved_peak / buf);
-  assert_true(s.reserved_peak <= 5 * buf + (64u << 20));
+  assert_true(s.reserved_peak <= 5 * buf);
   assert_true(s.peak <= 5 * buf);
   weft_cuda_set_replay(rt, 1);
   CHECK(weft_graph_run(g)); /* captured */
@@ -132,6 +137,9 @@ static void small_graph_works(weft_runtime *rt) {
 static void out_of_memory_is_an_error_and_recoverable(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
+  /* compute-sanitizer reports the failing allocations this test makes on purpose. */
+  const char *skip_oom = getenv("WEFT_TEST_SKIP_OOM");
+  if (skip_oom != NULL && strcmp(skip_oom, "1") == 0) skip();
   weft_runtime *rt = gt_runtime(2, 0);
   weft_device_info info;
   CHECK(weft_device_info_get(rt, weft_cuda(0), &info));

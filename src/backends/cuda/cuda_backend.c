@@ -217,13 +217,13 @@ static void cu_host_free(weft__backend *b, void *p) { weft__cu_pinned_free(b->st
 
 /* ---- devices ---------------------------------------------------------------------------- */
 
-static int stream_init(cu_stream *s, int dev, int kind, size_t workspace) {
+/* A stream; compute streams also get a cuBLAS handle in `math` mode with its workspace and a
+ * reduction scratch buffer. */
+static int stream_init(cu_stream *s, int dev, int kind, size_t workspace, cublasMath_t math) {
   cudaError_t e = cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking);
   if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate", dev);
   s->kind = kind;
-  int rc = weft__mutex_init(&s->lock);
-  if (rc != WEFT_OK) return rc;
-  s->have_lock = 1;
+  atomic_init(&s->lock, 0);
   if (kind != CU_S_COMPUTE) return WEFT_OK;
   if ((e = cudaMalloc((void **)&s->scratch, WEFT__CU_REDUCE_BLOCKS * sizeof(double))) != cudaSuccess)
     return cuda_fail(e, "cudaMalloc (reduction scratch)", dev);
@@ -236,7 +236,8 @@ static int stream_init(cu_stream *s, int dev, int kind, size_t workspace) {
                      "cublasCreate on cuda:%d failed: %s", dev, cublasGetStatusName(bs));
   }
   if ((bs = cublasSetStream(s->blas, s->s)) != CUBLAS_STATUS_SUCCESS ||
-      (workspace > 0 && (bs = cublasSetWorkspace(s->blas, s->workspace, workspace)) != CUBLAS_STATUS_SUCCESS))
+      (workspace > 0 && (bs = cublasSetWorkspace(s->blas, s->workspace, workspace)) != CUBLAS_STATUS_SUCCESS) ||
+      (bs = cublasSetMathMode(s->blas, math)) != CUBLAS_STATUS_SUCCESS)
     return weft__err(WEFT_ECUBLAS, "configuring cuBLAS on cuda:%d failed: %s", dev, cublasGetStatusName(bs));
   return WEFT_OK;
 }
@@ -246,7 +247,6 @@ static void stream_fini(cu_stream *s) {
   if (s->workspace != NULL) cudaFree(s->workspace);
   if (s->scratch != NULL) cudaFree(s->scratch);
   if (s->s != NULL) cudaStreamDestroy(s->s);
-  if (s->have_lock) weft__mutex_destroy(&s->lock);
   memset(s, 0, sizeof *s);
 }
 
@@ -276,26 +276,27 @@ static int device_init(cu_state *st, cu_device *d, int ordinal, int ncompute) {
       (e = cudaMemPoolSetAttribute(d->pool, cudaMemPoolReuseAllowInternalDependencies, &off)) != cudaSuccess)
     return cuda_fail(e, "cudaMemPoolSetAttribute", ordinal);
 
+  /* Exact fp32 products by default; TF32 tensor cores only when the runtime allows them. */
+  cublasMath_t math = st->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
   d->ncompute = ncompute;
   d->h2d = ncompute;
   d->d2h = ncompute + 1;
   d->peer = ncompute + 2;
   d->nstreams = ncompute + 3;
   for (int i = 0; i < ncompute; i++)
-    if ((rc = stream_init(&d->streams[i], ordinal, CU_S_COMPUTE, WEFT__CU_WORKSPACE(i))) != WEFT_OK)
+    if ((rc = stream_init(&d->streams[i], ordinal, CU_S_COMPUTE, WEFT__CU_WORKSPACE(i), math)) != WEFT_OK)
       return rc;
-  if ((rc = stream_init(&d->streams[d->h2d], ordinal, CU_S_H2D, 0)) != WEFT_OK ||
-      (rc = stream_init(&d->streams[d->d2h], ordinal, CU_S_D2H, 0)) != WEFT_OK ||
-      (rc = stream_init(&d->streams[d->peer], ordinal, CU_S_PEER, 0)) != WEFT_OK ||
-      (rc = stream_init(&d->sync, ordinal, CU_S_COMPUTE, 0)) != WEFT_OK ||
-      (rc = stream_init(&d->join, ordinal, CU_S_PEER, 0)) != WEFT_OK)
+  if ((rc = stream_init(&d->streams[d->h2d], ordinal, CU_S_H2D, 0, math)) != WEFT_OK ||
+      (rc = stream_init(&d->streams[d->d2h], ordinal, CU_S_D2H, 0, math)) != WEFT_OK ||
+      (rc = stream_init(&d->streams[d->peer], ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
+      (rc = stream_init(&d->sync, ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
+      (rc = stream_init(&d->join, ordinal, CU_S_PEER, 0, math)) != WEFT_OK)
     return rc;
   if ((rc = weft__mutex_init(&d->qlock)) != WEFT_OK) return rc;
   d->have_qlock = 1;
   if ((rc = weft__cond_init(&d->qcond)) != WEFT_OK) return rc;
   d->have_qcond = 1;
   atomic_init(&d->qcount, 0);
-  (void)st;
   return WEFT_OK;
 }
 
@@ -361,8 +362,10 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   st->launch_blocking = (o->flags & WEFT_RUNTIME_LAUNCH_BLOCKING) != 0;
   st->allow_tf32 = (o->flags & WEFT_RUNTIME_ALLOW_TF32) != 0;
   atomic_init(&st->replay, env_int("WEFT_CUDA_REPLAY", 0, 1, 1));
+  weft__cu_set_pdl(env_int("WEFT_CUDA_PDL", 0, 1, 1));
+  st->capture_run = (unsigned)env_int("WEFT_CUDA_CAPTURE_RUN", 1, 1000, 2);
   st->window_count = 2;
-  st->window_bytes_min = (size_t)64 << 20;
+  st->window_bytes_min = (size_t)env_int("WEFT_CUDA_WINDOW_MIB", 0, 1 << 30, 64) << 20;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError(); /* no driver or no device: the CPU alone, not an error */
@@ -509,10 +512,10 @@ int weft__cu_alloc_storage(cu_state *st, weft_tensor *t) {
   int rc = device_of(st, t, &d);
   if (rc != WEFT_OK) return rc;
   void *p = NULL;
-  weft__mutex_lock(&d->sync.lock);
+  weft__cu_lock(&d->sync);
   cudaError_t e = weft__cu_pool_alloc(d, &p, t->bytes, d->sync.s);
   if (e == cudaSuccess) e = cudaStreamSynchronize(d->sync.s);
-  weft__mutex_unlock(&d->sync.lock);
+  weft__cu_unlock(&d->sync);
   if (e != cudaSuccess) {
     char msg[512], what[160];
     snprintf(what, sizeof what, "tensor %s", weft__tensor_name(t));
@@ -533,9 +536,9 @@ static void cu_free(weft__backend *b, weft_tensor *t) {
   cu_state *st = b->state;
   cu_device *d = NULL;
   if (t->data == NULL || device_of(st, t, &d) != WEFT_OK) return;
-  weft__mutex_lock(&d->sync.lock);
+  weft__cu_lock(&d->sync);
   if (cudaFreeAsync(t->data, d->sync.s) != cudaSuccess) cudaGetLastError();
-  weft__mutex_unlock(&d->sync.lock);
+  weft__cu_unlock(&d->sync);
 }
 
 static int cu_read(weft__backend *b, weft_tensor *t, void *dst) {
@@ -543,9 +546,9 @@ static int cu_read(weft__backend *b, weft_tensor *t, void *dst) {
   cu_device *d = NULL;
   int rc = device_of(st, t, &d);
   if (rc != WEFT_OK) return rc;
-  weft__mutex_lock(&d->sync.lock);
+  weft__cu_lock(&d->sync);
   rc = sync_finish(d, cudaMemcpyAsync(dst, t->data, t->bytes, cudaMemcpyDeviceToHost, d->sync.s), "reading", t);
-  weft__mutex_unlock(&d->sync.lock);
+  weft__cu_unlock(&d->sync);
   return rc;
 }
 
@@ -554,9 +557,9 @@ static int cu_write(weft__backend *b, weft_tensor *t, const void *src) {
   cu_device *d = NULL;
   int rc = device_of(st, t, &d);
   if (rc != WEFT_OK) return rc;
-  weft__mutex_lock(&d->sync.lock);
+  weft__cu_lock(&d->sync);
   rc = sync_finish(d, cudaMemcpyAsync(t->data, src, t->bytes, cudaMemcpyHostToDevice, d->sync.s), "writing", t);
-  weft__mutex_unlock(&d->sync.lock);
+  weft__cu_unlock(&d->sync);
   return rc;
 }
 
@@ -565,10 +568,10 @@ static int cu_init_tensor(weft__backend *b, weft_tensor *t) {
   cu_device *d = NULL;
   int rc = device_of(st, t, &d);
   if (rc != WEFT_OK) return rc;
-  weft__mutex_lock(&d->sync.lock);
+  weft__cu_lock(&d->sync);
   cudaError_t e = (cudaError_t)weft__cu_fill(t->dtype, t->numel, t->data, t->init, d->sync.s);
   rc = sync_finish(d, e, "initialising", t);
-  weft__mutex_unlock(&d->sync.lock);
+  weft__cu_unlock(&d->sync);
   return rc;
 }
 

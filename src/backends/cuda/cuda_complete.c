@@ -5,10 +5,10 @@
  * report node N of run R" (a node with a CPU successor) or "... report this device's part of
  * run R's drain". The thread takes the whole queue, polls every pending event with
  * cudaEventQuery and reports those done, in whatever order they finish (so a short copy is not
- * held behind a long product on another stream); when nothing is done it spins for up to
- * SPIN_NS (a few microseconds of latency matter to runs of small nodes) and then blocks in
+ * held behind a long product on another stream); when nothing is done it polls (hot, then
+ * yielding the core between polls, see SPIN_NS) and after a quarter of a second blocks in
  * cudaEventSynchronize on the oldest request (events are created with cudaEventBlockingSync,
- * so the thread sleeps instead of burning a core through a long product). No CUDA call is made
+ * so the thread then sleeps instead of burning a core through a long run). No CUDA call is made
  * from a CUDA callback and nothing synchronises a whole device.
  *
  * A failed event (an asynchronous fault: the device context is then unusable) is reported as
@@ -24,7 +24,12 @@
 
 #include "backends/cuda/cuda_internal.h"
 
-#define SPIN_NS 2000000ull
+/* Waiting for the device: poll hot for HOT_NS, then poll yielding the core between polls
+ * until SPIN_NS, then sleep in cudaEventSynchronize. A wake-up from that sleep costs tens of
+ * microseconds, which a single 4000^2 product (2.6 ms) would notice; a core polling and
+ * yielding costs the CPU workers almost nothing (PyTorch's synchronize spins likewise). */
+#define HOT_NS 50000ull
+#define SPIN_NS 250000000ull
 
 int weft__cu_push(cu_device *d, const cu_item *it) {
   int rc = WEFT_OK;
@@ -135,8 +140,12 @@ static void *thread_main(void *arg) {
     }
     uint64_t now = weft__now_ns();
     if (idle_since == 0) idle_since = now;
-    if (now - idle_since < SPIN_NS) {
+    if (now - idle_since < HOT_NS) {
       for (int k = 0; k < 64 && atomic_load_explicit(&d->qcount, memory_order_acquire) == 0; k++) weft__cpu_relax();
+      continue;
+    }
+    if (now - idle_since < SPIN_NS) {
+      weft__thread_yield();
       continue;
     }
     /* A long wait: sleep until the oldest request's event completes. */
@@ -176,7 +185,7 @@ static int drain_device(cu_state *st, cu_plan *cp, int dev) {
   cu_device *d = &st->dev[dev];
   weft_tensor **ts = cp->p->graph->tensors.data;
   cudaSetDevice(d->ordinal);
-  weft__mutex_lock(&d->join.lock);
+  weft__cu_lock(&d->join);
   for (int s = 0; s < d->nstreams; s++) {
     if (!(cp->used[dev] >> s & 1)) continue;
     cudaEventRecord(cp->tail[dev][s], d->streams[s].s);
@@ -188,7 +197,7 @@ static int drain_device(cu_state *st, cu_plan *cp, int dev) {
       cp->tptr[t] = NULL;
     }
   cudaEventRecord(cp->drained[dev], d->join.s);
-  weft__mutex_unlock(&d->join.lock);
+  weft__cu_unlock(&d->join);
   cu_item it = {cp->drained[dev], cp->p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
   return weft__cu_push(d, &it);
 }

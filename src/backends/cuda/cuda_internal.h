@@ -42,10 +42,27 @@ typedef struct cu_stream {
   cublasHandle_t blas;   /* compute streams only */
   void *workspace;       /* cuBLAS workspace of `blas` */
   double *scratch;       /* partial sums of reductions run on this stream */
-  weft__mutex lock;      /* serialises enqueueing onto the stream and the use of `blas` */
+  atomic_int lock;       /* serialises enqueueing onto the stream and the use of `blas` */
   int kind;              /* cu_stream_kind */
-  int have_lock;
 } cu_stream;
+
+/* A stream's lock is held for a few CUDA calls (microseconds), by workers that have nothing
+ * else to do meanwhile: a waiter spins briefly, then yields the core, rather than sleeping in
+ * the kernel (a futex wake-up costs more than the whole enqueue). Acquire on taking, release
+ * on giving back, so what one enqueue wrote is seen by the next. */
+static inline void weft__cu_lock(cu_stream *s) {
+  for (int spins = 0;; spins++) {
+    if (!atomic_load_explicit(&s->lock, memory_order_relaxed) &&
+        !atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
+      return;
+    if (spins < 256)
+      weft__cpu_relax();
+    else
+      weft__thread_yield();
+  }
+}
+
+static inline void weft__cu_unlock(cu_stream *s) { atomic_store_explicit(&s->lock, 0, memory_order_release); }
 
 /* One completion request: when `ev` has completed, report node `node` of `run` (kind NODE) or
  * the device's part of a run's drain (kind DRAIN). */
@@ -94,6 +111,7 @@ typedef struct cu_state {
   int launch_blocking;
   int allow_tf32;
   atomic_int replay;          /* 1: unchanged graphs are captured and replayed */
+  unsigned capture_run;       /* the run of a plan that captures it (2; WEFT_CUDA_CAPTURE_RUN) */
   size_t window_bytes_min;    /* memory plan: frees left unclaimed, at least this many bytes */
   int window_count;           /*   ... and at least this many of the largest temporaries */
   cu_pinned *pinned;
@@ -121,9 +139,8 @@ typedef struct cu_node {
   uint8_t why;
   uint32_t heir_of;      /* the predecessor whose stream it continues, or UINT32_MAX */
   uint32_t wait_b, wait_e;   /* cu_plan.lists: nodes whose events it waits for first */
-  uint32_t fwait_b, fwait_e; /* nodes whose events it waits for before its frees */
-  uint32_t alloc_b, alloc_e; /* temporaries (tensor ids) it allocates before its work */
-  uint32_t free_b, free_e;   /* temporaries it frees after its work */
+  uint32_t free_b, free_e;   /* dead temporaries (tensor ids) it frees, after the waits */
+  uint32_t alloc_b, alloc_e; /* temporaries it allocates, after the frees, before its work */
   cudaEvent_t event;
   cudaEvent_t stage_event;   /* staged copies: the source half is done */
   void *stage;               /* staged copies: the pinned buffer */
@@ -160,6 +177,7 @@ typedef struct cu_plan {
   cudaEvent_t replay_done;
   double *replay_scratch[CU_MAX_DEVICES][CU_MAX_COMPUTE];
   void *replay_workspace[CU_MAX_DEVICES][CU_MAX_COMPUTE];
+  cublasHandle_t replay_blas[CU_MAX_DEVICES][CU_MAX_COMPUTE];
 } cu_plan;
 
 /* ---- calls between the files ------------------------------------------------------------ */

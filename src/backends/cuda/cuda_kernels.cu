@@ -21,6 +21,36 @@
 
 namespace {
 
+/* Programmatic dependent launch (Hopper and later): each kernel is launched with
+ * programmatic stream serialisation allowed, lets its successor start launching as soon as it
+ * starts (launch_dependents), and waits for its predecessor's completion and memory
+ * (griddepcontrol.wait) before touching global memory. A chain of tiny kernels then overlaps
+ * each launch with the previous kernel's run instead of paying launch latency in between. A
+ * successor that is not launched this way (a cuBLAS kernel, a copy) waits as usual. */
+int use_pdl = 1;
+
+__device__ __forceinline__ void pdl_enter() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), unsigned grid, unsigned block, cudaStream_t s, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(block);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = use_pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...);
+}
+
 constexpr int THREADS = 256;
 constexpr int MAX_BLOCKS = 2048;
 constexpr int64_t SMALL_REDUCE = 16384;
@@ -35,6 +65,7 @@ unsigned blocks_for(int64_t n) {
 template <typename T, int KIND>
 __global__ void elementwise(int64_t n, const T *a, const T *b, T *c,
                             T alpha) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
     T x = a[i];
@@ -62,14 +93,13 @@ int launch_elementwise(int kind, int64_t n, const void *a, const void *b, void *
   T al = (T)alpha;
   unsigned g = blocks_for(n);
   switch (kind) {
-    case WEFT__CU_ADD: elementwise<T, WEFT__CU_ADD><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
-    case WEFT__CU_SUB: elementwise<T, WEFT__CU_SUB><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
-    case WEFT__CU_MUL: elementwise<T, WEFT__CU_MUL><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
-    case WEFT__CU_SCALE: elementwise<T, WEFT__CU_SCALE><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
-    case WEFT__CU_RELU: elementwise<T, WEFT__CU_RELU><<<g, THREADS, 0, s>>>(n, pa, pb, pc, al); break;
+    case WEFT__CU_ADD: return (int)launch(elementwise<T, WEFT__CU_ADD>, g, THREADS, s, n, pa, pb, pc, al);
+    case WEFT__CU_SUB: return (int)launch(elementwise<T, WEFT__CU_SUB>, g, THREADS, s, n, pa, pb, pc, al);
+    case WEFT__CU_MUL: return (int)launch(elementwise<T, WEFT__CU_MUL>, g, THREADS, s, n, pa, pb, pc, al);
+    case WEFT__CU_SCALE: return (int)launch(elementwise<T, WEFT__CU_SCALE>, g, THREADS, s, n, pa, pb, pc, al);
+    case WEFT__CU_RELU: return (int)launch(elementwise<T, WEFT__CU_RELU>, g, THREADS, s, n, pa, pb, pc, al);
     default: return (int)cudaErrorInvalidValue;
   }
-  return (int)cudaGetLastError();
 }
 
 /* Sums the block's values of `v` in shared memory; thread 0 gets the total. */
@@ -103,12 +133,14 @@ __device__ void store_result(T *out, double total, int squares) {
 
 template <typename T>
 __global__ void reduce_one_block(int64_t n, const T *__restrict__ x, T *out, int squares) {
+  pdl_enter();
   double v = block_sum(partial(n, x, squares, threadIdx.x, blockDim.x));
   if (threadIdx.x == 0) store_result(out, v, squares);
 }
 
 template <typename T>
 __global__ void reduce_partials(int64_t n, const T *__restrict__ x, double *scratch, int squares) {
+  pdl_enter();
   double v = block_sum(partial(n, x, squares, blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
                                (int64_t)gridDim.x * blockDim.x));
   if (threadIdx.x == 0) scratch[blockIdx.x] = v;
@@ -116,6 +148,7 @@ __global__ void reduce_partials(int64_t n, const T *__restrict__ x, double *scra
 
 template <typename T>
 __global__ void reduce_final(int nparts, const double *__restrict__ scratch, T *out, int squares) {
+  pdl_enter();
   double v = 0.0;
   for (int i = threadIdx.x; i < nparts; i += blockDim.x) v += scratch[i];
   v = block_sum(v);
@@ -127,15 +160,12 @@ int launch_reduce(int64_t n, const void *x, void *out, int squares, double *scra
                   cudaStream_t s) {
   const T *px = (const T *)x;
   T *po = (T *)out;
-  if (n <= SMALL_REDUCE) {
-    reduce_one_block<T><<<1, THREADS, 0, s>>>(n, px, po, squares);
-  } else {
-    int64_t b = (n + THREADS - 1) / THREADS;
-    unsigned g = (unsigned)(b < WEFT__CU_REDUCE_BLOCKS ? b : WEFT__CU_REDUCE_BLOCKS);
-    reduce_partials<T><<<g, THREADS, 0, s>>>(n, px, scratch, squares);
-    reduce_final<T><<<1, THREADS, 0, s>>>((int)g, scratch, po, squares);
-  }
-  return (int)cudaGetLastError();
+  if (n <= SMALL_REDUCE) return (int)launch(reduce_one_block<T>, 1, THREADS, s, n, px, po, squares);
+  int64_t b = (n + THREADS - 1) / THREADS;
+  unsigned g = (unsigned)(b < WEFT__CU_REDUCE_BLOCKS ? b : WEFT__CU_REDUCE_BLOCKS);
+  cudaError_t e = launch(reduce_partials<T>, g, THREADS, s, n, px, scratch, squares);
+  if (e == cudaSuccess) e = launch(reduce_final<T>, 1, THREADS, s, (int)g, (const double *)scratch, po, squares);
+  return (int)e;
 }
 
 /* The value of element i under `init`, in the CPU's operation order (weft__cpu_fill). */
@@ -161,6 +191,7 @@ __device__ double init_value(int kind, double a, double b, uint64_t seed, int64_
 
 template <typename T>
 __global__ void fill(int64_t n, T *p, int kind, double a, double b, uint64_t seed) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
     p[i] = (T)init_value(kind, a, b, seed, i);
@@ -168,6 +199,7 @@ __global__ void fill(int64_t n, T *p, int kind, double a, double b, uint64_t see
 
 template <typename T>
 __global__ void add_bias(int64_t rows, int64_t cols, T *out, const T *__restrict__ bias) {
+  pdl_enter();
   int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x)
@@ -195,10 +227,8 @@ extern "C" int weft__cu_fill(int dtype, int64_t n, void *p, weft_init init, cuda
     return (int)cudaMemsetAsync(p, 0, (size_t)n * (dtype == WEFT_F32 ? 4 : 8), stream);
   unsigned g = blocks_for(n);
   if (dtype == WEFT_F32)
-    fill<float><<<g, THREADS, 0, stream>>>(n, (float *)p, init.kind, init.a, init.b, init.seed);
-  else
-    fill<double><<<g, THREADS, 0, stream>>>(n, (double *)p, init.kind, init.a, init.b, init.seed);
-  return (int)cudaGetLastError();
+    return (int)launch(fill<float>, g, THREADS, stream, n, (float *)p, init.kind, init.a, init.b, init.seed);
+  return (int)launch(fill<double>, g, THREADS, stream, n, (double *)p, init.kind, init.a, init.b, init.seed);
 }
 
 extern "C" int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *out,
@@ -206,8 +236,8 @@ extern "C" int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *ou
   if (rows <= 0 || cols <= 0) return (int)cudaSuccess;
   unsigned g = blocks_for(rows * cols);
   if (dtype == WEFT_F32)
-    add_bias<float><<<g, THREADS, 0, stream>>>(rows, cols, (float *)out, (const float *)bias);
-  else
-    add_bias<double><<<g, THREADS, 0, stream>>>(rows, cols, (double *)out, (const double *)bias);
-  return (int)cudaGetLastError();
+    return (int)launch(add_bias<float>, g, THREADS, stream, rows, cols, (float *)out, (const float *)bias);
+  return (int)launch(add_bias<double>, g, THREADS, stream, rows, cols, (double *)out, (const double *)bias);
 }
+
+extern "C" void weft__cu_set_pdl(int on) { use_pdl = on != 0; }

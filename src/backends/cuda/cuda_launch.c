@@ -7,7 +7,7 @@
  * held for the whole sequence: the stream's cuBLAS handle and reduction scratch are then the
  * node's alone, and two workers enqueueing independent nodes on one stream cannot interleave
  * their waits and records. The same code runs inside a stream capture (cuda_replay.c), on the
- * capture's private streams, with the shared handle borrowed under its lock.
+ * capture's private streams, handles and scratch.
  *
  * What the scheduler learns: a node with a CPU successor returns WEFT__PENDING and its
  * completion comes from the device's completion thread; every other node returns WEFT_OK as
@@ -58,30 +58,30 @@ typedef struct lane {
   int capture;
 } lane;
 
+/* Inside a capture the lane is the capture's private stream with the plan's own handle,
+ * workspace and scratch (a replay may run beside eager nodes of other graphs that use the
+ * shared ones), and no lock is needed: one thread captures. */
 static void lane_open(cu_state *st, cu_plan *cp, const cu_streams *cap, int dev, int stream, lane *l) {
   l->d = &st->dev[dev];
   l->own = &l->d->streams[stream];
   l->capture = cap != NULL;
   l->stream = stream;
-  l->s = cap != NULL ? cap->s[dev][stream] : l->own->s;
-  l->blas = l->own->blas;
-  l->scratch = cap != NULL && stream < l->d->ncompute ? cp->replay_scratch[dev][stream] : l->own->scratch;
   cudaSetDevice(l->d->ordinal);
-  weft__mutex_lock(&l->own->lock);
-  if (cap != NULL && l->blas != NULL) {
-    /* Borrow the shared handle for the capture stream, with the plan's own workspace: the
-     * replayed graph must not share a workspace with eager nodes running beside it. */
-    cublasSetStream(l->blas, l->s);
-    cublasSetWorkspace(l->blas, cp->replay_workspace[dev][stream], WEFT__CU_WORKSPACE(stream));
+  if (cap != NULL) {
+    int compute = stream < l->d->ncompute;
+    l->s = cap->s[dev][stream];
+    l->blas = compute ? cp->replay_blas[dev][stream] : NULL;
+    l->scratch = compute ? cp->replay_scratch[dev][stream] : NULL;
+    return;
   }
+  l->s = l->own->s;
+  l->blas = l->own->blas;
+  l->scratch = l->own->scratch;
+  weft__cu_lock(l->own);
 }
 
 static void lane_close(lane *l) {
-  if (l->capture && l->blas != NULL) {
-    cublasSetStream(l->blas, l->own->s);
-    cublasSetWorkspace(l->blas, l->own->workspace, WEFT__CU_WORKSPACE(l->stream));
-  }
-  weft__mutex_unlock(&l->own->lock);
+  if (!l->capture) weft__cu_unlock(l->own);
 }
 
 static int check_dims(weft_kernel_ctx *ctx, int64_t a, int64_t b, int64_t c) {
@@ -227,6 +227,13 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
   for (uint32_t k = x->wait_b; k < x->wait_e && e == cudaSuccess; k++)
     e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
   if (e != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaStreamWaitEvent");
+  /* Dead temporaries this node claimed: their readers are done (waited for above), so their
+   * memory goes back to the pool in this stream's order, for the allocations below. */
+  for (uint32_t k = x->free_b; k < x->free_e && rc == WEFT_OK; k++) {
+    void *p = cp->tptr[L[k]];
+    cp->tptr[L[k]] = NULL;
+    if (p != NULL && (e = cudaFreeAsync(p, l.s)) != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
+  }
   for (uint32_t k = x->alloc_b; k < x->alloc_e && rc == WEFT_OK; k++) {
     const weft_tensor *t = WEFT__VEC_AT(&nd->graph->tensors, weft_tensor *, L[k]);
     void *p = NULL;
@@ -249,20 +256,10 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
     }
     rc = work(ctx, st, cp, x, &l, cap);
   }
-  /* Frees and the event go on the lane the work ended on, after waiting for the other readers
-   * of the freed tensors. Even a failed node frees, so a failure does not leak. */
-  e = cudaSuccess;
-  if (x->free_b < x->free_e) {
-    for (uint32_t k = x->fwait_b; k < x->fwait_e && e == cudaSuccess; k++)
-      e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
-    for (uint32_t k = x->free_b; k < x->free_e && e == cudaSuccess; k++) {
-      void *p = cp->tptr[L[k]];
-      cp->tptr[L[k]] = NULL;
-      if (p != NULL) e = cudaFreeAsync(p, l.s);
-    }
-  }
-  if (rc == WEFT_OK && e == cudaSuccess && (x->flags & CU_RECORD)) e = cudaEventRecord(x->event, l.s);
-  if (rc == WEFT_OK && e != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaEventRecord");
+  /* The event goes on the lane the work ended on. Temporaries left allocated by a failure are
+   * freed by the run's drain. */
+  if (rc == WEFT_OK && (x->flags & CU_RECORD) && (e = cudaEventRecord(x->event, l.s)) != cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "cudaEventRecord");
   lane_close(&l);
   if (cap == NULL) atomic_store_explicit(&cp->last_issued[x->dev], i, memory_order_relaxed);
   return rc;

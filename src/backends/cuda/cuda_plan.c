@@ -22,18 +22,20 @@
  *
  * Memory plan. A temporary (analysis: an op's result whose final value a later node reads and
  * that is not kept) whose every accessor is a CUDA node on its device gets no storage at
- * materialisation: its first writer allocates it from the device pool (stream-ordered) and the
- * last reader of its final value frees it after its work, once the other readers of that value,
- * on other streams, are done. That alone does not bound memory, because the host enqueues far
- * ahead of the device: fifty products would allocate fifty buffers before the first copy is
- * done. So the plan throttles: walking the nodes in order, a node that allocates a temporary
- * waits for the frees of older temporaries on its device, keeping unclaimed only the most
- * recent frees that add up to a budget (max(2 x the new buffer, 64 MiB)). Each wait is an
- * edge from the freeing node to the allocating one (plan_edges), pointing forward in the
- * walk's topological order, so no cycle can arise; the pool then reuses the freed buffer
- * because the allocating stream waits on an event recorded after the free. The reference
- * graph 50 x (y = x.x; copy y to the host) runs in x plus three buffers, and the products
- * never wait (a copy takes half a product's time). */
+ * materialisation: its first writer allocates it from the device pool, stream-ordered, just
+ * before its kernel. When to give it back is the plan's choice, because the host enqueues far
+ * ahead of the device: freeing each temporary after its last reader and letting the pool
+ * reuse memory across streams bounds nothing (fifty products allocate fifty buffers before
+ * the first copy is done) and stalls a stream behind the side branches that read with it. So,
+ * walking the nodes in order, a temporary is *dead* once the last reader of its final value is
+ * passed, and a node that allocates *claims* the oldest dead temporaries of its device beyond
+ * a budget (max(2 x the new buffer, 64 MiB) stays unclaimed): it waits for their readers (an
+ * edge from each reader, added through plan_edges and pointing forward in the walk's
+ * topological order, so no cycle can arise; and their events) and frees them on its own stream
+ * right before allocating, so the pool reuses their memory in stream order. What nobody
+ * claims is freed by the run's drain (or at the end of a captured graph). The reference graph
+ * 50 x (y = x.x; copy y to the host) runs in x plus three buffers and no product waits (a copy
+ * takes half a product's time); 1000 small logged products free nothing during the run. */
 #include <stdio.h>
 #include <string.h>
 
@@ -56,8 +58,9 @@ typedef struct build {
   uint32_t *pos;
   double *cost, *height;
   uint32_t *heir;
-  uint32_t *first, *last_final; /* per tensor: allocating node, freeing node */
-  weft__vec waits, fwaits, allocs, frees; /* pair */
+  uint32_t *first, *last_final; /* per tensor: allocating node, last reader of its final value */
+  weft__vec waits, allocs, pfrees; /* pair (node, node or tensor) */
+  weft__vec readers;               /* pair (tensor, reader of its final value) */
 } build;
 
 static int is_cuda(const build *bd, uint32_t i) { return bd->cp->x[i].dev >= 0; }
@@ -232,11 +235,14 @@ static void choose_heirs(build *bd) {
 
 static void assign_streams(build *bd) {
   cu_state *st = bd->st;
-  uint32_t tail[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  /* tail: the last node placed on each stream; kept: the heir a stream is kept for until it
+   * is placed (a small node starting a chain does not take a stream a chain will continue). */
+  uint32_t tail[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3], kept[CU_MAX_DEVICES][CU_MAX_COMPUTE];
   int rr[CU_MAX_DEVICES];
   for (int d = 0; d < CU_MAX_DEVICES; d++) {
     rr[d] = 0;
     for (int s = 0; s < CU_MAX_COMPUTE + 3; s++) tail[d][s] = NONE;
+    for (int s = 0; s < CU_MAX_COMPUTE; s++) kept[d][s] = NONE;
   }
   for (uint32_t k = 0; k < bd->n; k++) {
     uint32_t i = bd->cp->order[k];
@@ -258,11 +264,18 @@ static void assign_streams(build *bd) {
         x->stream = 0;
         x->why = CU_WHY_BIG;
       } else {
-        x->stream = (uint8_t)(rr[x->dev]++ % d->ncompute);
+        int s = rr[x->dev] % d->ncompute;
+        for (int j = 0; j < d->ncompute && kept[x->dev][s] != NONE; j++) s = (s + 1) % d->ncompute;
+        if (kept[x->dev][s] != NONE) s = rr[x->dev] % d->ncompute; /* every stream is kept: share */
+        rr[x->dev] = s + 1;
+        x->stream = (uint8_t)s;
         x->why = CU_WHY_SPREAD;
       }
       if (local_copy && cont == NONE) x->why = CU_WHY_LOCAL_COPY;
       x->start_stream = x->stream;
+      for (int j = 0; j < d->ncompute; j++)
+        if (kept[x->dev][j] == i) kept[x->dev][j] = NONE; /* placed: no longer waited for */
+      kept[x->dev][x->stream] = bd->heir[i];
     }
     tail[x->dev][x->stream] = i;
     bd->cp->used[x->dev] |= (uint16_t)(1u << x->stream);
@@ -272,9 +285,10 @@ static void assign_streams(build *bd) {
 
 /* ---- memory plan ------------------------------------------------------------------------ */
 
-/* Marks the temporaries this plan manages and their allocating and freeing nodes; adds the
- * free-order edges (other readers of the final value -> the freeing node). */
-static int plan_temporaries(build *bd, weft__vec *extra) {
+/* Marks the temporaries this plan manages, their allocating node (first[t]), the readers of
+ * their final value (bd->readers: (tensor, reader)) and the last of those in the walk's order
+ * (last_final[t]), after which the tensor is dead. */
+static int plan_temporaries(build *bd) {
   weft_graph *g = bd->g;
   weft_tensor **ts = g->tensors.data;
   weft_node **nodes = g->nodes.data;
@@ -328,90 +342,99 @@ static int plan_temporaries(build *bd, weft__vec *extra) {
   int rc = WEFT_OK;
   for (uint32_t t = 0; t < nt; t++)
     if (cp->temp[t] && (first_reads[t] || bd->last_final[t] == NONE || bd->first[t] == NONE)) cp->temp[t] = 0;
-  /* The other final readers must be done before the free: order them before the freeing
-   * node (issue order) and make it wait for their events before freeing (fwaits). */
   for (uint32_t i = 0; i < bd->n && rc == WEFT_OK; i++) {
     const weft_node *nd = nodes[i];
     for (int a = 0; a < nd->nargs && rc == WEFT_OK; a++) {
-      uint32_t t = nd->args[a].t->id, f = bd->last_final[t];
-      if (!cp->temp[t] || !(nd->args[a].mode & WEFT_READ) || i <= last_write[t] || i == f || stamp[t] == i)
-        continue;
+      uint32_t t = nd->args[a].t->id;
+      if (!cp->temp[t] || !(nd->args[a].mode & WEFT_READ) || i <= last_write[t] || stamp[t] == i) continue;
       stamp[t] = i;
-      weft__edge e = {i, f, NONE, WEFT__HAZARD_RESOURCE};
-      if ((rc = weft__vec_push(extra, &e)) == WEFT_OK) rc = push_pair(&bd->fwaits, f, i);
+      rc = push_pair(&bd->readers, t, i);
     }
   }
   for (uint32_t t = 0; t < nt && rc == WEFT_OK; t++)
-    if (cp->temp[t] && (rc = push_pair(&bd->allocs, bd->first[t], t)) == WEFT_OK)
-      rc = push_pair(&bd->frees, bd->last_final[t], t);
+    if (cp->temp[t]) rc = push_pair(&bd->allocs, bd->first[t], t);
   weft__free(last_write);
   weft__free(stamp);
   weft__free(first_reads);
   return rc;
 }
 
-typedef struct pending_free {
-  uint32_t node;
+typedef struct dead_temp {
+  uint32_t tensor;
   size_t bytes;
-} pending_free;
+} dead_temp;
 
 static int by_owner(const void *a, const void *b) {
   const pair *x = a, *y = b;
   return x->owner < y->owner ? -1 : x->owner > y->owner;
 }
 
-/* The throttle described at the top: allocation waits for old frees on the same device. */
+/* Counts pairs per owner into off[owner + 1] and turns the counts into offsets (off has n + 2
+ * entries); v must be sorted by owner. */
+static uint32_t *offsets(const weft__vec *v, uint32_t n) {
+  uint32_t *off = weft__calloc((size_t)n + 2, sizeof(uint32_t));
+  if (off == NULL) return NULL;
+  const pair *pr = v->data;
+  for (size_t k = 0; k < v->len; k++) off[pr[k].owner + 1]++;
+  for (uint32_t i = 0; i <= n; i++) off[i + 1] += off[i];
+  return off;
+}
+
+/* The throttle described at the top. Walking the nodes in order, a temporary becomes dead
+ * once its last final reader is passed; a node that allocates claims the oldest dead ones of
+ * its device beyond the budget: it waits for their readers (edges reader -> node, and events)
+ * and frees them on its own stream before allocating, so the pool reuses their memory in
+ * stream order. Dead temporaries nobody claims are freed by the run's drain. */
 static int plan_window(build *bd, weft__vec *extra) {
   weft_tensor **ts = bd->g->tensors.data;
   cu_plan *cp = bd->cp;
-  /* allocs and frees sorted by node, to walk them with the order. */
   qsort(bd->allocs.data, bd->allocs.len, sizeof(pair), by_owner);
-  qsort(bd->frees.data, bd->frees.len, sizeof(pair), by_owner);
-  const pair *al = bd->allocs.data, *fr = bd->frees.data;
-  uint32_t *aoff = weft__calloc((size_t)bd->n + 1, sizeof(uint32_t));
-  uint32_t *foff = weft__calloc((size_t)bd->n + 1, sizeof(uint32_t));
-  pending_free *fifo = weft__malloc((bd->frees.len ? bd->frees.len : 1) * sizeof *fifo);
-  if (!aoff || !foff || !fifo) {
-    weft__free(aoff);
-    weft__free(foff);
-    weft__free(fifo);
-    return weft__oom("the CUDA memory plan");
-  }
-  for (size_t k = 0; k < bd->allocs.len; k++) aoff[al[k].owner + 1]++;
-  for (size_t k = 0; k < bd->frees.len; k++) foff[fr[k].owner + 1]++;
-  for (uint32_t i = 0; i < bd->n; i++) {
-    aoff[i + 1] += aoff[i];
-    foff[i + 1] += foff[i];
-  }
+  qsort(bd->readers.data, bd->readers.len, sizeof(pair), by_owner);
+  const pair *al = bd->allocs.data, *rd = bd->readers.data;
+  /* dying[node]: the temporaries whose last final reader it is. */
+  weft__vec dying;
+  weft__vec_init(&dying, sizeof(pair));
   int rc = WEFT_OK;
+  for (uint32_t t = 0; t < bd->nt && rc == WEFT_OK; t++)
+    if (cp->temp[t]) rc = push_pair(&dying, bd->last_final[t], t);
+  if (rc != WEFT_OK) {
+    weft__vec_fini(&dying);
+    return rc;
+  }
+  qsort(dying.data, dying.len, sizeof(pair), by_owner);
+  const pair *dy = dying.data;
+  uint32_t *aoff = offsets(&bd->allocs, bd->n), *doff = offsets(&dying, bd->n), *roff = offsets(&bd->readers, bd->nt);
+  dead_temp *fifo = weft__malloc((dying.len ? dying.len : 1) * sizeof *fifo);
+  if (!aoff || !doff || !roff || !fifo) rc = weft__oom("the CUDA memory plan");
   for (int dev = 0; dev < bd->st->ndev && rc == WEFT_OK; dev++) {
     size_t head = 0, tailq = 0, sum = 0;
     for (uint32_t k = 0; k < bd->n && rc == WEFT_OK; k++) {
       uint32_t i = cp->order[k];
       if (cp->x[i].dev != dev) continue;
-      uint32_t last_claimed = NONE;
       for (uint32_t a = aoff[i]; a < aoff[i + 1] && rc == WEFT_OK; a++) {
-        size_t bytes = ts[al[a].value]->bytes;
-        size_t budget = (size_t)bd->st->window_count * bytes;
+        size_t budget = (size_t)bd->st->window_count * ts[al[a].value]->bytes;
         if (budget < bd->st->window_bytes_min) budget = bd->st->window_bytes_min;
         while (head < tailq && sum > budget && rc == WEFT_OK) {
-          uint32_t f = fifo[head].node;
+          uint32_t u = fifo[head].tensor;
           sum -= fifo[head++].bytes;
-          if (f == i || f == last_claimed) continue;
-          last_claimed = f;
-          weft__edge e = {f, i, NONE, WEFT__HAZARD_RESOURCE};
-          if ((rc = weft__vec_push(extra, &e)) == WEFT_OK) rc = push_pair(&bd->waits, i, f);
+          rc = push_pair(&bd->pfrees, i, u);
+          for (uint32_t r = roff[u]; r < roff[u + 1] && rc == WEFT_OK; r++) {
+            weft__edge e = {rd[r].value, i, NONE, WEFT__HAZARD_RESOURCE};
+            if ((rc = weft__vec_push(extra, &e)) == WEFT_OK) rc = push_pair(&bd->waits, i, rd[r].value);
+          }
         }
       }
-      for (uint32_t f = foff[i]; f < foff[i + 1]; f++) {
-        fifo[tailq++] = (pending_free){i, ts[fr[f].value]->bytes};
-        sum += ts[fr[f].value]->bytes;
+      for (uint32_t f = doff[i]; f < doff[i + 1]; f++) {
+        fifo[tailq++] = (dead_temp){dy[f].value, ts[dy[f].value]->bytes};
+        sum += ts[dy[f].value]->bytes;
       }
     }
   }
   weft__free(aoff);
-  weft__free(foff);
+  weft__free(doff);
+  weft__free(roff);
   weft__free(fifo);
+  weft__vec_fini(&dying);
   return rc;
 }
 
@@ -436,10 +459,10 @@ static int plan_waits(build *bd) {
   return rc;
 }
 
-/* Sorts `v` by owner, drops repeated (owner, value) pairs and those on the owner's own lane
- * (for fwaits: the lane it frees on), appends the values to the plan's lists and sets the
- * owners' ranges through `field` (offset of the begin index; the end follows it). Marks the
- * waited-for nodes CU_RECORD. */
+/* Sorts `v` by owner, drops repeated (owner, value) pairs and, for waits, those on the lane
+ * the owner starts on; appends the values to the plan's lists and sets the owners' ranges
+ * through `field` (offset of the begin index; the end follows it). Marks the waited-for nodes
+ * CU_RECORD. */
 static int pack(build *bd, weft__vec *v, size_t field, int waits, uint32_t **lists, size_t *len, size_t *cap) {
   cu_plan *cp = bd->cp;
   pair *pr = v->data;
@@ -455,10 +478,8 @@ static int pack(build *bd, weft__vec *v, size_t field, int waits, uint32_t **lis
       for (uint32_t j = range[0]; j < *len && !dup; j++) dup = (*lists)[j] == val;
       if (dup) continue;
       if (waits) {
-        /* A wait at the start is on the start lane; a wait before the frees on the end lane. */
         const cu_node *o = &cp->x[owner], *w = &cp->x[val];
-        int fw = field == offsetof(cu_node, fwait_b);
-        if (same_lane(w, fw ? o->dev : o->start_dev, fw ? o->stream : o->start_stream)) continue;
+        if (same_lane(w, o->start_dev, o->start_stream)) continue; /* the stream orders them */
         cp->x[val].flags |= CU_RECORD;
       }
       if (*len == *cap) {
@@ -487,9 +508,9 @@ static void build_free(build *bd) {
   weft__free(bd->first);
   weft__free(bd->last_final);
   weft__vec_fini(&bd->waits);
-  weft__vec_fini(&bd->fwaits);
   weft__vec_fini(&bd->allocs);
-  weft__vec_fini(&bd->frees);
+  weft__vec_fini(&bd->pfrees);
+  weft__vec_fini(&bd->readers);
 }
 
 int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
@@ -501,9 +522,9 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   build bd;
   memset(&bd, 0, sizeof bd);
   weft__vec_init(&bd.waits, sizeof(pair));
-  weft__vec_init(&bd.fwaits, sizeof(pair));
   weft__vec_init(&bd.allocs, sizeof(pair));
-  weft__vec_init(&bd.frees, sizeof(pair));
+  weft__vec_init(&bd.pfrees, sizeof(pair));
+  weft__vec_init(&bd.readers, sizeof(pair));
   int rc = WEFT_OK;
   cu_plan *cp = weft__calloc(1, sizeof *cp);
   if (cp == NULL) {
@@ -555,15 +576,14 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   if ((rc = build_csr(&bd)) != WEFT_OK || (rc = topo_order(&bd)) != WEFT_OK) goto done;
   choose_heirs(&bd);
   assign_streams(&bd);
-  if ((rc = plan_temporaries(&bd, extra)) != WEFT_OK || (rc = plan_window(&bd, extra)) != WEFT_OK ||
+  if ((rc = plan_temporaries(&bd)) != WEFT_OK || (rc = plan_window(&bd, extra)) != WEFT_OK ||
       (rc = plan_waits(&bd)) != WEFT_OK)
     goto done;
   uint32_t *lists = NULL;
   size_t len = 0, cap = 0;
   if ((rc = pack(&bd, &bd.waits, offsetof(cu_node, wait_b), 1, &lists, &len, &cap)) == WEFT_OK &&
-      (rc = pack(&bd, &bd.fwaits, offsetof(cu_node, fwait_b), 1, &lists, &len, &cap)) == WEFT_OK &&
-      (rc = pack(&bd, &bd.allocs, offsetof(cu_node, alloc_b), 0, &lists, &len, &cap)) == WEFT_OK)
-    rc = pack(&bd, &bd.frees, offsetof(cu_node, free_b), 0, &lists, &len, &cap);
+      (rc = pack(&bd, &bd.pfrees, offsetof(cu_node, free_b), 0, &lists, &len, &cap)) == WEFT_OK)
+    rc = pack(&bd, &bd.allocs, offsetof(cu_node, alloc_b), 0, &lists, &len, &cap);
   cp->lists = lists;
 done:
   build_free(&bd);

@@ -11,9 +11,10 @@
  *
  * The capture uses private streams, one per stream the plan uses, forked from and joined into
  * an origin stream, so the graph keeps the plan's concurrency and no work of other graphs that
- * share the devices' streams can slip into it. cuBLAS handles are borrowed under their
- * stream's lock, with the plan's own workspaces and reduction scratch, because a replay may
- * run beside eager nodes of other graphs that use the shared ones. Temporaries become the
+ * share the devices' streams can slip into it. Each captured compute stream has the plan's own
+ * cuBLAS handle, workspace (of the size of the stream it mirrors, so cuBLAS picks the same
+ * algorithms) and reduction scratch, because a replay may run beside eager nodes of other
+ * graphs that use the devices' shared ones. Temporaries become the
  * graph's memory nodes. A capture that fails is abandoned: the plan then runs eagerly for good
  * (weft_cuda_run_stats counts it). */
 #include <stdio.h>
@@ -50,10 +51,13 @@ void weft__cu_replay_free(cu_plan *cp) {
   cp->replay_done = NULL;
   for (int d = 0; d < st->ndev; d++)
     for (int s = 0; s < CU_MAX_COMPUTE; s++) {
-      if (cp->replay_scratch[d][s] == NULL && cp->replay_workspace[d][s] == NULL) continue;
+      if (cp->replay_scratch[d][s] == NULL && cp->replay_workspace[d][s] == NULL && cp->replay_blas[d][s] == NULL)
+        continue;
       cudaSetDevice(st->dev[d].ordinal);
+      if (cp->replay_blas[d][s] != NULL) cublasDestroy(cp->replay_blas[d][s]);
       cudaFree(cp->replay_scratch[d][s]);
       cudaFree(cp->replay_workspace[d][s]);
+      cp->replay_blas[d][s] = NULL;
       cp->replay_scratch[d][s] = NULL;
       cp->replay_workspace[d][s] = NULL;
     }
@@ -87,6 +91,20 @@ static int capture(cu_state *st, cu_plan *cp) {
           ((e = cudaMalloc((void **)&cp->replay_scratch[d][s], WEFT__CU_REDUCE_BLOCKS * sizeof(double))) != cudaSuccess ||
            (e = cudaMalloc(&cp->replay_workspace[d][s], WEFT__CU_WORKSPACE(s))) != cudaSuccess))
         break;
+      if (s < st->dev[d].ncompute && cp->replay_blas[d][s] == NULL) {
+        cublasHandle_t h = NULL;
+        if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+          e = cudaErrorMemoryAllocation;
+          break;
+        }
+        cp->replay_blas[d][s] = h;
+        if (cublasSetStream(h, cs.s[d][s]) != CUBLAS_STATUS_SUCCESS ||
+            cublasSetWorkspace(h, cp->replay_workspace[d][s], WEFT__CU_WORKSPACE(s)) != CUBLAS_STATUS_SUCCESS ||
+            cublasSetMathMode(h, st->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) {
+          e = cudaErrorInvalidValue;
+          break;
+        }
+      }
     }
   int capturing = 0;
   if (e == cudaSuccess && od >= 0) {
@@ -123,8 +141,11 @@ static int capture(cu_state *st, cu_plan *cp) {
             cudaSetDevice(st->dev[d].ordinal);
             if ((e = cudaEventRecord(join[d][s], cs.s[d][s])) == cudaSuccess) e = cudaStreamWaitEvent(origin, join[d][s], 0);
           }
-      cudaGraph_t graph = NULL;
+      /* Temporaries no node claimed are freed at the end of the graph, as the drain does. */
       cudaSetDevice(st->dev[od].ordinal);
+      for (uint32_t t = 0; t < cp->ntensors && e == cudaSuccess; t++)
+        if (cp->tptr[t] != NULL) e = cudaFreeAsync(cp->tptr[t], origin);
+      cudaGraph_t graph = NULL;
       cudaError_t ee = cudaStreamEndCapture(origin, &graph);
       if (e == cudaSuccess) e = ee;
       if (e == cudaSuccess && rc == WEFT_OK) e = cudaGraphInstantiate(&cp->exec, graph, 0);
@@ -163,15 +184,15 @@ int weft__cu_run_begin(weft__backend *b, weft__plan *p) {
   cp->replaying = 0;
   cp->runs++;
   for (int d = 0; d < CU_MAX_DEVICES; d++) atomic_store_explicit(&cp->last_issued[d], UINT32_MAX, memory_order_relaxed);
-  if (cp->runs >= 2 && !cp->capture_failed && (cp->exec != NULL || replayable(st, cp)) &&
+  if (cp->runs >= st->capture_run && !cp->capture_failed && (cp->exec != NULL || replayable(st, cp)) &&
       atomic_load(&st->replay) && (cp->exec != NULL || capture(st, cp) == WEFT_OK)) {
     cu_device *d = &st->dev[cp->origin_dev];
     cu_stream *s = &d->streams[0];
     cudaSetDevice(d->ordinal);
-    weft__mutex_lock(&s->lock);
+    weft__cu_lock(s);
     cudaError_t e = cudaGraphLaunch(cp->exec, s->s);
     if (e == cudaSuccess) e = cudaEventRecord(cp->replay_done, s->s);
-    weft__mutex_unlock(&s->lock);
+    weft__cu_unlock(s);
     if (e != cudaSuccess) {
       cudaGetLastError();
       return weft__err(WEFT_ECUDA, "replaying the captured CUDA graph of this graph on cuda:%d failed: %s (%s)",
