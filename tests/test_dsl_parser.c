@@ -333,6 +333,57 @@ static void test_devices(void **state) {
   expect_in(parse_fail("tensor x: f32[2] on nowhere\n"),
             "t.weft:1:21: error: unknown device 'nowhere'; expected cpu, cuda:N or a name declared with 'device'");
   expect_in(parse_fail("tensor x: f32[2]\ny = copy(x, x)\n"), "t.weft:2:13: error: 'x' is a tensor; expected a device");
+
+  /* On a (simulated) machine with two GPUs the declarations pick them. */
+  weft_runtime_options ro;
+  weft_runtime_options_init(&ro);
+  ro.cpu_workers = 1;
+  ro.flags |= WEFT_RUNTIME_QUIET;
+  ro.simulate = "h200x2";
+  weft_runtime *two = NULL;
+  CHECK(weft_runtime_create(&ro, &two));
+  const char *prog =
+      "device a = cuda:1 | cpu\n"
+      "device b = cuda:7 | cuda:0 | cpu\n"
+      "tensor x: f32[2] on a = ones\n"
+      "tensor y: f32[2] on b\n"
+      "tensor z: f32[2] on cuda:1\n"
+      "w = add(y, x)\n"          /* runs on y's device: x is copied there */
+      "h = copy(w, cpu)\n";
+  weft_program *q = NULL;
+  CHECK(weft_program_parse(two, "t.weft", prog, strlen(prog), NULL, &q));
+  weft_graph *g2 = weft_program_graph(q);
+  assert_true(weft_device_equal(weft_tensor_device(weft_graph_find_tensor(g2, "x")), weft_cuda(1)));
+  assert_true(weft_device_equal(weft_tensor_device(weft_graph_find_tensor(g2, "y")), weft_cuda(0)));
+  assert_true(weft_device_equal(weft_tensor_device(weft_graph_find_tensor(g2, "w")), weft_cuda(0)));
+  /* The inserted copy is named after its source and device, and has the statement's origin. */
+  weft_node *copy = weft_graph_node(g2, 0);
+  assert_true(weft_node_is_inserted(copy));
+  assert_string_equal(weft_tensor_name(weft_node_arg(copy, 1, NULL)), "x@cuda:0");
+  assert_string_equal(weft_node_origin(copy), "t.weft:6:1");
+  assert_string_equal(weft_node_origin(weft_graph_node(g2, 1)), "t.weft:6:1");
+  weft_program_destroy(q);
+  /* --device moves every declaration, not the literal devices. */
+  o.device = "cuda:1";
+  CHECK(weft_program_parse(two, "t.weft", prog, strlen(prog), &o, &q));
+  g2 = weft_program_graph(q);
+  assert_true(weft_device_equal(weft_tensor_device(weft_graph_find_tensor(g2, "y")), weft_cuda(1)));
+  assert_true(weft_device_equal(weft_tensor_device(weft_graph_find_tensor(g2, "h")), weft_cpu()));
+  assert_int_equal(weft_node_is_inserted(weft_graph_node(g2, 0)), 0);
+  weft_program_destroy(q);
+  /* strict: no copy is inserted; the op fails at its line. */
+  weft_program *r = (weft_program *)1;
+  const char *strict = "strict\ntensor x: f32[2] on cuda:0\ntensor y: f32[2] on cuda:1\nz = add(x, y)\n";
+  assert_int_equal(weft_program_parse(two, "t.weft", strict, strlen(strict), NULL, &r), WEFT_EDEVICE);
+  expect_in(weft_last_error(), "t.weft:4:5: error: node 0 'add': argument b (y) lives on cuda:1 but the node runs on cuda:0; copy it there first (strict device mode)");
+  /* A copy into an existing tensor must go to that tensor's device. */
+  const char *into = "tensor x: f32[2] on cuda:0\ntensor h: f32[2]\nh = copy(x, cuda:1)\n";
+  assert_int_equal(weft_program_parse(two, "t.weft", into, strlen(into), NULL, &r), WEFT_EPARSE);
+  expect_in(weft_last_error(), "t.weft:3:13: error: 'h' lives on cpu, so the copy into it cannot go to cuda:1; expected cpu or no device");
+  expect_in(parse_fail_opts("tensor x: f32[2] on cuda:2\n", NULL, WEFT_EDEVICE), "(it has cpu)");
+  assert_int_equal(weft_program_parse(two, "t.weft", "tensor x: f32[2] on cuda:2\n", 27, NULL, &r), WEFT_EDEVICE);
+  expect_in(weft_last_error(), "device cuda:2 does not exist on this machine (it has cpu, cuda:0, cuda:1)");
+  weft_runtime_destroy(two);
 }
 
 /* ---- files and outputs ---------------------------------------------------------------------- */

@@ -157,6 +157,8 @@ static void round_trip(weft_runtime *r, weft_graph *g, const char *what) {
   weft_program_destroy(p);
 }
 
+static char *slurp(const char *path, size_t *len);
+
 /* ---- the oracle's random programs ------------------------------------------------------- */
 
 static void test_oracle_programs(void **state) {
@@ -297,15 +299,26 @@ static void test_graphs_text_cannot_spell(void **state) {
   weft_graph_destroy(g);
 }
 
-/* Copies weft inserts are not written: the parser inserts them again. Needs a second device. */
+/* A runtime with GPUs: the machine's, or else a simulated two-GPU machine (building graphs
+ * needs the devices, not their kernels). */
+static weft_runtime *gpu_runtime(void) {
+  weft_runtime *r = tu_runtime(2);
+  if (weft_device_count(r, WEFT_DEVICE_CUDA) > 0) return r;
+  weft_runtime_destroy(r);
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.flags |= WEFT_RUNTIME_QUIET;
+  o.simulate = "h200x2";
+  r = NULL;
+  CHECK(weft_runtime_create(&o, &r));
+  return r;
+}
+
+/* Copies weft inserts are not written: the parser inserts them again. */
 static void test_inserted_copies(void **state) {
   (void)state;
-  weft_runtime *r = tu_runtime(2);
-  if (weft_device_count(r, WEFT_DEVICE_CUDA) == 0) {
-    weft_runtime_destroy(r);
-    skip();
-    return;
-  }
+  weft_runtime *r = gpu_runtime();
   weft_graph *g;
   CHECK(weft_graph_create(r, &g));
   int64_t shape[2] = {3, 3};
@@ -329,6 +342,69 @@ static void test_inserted_copies(void **state) {
   CHECK(weft_relu(g, copy, &v));
   round_trip(r, g, "a direct use of an automatic copy");
   weft_graph_destroy(g);
+
+  /* Random programs spread over the CPU and the GPUs: every op's inputs copied where needed. */
+  int ngpu = weft_device_count(r, WEFT_DEVICE_CUDA), copies = 0;
+  for (int seed = 0; seed < 60; seed++) {
+    CHECK(weft_graph_create(r, &g));
+    uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
+    weft_tensor *pool[24];
+    int n = 0;
+    for (int step = 0; step < 40; step++) {
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+      weft_device dev = (rng >> 8) % 3 == 0 ? weft_cpu() : weft_cuda((int)((rng >> 12) % (uint64_t)ngpu));
+      weft_tensor *t = NULL;
+      if (n < 3 || (rng >> 20) % 4 == 0) {
+        if (n == 24) continue;
+        CHECK(weft_tensor_create(g, NULL, WEFT_F32, 2, shape, dev, weft_uniform(0, 1, rng), &t));
+        pool[n++] = t;
+        continue;
+      }
+      weft_tensor *a = pool[(rng >> 24) % (uint64_t)n], *b = pool[(rng >> 32) % (uint64_t)n];
+      weft_tensor *out = (rng >> 40) % 3 == 0 ? pool[(rng >> 44) % (uint64_t)n] : NULL;
+      switch ((rng >> 50) % 4) {
+        case 0: CHECK(weft_mm(g, a, b, &out)); break;
+        case 1: CHECK(weft_add(g, a, b, &out)); break;
+        case 2: CHECK(weft_copy(g, a, dev, &out)); break;
+        default: CHECK(weft_fill(g, a, weft_full(1))); break;
+      }
+      if (out != NULL && n < 24 && (rng >> 56) % 2) pool[n++] = out;
+    }
+    for (size_t i = 0; i < weft_graph_node_count(g); i++) copies += weft_node_is_inserted(weft_graph_node(g, i));
+    round_trip(r, g, "random devices");
+    weft_graph_destroy(g);
+  }
+  assert_true(copies > 50);
+  weft_runtime_destroy(r);
+}
+
+/* The examples on a machine with GPUs (real or simulated) use them, with copies between. */
+static void test_examples_on_gpus(void **state) {
+  (void)state;
+  weft_runtime *r = gpu_runtime();
+  static const char *const names[] = {"device_fallback.weft", "two_gpus.weft", "copy_to_host.weft",
+                                      "cpu_vs_gpu.weft", "linear_layer.weft"};
+  int inserted = 0;
+  for (int i = 0; i < 5; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", WEFT_EXAMPLES_DIR, names[i]);
+    size_t len;
+    char *text = slurp(path, &len);
+    assert_non_null(text);
+    weft_program *p = NULL;
+    CHECK(weft_program_parse(r, path, text, len, NULL, &p));
+    weft_graph *g = weft_program_graph(p);
+    /* x is on the first GPU. */
+    weft_tensor *x = weft_graph_find_tensor(g, i == 1 ? "x1" : "x");
+    if (x == NULL) x = weft_graph_find_tensor(g, "ga");
+    assert_non_null(x);
+    assert_int_equal(weft_tensor_device(x).kind, WEFT_DEVICE_CUDA);
+    for (size_t k = 0; k < weft_graph_node_count(g); k++) inserted += weft_node_is_inserted(weft_graph_node(g, k));
+    round_trip(r, g, path);
+    weft_program_destroy(p);
+    free(text);
+  }
+  assert_true(inserted >= 1); /* device_fallback's y, copied to x's GPU */
   weft_runtime_destroy(r);
 }
 
@@ -474,6 +550,7 @@ int main(void) {
       cmocka_unit_test(test_graphs_text_cannot_spell),
       cmocka_unit_test(test_inserted_copies),
       cmocka_unit_test(test_examples),
+      cmocka_unit_test(test_examples_on_gpus),
       cmocka_unit_test(test_corpus),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
