@@ -137,12 +137,18 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
       weft__dispatch_flush();
       tls.run = r;
     }
-    int st;
+    int st, held = 0;
     if (atomic_load_explicit(&pl->poison[x->id], memory_order_relaxed) ||
         atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
       st = SKIPPED;
       weft__timing_skip(pl, x->id);
     } else {
+      /* A node of an asynchronous backend may complete on another thread before launch even
+       * returns, and that completion may be the run's last: the issuing worker holds one
+       * extra count on the run until it is done reading the plan (dropped below), so the run
+       * cannot end, and its graph be destroyed, under it. */
+      held = (x->backend->vt->flags & WEFT__BACKEND_ASYNC) != 0;
+      if (held) atomic_fetch_add_explicit(&r->remaining, 1, memory_order_acq_rel);
       st = run_node(x, r, worker, err, sizeof err);
     }
     weft__xnode *next = NULL;
@@ -156,6 +162,7 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
       release(pool, pl, x, 0, poisoned, &next);
       tls.count++;
     }
+    if (held) tls.count++;
     x = next;
   }
 }
