@@ -8,7 +8,8 @@
  * weft_run_wait_progress waits on the run's condition with a 100 ms timeout and redraws the
  * bar at each wake-up. The bar appears only after 200 ms (counted from the first run of a
  * sequence of repeats, index 0, on this thread), so quick runs never draw one, and it is
- * erased after the last run of the sequence. */
+ * erased after the last run of the sequence, or after a run that failed (whose error message
+ * comes next). */
 #include <stdio.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ int weft_run_progress(const weft_run *run, size_t *done, size_t *total) {
 }
 
 static _Thread_local uint64_t sequence_start;
+static _Thread_local int bar_shown; /* a bar is on the terminal and must be erased */
 
 enum { BAR = 30 };
 
@@ -65,7 +67,10 @@ int weft_run_wait_progress(weft_run *run, FILE *tty, int index, int count) {
                      index, count);
   if (tty == NULL || !isatty(fileno(tty))) return weft_run_wait(run);
   uint64_t now = weft__now_ns();
-  if (index == 0) sequence_start = now;
+  if (index == 0) {
+    sequence_start = now;
+    bar_shown = 0;
+  }
   int drawn = 0;
   weft__mutex_lock(&run->lock);
   while (!atomic_load_explicit(&run->done, memory_order_acquire)) {
@@ -79,12 +84,16 @@ int weft_run_wait_progress(weft_run *run, FILE *tty, int index, int count) {
     weft__mutex_lock(&run->lock);
   }
   weft__mutex_unlock(&run->lock);
+  int st = weft_run_wait(run);
   now = weft__now_ns();
-  if (index + 1 < count && (drawn || now - sequence_start >= 200000000u)) {
+  if (st == WEFT_OK && index + 1 < count && (drawn || now - sequence_start >= 200000000u)) {
     draw(tty, run, index, count, now); /* the finished run, until the next one draws */
-  } else if (index + 1 == count && now - sequence_start >= 200000000u) {
+    bar_shown = 1;
+  } else if (bar_shown || drawn) {
+    /* The last run of the sequence, or a failed one: leave the line to what comes next. */
     fputs("\r\033[K", tty);
     fflush(tty);
+    bar_shown = 0;
   }
-  return weft_run_wait(run);
+  return st;
 }
