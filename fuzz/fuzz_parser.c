@@ -1,7 +1,8 @@
 /* fuzz_parser.c — libFuzzer target for the .weft front end.
  *
- * Each input is parsed as a program (files denied, at most 2000 nodes, so no input touches the
- * disk or runs long). A crash, hang, leak or undefined behaviour is a bug, and so is a broken
+ * Each input is parsed as a program on a simulated machine with two GPUs (so devices, their
+ * fallbacks and the copies weft inserts between them are reachable; nothing runs), with files
+ * denied and at most 2000 nodes, so no input touches the disk or runs long. A crash, hang, leak or undefined behaviour is a bug, and so is a broken
  * round trip: when an input parses, its graph written as text must parse back to a graph with
  * the same tensors and nodes whose text is the same again, and its formatted source (weft fmt)
  * must parse back to the same number of nodes. Build and run with fuzz/run_fuzz.sh. */
@@ -23,8 +24,8 @@ static weft_runtime *runtime(void) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = 1;
-  o.max_gpus = 0;
   o.flags |= WEFT_RUNTIME_QUIET;
+  o.simulate = "h200x2";
   if (weft_runtime_create(&o, &rt) != WEFT_OK) abort();
   /* A user op, so that calls with accesses and parameters are reachable. */
   weft_op_desc d;
