@@ -712,13 +712,14 @@ static void on_connection(uv_stream_t *l, int status) {
 static void cancel_all(server *s) {
   if (s->cancelling) return;
   s->cancelling = 1;
+  /* Runs in flight stop at their next node; a submission still loading is cancelled when
+   * its load returns (next_or_report sees `cancelling`). */
   long n = 0;
-  for (submission *sub = s->subs; sub != NULL; sub = sub->next)
-    if (sub->run != NULL) {
-      weft_run_cancel(sub->run);
-      n++;
-    }
-  if (n > 0) say(s, "cancelling %ld run%s still in flight", n, n == 1 ? "" : "s");
+  for (submission *sub = s->subs; sub != NULL; sub = sub->next) {
+    if (sub->run != NULL) weft_run_cancel(sub->run);
+    n++;
+  }
+  if (n > 0) say(s, "cancelling %ld submission%s still in progress", n, n == 1 ? "" : "s");
 }
 
 static void on_grace(uv_timer_t *t) { cancel_all(t->data); }
