@@ -551,7 +551,8 @@ static void test_malformed_requests(void **state) {
 static void test_oversized_submission(void **state) {
   (void)state;
   server s;
-  server_start(&s, (const char *[]){"--max-bytes", "1000", "--max-repeat", "5", NULL});
+  server_start(&s, (const char *[]){"--max-bytes", "1000", "--max-repeat", "5", "--max-nodes",
+                                    "10", NULL});
   int fd = client_connect(s.addr);
   assert_true(fd >= 0);
   /* Too large: refused, its body skipped, and the connection goes on. */
@@ -567,6 +568,13 @@ static void test_oversized_submission(void **state) {
   assert_true(tp_has(a.err, "5000 bytes"));
   assert_true(tp_has(a.err, "at most 1000"));
   assert_true(tp_has(a.out, "\"status\": \"too-large\""));
+  answer_fini(&a);
+  /* A graph over --max-nodes is an error in the program. */
+  send_request(fd, "Name: many.weft\nDefine: K=6\n", PROG_SLOW);
+  read_answer(fd, &a);
+  assert_int_equal(a.exit_code, 2);
+  assert_true(tp_has(a.err, "many.weft:"));
+  assert_true(tp_has(a.err, "max_nodes (10)"));
   answer_fini(&a);
   send_request(fd, "Repeat: 6\n", PROG_OK);
   read_answer(fd, &a);

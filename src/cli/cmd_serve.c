@@ -12,7 +12,8 @@
  *                   └─ malformed: answer, shut down the write side, DISCARD until EOF
  *   submission:  load (pool) ─► run × Repeat (weft_uv_launch) ─► report (pool) ─► write
  *
- * Limits: a submission's source is at most --max-bytes (answered "too-large" otherwise); at
+ * Limits: a submission's source is at most --max-bytes (answered "too-large" otherwise), its
+ * graph at most --max-nodes nodes (a load error, exit 2), its Repeat at most --max-repeat; at
  * most --max-inflight submissions are held at once, from the end of their header to their
  * response (the next is answered "busy" at once: clients retry); at most --max-connections
  * connections are accepted (more wait in the kernel's backlog); a connection idle for
@@ -68,7 +69,7 @@ struct server {
   cli_addr addr;
   /* Limits. */
   size_t max_bytes;
-  long max_inflight, max_conns, max_repeat;
+  long max_inflight, max_conns, max_repeat, max_nodes;
   uint64_t idle_ms, grace_ms;
   int quiet, allow_files;
   /* State. */
@@ -143,6 +144,7 @@ static const char serve_help[] =
     "      --max-inflight N     submissions held at once; more are answered 'busy' (default 16)\n"
     "      --max-connections N  connections at once; more wait to be accepted (default 128)\n"
     "      --max-repeat N       largest Repeat a submission may ask for (default 1000)\n"
+    "      --max-nodes N        most nodes a submission's graph may have (default 1000000)\n"
     "      --idle-timeout SEC   close a connection idle this long (default 60)\n"
     "      --grace SEC          on SIGINT/SIGTERM, cancel runs still going after SEC (default 10)\n"
     "      --workers N          CPU worker threads (default: one per core)\n"
@@ -370,6 +372,7 @@ static void sub_start(submission *sub) {
   j->repeat = (int)sub->req.repeat;
   j->json = sub->req.json;
   j->dsl.deny_files = !sub->srv->allow_files;
+  j->dsl.max_nodes = (size_t)sub->srv->max_nodes;
   sub->work.data = sub;
   if (uv_queue_work(sub->srv->loop, &sub->work, work_load, after_load) != 0) {
     work_load(&sub->work);
@@ -827,7 +830,7 @@ static int parse_seconds(const char *flag, const char *text, uint64_t *ms) {
 int cli_cmd_serve(int argc, char **argv) {
   enum {
     OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
-    OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_IDLE, OPT_GRACE, OPT_QUIET
+    OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_IDLE, OPT_GRACE, OPT_QUIET
   };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -837,6 +840,7 @@ int cli_cmd_serve(int argc, char **argv) {
       {"max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT},
       {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
       {"max-repeat", required_argument, NULL, OPT_MAX_REPEAT},
+      {"max-nodes", required_argument, NULL, OPT_MAX_NODES},
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"workers", required_argument, NULL, CLI_OPT_WORKERS},
@@ -850,6 +854,7 @@ int cli_cmd_serve(int argc, char **argv) {
   s.max_inflight = 16;
   s.max_conns = 128;
   s.max_repeat = 1000;
+  s.max_nodes = 1000000;
   s.idle_ms = 60000;
   s.grace_ms = 10000;
   const char *listen = "127.0.0.1:7878";
@@ -876,6 +881,10 @@ int cli_cmd_serve(int argc, char **argv) {
         break;
       case OPT_MAX_REPEAT:
         if (cli_parse_int("serve", "--max-repeat", optarg, 1, 100000000, &s.max_repeat) != 0)
+          return CLI_EXIT_USAGE;
+        break;
+      case OPT_MAX_NODES:
+        if (cli_parse_int("serve", "--max-nodes", optarg, 1, 1000000000, &s.max_nodes) != 0)
           return CLI_EXIT_USAGE;
         break;
       case OPT_IDLE:
