@@ -363,6 +363,13 @@ static void test_devices(void **state) {
   assert_string_equal(weft_node_origin(copy), "t.weft:6:1");
   assert_string_equal(weft_node_origin(weft_graph_node(g2, 1)), "t.weft:6:1");
   weft_program_destroy(q);
+  /* The copy is readable by its name, not writable. */
+  const char *reads = "tensor x: f32[2] on cpu = ones\ntensor y: f32[2] on cuda:0\nw = add(y, x)\nr = relu(`x@cuda:0`)\n"
+                      "`x@cuda:0` = relu(y)\nfill(`x@cuda:0`, zeros)\n";
+  assert_int_equal(weft_program_parse(two, "t.weft", reads, strlen(reads), NULL, &q), WEFT_EPARSE);
+  expect_in(weft_last_error(), "t.weft:5:1: error: 'x@cuda:0' is a copy weft inserted and may only be read; expected a tensor of the program");
+  expect_in(weft_last_error(), "t.weft:6:6: error: 'x@cuda:0' is a copy weft inserted and may only be read");
+  assert_null(strstr(weft_last_error(), "t.weft:4:"));
   /* --device moves every declaration, not the literal devices. */
   o.device = "cuda:1";
   CHECK(weft_program_parse(two, "t.weft", prog, strlen(prog), &o, &q));

@@ -299,6 +299,10 @@ static void test_graphs_text_cannot_spell(void **state) {
   weft_graph_destroy(g);
 }
 
+static void expect_in_msg(const char *msg, const char *want) {
+  if (strstr(msg, want) == NULL) fail_msg("message\n%s\ndoes not contain\n%s", msg, want);
+}
+
 /* A runtime with GPUs: the machine's, or else a simulated two-GPU machine (building graphs
  * needs the devices, not their kernels). */
 static weft_runtime *gpu_runtime(void) {
@@ -341,6 +345,12 @@ static void test_inserted_copies(void **state) {
   weft_tensor *v = NULL;
   CHECK(weft_relu(g, copy, &v));
   round_trip(r, g, "a direct use of an automatic copy");
+  /* Writing into an automatic copy is beyond the text. */
+  CHECK(weft_fill(g, copy, weft_zeros()));
+  char *text = (char *)1;
+  assert_int_equal(weft_graph_write(g, &text), WEFT_ENOTSUP);
+  assert_null(text);
+  expect_in_msg(weft_last_error(), "a copy weft inserted; .weft text only reads automatic copies");
   weft_graph_destroy(g);
 
   /* Random programs spread over the CPU and the GPUs: every op's inputs copied where needed. */

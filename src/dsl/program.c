@@ -288,6 +288,16 @@ static int eval_device(ctx *c, const weft__dsl_expr *e, int may_be_absent, weft_
   return err(c, WEFT_EPARSE, e->line, e->col, "expected a device: cpu, cuda:N or a declared device name");
 }
 
+/* A copy weft inserted is read through its source's name (weft reuses it while the source is
+ * unchanged); writing into it would make that reuse wrong, so the program may not. */
+static int check_writable(ctx *c, const weft__dsl_expr *e, const weft_tensor *t) {
+  if (t->flags & WEFT__T_INSERTED)
+    return err(c, WEFT_EPARSE, e->line, e->col,
+               "'%s' is a copy weft inserted and may only be read; expected a tensor of the program",
+               weft_tensor_name(t));
+  return OK;
+}
+
 /* Looks a tensor up by a name expression. */
 static int eval_tensor(ctx *c, const weft__dsl_expr *e, weft_tensor **out) {
   if (e->kind != EX_NAME) {
@@ -620,7 +630,9 @@ static int user_call(ctx *c, const weft_op *op, const weft__dsl_expr *call) {
         rc = eval_params(c, x, &params);
       continue;
     }
-    if (n < want && eval_tensor(c, x, &args[n]) != OK) rc = FAIL;
+    if (n < want && (eval_tensor(c, x, &args[n]) != OK ||
+                     ((op->desc.access[n] & WEFT_WRITE) && check_writable(c, x, args[n]) != OK)))
+      rc = FAIL;
     n++;
   }
   if (rc == OK && n != want)
@@ -778,6 +790,7 @@ static int exec_assign(ctx *c, const weft__dsl_stmt *s) {
   const char *name = y->key;
   weft_tensor *out = y->kind == SYM_TENSOR ? y->t : NULL;
   int is_new = out == NULL;
+  if (out != NULL && check_writable(c, s->target, out) != OK) return FAIL;
   int kind = weft__op_kind_find(call->text);
   size_t n0 = weft_graph_node_count(c->g), t0 = weft_graph_tensor_count(c->g);
   int rc;
@@ -816,7 +829,7 @@ static int exec_call(ctx *c, const weft__dsl_stmt *s) {
     weft_tensor *t;
     weft_init init;
     if (check_args(c, call, 2, 2, "fill(x, init)") != OK || eval_tensor(c, call->items[0], &t) != OK ||
-        eval_init(c, call->items[1], &init) != OK)
+        check_writable(c, call->items[0], t) != OK || eval_init(c, call->items[1], &init) != OK)
       return FAIL;
     int rc = weft_fill(c->g, t, init);
     if (rc != WEFT_OK) return api_err(c, rc, call->line, call->col);

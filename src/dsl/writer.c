@@ -280,6 +280,14 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
     w->created[result->id] = 1;
   }
   w->next_decl = expect;
+  for (int i = 0; i < n->nargs; i++)
+    if ((n->args[i].mode & WEFT_WRITE) && (n->args[i].t->flags & WEFT__T_INSERTED)) {
+      fail(w, WEFT_ENOTSUP,
+           "weft_graph_write: node %u writes tensor %u '%s', a copy weft inserted; .weft text only "
+           "reads automatic copies",
+           n->id, n->args[i].t->id, weft__tensor_name(n->args[i].t));
+      return;
+    }
   resolve_args(w, n, first, refs);
   if (w->rc != WEFT_OK) return;
 
