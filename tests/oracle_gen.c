@@ -4,6 +4,9 @@
  * that fit its shape rule (creating a fitting input tensor when none exists, so every op kind
  * stays reachable), then where the result goes: a new tensor, or an existing one of the
  * inferred shape and dtype — one of the inputs where the shapes allow (in-place updates).
+ * With several devices, tensors live on the CPU or a GPU at random, so inputs of ops cross
+ * devices and weft inserts copies (user ops too, on a simulated machine, where the GPU computes
+ * with the CPU kernel).
  * Every random choice comes from one splitmix64 stream seeded by the program's seed, and the
  * graph is queried only through weft's introspection calls, so a seed is a complete,
  * replayable description of a program.
@@ -22,6 +25,7 @@
 #include <string.h>
 
 #include "backends/backend.h"
+#include "weft/sim.h"
 
 /* ---- the user ops --------------------------------------------------------------------------- */
 
@@ -110,6 +114,9 @@ void oracle_register_ops(weft_runtime *rt) {
     d.nargs = orc_ops[k].nargs;
     for (int i = 0; i < d.nargs; i++) d.access[i] = orc_ops[k].access[i];
     d.cpu = orc_kernel;
+    /* A simulated GPU computes with the CPU kernel: the CUDA slot only lets nodes be placed
+     * there (on a real GPU the ops have no kernel, and their nodes must run on the CPU). */
+    if (weft_sim_active(rt)) d.cuda = orc_kernel;
     d.user = (void *)&orc_ops[k]; /* the kernel reads the access list from here */
     if (weft_op_register(rt, &d, NULL) != WEFT_OK) {
       fprintf(stderr, "oracle_register_ops: %s\n", weft_last_error());
@@ -133,14 +140,43 @@ void oracle_cfg_init(oracle_cfg *cfg) {
   cfg->keep_percent = 75;
   cfg->edge_percent = 15;
   cfg->cycle_per_mille = 15;
+  cfg->devices = 1;
 }
 
+/* The generator works on the program as the user writes it: its tensors (inputs and op
+ * results) and its nodes, not the copies weft inserts between devices. So a program's random
+ * choices do not depend on where its tensors live, and the same seed builds the same program
+ * on a CPU-only runtime (a twin without copies) as on a machine with GPUs. */
 typedef struct gen {
   weft_graph *g;
   const oracle_cfg *cfg;
   uint64_t rng;
   const weft_op *ops[N_ORC_OPS];
+  weft_tensor **ts; /* the program's tensors, in creation order */
+  size_t nts, cap_ts;
+  weft_node **ns; /* the program's nodes, in insertion order */
+  size_t nns, cap_ns;
 } gen;
+
+static int push_ptr(void ***arr, size_t *n, size_t *cap, void *p) {
+  if (*n == *cap) {
+    size_t c2 = *cap ? *cap * 2 : 64;
+    void **a = realloc(*arr, c2 * sizeof *a);
+    if (a == NULL) return WEFT_ENOMEM;
+    *arr = a;
+    *cap = c2;
+  }
+  (*arr)[(*n)++] = p;
+  return WEFT_OK;
+}
+
+static int add_tensor(gen *s, weft_tensor *t) { return push_ptr((void ***)&s->ts, &s->nts, &s->cap_ts, t); }
+static int add_node(gen *s, weft_node *n) { return push_ptr((void ***)&s->ns, &s->nns, &s->cap_ns, n); }
+
+static void gen_end(gen *s) {
+  free(s->ts);
+  free(s->ns);
+}
 
 static uint64_t next_u64(gen *s) {
   uint64_t z = (s->rng += 0x9E3779B97F4A7C15ull);
@@ -154,8 +190,8 @@ static int below(gen *s, int n) { return n <= 1 ? 0 : (int)(next_u64(s) % (uint6
 static int chance(gen *s, int percent) { return below(s, 100) < percent; }
 static double unit(gen *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
 
-static size_t ntensors(gen *s) { return weft_graph_tensor_count(s->g); }
-static weft_tensor *tensor_at(gen *s, size_t i) { return weft_graph_tensor(s->g, i); }
+static size_t ntensors(gen *s) { return s->nts; }
+static weft_tensor *tensor_at(gen *s, size_t i) { return s->ts[i]; }
 
 static int64_t rand_dim(gen *s) {
   if (s->cfg->zero_dims && below(s, 40) == 0) return 0;
@@ -193,12 +229,52 @@ static int rand_ndim(gen *s) {
   return 1;
 }
 
-/* Creates an input tensor "in<k>" of the given dtype, rank and shape. */
+/* Devices. A program tensor has an intended device, written in its name ("in3" on the CPU,
+ * "in4_g0" on cuda:0), which does not depend on the runtime: where that GPU does not exist (a
+ * CPU-only twin of the program) the tensor lives on the CPU instead, and every choice the
+ * generator makes from intended devices is the same in both. Device 0 is the CPU, device d > 0
+ * is cuda:(d-1). With one device no random number is drawn, so such programs do not change. */
+static int rand_dev(gen *s) {
+  if (s->cfg->devices <= 1 || !chance(s, 40)) return 0;
+  return 1 + below(s, s->cfg->devices - 1);
+}
+
+static weft_device device_at(gen *s, int dev) {
+  weft_device d = dev == 0 ? weft_cpu() : weft_cuda(dev - 1);
+  return weft_device_exists(weft_graph_runtime(s->g), d) ? d : weft_cpu();
+}
+
+static int dev_of(const weft_tensor *t) {
+  const char *g = strstr(weft_tensor_name(t), "_g");
+  return g != NULL ? 1 + atoi(g + 2) : 0;
+}
+
+/* Names a program tensor: prefix, its index, and its intended device. */
+static void program_name(gen *s, char *buf, size_t size, const char *prefix, int dev) {
+  if (dev == 0)
+    snprintf(buf, size, "%s%zu", prefix, s->nts);
+  else
+    snprintf(buf, size, "%s%zu_g%d", prefix, s->nts, dev - 1);
+}
+
+/* Creates an input tensor of the given dtype and shape on intended device dev. */
+static int new_input_dev(gen *s, int dev, int dtype, int ndim, const int64_t *shape, weft_tensor **out) {
+  char name[32];
+  program_name(s, name, sizeof name, "in", dev);
+  int rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, ndim, shape, device_at(s, dev),
+                              rand_init(s), out);
+  return rc != WEFT_OK ? rc : add_tensor(s, *out);
+}
+
 static int new_input(gen *s, int dtype, int ndim, const int64_t *shape, weft_tensor **out) {
-  char name[24];
-  snprintf(name, sizeof name, "in%zu", weft_graph_tensor_count(s->g));
-  return weft_tensor_create(s->g, name, (weft_dtype)dtype, ndim, shape, weft_cpu(), rand_init(s),
-                            out);
+  return new_input_dev(s, rand_dev(s), dtype, ndim, shape, out);
+}
+
+static int new_random_input_dev(gen *s, int dev, weft_tensor **out) {
+  int64_t shape[4];
+  int nd = rand_ndim(s);
+  for (int i = 0; i < nd; i++) shape[i] = rand_dim(s);
+  return new_input_dev(s, dev, rand_dtype(s), nd, shape, out);
 }
 
 static int new_random_input(gen *s, weft_tensor **out) {
@@ -206,6 +282,15 @@ static int new_random_input(gen *s, weft_tensor **out) {
   int nd = rand_ndim(s);
   for (int i = 0; i < nd; i++) shape[i] = rand_dim(s);
   return new_input(s, rand_dtype(s), nd, shape, out);
+}
+
+/* A random program tensor on intended device dev, or NULL. */
+static weft_tensor *pick_on(gen *s, int dev) {
+  size_t found = 0;
+  weft_tensor *pick = NULL;
+  for (size_t k = 0; k < s->nts; k++)
+    if (dev_of(s->ts[k]) == dev && below(s, (int)++found) == 0) pick = s->ts[k];
+  return pick;
 }
 
 static int same_shape(const weft_tensor *t, int dtype, int ndim, const int64_t *shape) {
@@ -291,7 +376,7 @@ static int add_builtin(gen *s) {
   weft_graph *g = s->g;
   int rc;
   weft_tensor *a = NULL, *b = NULL, *c = NULL, *out = NULL;
-  int kind = below(s, 11);
+  int kind = below(s, 11), copy_dev = 0;
   like l;
   if (kind == 10) { /* fill */
     if ((rc = any_tensor(s, &a)) != WEFT_OK) return rc;
@@ -352,25 +437,42 @@ static int add_builtin(gen *s) {
       rc = weft_linear(g, a, b, c, &out);
       break;
     default: /* copy cpu -> cpu, into a new tensor or an existing one (itself included) */
-      rc = weft_copy(g, a, weft_cpu(), &out);
+      copy_dev = rand_dev(s);
+      rc = weft_copy(g, a, device_at(s, copy_dev), &out);
       break;
   }
-  /* A new result is kept as often as the configuration asks. */
-  if (rc == WEFT_OK && before == NULL && chance(s, s->cfg->keep_percent)) weft_tensor_keep(out);
-  return rc;
+  if (rc != WEFT_OK || before != NULL) return rc;
+  /* A new result joins the program's tensors, named for the device it is made on (the op's:
+   * its first input's), kept as often as the configuration asks. */
+  char name[32];
+  program_name(s, name, sizeof name, "r", kind == 9 ? copy_dev : dev_of(a));
+  if ((rc = weft_tensor_set_name(out, name)) != WEFT_OK) return rc;
+  if (chance(s, s->cfg->keep_percent)) weft_tensor_keep(out);
+  return add_tensor(s, out);
 }
 
 static int add_user(gen *s) {
   int k = below(s, N_ORC_OPS);
   const weft_op *op = s->ops[k];
   weft_tensor *args[6];
-  int rc;
+  int rc, writes = 0;
+  for (int i = 0; i < orc_ops[k].nargs; i++) writes |= orc_ops[k].access[i] & WEFT_WRITE;
+  /* The node runs where its first written argument (else its first argument) lives, and every
+   * written argument must live there: those are picked on one device; what it only reads may
+   * live anywhere (weft copies it over). */
+  int dev = rand_dev(s);
   for (int i = 0; i < orc_ops[k].nargs; i++) {
+    int placed = (orc_ops[k].access[i] & WEFT_WRITE) || (i == 0 && !writes);
     /* Reuse existing tensors mostly, so accesses collide; repeat an argument now and then. */
-    if (i > 0 && chance(s, 8))
-      args[i] = args[below(s, i)];
-    else if ((args[i] = chance(s, 85) ? pick_tensor(s, NULL) : NULL) == NULL &&
-             (rc = new_random_input(s, &args[i])) != WEFT_OK)
+    if (i > 0 && chance(s, 8)) {
+      weft_tensor *again = args[below(s, i)];
+      if (!placed || dev_of(again) == dev) {
+        args[i] = again;
+        continue;
+      }
+    }
+    if (chance(s, 85) && (args[i] = placed ? pick_on(s, dev) : pick_tensor(s, NULL)) != NULL) continue;
+    if ((rc = placed ? new_random_input_dev(s, dev, &args[i]) : new_random_input(s, &args[i])) != WEFT_OK)
       return rc;
   }
   orc_params p = {unit(s) * 2 - 1, (int32_t)below(s, 1000), 0};
@@ -391,6 +493,32 @@ static int conflict(const weft_node *a, const weft_node *b) {
 }
 
 /* Starts a generator for (seed, round) on g; finds the user ops if the configuration asks. */
+/* inserted[i] = 1 when tensor i of g is the destination of a copy weft inserted. */
+static unsigned char *inserted_tensors(weft_graph *g) {
+  size_t nt = weft_graph_tensor_count(g);
+  unsigned char *m = calloc(nt ? nt : 1, 1);
+  if (m == NULL) return NULL;
+  for (size_t i = 0; i < weft_graph_node_count(g); i++) {
+    weft_node *n = weft_graph_node(g, i);
+    if (weft_node_is_inserted(n)) m[weft_tensor_id(weft_node_arg(n, 1, NULL))] = 1;
+  }
+  return m;
+}
+
+size_t oracle_program_tensors(weft_graph *g, weft_tensor **out, size_t cap) {
+  unsigned char *ins = inserted_tensors(g);
+  size_t k = 0;
+  for (size_t i = 0; ins != NULL && i < weft_graph_tensor_count(g); i++) {
+    if (ins[i]) continue;
+    if (k < cap) out[k] = weft_graph_tensor(g, i);
+    k++;
+  }
+  free(ins);
+  return k;
+}
+
+/* Starts a generator for (seed, round) on g, whose program so far is every tensor and node but
+ * the copies weft inserted; finds the user ops if the configuration asks. */
 static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const oracle_cfg *cfg) {
   memset(s, 0, sizeof *s);
   s->g = g;
@@ -403,21 +531,32 @@ static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const
                 orc_ops[k].name);
         return WEFT_ENOENT;
       }
+  unsigned char *ins = inserted_tensors(g);
+  if (ins == NULL) return WEFT_ENOMEM;
+  for (size_t i = 0; i < weft_graph_tensor_count(g); i++)
+    if (!ins[i] && add_tensor(s, weft_graph_tensor(g, i)) != WEFT_OK) {
+      free(ins);
+      return WEFT_ENOMEM;
+    }
+  free(ins);
+  for (size_t i = 0; i < weft_graph_node_count(g); i++)
+    if (!weft_node_is_inserted(weft_graph_node(g, i)) && add_node(s, weft_graph_node(g, i)) != WEFT_OK)
+      return WEFT_ENOMEM;
   return WEFT_OK;
 }
 
 /* Adds `count` nodes, with a new input now and then, a name now and then, and forward
  * explicit edges as the configuration asks. */
 static int gen_nodes(gen *s, int count) {
-  weft_graph *g = s->g;
   int rc;
   for (int k = 0; k < count; k++) {
     weft_tensor *t;
     if ((chance(s, 10) || ntensors(s) == 0) && (rc = new_random_input(s, &t)) != WEFT_OK) return rc;
     rc = s->cfg->user_ops && chance(s, 35) ? add_user(s) : add_builtin(s);
     if (rc != WEFT_OK) return rc;
-    size_t n = weft_graph_node_count(g);
-    weft_node *last = weft_graph_node(g, n - 1);
+    weft_node *last = weft_graph_last_node(s->g); /* the call's own node comes after its copies */
+    if ((rc = add_node(s, last)) != WEFT_OK) return rc;
+    size_t n = s->nns;
     if (chance(s, 10)) {
       char name[24];
       snprintf(name, sizeof name, "step%zu", n - 1);
@@ -427,8 +566,37 @@ static int gen_nodes(gen *s, int count) {
       /* A forward edge into the new node, or between two earlier nodes. */
       size_t to = chance(s, 60) ? n - 1 : 1 + (size_t)below(s, (int)n - 1);
       size_t from = (size_t)below(s, (int)to);
-      if ((rc = weft_graph_add_edge(g, weft_graph_node(g, from), weft_graph_node(g, to))) != WEFT_OK)
-        return rc;
+      if ((rc = weft_graph_add_edge(s->g, s->ns[from], s->ns[to])) != WEFT_OK) return rc;
+    }
+  }
+  return WEFT_OK;
+}
+
+/* The body of oracle_build_info, on a started generator. */
+static int gen_program(gen *s, oracle_info *info) {
+  const oracle_cfg *cfg = s->cfg;
+  int rc;
+  int ninputs = 1 + below(s, cfg->max_inputs > 0 ? cfg->max_inputs : 1);
+  for (int i = 0; i < ninputs; i++) {
+    weft_tensor *t;
+    if ((rc = new_random_input(s, &t)) != WEFT_OK) return rc;
+  }
+  int span = cfg->max_nodes - cfg->min_nodes + 1;
+  if ((rc = gen_nodes(s, cfg->min_nodes + below(s, span > 0 ? span : 1))) != WEFT_OK) return rc;
+  size_t n = s->nns;
+  if (below(s, 1000) < cfg->cycle_per_mille && n >= 2) {
+    /* A backward edge j -> i between two conflicting nodes: serial order puts i before j,
+     * so the analysis has a path i ~> j, and the edge closes a cycle. */
+    for (int tries = 0; tries < 64; tries++) {
+      size_t j = 1 + (size_t)below(s, (int)n - 1), i = (size_t)below(s, (int)j);
+      if (!conflict(s->ns[i], s->ns[j])) continue;
+      if ((rc = weft_graph_add_edge(s->g, s->ns[j], s->ns[i])) != WEFT_OK) return rc;
+      if (info != NULL) {
+        info->cycle = 1;
+        info->cycle_from = weft_node_id(s->ns[j]);
+        info->cycle_to = weft_node_id(s->ns[i]);
+      }
+      break;
     }
   }
   return WEFT_OK;
@@ -443,36 +611,13 @@ int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracl
   if (info != NULL) memset(info, 0, sizeof *info);
   gen s;
   int rc = gen_start(&s, g, seed, 0, cfg);
-  if (rc != WEFT_OK) return rc;
-  int ninputs = 1 + below(&s, cfg->max_inputs > 0 ? cfg->max_inputs : 1);
-  for (int i = 0; i < ninputs; i++) {
-    weft_tensor *t;
-    if ((rc = new_random_input(&s, &t)) != WEFT_OK) return rc;
-  }
-  int span = cfg->max_nodes - cfg->min_nodes + 1;
-  if ((rc = gen_nodes(&s, cfg->min_nodes + below(&s, span > 0 ? span : 1))) != WEFT_OK) return rc;
-  size_t n = weft_graph_node_count(g);
-  if (below(&s, 1000) < cfg->cycle_per_mille && n >= 2) {
-    /* A backward edge j -> i between two conflicting nodes: serial order puts i before j,
-     * so the analysis has a path i ~> j, and the edge closes a cycle. */
-    for (int tries = 0; tries < 64; tries++) {
-      size_t j = 1 + (size_t)below(&s, (int)n - 1), i = (size_t)below(&s, (int)j);
-      weft_node *ni = weft_graph_node(g, i), *nj = weft_graph_node(g, j);
-      if (!conflict(ni, nj)) continue;
-      if ((rc = weft_graph_add_edge(g, nj, ni)) != WEFT_OK) return rc;
-      if (info != NULL) {
-        info->cycle = 1;
-        info->cycle_from = j;
-        info->cycle_to = i;
-      }
-      break;
-    }
-  }
+  if (rc == WEFT_OK) rc = gen_program(&s, info);
+  gen_end(&s);
   if (info != NULL) {
     info->nodes = weft_graph_node_count(g);
     info->tensors = weft_graph_tensor_count(g);
   }
-  return WEFT_OK;
+  return rc;
 }
 
 int oracle_grow(weft_graph *g, uint64_t seed, int round, int nodes, const oracle_cfg *cfg) {
@@ -483,8 +628,9 @@ int oracle_grow(weft_graph *g, uint64_t seed, int round, int nodes, const oracle
   }
   gen s;
   int rc = gen_start(&s, g, seed, (uint64_t)round + 1, cfg);
-  if (rc != WEFT_OK) return rc;
-  return gen_nodes(&s, nodes);
+  if (rc == WEFT_OK) rc = gen_nodes(&s, nodes);
+  gen_end(&s);
+  return rc;
 }
 
 int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg) {
@@ -577,23 +723,34 @@ int oracle_serial_run(oracle_serial *s, char *msg, size_t msg_size) {
 }
 
 int oracle_compare(weft_graph *ga, oracle_serial *s, char *msg, size_t msg_size, long *bytes_compared) {
-  size_t nt = weft_graph_tensor_count(ga);
-  if (nt != s->n) {
-    snprintf(msg, msg_size, "%zu tensors, the interpreter has %zu", nt, s->n);
-    return 1;
-  }
+  /* The program's own tensors correspond one to one between the two graphs, in creation
+   * order, whatever copies weft inserted in either. */
+  size_t na = oracle_program_tensors(ga, NULL, 0), nb = oracle_program_tensors(s->g, NULL, 0);
+  weft_tensor **ta = malloc((na ? na : 1) * sizeof *ta), **tb = malloc((nb ? nb : 1) * sizeof *tb);
   int bad = 0;
-  for (size_t i = 0; i < nt && !bad; i++) {
-    weft_tensor *t = weft_graph_tensor(ga, i);
-    size_t bytes = weft_tensor_bytes(t);
-    if (weft_tensor_is_kept(t) != weft_tensor_is_kept(weft_graph_tensor(s->g, i))) {
-      snprintf(msg, msg_size, "tensor %zu is kept in one graph and not in its twin", i);
-      return 1;
+  if (ta == NULL || tb == NULL) {
+    snprintf(msg, msg_size, "out of memory");
+    bad = 1;
+  } else if (na != nb) {
+    snprintf(msg, msg_size, "the program has %zu tensors, its twin %zu", na, nb);
+    bad = 1;
+  } else {
+    oracle_program_tensors(ga, ta, na);
+    oracle_program_tensors(s->g, tb, nb);
+  }
+  for (size_t i = 0; i < na && !bad; i++) {
+    weft_tensor *t = ta[i];
+    size_t bytes = weft_tensor_bytes(t), id = weft_tensor_id(tb[i]);
+    if (weft_tensor_is_kept(t) != weft_tensor_is_kept(tb[i])) {
+      snprintf(msg, msg_size, "tensor %s is kept in one graph and not in its twin", weft_tensor_name(t));
+      bad = 1;
+      break;
     }
     unsigned char *got = malloc(bytes ? bytes : 1);
     if (got == NULL) {
       snprintf(msg, msg_size, "out of memory");
-      return 1;
+      bad = 1;
+      break;
     }
     int rc = weft_tensor_read(t, got, bytes);
     if (!weft_tensor_is_kept(t)) {
@@ -605,13 +762,13 @@ int oracle_compare(weft_graph *ga, oracle_serial *s, char *msg, size_t msg_size,
     } else if (rc != WEFT_OK) {
       snprintf(msg, msg_size, "reading %s failed: %s", weft_tensor_name(t), weft_last_error());
       bad = 1;
-    } else if (bytes != 0 && memcmp(got, s->buf[i], bytes) != 0) {
+    } else if (bytes != 0 && memcmp(got, s->buf[id], bytes) != 0) {
       size_t es = weft_dtype_size(weft_tensor_dtype(t)), k = 0;
-      const unsigned char *want = s->buf[i];
+      const unsigned char *want = s->buf[id];
       while (memcmp(got + k * es, want + k * es, es) == 0) k++;
       double gv = es == 4 ? (double)((const float *)(const void *)got)[k] : ((const double *)(const void *)got)[k];
       double wv = es == 4 ? (double)((const float *)(const void *)want)[k] : ((const double *)(const void *)want)[k];
-      snprintf(msg, msg_size, "tensor %zu (%s) differs at element %zu: scheduler %.17g, serial %.17g", i,
+      snprintf(msg, msg_size, "tensor %s differs at element %zu: scheduler %.17g, serial %.17g",
                weft_tensor_name(t), k, gv, wv);
       bad = 1;
     } else if (bytes_compared != NULL) {
@@ -619,5 +776,7 @@ int oracle_compare(weft_graph *ga, oracle_serial *s, char *msg, size_t msg_size,
     }
     free(got);
   }
+  free(ta);
+  free(tb);
   return bad;
 }

@@ -3,9 +3,10 @@
  * replay them and any executor (the scheduler, a serial interpreter) can be checked on them.
  *
  * A program is: a few tensors (f32/f64, 0-D to 4-D, mostly small 1-D and 2-D shapes, some with
- * a zero dimension) with random creation initialisers; then a sequence of nodes: every
+ * a zero dimension; on the CPU, or with cfg->devices > 1 also on GPUs, so that weft inserts
+ * copies) with random creation initialisers; then a sequence of nodes: every
  * built-in op (mm, add, sub, mul, scale, relu, sum, norm, linear with and without bias, copy
- * cpu->cpu, fill), results either new tensors or written into existing ones (in place into an
+ * to a device, fill), results either new tensors or written into existing ones (in place into an
  * input too), user ops over several tensors with READ, WRITE and READ_WRITE accesses and a
  * parameter, and random forward explicit edges; most op results are kept (weft_tensor_keep),
  * some are left as temporaries. A few programs end with a backward explicit edge between two
@@ -35,6 +36,8 @@ typedef struct oracle_cfg {
   int keep_percent;         /* share of new op results marked kept (default 75) */
   int edge_percent;         /* chance per node of one random forward explicit edge (default 15) */
   int cycle_per_mille;      /* programs that end with a cycle-closing backward edge (default 15) */
+  int devices;              /* 1: CPU only (default); N: the CPU and cuda:0..N-2 where they exist
+                               (with user ops: a simulated machine, see oracle_register_ops) */
 } oracle_cfg;
 
 /* What a built program holds, for the caller's checks. */
@@ -49,8 +52,10 @@ typedef struct oracle_info {
 /* Fills `cfg` with the defaults above. */
 void oracle_cfg_init(oracle_cfg *cfg);
 
-/* Registers the oracle's user ops in `rt` (names start with "orc_"). Calling it again on the
- * same runtime is a no-op. Aborts the process if the runtime refuses one (a broken build). */
+/* Registers the oracle's user ops in `rt` (names start with "orc_"). They have a CPU kernel
+ * only, except on a simulated machine, where they may also be placed on its GPUs (which compute
+ * with the CPU kernel). Calling it again on the same runtime is a no-op. Aborts the process if
+ * the runtime refuses one (a broken build). */
 void oracle_register_ops(weft_runtime *rt);
 
 /* Builds the program of `seed` into the empty graph `g` (cfg NULL: the defaults). Returns
@@ -68,6 +73,11 @@ int oracle_build_info(weft_graph *g, uint64_t seed, const oracle_cfg *cfg, oracl
  * oracle_build does. */
 int oracle_grow(weft_graph *g, uint64_t seed, int round, int nodes, const oracle_cfg *cfg);
 
+/* The program's own tensors of g — all but the copies weft inserted — in creation order: stores
+ * up to `cap` of them in out (may be NULL) and returns how many there are. They correspond one
+ * to one between two graphs of one seed, whatever copies either holds. */
+size_t oracle_program_tensors(weft_graph *g, weft_tensor **out, size_t cap);
+
 /* The serial interpreter: runs a graph's nodes one by one in insertion order with weft's CPU
  * kernels (weft__cpu_exec) on buffers of its own, which start from the tensors' creation
  * initialisers as weft's storage does. It reads the graph only (never launches it), so it is
@@ -84,9 +94,11 @@ int oracle_serial_run(oracle_serial *s, char *msg, size_t msg_size);
 /* The contents of tensor `id` (NULL for a tensor of zero bytes). */
 void *oracle_serial_data(oracle_serial *s, size_t id);
 
-/* Compares graph `ga` after a run with the interpreter of its twin: every kept tensor must be
- * bit for bit the interpreter's, every temporary must refuse to be read (WEFT_ESTATE). Returns
- * 0, or 1 with what differs in msg. `bytes`, if not NULL, is increased by the bytes compared. */
+/* Compares graph `ga` after a run with the interpreter of its twin, tensor by tensor of the
+ * program (oracle_program_tensors): every kept one must be bit for bit the interpreter's, every
+ * temporary must refuse to be read (WEFT_ESTATE). The twin may be built on a CPU-only runtime
+ * (no copies: the program exactly as written) when ga's tensors live on several devices.
+ * Returns 0, or 1 with what differs in msg. `bytes`, if not NULL, grows by the bytes compared. */
 int oracle_compare(weft_graph *ga, oracle_serial *s, char *msg, size_t msg_size, long *bytes);
 
 #endif

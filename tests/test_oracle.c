@@ -5,7 +5,10 @@
  * graph, with host writes into some inputs between runs and, for a third of the programs, new
  * nodes and tensors added between runs) every kept tensor must be bit for bit
  * the interpreter's, and every temporary must refuse to be read. Programs with a cycle-closing
- * backward edge must fail to analyse and to launch with WEFT_ECYCLE naming both ends.
+ * backward edge must fail to analyse and to launch with WEFT_ECYCLE naming both ends. Every
+ * fourth program runs on a simulated CPU + GPU machine that computes on the CPU (where the
+ * build has the simulator), its tensors on both devices and the copies weft inserts between
+ * them checked bit for bit the same way.
  *
  * Environment: WEFT_ORACLE_PROGRAMS=N runs N programs (default 1000); WEFT_ORACLE_SEED=S runs
  * only the program of seed S (printed by any failure) and lists it. */
@@ -21,7 +24,8 @@ enum { MAX_RUNS = 3 };
 
 /* What the programs exercised, printed at the end so a weakened generator shows. */
 static struct {
-  long programs, cycles, runs, grown, nodes, inplace, user, edges, temps, kept, compared_bytes;
+  long programs, cycles, two_devices, runs, grown, nodes, inplace, inserted, user, edges, temps, kept,
+      compared_bytes;
   long by_op[16];
 } stats;
 
@@ -36,6 +40,7 @@ static void count_program(weft_graph *g) {
   for (size_t i = 0; i < nn; i++) {
     weft_node *n = weft_graph_node(g, i);
     if (weft_node_user_op(n) != NULL) stats.user++;
+    stats.inserted += weft_node_is_inserted(n);
     for (int k = 0; k < N_STAT_OPS; k++)
       if (strcmp(weft_node_op_name(n), stat_ops[k]) == 0) stats.by_op[k]++;
     /* In place: the result is also an input. */
@@ -80,39 +85,52 @@ static void list_program(weft_graph *g) {
   }
 }
 
-/* Writes the same new contents into some kept input tensors of both graphs, between runs. */
-static void rewrite_inputs(weft_graph *ga, oracle_serial *in, uint64_t *rng) {
-  size_t nt = weft_graph_tensor_count(ga);
-  for (size_t i = 0; i < nt; i++) {
-    weft_tensor *t = weft_graph_tensor(ga, i);
+/* Writes the same new contents into some input tensors of both graphs, between runs. */
+static void rewrite_inputs(weft_graph *ga, weft_graph *gb, oracle_serial *in, uint64_t *rng) {
+  size_t n = oracle_program_tensors(ga, NULL, 0);
+  weft_tensor **ta = calloc(n ? n : 1, sizeof *ta), **tb = calloc(n ? n : 1, sizeof *tb);
+  assert_true(ta != NULL && tb != NULL);
+  oracle_program_tensors(ga, ta, n);
+  assert_int_equal(oracle_program_tensors(gb, tb, n), n);
+  for (size_t i = 0; i < n; i++) {
+    weft_tensor *t = ta[i];
     *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
     if ((*rng >> 60) != 0 || strncmp(weft_tensor_name(t), "in", 2) != 0) continue;
     size_t bytes = weft_tensor_bytes(t);
-    int64_t n = weft_tensor_numel(t);
+    void *buf = oracle_serial_data(in, weft_tensor_id(tb[i]));
     if (bytes == 0) continue;
-    weft__cpu_fill(oracle_serial_data(in, i), weft_tensor_dtype(t), n, weft_uniform(-1, 1, *rng));
-    CHECK(weft_tensor_write(t, oracle_serial_data(in, i), bytes));
+    weft__cpu_fill(buf, weft_tensor_dtype(t), weft_tensor_numel(t), weft_uniform(-1, 1, *rng));
+    CHECK(weft_tensor_write(t, buf, bytes));
   }
+  free(ta);
+  free(tb);
 }
 
-/* Runs one program; returns 0 when the scheduler and the interpreter agree throughout. */
-static int run_program(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, int verbose) {
+/* Runs one program; returns 0 when the scheduler and the interpreter agree throughout. The
+ * program runs on rt; its twin, for the interpreter, is built on twin_rt (the same runtime, or
+ * a CPU-only one for a program on several devices: the twin is then the program as written,
+ * without the copies weft inserts). */
+static int run_program(weft_runtime *rt, weft_runtime *twin_rt, uint64_t seed, const oracle_cfg *cfg,
+                       int verbose) {
   weft_graph *ga = NULL, *gb = NULL;
   oracle_info ia, ib;
   CHECK(weft_graph_create(rt, &ga));
-  CHECK(weft_graph_create(rt, &gb));
+  CHECK(weft_graph_create(twin_rt, &gb));
   CHECK(oracle_build_info(ga, seed, cfg, &ia));
   CHECK(oracle_build_info(gb, seed, cfg, &ib));
-  assert_int_equal(ia.nodes, ib.nodes);
-  assert_int_equal(ia.tensors, ib.tensors);
+  if (rt == twin_rt) {
+    assert_int_equal(ia.nodes, ib.nodes);
+    assert_int_equal(ia.tensors, ib.tensors);
+  }
+  assert_int_equal(oracle_program_tensors(ga, NULL, 0), oracle_program_tensors(gb, NULL, 0));
   assert_int_equal(weft_graph_node_count(ga), ia.nodes);
   if (verbose) {
     printf("oracle: seed %llu: %zu tensors, %zu nodes%s\n", (unsigned long long)seed, ia.tensors,
            ia.nodes, ia.cycle ? ", cycle" : "");
-    list_program(gb);
+    list_program(ga);
   }
   int bad = 0;
-  count_program(gb);
+  count_program(ga);
   if (ia.cycle) {
     stats.cycles++;
     char from[64], to[64];
@@ -144,7 +162,7 @@ static int run_program(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, i
   uint64_t rng = seed ^ 0xA5A5A5A5u;
   int runs = 1 + (int)(seed % MAX_RUNS);
   for (int r = 0; r < runs && !bad; r++) {
-    if (r > 0) rewrite_inputs(ga, in, &rng);
+    if (r > 0) rewrite_inputs(ga, gb, in, &rng);
     if (r > 0 && seed / 3 % 3 == 0) {
       /* The program grows between runs: new nodes (and tensors) on the same graphs. */
       int more = 1 + (int)(seed / 9 % 8);
@@ -183,7 +201,7 @@ static int run_program(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, i
       printf("oracle: seed %llu run %d: %s (replay with WEFT_ORACLE_SEED=%llu)\n",
              (unsigned long long)seed, r, msg, (unsigned long long)seed);
   }
-  if (bad && !verbose) list_program(gb);
+  if (bad && !verbose) list_program(ga);
   oracle_serial_destroy(in);
   weft_graph_destroy(ga);
   weft_graph_destroy(gb);
@@ -208,6 +226,36 @@ static long env_long(const char *name, long dflt) {
   return *end == '\0' ? x : dflt;
 }
 
+/* A simulated machine (a CPU and a GPU) that computes every node on the CPU: programs whose
+ * tensors live on both devices, with the copies weft inserts, must still agree bit for bit.
+ * NULL where the build has no simulator. */
+static weft_runtime *simulated_runtime(void) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h100";
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  weft_runtime *rt = NULL;
+  if (weft_runtime_create(&o, &rt) != WEFT_OK) return NULL;
+  oracle_register_ops(rt);
+  return rt;
+}
+
+/* The runtime and configuration of program k: CPU runtimes of 2, 3 and 4 workers in turn, and
+ * every fourth program on the simulated two-device machine where there is one. */
+static weft_runtime *program_runtime(weft_runtime *const *rts, weft_runtime *sim, uint64_t k,
+                                     oracle_cfg *c, weft_runtime **twin) {
+  program_cfg(k, c);
+  if (sim != NULL && k % 4 == 3) {
+    c->devices = 2;
+    stats.two_devices++;
+    *twin = rts[0];
+    return sim;
+  }
+  *twin = rts[k % 3];
+  return rts[k % 3];
+}
+
 static void random_programs_agree_with_serial(void **state) {
   (void)state;
   oracle_cfg cfg;
@@ -217,28 +265,32 @@ static void random_programs_agree_with_serial(void **state) {
     rts[i] = tu_runtime_cpu(2 + i);
     oracle_register_ops(rts[i]);
   }
+  weft_runtime *sim = simulated_runtime();
   const char *one = getenv("WEFT_ORACLE_SEED");
   int failures = 0;
   if (one != NULL && *one != '\0') {
     uint64_t seed = strtoull(one, NULL, 10);
-    program_cfg(seed, &cfg);
-    failures = run_program(rts[seed % 3], seed, &cfg, 1);
+    weft_runtime *twin, *rt = program_runtime(rts, sim, seed, &cfg, &twin);
+    failures = run_program(rt, twin, seed, &cfg, 1);
   } else {
     long programs = env_long("WEFT_ORACLE_PROGRAMS", 1000);
     for (long k = 0; k < programs && failures < 5; k++) {
       oracle_cfg c = cfg;
-      program_cfg((uint64_t)k, &c);
-      failures += run_program(rts[k % 3], (uint64_t)k, &c, 0);
+      weft_runtime *twin, *rt = program_runtime(rts, sim, (uint64_t)k, &c, &twin);
+      failures += run_program(rt, twin, (uint64_t)k, &c, 0);
     }
   }
-  printf("oracle: %ld programs (%ld with a cycle), %ld runs, %ld grown between runs, %ld nodes "
-         "(%ld user ops, %ld in place), %ld edges, %ld kept tensors, %ld temporaries, %ld bytes "
-         "compared\n  by op:",
-         stats.programs, stats.cycles, stats.runs, stats.grown, stats.nodes, stats.user, stats.inplace,
-         stats.edges, stats.kept, stats.temps, stats.compared_bytes);
+  printf("oracle: %ld programs (%ld with a cycle, %ld on two devices), %ld runs, %ld grown between "
+         "runs, %ld nodes (%ld user ops, %ld in place, %ld copies inserted), %ld edges, %ld kept "
+         "tensors, %ld temporaries, %ld bytes compared\n  by op:",
+         stats.programs, stats.cycles, stats.two_devices, stats.runs, stats.grown, stats.nodes,
+         stats.user, stats.inplace, stats.inserted, stats.edges, stats.kept, stats.temps,
+         stats.compared_bytes);
   for (int k = 0; k < N_STAT_OPS; k++) printf(" %s %ld", stat_ops[k], stats.by_op[k]);
   printf("\n");
+  if (sim == NULL) printf("oracle: no simulator in this build: the two-device programs did not run\n");
   for (int i = 0; i < 3; i++) weft_runtime_destroy(rts[i]);
+  weft_runtime_destroy(sim);
   assert_int_equal(failures, 0);
 }
 
