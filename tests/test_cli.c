@@ -10,6 +10,7 @@
 
 #include "cli_proc.h"
 #include "testutil.h"
+#include "weft/sim.h"
 
 /* ---- the programs ------------------------------------------------------------------------ */
 
@@ -292,6 +293,29 @@ static void test_explain_simulated(void **state) {
   tp_out_fini(&r);
 }
 
+/* ---- calibrate ----------------------------------------------------------------------------- */
+
+static void test_calibrate(void **state) {
+  (void)state;
+  tp_out r;
+  /* A simulated machine calibrates in virtual time: the method is checked without a GPU, and
+   * the profile it writes must load as a profile again. */
+  tp_expect(&r, 0, NULL,
+            (const char *[]){"calibrate", "--simulate", "h100", "--quick", "-q", "-o", "cal.json", NULL});
+  tp_out_fini(&r);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/cal.json", tp_dir()); /* the commands run in tp_dir() */
+  assert_int_equal(weft_sim_profile_check(path), WEFT_OK);
+  tp_expect(&r, 0, NULL, (const char *[]){"devices", "--simulate", "cal.json", NULL});
+  assert_true(tp_has(r.out, "cuda:0 "));
+  tp_out_fini(&r);
+  tp_expect(&r, 2, NULL, (const char *[]){"calibrate", NULL});
+  assert_true(tp_has(r.err, "missing -o FILE"));
+  tp_out_fini(&r);
+  tp_expect(&r, 2, NULL, (const char *[]){"calibrate", "-o", "x.json", "--simulate", "no-such", NULL});
+  tp_out_fini(&r);
+}
+
 /* ---- fmt ---------------------------------------------------------------------------------- */
 
 static void test_fmt(void **state) {
@@ -379,6 +403,11 @@ static void test_examples(void **state) {
     tp_run(&r, NULL, dir, T, (const char *[]){"check", e->d_name, NULL});
     assert_int_equal(r.code, 0);
     tp_out_fini(&r);
+    /* Simulated on an H100 without computing: the run's statistics are the result. */
+    tp_run(&r, NULL, dir, T, (const char *[]){"run", "--simulate", "h100", e->d_name, NULL});
+    if (r.code != 0 || !tp_has(r.out, "makespan") || !tp_has(r.err, "outputs are not computed"))
+      fail_msg("examples/%s --simulate h100: exit %d\n%s%s", e->d_name, r.code, r.out, r.err);
+    tp_out_fini(&r);
     n++;
   }
   closedir(d);
@@ -391,7 +420,7 @@ int main(void) {
       cmocka_unit_test(test_run_json), cmocka_unit_test(test_run_errors),
       cmocka_unit_test(test_check),    cmocka_unit_test(test_explain),
       cmocka_unit_test(test_dot),      cmocka_unit_test(test_explain_simulated),
-      cmocka_unit_test(test_fmt),
+      cmocka_unit_test(test_fmt),      cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_devices),  cmocka_unit_test(test_examples),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

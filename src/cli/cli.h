@@ -27,6 +27,7 @@ int cli_cmd_fmt(int argc, char **argv);     /* cmd_fmt.c */
 int cli_cmd_devices(int argc, char **argv); /* cmd_devices.c */
 int cli_cmd_serve(int argc, char **argv);   /* cmd_serve.c */
 int cli_cmd_submit(int argc, char **argv);  /* cmd_submit.c */
+int cli_cmd_calibrate(int argc, char **argv);  /* cmd_calibrate.c */
 
 /* ---- messages and options (common.c) ---------------------------------------------------- */
 
@@ -186,6 +187,9 @@ typedef struct cli_job {
   long failed_node;   /* -1: none */
   char failed_desc[300];
   char *stats_json;   /* the last run's statistics (weft/report.h's JSON object), or NULL */
+  /* The runtime simulates without computing (weft/sim.h): there are no values to print, the
+   * run's statistics are the result. */
+  int no_values;
 } cli_job;
 
 void cli_job_init(cli_job *j);

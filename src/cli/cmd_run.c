@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "weft/report.h"
+#include "weft/sim.h"
 
 static const char run_help[] =
     "Usage: weft run [OPTIONS] FILE\n"
@@ -35,7 +36,7 @@ enum { OPT_REPEAT = CLI_OPT_LOCAL, OPT_JSON, OPT_TIME, OPT_TRACE, OPT_TIMELINE, 
 
 typedef struct run_flags {
   long repeat;
-  int json, time, quiet, stats;
+  int json, time, quiet, stats; /* stats 2: the summary goes to stdout (simulated runs) */
   const char *trace, *timeline;
 } run_flags;
 
@@ -81,7 +82,7 @@ static int report_run(const run_flags *f, cli_job *j, weft_run *r) {
       free(text);
     }
   } else if (!f->quiet && (f->stats || isatty(fileno(stderr)))) {
-    if (weft_run_stats_print(st, stderr) != WEFT_OK) code = CLI_EXIT_FAILED;
+    if (weft_run_stats_print(st, f->stats == 2 ? stdout : stderr) != WEFT_OK) code = CLI_EXIT_FAILED;
   }
   weft_run_stats_destroy(st);
   return code;
@@ -111,6 +112,9 @@ int cli_cmd_run(int argc, char **argv) {
   cli_prog_dsl(&po, &j.dsl);
   j.repeat = (int)f.repeat;
   j.json = f.json;
+  /* Without values, a simulated run's result is its statistics: print them on stdout. */
+  j.no_values = weft_sim_active(rt) && !weft_sim_computes(rt);
+  if (j.no_values && !f.json && !f.quiet) f.stats = 2;
   if (cli_job_load(&j, rt) == CLI_EXIT_OK) {
     weft_graph *g = weft_program_graph(j.prog);
     for (long i = 0; i < f.repeat; i++) {

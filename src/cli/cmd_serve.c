@@ -41,6 +41,7 @@
 
 #include "cli/cli.h"
 #include "cli/proto.h"
+#include "weft/sim.h"
 #include "weft/uv.h"
 
 typedef struct server server;
@@ -491,6 +492,7 @@ static void accept_request(conn *c, cli_request *req, size_t hlen) {
   sub->srv = s;
   sub->conn = c;
   cli_job_init(&sub->job);
+  sub->job.no_values = weft_sim_active(s->rt) && !weft_sim_computes(s->rt);
   LIST_PUSH(s->subs, sub);
   s->inflight++;
   c->sub = sub;

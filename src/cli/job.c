@@ -224,6 +224,12 @@ static void text_error(const cli_job *j, FILE *err) {
 
 int cli_job_report(cli_job *j, FILE *out, FILE *err) {
   int ok = j->exit_code == CLI_EXIT_OK && j->prog != NULL;
+  if (ok && j->no_values) {
+    /* A simulated run prices the graph without computing it: the outputs have no values. */
+    fprintf(err, "%s: simulated run: outputs are not computed (WEFT_SIM_COMPUTE=1 computes them "
+                 "on the CPU)\n", cli_progname);
+    ok = 0;
+  }
   if (!j->json) {
     if (ok) {
       int rc = weft_program_outputs(j->prog, out, 0);

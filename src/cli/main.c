@@ -22,6 +22,7 @@ static const subcommand subcommands[] = {
     {"devices", cli_cmd_devices, "list the devices weft sees"},
     {"serve", cli_cmd_serve, "keep a runtime warm and run programs submitted over a socket"},
     {"submit", cli_cmd_submit, "send a program to 'weft serve' and print its results"},
+    {"calibrate", cli_cmd_calibrate, "measure a machine profile for --simulate"},
 };
 #define NSUB (sizeof subcommands / sizeof subcommands[0])
 
