@@ -14,6 +14,7 @@ libdir=$(dirname "$(find "$tmp/prefix" -name 'libweft.so' | head -1)")
 cmake -S "$src/tests/install" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" > "$tmp/consumer.log"
 cmake --build "$tmp/consumer" > "$tmp/consumer-build.log"
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer/consumer"
+LD_LIBRARY_PATH="$libdir" "$tmp/consumer/consumer_uv"
 PKG_CONFIG_PATH=$(dirname "$pc") cc "$src/tests/install/consumer.c" -o "$tmp/consumer-pc" \
   $(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs weft)
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer-pc"
