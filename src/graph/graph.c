@@ -230,7 +230,20 @@ weft_init weft_tensor_init(const weft_tensor *t) { return t->init; }
 const char *weft__tensor_name(const weft_tensor *t) {
   if (t->name != NULL) return t->name;
   weft_tensor *m = (weft_tensor *)t;
-  if (m->autoname[0] == '\0') snprintf(m->autoname, sizeof m->autoname, "t%u", t->id);
+  /* Acquire pairs with the release below: the name is written before it is seen ready. */
+  unsigned char st = atomic_load_explicit(&m->autoname_state, memory_order_acquire);
+  if (st != 2) {
+    unsigned char zero = 0;
+    if (atomic_compare_exchange_strong_explicit(&m->autoname_state, &zero, 1, memory_order_acquire,
+                                                memory_order_acquire)) {
+      snprintf(m->autoname, sizeof m->autoname, "t%u", t->id);
+      atomic_store_explicit(&m->autoname_state, 2, memory_order_release);
+    } else {
+      while (atomic_load_explicit(&m->autoname_state, memory_order_acquire) != 2) {
+        /* the writer is inside one snprintf */
+      }
+    }
+  }
   return m->autoname;
 }
 

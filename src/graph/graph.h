@@ -68,7 +68,10 @@ struct weft_tensor {
   weft_device device;
   weft_init init;
   const char *name; /* NULL: the name is "t<id>", written into autoname on demand */
-  char autoname[16];
+  char autoname[15];
+  /* 0: autoname not written, 1: being written, 2: ready. A worker describing a failed node and
+   * the user asking for a name may make it at the same moment: one writes, the other waits. */
+  atomic_uchar autoname_state;
   /* Storage, owned by the scheduler (src/sched/storage.c): NULL until materialised. */
   void *data;
   uint8_t storage_kind; /* how `data` was allocated, for the matching free */
