@@ -562,6 +562,41 @@ static void many_waiters(void **state) {
   weft_run_destroy(run);
 }
 
+/* "gated_boom": waits at the gate, then fails (its message describes the node, naming the
+ * tensor it writes). */
+static int gated_boom_kernel(weft_kernel_ctx *ctx) {
+  int rc = gate_kernel(ctx);
+  return rc != WEFT_OK ? rc : weft_ctx_fail(ctx, "after the gate");
+}
+
+/* While a run is in flight its failure is described on a worker: the names it reads are the
+ * ones the launching thread may ask for at the same moment (a default name is made on
+ * demand), and that must be safe. */
+static void names_read_while_a_failure_is_described(void **state) {
+  tu_fixture *f = *state;
+  const weft_op *gb = tu_op(f->rt, "gated_boom", 1, (weft_access[]){WEFT_WRITE}, gated_boom_kernel, &gt);
+  for (int i = 0; i < 20; i++) {
+    weft_graph *g;
+    CHECK(weft_graph_create(f->rt, &g));
+    weft_tensor *x = tu_tensor(g, NULL, WEFT_F64, 0, NULL, weft_zeros());
+    CHECK(weft_call(g, gb, &x, 1, NULL, 0));
+    atomic_store(&gt.open, 0);
+    atomic_store(&gt.arrived, 0);
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    assert_true(wait_arrivals(&gt, 1));
+    atomic_store(&gt.open, 1);
+    char buf[200];
+    assert_string_equal(weft_tensor_name(x), "t0");
+    weft_node_describe(weft_graph_node(g, 0), buf, sizeof buf);
+    assert_string_equal(buf, "node 0 'gated_boom' (t0) on cpu");
+    assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
+    assert_true(tu_contains(weft_run_error(run), "node 0 'gated_boom' (t0) on cpu"));
+    weft_run_destroy(run);
+    weft_graph_destroy(g);
+  }
+}
+
 static void *open_later(void *arg) {
   nap_us(20000);
   atomic_store(&((gate *)arg)->open, 1);
@@ -605,6 +640,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(concurrent_launches_of_one_graph, setup, teardown),
       cmocka_unit_test_setup_teardown(many_waiters, setup, teardown),
       cmocka_unit_test_setup_teardown(destroy_waits_for_the_run, setup, teardown),
+      cmocka_unit_test_setup_teardown(names_read_while_a_failure_is_described, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
