@@ -2,7 +2,7 @@
  * 50 x (y = x.x; copy y to the host) in a handful of buffers, temporaries are not readable
  * after a run, statistics and trim, out-of-memory errors that name the node, the device, the
  * bytes and the peak and leave the runtime usable, and graphs that change between runs.
- * WEFT_TEST_SKIP_OOM=1 leaves the out-of-memory test out (compute-sanitizer runs). */
+ * WEFT_TEST_SANITIZER=1 (compute-sanitizer runs) leaves the out-of-memory test out. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
@@ -50,8 +50,8 @@ static void overlap_graph_runs_in_few_buffers(void **state) {
   weft_cuda_memory_stats s = stats(rt);
   print_message("overlap graph, eager: peak %.2f buffers in use, %.2f reserved (x included)\n",
                 (double)s.peak / buf, (double)s.reserved_peak / buf);
-  assert_true(s.reserved_peak <= 5 * buf);
   assert_true(s.peak <= 5 * buf);
+  assert_true(s.reserved_peak <= 5 * buf + (32u << 20)); /* the pool grows in chunks of up to 32 MiB */
   weft_cuda_set_replay(rt, 1);
   CHECK(weft_graph_run(g)); /* captured */
   CHECK(weft_cuda_memory_reset_peak(rt, 0));
@@ -138,8 +138,8 @@ static void out_of_memory_is_an_error_and_recoverable(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
   /* compute-sanitizer reports the failing allocations this test makes on purpose. */
-  const char *skip_oom = getenv("WEFT_TEST_SKIP_OOM");
-  if (skip_oom != NULL && strcmp(skip_oom, "1") == 0) skip();
+  const char *sanitizer = getenv("WEFT_TEST_SANITIZER");
+  if (sanitizer != NULL && strcmp(sanitizer, "1") == 0) skip();
   weft_runtime *rt = gt_runtime(2, 0);
   weft_device_info info;
   CHECK(weft_device_info_get(rt, weft_cuda(0), &info));

@@ -125,6 +125,10 @@ enum {
   CU_NOTIFY = 1u << 1, /* has a CPU successor: its completion is reported on its own */
   CU_STAGED = 1u << 2, /* device-to-device copy staged through pinned host memory */
   CU_BIG = 1u << 3,    /* fills the device on its own: kept in order on the main stream */
+  CU_SPLIT = 1u << 4,  /* a product at the end of its stream whose result goes to the host:
+                          computed in two row halves, an event between them */
+  CU_SPLIT_COPY = 1u << 5, /* a copy of such a product's result: copies the first half as soon
+                              as it is done, then the second */
 };
 
 /* Why a node got its stream, for `weft explain`. */
@@ -138,11 +142,13 @@ typedef struct cu_node {
   uint8_t flags;
   uint8_t why;
   uint32_t heir_of;      /* the predecessor whose stream it continues, or UINT32_MAX */
+  uint32_t split_of;     /* CU_SPLIT_COPY: the split product it copies */
   uint32_t wait_b, wait_e;   /* cu_plan.lists: nodes whose events it waits for first */
   uint32_t free_b, free_e;   /* dead temporaries (tensor ids) it frees, after the waits */
   uint32_t alloc_b, alloc_e; /* temporaries it allocates, after the frees, before its work */
   cudaEvent_t event;
-  cudaEvent_t stage_event;   /* staged copies: the source half is done */
+  cudaEvent_t stage_event;   /* staged copies: the source half is done; split products: the
+                                first row half is done */
   void *stage;               /* staged copies: the pinned buffer */
 } cu_node;
 

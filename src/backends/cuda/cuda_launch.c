@@ -142,6 +142,15 @@ static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
   cudaError_t e;
   if (src->device.kind == WEFT_DEVICE_CPU) {
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, l->s);
+  } else if (dst->device.kind == WEFT_DEVICE_CPU && (x->flags & CU_SPLIT_COPY)) {
+    /* The product's first row half is done at its stage event: copy it, then the rest. */
+    const cu_node *m = &cp->x[x->split_of];
+    int64_t rows = src->shape[0], h = (rows / 2 + 127) / 128 * 128;
+    size_t first = bytes / (size_t)rows * (size_t)h;
+    if ((e = cudaStreamWaitEvent(l->s, m->stage_event, 0)) == cudaSuccess &&
+        (e = cudaMemcpyAsync(to, from, first, cudaMemcpyDeviceToHost, l->s)) == cudaSuccess &&
+        (e = cudaStreamWaitEvent(l->s, m->event, 0)) == cudaSuccess)
+      e = cudaMemcpyAsync((char *)to + first, (const char *)from + first, bytes - first, cudaMemcpyDeviceToHost, l->s);
   } else if (dst->device.kind == WEFT_DEVICE_CPU) {
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, l->s);
   } else if (src->device.index == dst->device.index) {
@@ -180,8 +189,19 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
   int dt = t0->dtype;
   void **d = ctx->data;
   switch (nd->kind) {
-    case WEFT__OP_MM:
-      return gemm(ctx, l, dt, t0->shape[0], nd->args[1].t->shape[1], t0->shape[1], d[0], d[1], 0, d[2]);
+    case WEFT__OP_MM: {
+      int64_t m = t0->shape[0], n = nd->args[1].t->shape[1], k = t0->shape[1];
+      if (!(x->flags & CU_SPLIT)) return gemm(ctx, l, dt, m, n, k, d[0], d[1], 0, d[2]);
+      /* Two row halves (a multiple of 128 rows first), the first marked by its event. */
+      int64_t h = (m / 2 + 127) / 128 * 128;
+      size_t es = dt == WEFT_F32 ? 4 : 8;
+      int rc = gemm(ctx, l, dt, h, n, k, d[0], d[1], 0, d[2]);
+      cudaError_t e = rc == WEFT_OK ? cudaEventRecord(x->stage_event, l->s) : cudaSuccess;
+      if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "cudaEventRecord");
+      if (rc != WEFT_OK) return rc;
+      return gemm(ctx, l, dt, m - h, n, k, (const char *)d[0] + (size_t)(h * k) * es, d[1], 0,
+                  (char *)d[2] + (size_t)(h * n) * es);
+    }
     case WEFT__OP_LINEAR: {
       const weft_tensor *w = nd->args[1].t;
       int rc = gemm(ctx, l, dt, t0->shape[0], w->shape[0], t0->shape[1], d[0], d[1], 1, d[nd->nargs - 1]);
@@ -225,7 +245,8 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
   int rc = WEFT_OK;
   cudaError_t e = cudaSuccess;
   for (uint32_t k = x->wait_b; k < x->wait_e && e == cudaSuccess; k++)
-    e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
+    if (!((x->flags & CU_SPLIT_COPY) && L[k] == x->split_of)) /* the copy waits in two steps */
+      e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
   if (e != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaStreamWaitEvent");
   /* Dead temporaries this node claimed: their readers are done (waited for above), so their
    * memory goes back to the pool in this stream's order, for the allocations below. */

@@ -438,6 +438,42 @@ static int plan_window(build *bd, weft__vec *extra) {
   return rc;
 }
 
+/* ---- the tail of a compute chain ------------------------------------------------------- */
+
+/* The last product on a stream, whose result only goes to the host, leaves its copy exposed:
+ * nothing is left to hide it behind (in 50 x (y = x.x; copy y) it is the one copy of fifty
+ * that costs time). Such a product is computed in two row halves with an event between them,
+ * and its copies move the first half while the second is computed, halving the exposed tail.
+ * Each half still fills the device (the product must have at least 256 rows and be large). */
+static void plan_tail_split(build *bd) {
+  cu_plan *cp = bd->cp;
+  uint32_t last[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  memset(last, 0xff, sizeof last);
+  for (uint32_t k = 0; k < bd->n; k++) {
+    uint32_t i = cp->order[k];
+    if (cp->x[i].dev >= 0) last[cp->x[i].dev][cp->x[i].stream] = i;
+  }
+  for (uint32_t i = 0; i < bd->n; i++) {
+    cu_node *x = &cp->x[i];
+    const weft_node *nd = bd->p->x[i].node;
+    if (x->dev < 0 || nd->kind != WEFT__OP_MM || !(x->flags & CU_BIG) || last[x->dev][x->stream] != i) continue;
+    const weft_tensor *out = nd->args[2].t;
+    if (out == nd->args[0].t || out == nd->args[1].t || out->shape[0] < 256) continue;
+    int ok = bd->soff[i + 1] > bd->soff[i];
+    for (uint32_t e = bd->soff[i]; e < bd->soff[i + 1] && ok; e++) {
+      uint32_t c = bd->succ[e];
+      const weft_node *cn = bd->p->x[c].node;
+      ok = cp->x[c].dev >= 0 && cp->x[c].why == CU_WHY_D2H && cn->args[0].t == out && bd->soff[c + 1] == bd->soff[c];
+    }
+    if (!ok) continue;
+    x->flags |= CU_SPLIT | CU_RECORD;
+    for (uint32_t e = bd->soff[i]; e < bd->soff[i + 1]; e++) {
+      cp->x[bd->succ[e]].flags |= CU_SPLIT_COPY;
+      cp->x[bd->succ[e]].split_of = i;
+    }
+  }
+}
+
 /* ---- waits and events ------------------------------------------------------------------- */
 
 static int same_lane(const cu_node *a, int dev, int stream) { return a->dev == dev && a->stream == stream; }
@@ -566,7 +602,7 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   for (uint32_t i = 0; i < n; i++) {
     cu_node *x = &cp->x[i];
     x->dev = x->start_dev = -1;
-    x->heir_of = NONE;
+    x->heir_of = x->split_of = NONE;
     const weft_node *nd = p->x[i].node;
     bd.cost[i] = node_cost(nd);
     if (p->x[i].backend != b) continue;
@@ -579,6 +615,7 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   if ((rc = plan_temporaries(&bd)) != WEFT_OK || (rc = plan_window(&bd, extra)) != WEFT_OK ||
       (rc = plan_waits(&bd)) != WEFT_OK)
     goto done;
+  plan_tail_split(&bd);
   uint32_t *lists = NULL;
   size_t len = 0, cap = 0;
   if ((rc = pack(&bd, &bd.waits, offsetof(cu_node, wait_b), 1, &lists, &len, &cap)) == WEFT_OK &&
@@ -634,6 +671,7 @@ int weft__cu_plan(weft__backend *b, weft__plan *p) {
     cu_node *x = &cp->x[i];
     if (x->dev < 0) continue;
     if ((x->flags & CU_RECORD) && (rc = new_event(&st->dev[x->dev], &x->event)) != WEFT_OK) return rc;
+    if ((x->flags & CU_SPLIT) && (rc = new_event(&st->dev[x->dev], &x->stage_event)) != WEFT_OK) return rc;
     if (x->flags & CU_STAGED) {
       if ((rc = new_event(&st->dev[x->start_dev], &x->stage_event)) != WEFT_OK) return rc;
       size_t bytes = p->x[i].node->args[0].t->bytes;
@@ -708,7 +746,10 @@ int weft__cu_explain(const weft__backend *b, const weft__plan *p, uint32_t index
                x->heir_of, waits);
       break;
     case CU_WHY_BIG:
-      snprintf(out->why, sizeof out->why, "fills the GPU on its own, so it runs in program order on the main stream%s", waits);
+      snprintf(out->why, sizeof out->why, "fills the GPU on its own, so it runs in program order on the main stream%s%s",
+               x->flags & CU_SPLIT ? "; the last there, its result going to the host: computed in two row halves "
+                                     "so the copy of the first overlaps the second" : "",
+               waits);
       break;
     case CU_WHY_SPREAD:
       snprintf(out->why, sizeof out->why, "starts a chain; small nodes are spread over the compute streams to run at once%s", waits);
