@@ -314,7 +314,8 @@ WEFT_API int64_t weft_tensor_numel(const weft_tensor *t);
 WEFT_API size_t weft_tensor_bytes(const weft_tensor *t);
 WEFT_API weft_device weft_tensor_device(const weft_tensor *t);
 WEFT_API const char *weft_tensor_name(const weft_tensor *t);
-/* Renames the tensor (the name is copied). */
+/* Renames the tensor (the name is copied). WEFT_EBUSY while a run of its graph is in flight
+ * (a failing node's message may be reading the name). */
 WEFT_NODISCARD WEFT_API int weft_tensor_set_name(weft_tensor *t, const char *name);
 /* The tensor's position in creation order (0-based). */
 WEFT_API size_t weft_tensor_id(const weft_tensor *t);
@@ -492,6 +493,8 @@ WEFT_API const void *weft_node_params(const weft_node *n, size_t *size);
 /* 1 if weft inserted this node (an automatic copy), else 0. */
 WEFT_API int weft_node_is_inserted(const weft_node *n);
 WEFT_API const char *weft_node_name(const weft_node *n);
+/* Names the node (copied), used in messages. WEFT_EBUSY while a run of its graph is in flight;
+ * likewise weft_node_set_origin. */
 WEFT_NODISCARD WEFT_API int weft_node_set_name(weft_node *n, const char *name);
 /* Where the node comes from in a .weft file ("file.weft:3:5"), used in messages. */
 WEFT_NODISCARD WEFT_API int weft_node_set_origin(weft_node *n, const char *origin);

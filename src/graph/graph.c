@@ -251,6 +251,9 @@ const char *weft_tensor_name(const weft_tensor *t) { return weft__tensor_name(t)
 
 int weft_tensor_set_name(weft_tensor *t, const char *name) {
   if (t == NULL || name == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_set_name: NULL argument");
+  /* A worker may be reading the name to describe a failure. */
+  int rc = weft__graph_check_idle(t->graph, "weft_tensor_set_name");
+  if (rc != WEFT_OK) return rc;
   char *n = weft__arena_strdup(&t->graph->arena, name);
   if (n == NULL) return WEFT_ENOMEM;
   t->name = n;
@@ -321,6 +324,8 @@ const char *weft_node_origin(const weft_node *n) { return n->origin ? n->origin 
 
 int weft_node_set_name(weft_node *n, const char *name) {
   if (n == NULL || name == NULL) return weft__err(WEFT_EINVAL, "weft_node_set_name: NULL argument");
+  int rc = weft__graph_check_idle(n->graph, "weft_node_set_name");
+  if (rc != WEFT_OK) return rc;
   char *s = weft__arena_strdup(&n->graph->arena, name);
   if (s == NULL) return WEFT_ENOMEM;
   n->name = s;
@@ -329,6 +334,8 @@ int weft_node_set_name(weft_node *n, const char *name) {
 
 int weft_node_set_origin(weft_node *n, const char *origin) {
   if (n == NULL || origin == NULL) return weft__err(WEFT_EINVAL, "weft_node_set_origin: NULL argument");
+  int rc = weft__graph_check_idle(n->graph, "weft_node_set_origin");
+  if (rc != WEFT_OK) return rc;
   char *s = weft__arena_strdup(&n->graph->arena, origin);
   if (s == NULL) return WEFT_ENOMEM;
   n->origin = s;
