@@ -258,6 +258,10 @@ static void busy_graph_refuses_launches_and_changes(void **state) {
   assert_int_equal(weft_fill(g, x, weft_zeros()), WEFT_EBUSY);
   assert_int_equal(weft_copy(g, x, weft_cpu(), &o), WEFT_EBUSY);
   assert_int_equal(weft_call(g, inc_op, &x, 1, NULL, 0), WEFT_EBUSY);
+  assert_int_equal(weft_tensor_set_name(x, "renamed"), WEFT_EBUSY);
+  assert_int_equal(weft_node_set_name(weft_graph_node(g, 0), "n"), WEFT_EBUSY);
+  assert_int_equal(weft_node_set_origin(weft_graph_node(g, 0), "f.weft:1:1"), WEFT_EBUSY);
+  assert_string_equal(weft_tensor_name(x), "x");
   double v;
   assert_int_equal(weft_tensor_read(x, &v, sizeof v), WEFT_EBUSY);
   assert_true(tu_contains(weft_last_error(), "weft_tensor_read: a run of this graph is in flight"));
