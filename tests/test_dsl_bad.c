@@ -6,6 +6,7 @@
  * message exactly, the source line and the caret under the column that follow it, and each
  * "also" diagnostic. The runtime is CPU-only (so device messages do not depend on the machine)
  * and has one user op, touch(read, write). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream, mkdtemp, scandir */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>

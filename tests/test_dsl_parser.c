@@ -2,6 +2,7 @@
  * and indexed names, parameters and -D, devices and --device, initialisers and files, outputs
  * as text and JSON, origins, node names and explicit edges, user ops, layout, the format of
  * diagnostics, recovery, limits, and out-of-memory at every allocation. */
+#define _POSIX_C_SOURCE 200809L /* open_memstream, mkdtemp, scandir */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,6 +6,7 @@
  * seeds, raw parameters, unnamed nodes in edges, cycles, strict mode), over graphs with copies
  * weft inserted (where a second device exists), and over the examples and the fuzz corpus;
  * weft fmt is checked the same way (same graph, idempotent text). */
+#define _POSIX_C_SOURCE 200809L /* open_memstream, mkdtemp, scandir */
 #include <dirent.h>
 #include <math.h>
 #include <stdio.h>
