@@ -35,7 +35,9 @@ typedef struct oracle_cfg {
   int user_ops;             /* 1: use the oracle's user ops; needs oracle_register_ops (default 1) */
   int keep_percent;         /* share of new op results marked kept (default 75) */
   int edge_percent;         /* chance per node of one random forward explicit edge (default 15) */
-  int cycle_per_mille;      /* programs that end with a cycle-closing backward edge (default 15) */
+  int cycle_per_mille;      /* programs that end with a cycle-closing backward edge (default 15);
+                               with devices > 1 the two nodes may only conflict through a copy
+                               weft inserted, which orders nothing: use 0 there */
   int devices;              /* 1: CPU only (default); N: the CPU and cuda:0..N-2 where they exist
                                (with user ops: a simulated machine, see oracle_register_ops) */
 } oracle_cfg;

@@ -248,6 +248,10 @@ static weft_runtime *program_runtime(weft_runtime *const *rts, weft_runtime *sim
   program_cfg(k, c);
   if (sim != NULL && k % 4 == 3) {
     c->devices = 2;
+    /* No cycle: where a node reads a copy of a tensor that a later node writes, the two are
+     * not ordered in the graph (the copy was taken first), so a backward edge between them
+     * need not close a cycle, and the twin (without copies) would disagree. */
+    c->cycle_per_mille = 0;
     stats.two_devices++;
     *twin = rts[0];
     return sim;
