@@ -312,6 +312,11 @@ static void device_fini(cu_device *d) {
   d->queue = NULL;
 }
 
+/* Peer access belongs to the process's device contexts, which outlive runtimes: enable each
+ * pair once per process (a second cudaDeviceEnablePeerAccess fails, and compute-sanitizer
+ * reports that as an API error). */
+static atomic_uchar peer_enabled[CU_MAX_DEVICES][CU_MAX_DEVICES];
+
 static void enable_peers(cu_state *st) {
   for (int i = 0; i < st->ndev; i++) {
     cu_device *d = &st->dev[i];
@@ -320,8 +325,14 @@ static void enable_peers(cu_state *st) {
       int can = 0;
       if (i == j || cudaDeviceCanAccessPeer(&can, d->ordinal, st->dev[j].ordinal) != cudaSuccess || !can)
         continue;
-      cudaError_t e = cudaDeviceEnablePeerAccess(st->dev[j].ordinal, 0);
-      if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) continue;
+      if (!atomic_exchange(&peer_enabled[i][j], 1)) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(st->dev[j].ordinal, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+          atomic_store(&peer_enabled[i][j], 0);
+          cudaGetLastError();
+          continue;
+        }
+      }
       /* Device i may read and write the pool of device j. */
       struct cudaMemAccessDesc acc;
       memset(&acc, 0, sizeof acc);

@@ -156,8 +156,9 @@ static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
   } else if (src->device.index == dst->device.index) {
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, l->s);
   } else if (!(x->flags & CU_STAGED)) {
-    e = cudaMemcpyPeerAsync(to, st->dev[dst->device.index].ordinal, from, st->dev[src->device.index].ordinal,
-                            bytes, l->s);
+    /* Between GPUs with peer access: a plain copy under unified addressing goes over the link,
+     * and unlike cudaMemcpyPeerAsync it can be captured into a CUDA graph. */
+    e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, l->s);
   } else {
     /* No peer access: device to pinned host memory on the source's D2H stream, then host to
      * device on the destination's H2D stream, ordered by the staging event. The lane moves to

@@ -18,6 +18,7 @@
  * graph's memory nodes. A capture that fails is abandoned: the plan then runs eagerly for good
  * (weft_cuda_run_stats counts it). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
@@ -174,6 +175,10 @@ static int capture(cu_state *st, cu_plan *cp) {
   weft__cu_replay_free(cp);
   cp->capture_failed = 1;
   atomic_fetch_add(&st->capture_failures, 1);
+  const char *dbg = getenv("WEFT_CUDA_DEBUG");
+  if (dbg != NULL && strcmp(dbg, "1") == 0)
+    fprintf(stderr, "weft: capturing a graph of %u nodes failed (%s%s%s); it runs eagerly\n", cp->n,
+            e != cudaSuccess ? cudaGetErrorName(e) : "", e != cudaSuccess && err[0] ? "; " : "", err);
   return WEFT_ECUDA;
 }
 
