@@ -40,6 +40,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
+#include "backends/plan_rules.h"
 
 #define NONE UINT32_MAX
 
@@ -129,43 +130,6 @@ static int topo_order(build *bd) {
 
 /* ---- lanes -------------------------------------------------------------------------------- */
 
-static double node_cost(const weft_node *nd) {
-  if (nd->nargs == 0) return 1;
-  const weft_tensor *a = nd->args[0].t;
-  switch (nd->kind) {
-    case WEFT__OP_MM:
-      return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[1];
-    case WEFT__OP_LINEAR:
-      return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[0];
-    case WEFT__OP_USER:
-      if (nd->user_op->desc.cost != NULL) {
-        const weft_tensor *args[WEFT_MAX_ARGS];
-        for (int i = 0; i < nd->nargs; i++) args[i] = nd->args[i].t;
-        return nd->user_op->desc.cost(args, nd->nargs, nd->params, nd->user_op->desc.user);
-      }
-      return (double)a->numel;
-    default:
-      return (double)a->numel + 1;
-  }
-}
-
-/* True when the node keeps every SM busy on its own. */
-static int fills_device(const weft_node *nd, const cu_device *d) {
-  if (nd->nargs == 0) return 0;
-  const weft_tensor *a = nd->args[0].t, *out = nd->args[nd->nargs - 1].t;
-  switch (nd->kind) {
-    case WEFT__OP_MM:
-    case WEFT__OP_LINEAR: {
-      int64_t tiles = ((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128);
-      return tiles >= d->sms;
-    }
-    case WEFT__OP_USER:
-      return 0;
-    default:
-      return a->numel >= (int64_t)d->sms * 2048;
-  }
-}
-
 /* Sets dev, start_dev, the copy lanes and the CU_BIG / CU_STAGED flags of CUDA node i. */
 static void classify(build *bd, uint32_t i) {
   cu_state *st = bd->st;
@@ -203,7 +167,7 @@ static void classify(build *bd, uint32_t i) {
     }
     x->why = CU_WHY_LOCAL_COPY;
   }
-  if (fills_device(nd, &st->dev[dev])) x->flags |= CU_BIG;
+  if (weft__plan_fills_device(nd, st->dev[dev].sms)) x->flags |= CU_BIG;
 }
 
 /* A node on a compute stream (kernels, user ops, copies within one device). */
@@ -604,7 +568,7 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
     x->dev = x->start_dev = -1;
     x->heir_of = x->split_of = NONE;
     const weft_node *nd = p->x[i].node;
-    bd.cost[i] = node_cost(nd);
+    bd.cost[i] = weft__plan_work(nd);
     if (p->x[i].backend != b) continue;
     if (nd->kind == WEFT__OP_USER) cp->has_user = 1;
     classify(&bd, i);
