@@ -85,6 +85,11 @@ void weft__arena_fini(weft__arena *a) {
 }
 
 void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
+  /* No block that large can exist, and the offset and chunk arithmetic below would wrap. */
+  if (size > SIZE_MAX / 2) {
+    weft__err(WEFT_ENOMEM, "out of host memory: %zu bytes of graph storage asked for", size);
+    return NULL;
+  }
   struct weft__arena_chunk *c = a->head;
   if (c != NULL) {
     /* Align the address, not the offset: the chunk itself is only as aligned as the block the
