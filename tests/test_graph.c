@@ -585,6 +585,8 @@ static void user_calls(void **state) {
   EXPECT_FAIL(g, WEFT_EINVAL, "weft_call: graph or op is NULL", weft_call(g, NULL, args, 3, NULL, 0));
   weft_tensor *withnull[3] = {a, NULL, c};
   EXPECT_FAIL(g, WEFT_EINVAL, "node 0 'three': argument 1 is NULL", weft_call(g, op, withnull, 3, NULL, 0));
+  /* Parameter sizes no memory holds fail cleanly. */
+  EXPECT_FAIL(g, WEFT_ENOMEM, "out of host memory", weft_call(g, op, args, 3, &params, SIZE_MAX - 8));
   CHECK(weft_call(g, op, args, 3, &params, sizeof params));
   params.k = -1; /* the node keeps its own copy */
   weft_node *n = weft_graph_last_node(g);

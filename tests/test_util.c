@@ -110,6 +110,14 @@ static void arena_failure_returns_null_with_message(void **state) {
   assert_int_equal(tu_alloc_live(), 0);
   weft__arena_fini(&a);
   tu_alloc_uninstall();
+  /* Sizes no block can have fail cleanly, whether a chunk exists or not (no wrap-around). */
+  weft__arena_init(&a, 1024, NULL);
+  assert_null(weft__arena_alloc(&a, SIZE_MAX - 8, 16));
+  assert_non_null(strstr(weft_last_error(), "out of host memory"));
+  assert_non_null(weft__arena_alloc(&a, 10, 8));
+  assert_null(weft__arena_alloc(&a, SIZE_MAX - 8, 16));
+  assert_null(weft__arena_alloc(&a, SIZE_MAX / 2 + 1, 1));
+  weft__arena_fini(&a);
 }
 
 /* ---- status codes ------------------------------------------------------------------------- */
