@@ -482,8 +482,9 @@ static int check_dir(const char *dir, int must_parse) {
   return checked;
 }
 
-/* Runs an example at a small size and checks its "# expect: <output line>" comments against
- * what it prints. Returns the number of expectations checked. */
+/* Runs an example at a small size on the CPU and checks its "# expect: <output line>" (and
+ * "# expect on the CPU: ...") comments against what it prints. Returns the number of
+ * expectations checked. */
 static int run_example(const char *path) {
   size_t len;
   char *text = slurp(path, &len);
@@ -511,8 +512,15 @@ static int run_example(const char *path) {
   CHECK(weft_program_outputs(p, f, 0));
   fclose(f);
   int checked = 0;
-  for (const char *e = text; (e = strstr(e, "# expect: ")) != NULL; e++) {
-    const char *start = e + 10, *end = strchr(start, '\n');
+  for (const char *e = text; (e = strstr(e, "# expect")) != NULL; e++) {
+    const char *start;
+    if (strncmp(e, "# expect: ", 10) == 0)
+      start = e + 10;
+    else if (strncmp(e, "# expect on the CPU: ", 21) == 0)
+      start = e + 21;
+    else
+      continue;
+    const char *end = strchr(start, '\n');
     size_t n = end ? (size_t)(end - start) : strlen(start);
     int found = 0;
     for (const char *line = out; line && *line && !found; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
