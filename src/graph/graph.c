@@ -143,6 +143,17 @@ static int check_init(weft_init init) {
   return WEFT_OK;
 }
 
+int weft__shape_numel(int ndim, const int64_t *shape, int64_t *numel) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    /* A bound well under INT64_MAX, so that bytes (numel * 8) and offsets cannot overflow. */
+    if (shape[i] > 0 && n > INT64_MAX / 16 / shape[i]) return 0;
+    n *= shape[i];
+  }
+  *numel = n;
+  return 1;
+}
+
 /* Shared by weft_tensor_create and ops that create their result. */
 int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const int64_t *shape,
                      weft_device device, weft_init init, unsigned flags, weft_tensor **out) {
@@ -155,15 +166,13 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
                      ndim, WEFT_MAX_DIMS);
   if (ndim > 0 && shape == NULL)
     return weft__err(WEFT_EINVAL, "tensor '%s': shape is NULL", name ? name : "?");
-  int64_t numel = 1;
-  for (int i = 0; i < ndim; i++) {
+  for (int i = 0; i < ndim; i++)
     if (shape[i] < 0)
       return weft__err(WEFT_ESHAPE, "tensor '%s': dimension %d is negative (%lld)",
                        name ? name : "?", i, (long long)shape[i]);
-    if (shape[i] > 0 && numel > INT64_MAX / 16 / shape[i])
-      return weft__err(WEFT_ESHAPE, "tensor '%s': too many elements", name ? name : "?");
-    numel *= shape[i];
-  }
+  int64_t numel;
+  if (!weft__shape_numel(ndim, shape, &numel))
+    return weft__err(WEFT_ESHAPE, "tensor '%s': too many elements", name ? name : "?");
   if (!weft_device_exists(g->rt, device))
     return weft__err(WEFT_EDEVICE, "tensor '%s': the runtime has no device %s",
                      name ? name : "?", weft_device_str(device, dev, sizeof dev));

@@ -137,6 +137,10 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem);
 /* Frees everything the graph module owns (not tensor storage: that is the scheduler's). */
 void weft__graph_free(weft_graph *g);
 
+/* Stores the element count of a shape with no negative dimension in *numel and returns 1, or
+ * returns 0 if it is too large for weft (more than INT64_MAX / 16 elements). */
+int weft__shape_numel(int ndim, const int64_t *shape, int64_t *numel);
+
 /* Creates a tensor (shared by weft_tensor_create and ops that make their result). */
 int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const int64_t *shape,
                      weft_device device, weft_init init, unsigned flags, weft_tensor **out);

@@ -23,12 +23,16 @@ int weft__op_kind_find(const char *name) {
   return -1;
 }
 
-static char *shape_str(const weft_tensor *t, char *buf, size_t size) {
+static char *dims_str(int ndim, const int64_t *shape, char *buf, size_t size) {
   int len = snprintf(buf, size, "[");
-  for (int i = 0; i < t->ndim && len > 0 && (size_t)len < size; i++)
-    len += snprintf(buf + len, size - (size_t)len, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+  for (int i = 0; i < ndim && len > 0 && (size_t)len < size; i++)
+    len += snprintf(buf + len, size - (size_t)len, "%s%lld", i ? "," : "", (long long)shape[i]);
   if (len > 0 && (size_t)len < size) snprintf(buf + len, size - (size_t)len, "]");
   return buf;
+}
+
+static char *shape_str(const weft_tensor *t, char *buf, size_t size) {
+  return dims_str(t->ndim, t->shape, buf, size);
 }
 
 /* Context of one op call: what to undo if it fails half-way. */
@@ -159,15 +163,20 @@ static int check_out(call *c, const weft_tensor *out, int dtype, int ndim, const
                      weft_dtype_name(dtype));
   int same = out->ndim == ndim;
   for (int i = 0; same && i < ndim; i++) same = out->shape[i] == shape[i];
-  if (!same) {
-    weft_tensor tmp = {0};
-    tmp.ndim = (uint8_t)ndim;
-    for (int i = 0; i < ndim; i++) tmp.shape[i] = shape[i];
+  if (!same)
     return weft__err(WEFT_ESHAPE, "node %u '%s': result %s has shape %s but the op produces %s",
                      c->id, c->opname, weft__tensor_name(out), shape_str(out, s1, sizeof s1),
-                     shape_str(&tmp, s2, sizeof s2));
-  }
+                     dims_str(ndim, shape, s2, sizeof s2));
   return WEFT_OK;
+}
+
+/* A new result's element count must fit (as weft__tensor_new checks, but naming the node). */
+static int check_result_size(call *c, int ndim, const int64_t *shape) {
+  int64_t numel;
+  if (weft__shape_numel(ndim, shape, &numel)) return WEFT_OK;
+  char s1[96];
+  return weft__err(WEFT_ESHAPE, "node %u '%s': the result %s has too many elements", c->id,
+                   c->opname, dims_str(ndim, shape, s1, sizeof s1));
 }
 
 /* The common tail of every built-in op with a result: localise the inputs, create or check
@@ -179,6 +188,7 @@ static int finish_op(call *c, weft_tensor **ins, const char *const *names, int n
     return weft__err(WEFT_EINVAL, "node %u '%s': the out pointer is NULL", c->id, c->opname);
   weft_device dev = *out != NULL ? (*out)->device : ins[0]->device;
   if (*out != NULL && (rc = check_out(c, *out, dtype, ndim, shape)) != WEFT_OK) return rc;
+  if (*out == NULL && (rc = check_result_size(c, ndim, shape)) != WEFT_OK) return rc;
   if ((rc = weft__graph_check_idle(c->g, c->opname)) != WEFT_OK) return rc;
   for (int i = 0; i < nin; i++)
     if ((rc = localise(c, &ins[i], dev, names[i])) != WEFT_OK) return call_fail(c, rc);
