@@ -333,6 +333,12 @@ static void mm_rules(void **state) {
   EXPECT_FAIL(g, WEFT_EINVAL, "node 1 'mm': argument b (other) belongs to another graph",
               weft_mm(g, a, other, &out));
   weft_graph_destroy(g2);
+  /* A result too large to exist is refused naming the node. */
+  weft_tensor *tall = tu_tensor(g, "tall", WEFT_F32, 2, (int64_t[]){INT64_C(1) << 40, 1}, weft_zeros());
+  weft_tensor *wide = tu_tensor(g, "wide", WEFT_F32, 2, (int64_t[]){1, INT64_C(1) << 40}, weft_zeros());
+  out = NULL;
+  EXPECT_FAIL(g, WEFT_ESHAPE, "node 1 'mm': the result [1099511627776,1099511627776] has too many elements",
+              weft_mm(g, tall, wide, &out));
   /* In place: a [3,3] . s [3,3] into a. */
   weft_tensor *sq = mat(g, "sq", WEFT_F64, 3, 3), *sq2 = mat(g, "sq2", WEFT_F64, 3, 3);
   out = sq;
