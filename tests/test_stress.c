@@ -1,9 +1,11 @@
 /* test_stress.c — the scheduler under load, with results asserted, not only survival:
  * threads that each build and run their own random programs on one shared runtime (checked
  * bit for bit against the serial interpreter), a 20 000-node graph run 50 times, 200 000
- * independent tiny tasks with every execution counted, launch/cancel races whose cancelled
+ * independent tiny tasks with every execution counted, a 100 000-reader fan-out, launches that
+ * must wake sleeping workers (within 10 s each), launch/cancel races whose cancelled
  * runs must still have run a prefix of their chain, callback chains that relaunch their graph
- * from the completion callback, and completions counted across threads.
+ * from the completion callback, completions counted across threads, and ops registered and
+ * run from several threads at once.
  *
  * WEFT_STRESS_SCALE (default 100) scales the iteration counts in percent, for slow builds. */
 #define _POSIX_C_SOURCE 200809L
@@ -23,6 +25,11 @@ static int scale_pct = 100;
 static int scaled(int n) {
   long v = (long)n * scale_pct / 100;
   return v < 1 ? 1 : (int)v;
+}
+
+static void nap_ns(long ns) {
+  struct timespec ts = {0, ns};
+  nanosleep(&ts, NULL);
 }
 
 /* ---- threads with their own random programs ----------------------------------------------- */
@@ -225,6 +232,39 @@ static void wide_fan_out(void **state) {
   free(hits);
 }
 
+/* Launches that find every worker asleep (the launching thread pauses first, longer than the
+ * workers spin): each must wake one. A lost wake-up would leave the run waiting forever; here
+ * it fails after 10 s. */
+static void launches_wake_sleeping_workers(void **state) {
+  (void)state;
+  weft_runtime *rt = tu_runtime_cpu(2);
+  const weft_op *add1 = tu_op(rt, "add1", 1, (weft_access[]){WEFT_READ_WRITE}, add1_kernel, NULL);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = tu_scalar(g, "x", 0), *y = tu_scalar(g, "y", 0);
+  CHECK(weft_call(g, add1, &x, 1, NULL, 0));
+  CHECK(weft_call(g, add1, &y, 1, NULL, 0));
+  int runs = scaled(300);
+  for (int r = 0; r < runs; r++) {
+    nap_ns(200000 + 1000 * (r % 100));
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc;
+    while ((rc = weft_run_poll(run)) == WEFT_EAGAIN) {
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      if (t1.tv_sec - t0.tv_sec > 10) fail_msg("run %d did not finish in 10 s (a lost wake-up?)", r);
+      nap_ns(10000);
+    }
+    CHECK(rc);
+    weft_run_destroy(run);
+  }
+  assert_true(tu_value(x) == runs && tu_value(y) == runs);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 /* ---- launch / cancel races ---------------------------------------------------------------- */
 
 /* "ordered": the chain's nodes check that they run in order: pos must equal the node's index
@@ -246,10 +286,6 @@ typedef struct cancel_thread {
   char msg[300];
 } cancel_thread;
 
-static void nap_ns(long ns) {
-  struct timespec ts = {0, ns};
-  nanosleep(&ts, NULL);
-}
 
 static void *cancel_races(void *arg) {
   cancel_thread *ct = arg;
@@ -518,6 +554,7 @@ int main(void) {
       cmocka_unit_test(threads_run_their_own_programs),
       cmocka_unit_test(large_graph_many_runs),
       cmocka_unit_test(many_tiny_tasks),
+      cmocka_unit_test(launches_wake_sleeping_workers),
       cmocka_unit_test(wide_fan_out),
       cmocka_unit_test(launch_cancel_races),
       cmocka_unit_test(callbacks_relaunch),
