@@ -185,6 +185,10 @@ static void *worker_main(void *arg) {
     }
     if (x == NULL) {
       atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
+      /* Pairs with notify's fence. A seq_cst increment alone does not order the relaxed loads
+       * of find_work after it (C11 orders them only between fences; x86 does anyway, ARM not):
+       * without the fence the second look could miss work whose notifier saw no waiter. */
+      atomic_thread_fence(memory_order_seq_cst);
       uint_fast64_t key = atomic_load_explicit(&p->epoch, memory_order_seq_cst);
       x = find_work(p, w);
       if (x == NULL) {
