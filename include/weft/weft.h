@@ -524,8 +524,10 @@ WEFT_NODISCARD WEFT_API int weft_graph_launch_cb(weft_graph *g, weft_run_cb cb, 
 WEFT_NODISCARD WEFT_API int weft_run_wait(weft_run *run);
 /* Returns WEFT_EAGAIN while the run is in flight, else what weft_run_wait returns. */
 WEFT_NODISCARD WEFT_API int weft_run_poll(weft_run *run);
-/* Asks the run to stop: nodes not yet started are skipped; the run's status becomes
- * WEFT_ECANCELED unless a node failed first. Returns at once. */
+/* Asks the run to stop: nodes not yet started are skipped, nodes already running finish. The
+ * run's status becomes WEFT_ECANCELED, unless a node failed (one that was running when the
+ * cancel came may still fail, and its error is the status then). A run that has finished is
+ * not changed. NULL is a no-op. Returns at once. Thread-safe: yes. */
 WEFT_API void weft_run_cancel(weft_run *run);
 /* The run's error message ("" when it succeeded or is still running; set once it has finished,
  * in its callback too). */
