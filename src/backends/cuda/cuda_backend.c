@@ -44,6 +44,8 @@ const char *weft__cu_errname(cudaError_t e) { return cudaGetErrorName(e); }
 const char *weft__cu_blasname(cublasStatus_t s) { return cublasGetStatusName(s); }
 
 int weft__cu_set_device(cu_device *d) {
+  int cur = -1;
+  if (cudaGetDevice(&cur) == cudaSuccess && cur == d->ordinal) return WEFT_OK;
   cudaError_t e = cudaSetDevice(d->ordinal);
   if (e != cudaSuccess)
     return weft__err(WEFT_ECUDA, "cudaSetDevice(%d) failed: %s (%s)", d->ordinal, cudaGetErrorName(e),

@@ -66,7 +66,10 @@ static void lane_open(cu_state *st, cu_plan *cp, const cu_streams *cap, int dev,
   l->own = &l->d->streams[stream];
   l->capture = cap != NULL;
   l->stream = stream;
-  cudaSetDevice(l->d->ordinal);
+  /* Asking is cheaper than setting (a context switch even when it is already current), and a
+   * worker usually stays on one device. */
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != l->d->ordinal) cudaSetDevice(l->d->ordinal);
   if (cap != NULL) {
     int compute = stream < l->d->ncompute;
     l->s = cap->s[dev][stream];
