@@ -70,7 +70,7 @@ typedef struct weft__dsl_value {
   double f;
 } weft__dsl_value;
 
-/* One name. A slot, once made, keeps its key: unbinding sets kind to SYM_NONE. */
+/* One name. An entry, once made, keeps its key: unbinding sets kind to SYM_NONE. */
 typedef struct weft__dsl_sym {
   const char *key; /* NULL: empty slot */
   uint32_t hash;
@@ -82,17 +82,26 @@ typedef struct weft__dsl_sym {
   weft_node *node;
 } weft__dsl_sym;
 
-/* An open-addressing hash table of names. */
+/* A hash table of names: a compact open-addressing index (hash and entry number, 8 bytes a
+ * slot, at most half full) over a dense array of entries, so a lookup touches few cache lines
+ * even with millions of names. Zero-initialised means empty. */
+struct weft__dsl_slot {
+  uint32_t hash;
+  uint32_t entry; /* 1 + the entry's position; 0: empty */
+};
+
 typedef struct weft__dsl_symtab {
-  weft__dsl_sym *slots;
-  size_t cap, used;
+  struct weft__dsl_slot *index;
+  size_t cap;               /* slots, a power of two (0 before the first insert) */
+  weft__dsl_sym *entries;
+  size_t len, entries_cap;
 } weft__dsl_symtab;
 
 void weft__dsl_symtab_fini(weft__dsl_symtab *st);
 /* The slot of `key`, or NULL. */
 weft__dsl_sym *weft__dsl_sym_find(const weft__dsl_symtab *st, const char *key);
-/* The slot of `key`, made (kind SYM_NONE, key copied into `a`) if there is none; NULL out of
- * memory. Pointers to slots are valid until the next call that makes a slot. */
+/* The entry of `key`, made (kind SYM_NONE, key copied into `a`) if there is none; NULL out of
+ * memory. Pointers to entries are valid until the next call that makes an entry. */
 weft__dsl_sym *weft__dsl_sym_slot(weft__dsl_symtab *st, weft__arena *a, const char *key);
 
 /* ---- diagnostics --------------------------------------------------------------------------- */

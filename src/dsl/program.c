@@ -1065,9 +1065,9 @@ static void check_defines(ctx *c) {
     if (c->defs[i].used) continue;
     weft__dsl_buf list;
     weft__dsl_buf_init(&list);
-    for (size_t k = 0; k < c->syms.cap; k++)
-      if (c->syms.slots[k].key != NULL && c->syms.slots[k].kind == SYM_PARAM)
-        weft__dsl_buf_printf(&list, "%s%s", list.len ? ", " : "", c->syms.slots[k].key);
+    for (size_t k = 0; k < c->syms.len; k++) /* in declaration order */
+      if (c->syms.entries[k].kind == SYM_PARAM)
+        weft__dsl_buf_printf(&list, "%s%s", list.len ? ", " : "", c->syms.entries[k].key);
     err(c, WEFT_EINVAL, 0, 0, "-D %s: the program has no parameter '%s'; expected one of its parameters (%s)",
         c->defs[i].text, c->defs[i].name, list.len ? list.data : "it has none");
     weft__dsl_buf_fini(&list);

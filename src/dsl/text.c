@@ -227,14 +227,22 @@ void weft__dsl_buf_json_string(weft__dsl_buf *b, const char *s) {
 
 /* ---- name tables -------------------------------------------------------------------------- */
 
+/* FNV-1a, then a final mix: FNV's low bits hardly depend on the earlier characters, and the
+ * table indexes by the low bits, so names like "y[123]" and "y[124]" would cluster. */
 static uint32_t hash_str(const char *s) {
   uint32_t h = 2166136261u;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
   return h;
 }
 
 void weft__dsl_symtab_fini(weft__dsl_symtab *st) {
-  weft__free(st->slots);
+  weft__free(st->index);
+  weft__free(st->entries);
   memset(st, 0, sizeof *st);
 }
 
@@ -242,41 +250,53 @@ weft__dsl_sym *weft__dsl_sym_find(const weft__dsl_symtab *st, const char *key) {
   if (st->cap == 0) return NULL;
   uint32_t h = hash_str(key);
   for (size_t i = h & (st->cap - 1);; i = (i + 1) & (st->cap - 1)) {
-    weft__dsl_sym *s = &st->slots[i];
-    if (s->key == NULL) return NULL;
-    if (s->hash == h && strcmp(s->key, key) == 0) return s;
+    uint32_t e = st->index[i].entry;
+    if (e == 0) return NULL;
+    if (st->index[i].hash == h && strcmp(st->entries[e - 1].key, key) == 0) return &st->entries[e - 1];
   }
 }
 
-/* Returns the slot for key (existing or new, with kind SYM_NONE), or NULL out of memory. New
- * keys are copied into the arena. */
+/* Rebuilds the index with `cap` slots (a power of two). */
+static int reindex(weft__dsl_symtab *st, size_t cap) {
+  struct weft__dsl_slot *index = weft__calloc(cap, sizeof *index);
+  if (index == NULL) return 0;
+  for (size_t e = 0; e < st->len; e++) {
+    uint32_t h = st->entries[e].hash;
+    size_t i = h & (cap - 1);
+    while (index[i].entry != 0) i = (i + 1) & (cap - 1);
+    index[i].hash = h;
+    index[i].entry = (uint32_t)(e + 1);
+  }
+  weft__free(st->index);
+  st->index = index;
+  st->cap = cap;
+  return 1;
+}
+
 weft__dsl_sym *weft__dsl_sym_slot(weft__dsl_symtab *st, weft__arena *a, const char *key) {
   weft__dsl_sym *s = weft__dsl_sym_find(st, key);
   if (s != NULL) return s;
-  if ((st->used + 1) * 4 > st->cap * 3) {
-    size_t cap = st->cap ? st->cap * 2 : 64;
-    weft__dsl_sym *slots = weft__calloc(cap, sizeof *slots);
-    if (slots == NULL) return NULL;
-    for (size_t i = 0; i < st->cap; i++) {
-      if (st->slots[i].key == NULL) continue;
-      size_t j = st->slots[i].hash & (cap - 1);
-      while (slots[j].key != NULL) j = (j + 1) & (cap - 1);
-      slots[j] = st->slots[i];
-    }
-    weft__free(st->slots);
-    st->slots = slots;
-    st->cap = cap;
+  if (st->len >= UINT32_MAX - 1) return NULL;
+  /* At most half the slots in use: a miss probes about two slots of 8 bytes. */
+  if ((st->len + 1) * 2 > st->cap && !reindex(st, st->cap ? st->cap * 2 : 64)) return NULL;
+  if (st->len == st->entries_cap) {
+    size_t n = st->entries_cap ? st->entries_cap * 2 : 32;
+    weft__dsl_sym *e = weft__realloc(st->entries, n * sizeof *e);
+    if (e == NULL) return NULL;
+    st->entries = e;
+    st->entries_cap = n;
   }
   char *k = weft__arena_strdup(a, key);
   if (k == NULL) return NULL;
   uint32_t h = hash_str(key);
   size_t i = h & (st->cap - 1);
-  while (st->slots[i].key != NULL) i = (i + 1) & (st->cap - 1);
-  s = &st->slots[i];
+  while (st->index[i].entry != 0) i = (i + 1) & (st->cap - 1);
+  s = &st->entries[st->len++];
   memset(s, 0, sizeof *s);
   s->key = k;
   s->hash = h;
-  st->used++;
+  st->index[i].hash = h;
+  st->index[i].entry = (uint32_t)st->len;
   return s;
 }
 
