@@ -198,6 +198,20 @@ static void test_unexpected_bytes(void **state) {
   unlex(&L);
 }
 
+static void test_byte_order_mark(void **state) {
+  (void)state;
+  lexed L;
+  lex(&L, "\xef\xbb\xbfparam N = 3\n");
+  assert_int_equal(weft__dsl_error_count(&L.d), 0);
+  assert_int_equal(tok(&L, 0)->kind, TK_KW_PARAM);
+  assert_int_equal(tok(&L, 0)->col, 4);
+  unlex(&L);
+  /* Elsewhere the same bytes are an error. */
+  lex(&L, "x = \xef\xbb\xbf\n");
+  assert_int_equal(weft__dsl_error_count(&L.d), 1);
+  unlex(&L);
+}
+
 static void test_nul_and_binary(void **state) {
   (void)state;
   /* NUL bytes and arbitrary binary never crash the lexer, and the excerpt stays printable. */
@@ -249,6 +263,7 @@ int main(void) {
       cmocka_unit_test(test_bad_quoted),
       cmocka_unit_test(test_comments_and_positions),
       cmocka_unit_test(test_unexpected_bytes),
+      cmocka_unit_test(test_byte_order_mark),
       cmocka_unit_test(test_nul_and_binary),
       cmocka_unit_test(test_out_of_memory),
   };

@@ -35,7 +35,7 @@ typedef struct weft_dsl_options {
   int deny_files;
 } weft_dsl_options;
 
-/* Fills `o` with the defaults. */
+/* Fills `o` with the defaults. Thread-safe: yes. */
 WEFT_API void weft_dsl_options_init(weft_dsl_options *o);
 
 /* Parses `len` bytes of `text` (named `filename` in messages) and builds its graph on `rt`.
@@ -48,29 +48,35 @@ WEFT_NODISCARD WEFT_API int weft_program_parse(weft_runtime *rt, const char *fil
                                                const weft_dsl_options *opts,
                                                weft_program **out);
 
-/* Reads the file at `path` and parses it, as weft_program_parse. */
+/* Reads the file at `path` and parses it, as weft_program_parse (WEFT_ENOENT or WEFT_EIO when
+ * it cannot be read). Thread-safe: yes. */
 WEFT_NODISCARD WEFT_API int weft_program_load(weft_runtime *rt, const char *path,
                                               const weft_dsl_options *opts,
                                               weft_program **out);
 
-/* The graph the program built (owned by the program). */
+/* The graph the program built (owned by the program). Thread-safe: yes. */
 WEFT_API weft_graph *weft_program_graph(const weft_program *p);
 
 /* Prints the program's outputs (its `print` statements) after a run, as text, or as a JSON
  * object {"name": value-or-array, ...} when json is 1; performs its `save` statements.
- * Returns WEFT_OK or an error (WEFT_EIO for a file that cannot be written). */
+ * Returns WEFT_OK or an error (WEFT_EIO for a file that cannot be written). Thread-safe: no
+ * (with respect to the program's graph: not while a run of it is in flight). */
 WEFT_NODISCARD WEFT_API int weft_program_outputs(weft_program *p, FILE *out, int json);
 
-/* Destroys the program and its graph. NULL is a no-op. */
+/* Destroys the program and its graph. NULL is a no-op. Thread-safe: no (with respect to the
+ * program). */
 WEFT_API void weft_program_destroy(weft_program *p);
 
 /* Writes `g` as canonical .weft text: declarations of every device and tensor, then every
  * node in order. Parsing the text gives the same graph (same tensors, nodes, accesses and
- * edges). Returns a malloc'd NUL-terminated string in *out (free with free()). */
+ * edges). Returns a malloc'd NUL-terminated string in *out (free with free()), or
+ * WEFT_ENOTSUP, naming the tensors, for the rare graph the text cannot spell (docs/dsl.md).
+ * Thread-safe: no (with respect to `g`: not while it is being built). */
 WEFT_NODISCARD WEFT_API int weft_graph_write(const weft_graph *g, char **out);
 
 /* Writes the program's source in canonical form (weft fmt): like weft_graph_write but keeping
- * the program's parameters, loops and outputs. Returns a malloc'd string in *out. */
+ * the program's parameters, loops, outputs and comments. Returns a malloc'd string in *out
+ * (free with free()). Thread-safe: yes. */
 WEFT_NODISCARD WEFT_API int weft_program_format(const weft_program *p, char **out);
 
 #ifdef __cplusplus

@@ -321,6 +321,9 @@ int weft__dsl_lex(weft__dsl_diags *d, weft__arena *a, weft__vec *toks, weft__vec
   L.s = d->text;
   L.len = d->len;
   L.line = 1;
+  /* A UTF-8 byte-order mark some editors write is not part of the program. Columns still count
+   * its bytes, as they count every byte. */
+  if (L.len >= 3 && memcmp(L.s, "\xef\xbb\xbf", 3) == 0) L.pos = 3;
   while (!L.oom) {
     int c = peek(&L, 0);
     if (c < 0) break;
