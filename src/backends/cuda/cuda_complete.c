@@ -16,8 +16,9 @@
  * enqueued on that device and says how to pin the fault exactly (WEFT_LAUNCH_BLOCKING=1).
  *
  * Drain: once every node of a run is issued, run_drain records an event on each stream the plan
- * uses, makes the device's join stream wait for all of them, frees there any temporary a failed
- * or skipped node left allocated, and queues a drain request per device; the last device to
+ * uses, makes the device's join stream wait for all of them, frees there the temporaries no
+ * node claimed (and any a failed or skipped node left allocated), and queues a drain request
+ * per device; the last device to
  * finish calls weft__sched_drained. A replayed run has one event after its graph. */
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,6 @@
-/* cuda_launch.c — enqueueing one node: the waits on its predecessors' events, the allocation
- * of the temporaries it creates, its kernels or copies, the frees of the temporaries it reads
- * last, and its own event. The host never waits for the device here (except under
+/* cuda_launch.c — enqueueing one node: the waits on its predecessors' events, the frees of the
+ * dead temporaries the memory plan gave it, the allocation of the temporaries it creates, its
+ * kernels or copies, and its own event. The host never waits for the device here (except under
  * WEFT_LAUNCH_BLOCKING, which synchronises after every node to pin a fault on it).
  *
  * A node's work goes to one stream (two for a copy staged through the host), whose lock is
