@@ -224,9 +224,14 @@ static void test_loops_and_indexed_names(void **state) {
       "  }\n"
       "}\n"
       "for k in 3..1 { never = relu(x) }\n"
+      "for k in 0..1\n"
+      "{\n"
+      "  once = relu(x)\n"
+      "}\n"
       "tensor `y[9]`: f32[1]\n");
   weft_graph *g = weft_program_graph(p);
-  assert_int_equal(weft_graph_node_count(g), 10 + 4);
+  assert_int_equal(weft_graph_node_count(g), 10 + 4 + 1);
+  assert_non_null(weft_graph_find_tensor(g, "once"));
   for (int i = 0; i < 5; i++) {
     char name[16];
     snprintf(name, sizeof name, "y[%d]", i);

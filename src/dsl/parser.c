@@ -131,7 +131,8 @@ static void skip_newlines(parser *p) {
   while (at(p, TK_NEWLINE)) advance(p);
 }
 
-/* Before a closing ')' or ']': newlines are skipped only when the closer follows them. */
+/* Before a closing ')' or ']' (or a loop's '{'): newlines are skipped only when that token
+ * follows them. */
 static void newlines_before(parser *p, int closer) {
   size_t k = p->pos;
   while (p->t[k].kind == TK_NEWLINE) k++;
@@ -605,6 +606,7 @@ static weft__dsl_stmt *parse_for(parser *p, weft__dsl_stmt *s) {
            (s->hi = parse_expr(p)) != NULL;
     }
   }
+  if (ok) newlines_before(p, TK_LBRACE); /* the '{' may open the next line */
   if (ok && !at(p, TK_LBRACE)) {
     unexpected(p, "'{' to open the loop's body");
     ok = 0;
