@@ -137,7 +137,7 @@ static int eval_name(ctx *c, const weft__dsl_expr *e) {
   if (e->has_index) {
     weft__dsl_buf_puts(&c->name, "[");
     for (int i = 0; i < e->nitems; i++) {
-      int64_t v;
+      int64_t v = 0;
       if (eval_int(c, e->items[i], "an index", &v) != OK) return FAIL;
       weft__dsl_buf_printf(&c->name, "%s%lld", i ? "," : "", (long long)v);
     }
@@ -252,7 +252,7 @@ static int eval_device(ctx *c, const weft__dsl_expr *e, int may_be_absent, weft_
       *out = weft_cpu();
       return OK;
     case EX_CUDA: {
-      int64_t idx;
+      int64_t idx = 0;
       if (eval_int(c, e->a, "a GPU index", &idx) != OK) return FAIL;
       if (idx < 0 || idx > 1000000)
         return err(c, WEFT_EPARSE, e->a->line, e->a->col, "GPU index %lld; expected 0 or more",
@@ -874,7 +874,7 @@ static int exec_outputs(ctx *c, const weft__dsl_stmt *s) {
 
 static int node_ref(ctx *c, const weft__dsl_expr *e, weft_node **out) {
   if (e->kind == EX_NODEID) {
-    int64_t id;
+    int64_t id = 0;
     if (eval_int(c, e->a, "a node number", &id) != OK) return FAIL;
     size_t n = weft_graph_node_count(c->g);
     if (id < 0 || (uint64_t)id >= n)
