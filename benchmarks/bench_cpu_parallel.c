@@ -7,33 +7,13 @@
  * Target (issue 2): parallel <= 0.6 x serial on 2 workers. Median of --reps.
  *
  * Usage: bench_cpu_parallel [--size N] [--len L] [--reps R] [--workers W] [--json] */
-#define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
-#include <stdlib.h>
+#include "bench_common.h"
+
 #include <string.h>
-#include <time.h>
 
-#include "weft/weft.h"
+#define CHECK BCHECK
 
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    int rc_ = (x);                                                                   \
-    if (rc_ != WEFT_OK) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, weft_last_error()); \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+static double now_s(void) { return bench_now_ms() * 1e-3; }
 
 /* Builds the two chains; with `serial`, an explicit edge orders chain B after chain A. */
 static weft_graph *build(weft_runtime *rt, int64_t n, int len, int serial) {
@@ -98,9 +78,7 @@ int main(int argc, char **argv) {
     tp[r] = time_graph(par);
     ts[r] = time_graph(ser);
   }
-  qsort(tp, (size_t)reps, sizeof *tp, cmp);
-  qsort(ts, (size_t)reps, sizeof *ts, cmp);
-  double p = tp[reps / 2], s = ts[reps / 2];
+  double p = bench_median(tp, reps, NULL), s = bench_median(ts, reps, NULL);
   if (json)
     printf("{\"workload\":\"two_chains\",\"size\":%lld,\"len\":%d,\"workers\":%d,\"serial_s\":%.4f,"
            "\"parallel_s\":%.4f,\"ratio\":%.3f}\n", (long long)n, len, workers, s, p, p / s);

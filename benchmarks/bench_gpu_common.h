@@ -11,24 +11,12 @@
 #ifndef WEFT_BENCH_GPU_COMMON_H
 #define WEFT_BENCH_GPU_COMMON_H
 
-#define _POSIX_C_SOURCE 200809L
+#include "bench_common.h"
+
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "weft/cuda.h"
-#include "weft/weft.h"
-
-#define BCHECK(x)                                                                    \
-  do {                                                                               \
-    int rc_ = (x);                                                                   \
-    if (rc_ != WEFT_OK) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, weft_last_error()); \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
 
 typedef struct bench_opts {
   int reps;
@@ -58,24 +46,6 @@ static inline void bench_parse(int argc, char **argv, bench_opts *o) {
     }
   }
   if (o->reps < 1) o->reps = 1;
-}
-
-static inline double bench_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
-static inline int bench_cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Median of v[0..n) (sorts v); *spread = max - min. */
-static inline double bench_median(double *v, int n, double *spread) {
-  qsort(v, (size_t)n, sizeof *v, bench_cmp);
-  if (spread != NULL) *spread = v[n - 1] - v[0];
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* Runs g `warm` times untimed, then `reps` times timed; returns the median in ms. */

@@ -10,28 +10,13 @@
  * Usage: bench_overhead [--reps N] [--workers N] [--workload indep|chain|wave] [--json]
  * With --json, one object per line: {"workload":..,"tasks":..,"total_ns_per_task":..,
  * "rerun_ns_per_task":..}. */
-#define _POSIX_C_SOURCE 200809L
-#include <stdio.h>
-#include <stdlib.h>
+#include "bench_common.h"
+
 #include <string.h>
-#include <time.h>
 
-#include "weft/weft.h"
+#define CHECK BCHECK
 
-#define CHECK(x)                                                                     \
-  do {                                                                               \
-    int rc_ = (x);                                                                   \
-    if (rc_ != WEFT_OK) {                                                            \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, weft_last_error()); \
-      exit(1);                                                                       \
-    }                                                                                \
-  } while (0)
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
+static double now_ns(void) { return bench_now_ms() * 1e6; }
 
 static int empty_kernel(weft_kernel_ctx *ctx) {
   (void)ctx;
@@ -98,15 +83,7 @@ static size_t build(weft_graph *g, const char *w) {
   return (size_t)N * N;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static double median(double *v, int n) { return bench_median(v, n, NULL); }
 
 static result measure(weft_runtime *rt, const char *w, int reps) {
   double total[64], rerun[64];

@@ -1,0 +1,41 @@
+/* bench_common.h — what every benchmark shares: a checked call that exits with weft's message,
+ * a monotonic clock and medians. The GPU benchmarks add their flags and result line in
+ * bench_gpu_common.h. */
+#ifndef WEFT_BENCH_COMMON_H
+#define WEFT_BENCH_COMMON_H
+
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "weft/weft.h"
+
+#define BCHECK(x)                                                                    \
+  do {                                                                               \
+    int rc_ = (x);                                                                   \
+    if (rc_ != WEFT_OK) {                                                            \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, weft_last_error()); \
+      exit(1);                                                                       \
+    }                                                                                \
+  } while (0)
+
+static inline double bench_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+static inline int bench_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Median of v[0..n) (sorts v); *spread = max - min when spread is not NULL. */
+static inline double bench_median(double *v, int n, double *spread) {
+  qsort(v, (size_t)n, sizeof *v, bench_cmp);
+  if (spread != NULL) *spread = v[n - 1] - v[0];
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+#endif
