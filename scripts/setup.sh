@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# setup.sh — install what weft needs to build and test on a fresh Debian/Ubuntu machine.
-# Idempotent: packages already present are skipped. The CUDA toolkit is optional and is not
-# installed here; where /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
+# setup.sh [--tests] — install what weft needs on a fresh Debian/Ubuntu machine: what it takes
+# to build and run (always), and with --tests what the test suite uses besides (clang and its
+# sanitizer runtimes for the fuzzer; jansson, libxml2, libpng and Chromium, with which
+# test_report checks the JSON, the SVG and a rendering of the timeline with real parsers and a
+# real browser). Idempotent: packages already present are skipped. The CUDA toolkit is optional
+# and not installed here; where /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
 set -euo pipefail
-# libjansson-dev, libxml2-dev, libpng-dev, chromium: test_report checks the JSON, SVG and a
-# rendering of the timeline with real parsers and a real browser.
-pkgs=(build-essential cmake pkg-config libuv1-dev libcmocka-dev libopenblas-dev clang libclang-rt-dev python3
-      libjansson-dev libxml2-dev libpng-dev chromium)
+pkgs=(build-essential cmake pkg-config libuv1-dev libcmocka-dev libopenblas-dev python3)
+if [ "${1:-}" = "--tests" ]; then
+  pkgs+=(clang libclang-rt-dev libjansson-dev libxml2-dev libpng-dev chromium)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

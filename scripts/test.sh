@@ -15,7 +15,7 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 jobs=$(nproc 2>/dev/null || echo 2)
 
-bash scripts/setup.sh
+bash scripts/setup.sh --tests
 
 run_suite() { # name, extra cmake args...
   local name=$1; shift
