@@ -292,7 +292,8 @@ static int device_init(cu_state *st, cu_device *d, int ordinal, int ncompute) {
       (rc = stream_init(&d->streams[d->d2h], ordinal, CU_S_D2H, 0, math)) != WEFT_OK ||
       (rc = stream_init(&d->streams[d->peer], ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
       (rc = stream_init(&d->sync, ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
-      (rc = stream_init(&d->join, ordinal, CU_S_PEER, 0, math)) != WEFT_OK)
+      (rc = stream_init(&d->join, ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
+      (rc = stream_init(&d->clk, ordinal, CU_S_PEER, 0, math)) != WEFT_OK)
     return rc;
   if ((rc = weft__mutex_init(&d->qlock)) != WEFT_OK) return rc;
   d->have_qlock = 1;
@@ -307,6 +308,7 @@ static void device_fini(cu_device *d) {
   for (int i = 0; i < CU_MAX_COMPUTE + 3; i++) stream_fini(&d->streams[i]);
   stream_fini(&d->sync);
   stream_fini(&d->join);
+  stream_fini(&d->clk);
   if (d->pool != NULL) cudaMemPoolDestroy(d->pool);
   if (d->have_qcond) weft__cond_destroy(&d->qcond);
   if (d->have_qlock) weft__mutex_destroy(&d->qlock);
@@ -379,6 +381,12 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   st->capture_run = (unsigned)env_int("WEFT_CUDA_CAPTURE_RUN", 1, 1000, 2);
   st->window_count = 2;
   st->window_bytes_min = (size_t)env_int("WEFT_CUDA_WINDOW_MIB", 0, 1 << 30, 64) << 20;
+  /* Node timing on the device (when the runtime times nodes at all): WEFT_CUDA_TIMING=0 keeps
+   * the host-side intervals; replays record a tick per WEFT_CUDA_TIMING_GROUP_US of estimated
+   * device time (0: a tick per node). See cuda_timing.c. */
+  st->device_timing = env_int("WEFT_CUDA_TIMING", 0, 1, 1);
+  st->group_ns = (uint64_t)env_int("WEFT_CUDA_TIMING_GROUP_US", 0, 1000000, 50) * 1000;
+  st->timing_check = env_int("WEFT_CUDA_TIMING_CHECK", 0, 1, 0);
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError(); /* no driver or no device: the CPU alone, not an error */

@@ -70,6 +70,7 @@ static void report(cu_device *d, const cu_item *it, cudaError_t e) {
   cu_plan *cp = it->plan;
   if (it->kind == CU_ITEM_NODE) {
     if (e != cudaSuccess) fault_message(d, cp, e, msg, sizeof msg);
+    else if (cp->tm != NULL) weft__cu_timing_node(cp, it->node, it->run);
     weft__sched_complete(it->run, it->node, e == cudaSuccess ? WEFT_OK : WEFT_ECUDA, e == cudaSuccess ? NULL : msg);
     return;
   }
@@ -85,6 +86,7 @@ static void report(cu_device *d, const cu_item *it, cudaError_t e) {
   /* The last device: report for the run. drain_msg is copied by the scheduler. */
   int st = atomic_load_explicit(&cp->drain_status, memory_order_acquire);
   if (st == WEFT_OK) {
+    if (cp->tm != NULL) weft__cu_timing_run(cp, it->run);
     weft__sched_drained(it->run, UINT32_MAX, WEFT_OK, NULL);
     return;
   }
@@ -213,7 +215,7 @@ int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
     cu_item it = {cp->replay_done, p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
     if (weft__cu_push(&st->dev[cp->origin_dev], &it) == WEFT_OK) return WEFT__PENDING;
     cudaSetDevice(st->dev[cp->origin_dev].ordinal);
-    cudaEventSynchronize(cp->replay_done);
+    if (cudaEventSynchronize(cp->replay_done) == cudaSuccess && cp->tm != NULL) weft__cu_timing_run(cp, p->run);
     cudaGetLastError();
     return WEFT_OK;
   }
@@ -231,7 +233,10 @@ int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
     /* Out of host memory for the request: wait here for this device (rare). */
     cudaEventSynchronize(cp->drained[d]);
     cudaGetLastError();
-    if (atomic_fetch_sub(&cp->drains_left, 1) == 1) return WEFT_OK;
+    if (atomic_fetch_sub(&cp->drains_left, 1) == 1) {
+      if (cp->tm != NULL && atomic_load(&cp->drain_status) == WEFT_OK) weft__cu_timing_run(cp, p->run);
+      return WEFT_OK;
+    }
   }
   return pending ? WEFT__PENDING : WEFT_OK;
 }

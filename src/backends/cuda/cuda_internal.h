@@ -8,6 +8,7 @@
  *   cuda_launch.c    enqueueing one node (kernels, copies, waits, allocations, frees)
  *   cuda_complete.c  the completion threads and run_drain
  *   cuda_replay.c    capturing a plan into a CUDA graph and replaying it
+ *   cuda_timing.c    device-side node times from CUDA events, and the memory track
  *   cuda_kernels.cu  elementwise, reduction, fill and bias kernels
  *
  * Lock order: a stream's lock is taken alone (never two at once); a device's queue lock and
@@ -87,6 +88,7 @@ typedef struct cu_device {
   cu_stream streams[CU_MAX_COMPUTE + 3];
   cu_stream sync;            /* synchronous reads, writes, allocations and initialisers */
   cu_stream join;            /* run drains: waits for every stream, frees leftovers */
+  cu_stream clk;             /* always idle: the reference events of node timing */
   int h2d, d2h, peer;        /* indices of the copy streams */
   uint8_t peer_ok[CU_MAX_DEVICES];
   /* The completion thread: a queue of items, taken in batches. */
@@ -115,6 +117,9 @@ typedef struct cu_state {
   size_t window_bytes_min;    /* memory plan: frees left unclaimed, at least this many bytes */
   int window_count;           /*   ... and at least this many of the largest temporaries */
   cu_pinned *pinned;
+  int device_timing;          /* 0: WEFT_CUDA_TIMING=0, GPU nodes keep host-side times */
+  uint64_t group_ns;          /* replays: a tick per this much estimated device time (ns) */
+  int timing_check;           /* WEFT_CUDA_TIMING_CHECK=1: compare derived starts with events */
   atomic_ullong captures, replays, eager_runs, capture_failures;
 } cu_state;
 
@@ -152,6 +157,26 @@ typedef struct cu_node {
   void *stage;               /* staged copies: the pinned buffer */
 } cu_node;
 
+/* Node timing of a plan (cuda_timing.c); per node unless said otherwise. */
+typedef struct cu_timing {
+  cudaEvent_t *tick;       /* timing event recorded right after the node's work */
+  uint32_t *stamp;         /* eager: the run (cu_plan.runs) whose tick was recorded */
+  uint32_t *eprev;         /* eager: the node this plan enqueued before it on its stream */
+  uint64_t *t_enq;         /* eager: host time just before its work was enqueued */
+  uint32_t *rprev, *rnext; /* replays: its neighbours on its stream in the capture's order */
+  uint8_t *rtick;          /* replays: 1 if the graph records its tick (a group ends there) */
+  uint64_t *est;           /* estimated device time, ns: shares within a group */
+  uint64_t *start, *end;   /* the drain's computation */
+  uint8_t *have;           /*   ... bit 0: end known, bit 1: start known */
+  uint32_t elast[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3]; /* eager: last enqueued per stream */
+  cudaEvent_t ref[CU_MAX_DEVICES];  /* per device: this run's reference event ... */
+  uint64_t ref_ns[CU_MAX_DEVICES];  /*   ... and its host time */
+  int ref_ok[CU_MAX_DEVICES];
+  uint64_t mem_base[CU_MAX_DEVICES]; /* the pool's bytes in use at run_begin */
+  cudaEvent_t replay_start;         /* recorded before the replayed graph, on its stream */
+  cudaEvent_t *tick0;               /* WEFT_CUDA_TIMING_CHECK=1: an event before the work too */
+} cu_timing;
+
 typedef struct cu_plan {
   cu_state *st;
   weft__plan *p;
@@ -163,6 +188,7 @@ typedef struct cu_plan {
   void **tptr;               /* per tensor: this run's device pointer of a temporary */
   uint32_t ncuda;            /* CUDA nodes */
   int all_cuda;              /* every node of the plan is a CUDA node */
+  cu_timing *tm;             /* node timing; NULL when timing is off */
   int has_user;              /* a user op among them */
   uint16_t used[CU_MAX_DEVICES]; /* per device: bit mask of the streams the plan uses */
   cudaEvent_t tail[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
@@ -235,6 +261,24 @@ void weft__cu_threads_stop(cu_state *st);
 /* Queues a completion request on device d's thread. Returns WEFT_OK or WEFT_ENOMEM. */
 int weft__cu_push(cu_device *d, const cu_item *it);
 int weft__cu_run_drain(weft__backend *b, weft__plan *p);
+
+/* cuda_timing.c */
+/* Sets up the plan's node timing when the runtime times nodes (cp->tm; NULL otherwise). */
+int weft__cu_timing_plan(cu_state *st, cu_plan *cp);
+void weft__cu_timing_free(cu_state *st, cu_plan *cp);
+/* After a successful capture: the event recorded before each replay. */
+int weft__cu_timing_capture_ready(cu_state *st, cu_plan *cp);
+/* Per run, before any node is enqueued or the graph launched: the reference events. */
+void weft__cu_timing_run_begin(cu_state *st, cu_plan *cp);
+/* Eager, right before node i's work (its stream's lock held): the host time, and under
+ * WEFT_CUDA_TIMING_CHECK the start event. */
+void weft__cu_timing_before(cu_plan *cp, uint32_t i, cudaStream_t s);
+/* Records node i's tick on s, right after its work (under its stream's lock when eager). */
+cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int capture);
+/* Reports node i's device interval (eager; its event has completed). */
+void weft__cu_timing_node(cu_plan *cp, uint32_t i, weft_run *run);
+/* Reports every node's device interval and the memory track, once the run's work is done. */
+void weft__cu_timing_run(cu_plan *cp, weft_run *run);
 
 /* cuda_replay.c */
 int weft__cu_run_begin(weft__backend *b, weft__plan *p);

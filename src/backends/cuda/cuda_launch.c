@@ -279,12 +279,16 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
       uint32_t t = nd->args[a].t->id;
       if (cp->temp[t]) ctx->data[a] = cp->tptr[t];
     }
+    if (cp->tm != NULL && cap == NULL) weft__cu_timing_before(cp, i, l.s);
     rc = work(ctx, st, cp, x, &l, cap);
   }
   /* The event goes on the lane the work ended on. Temporaries left allocated by a failure are
    * freed by the run's drain. */
   if (rc == WEFT_OK && (x->flags & CU_RECORD) && (e = cudaEventRecord(x->event, l.s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaEventRecord");
+  /* Node timing: the tick that marks the end of the node's work (cuda_timing.c). */
+  if (rc == WEFT_OK && cp->tm != NULL && (e = weft__cu_timing_tick(cp, i, l.s, cap != NULL)) != cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "cudaEventRecord (node timing)");
   lane_close(&l);
   if (cap == NULL) atomic_store_explicit(&cp->last_issued[x->dev], i, memory_order_relaxed);
   return rc;

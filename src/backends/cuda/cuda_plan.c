@@ -649,6 +649,7 @@ int weft__cu_plan(weft__backend *b, weft__plan *p) {
       if ((cp->used[d] >> s & 1) && (rc = new_event(&st->dev[d], &cp->tail[d][s])) != WEFT_OK) return rc;
     if ((rc = new_event(&st->dev[d], &cp->drained[d])) != WEFT_OK) return rc;
   }
+  if ((rc = weft__cu_timing_plan(st, cp)) != WEFT_OK) return rc;
   return adopt_former_temporaries(b, cp);
 }
 
@@ -662,7 +663,8 @@ void weft__cu_plan_free(weft__backend *b, weft__plan *p) {
   cu_state *st = b->state;
   cu_plan *cp = weft__cu_plan_of(b, p);
   if (cp == NULL) return;
-  weft__cu_replay_free(cp);
+  weft__cu_replay_free(cp); /* the graph first: its event-record nodes use the ticks */
+  weft__cu_timing_free(st, cp);
   if (cp->x != NULL)
     for (uint32_t i = 0; i < cp->n; i++) {
       cu_node *x = &cp->x[i];

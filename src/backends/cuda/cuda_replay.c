@@ -168,7 +168,7 @@ static int capture(cu_state *st, cu_plan *cp) {
     cudaEventDestroy(fork);
   }
   cudaGetLastError();
-  if (e == cudaSuccess && rc == WEFT_OK && cp->exec != NULL) {
+  if (e == cudaSuccess && rc == WEFT_OK && cp->exec != NULL && (rc = weft__cu_timing_capture_ready(st, cp)) == WEFT_OK) {
     atomic_fetch_add(&st->captures, 1);
     return WEFT_OK;
   }
@@ -189,13 +189,15 @@ int weft__cu_run_begin(weft__backend *b, weft__plan *p) {
   cp->replaying = 0;
   cp->runs++;
   for (int d = 0; d < CU_MAX_DEVICES; d++) atomic_store_explicit(&cp->last_issued[d], UINT32_MAX, memory_order_relaxed);
+  if (cp->tm != NULL) weft__cu_timing_run_begin(st, cp);
   if (cp->runs >= st->capture_run && !cp->capture_failed && (cp->exec != NULL || replayable(st, cp)) &&
       atomic_load(&st->replay) && (cp->exec != NULL || capture(st, cp) == WEFT_OK)) {
     cu_device *d = &st->dev[cp->origin_dev];
     cu_stream *s = &d->streams[0];
     cudaSetDevice(d->ordinal);
     weft__cu_lock(s);
-    cudaError_t e = cudaGraphLaunch(cp->exec, s->s);
+    cudaError_t e = cp->tm != NULL ? cudaEventRecord(cp->tm->replay_start, s->s) : cudaSuccess;
+    if (e == cudaSuccess) e = cudaGraphLaunch(cp->exec, s->s);
     if (e == cudaSuccess) e = cudaEventRecord(cp->replay_done, s->s);
     weft__cu_unlock(s);
     if (e != cudaSuccess) {

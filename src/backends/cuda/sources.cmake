@@ -6,6 +6,7 @@ if(WEFT_HAVE_CUDA)
     src/backends/cuda/cuda_launch.c
     src/backends/cuda/cuda_complete.c
     src/backends/cuda/cuda_replay.c
+    src/backends/cuda/cuda_timing.c
     src/backends/cuda/cuda_kernels.cu
   )
   # Kernels: optimised, no fused multiply-add contraction in the fills' explicit roundings

@@ -1,0 +1,483 @@
+/* cuda_timing.c — device-side node times (backends/backend.h, "Node timing"): where and when
+ * each GPU node ran, from CUDA events, on the host's weft__clock_ns() base.
+ *
+ * Events. Each CUDA node of a timed plan has a *tick*: an event with timing, created with the
+ * plan and reused by every run, recorded on the node's stream right after its work, so the
+ * tick's time is the node's end. A node's start is not recorded: it is the latest of
+ *   - the end of the node enqueued before it on its stream (the stream runs one at a time),
+ *   - the ends of the nodes on other streams it waits for (its cross-stream waits),
+ *   - in an eager run, the host time just before its work was enqueued (the device cannot
+ *     start it earlier: this is what places a node that found its stream idle), and in a
+ *     replay the moment the replayed graph started on the device.
+ * One event a node instead of two halves the cost (docs/observability.md, "Cost"). The start
+ * so derived is late by the gap between two kernels of a stream (about a microsecond) and,
+ * on an idle stream, by the device's submission latency.
+ *
+ * Time base. At run_begin one reference event per device is recorded on the device's `clk`
+ * stream, which nothing else uses (so the event completes as soon as the device sees it),
+ * and weft__clock_ns() is read right after cudaEventRecord returns; an event's host time is
+ * then the reference's plus cudaEventElapsedTime(reference, event). Every device has its
+ * own reference (events of two devices cannot be compared), and all land on one base.
+ *
+ * Eager runs tick every node (stamp[i] says in which run). The order of a stream is the order
+ * in which nodes were enqueued on it, which for independent nodes sharing a stream is the
+ * workers' order, not the plan's: each node notes, under its stream's lock, which node of its
+ * plan was enqueued there before it (eprev).
+ *
+ * Replays. A captured graph records its ticks as event-record nodes of the graph
+ * (cudaEventRecordExternal), which sit in the stream's chain and cost device time each. So a
+ * replay does not tick every node: on each stream, consecutive small nodes form a *group*
+ * closed by one tick once their estimated device time reaches WEFT_CUDA_TIMING_GROUP_US (50 us
+ * by default) or 256 nodes, and the group's measured interval is shared among its nodes in
+ * proportion to their estimated times. A node ticks alone when it is a copy, when its own
+ * estimate reaches the group size, when it is the last of its stream, or when the next node
+ * of its stream waits for another stream (so every wait falls on a group's first node, whose
+ * start is then exact). A 10 000-node chain of one-element adds replays with a few hundred
+ * ticks instead of 10 000. The capture's order on each stream is the plan's topological
+ * order (rprev, rnext).
+ *
+ * Reading. The events are read once the run's work is known to be complete: for a node with a
+ * CPU successor, by the completion thread that saw its event (before weft__sched_complete);
+ * for the rest, when the run's drain has completed on every device (before
+ * weft__sched_drained). Nothing here synchronises a device. The memory track gets one sample
+ * per device at the run's start (the pool's bytes in use) and at the starts of the nodes that
+ * free or allocate temporaries (the plan's bytes), coalesced to changes of 64 KiB or more.
+ *
+ * Threads: the eager fields of a node are written by the worker that enqueues it (under its
+ * stream's lock) and read after its completion was observed; the drain's computation runs on
+ * one completion thread once every node of the run has completed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda_internal.h"
+#include "backends/plan_rules.h"
+
+#define NONE UINT32_MAX
+#define GROUP_MAX_NODES 256
+#define MEM_GRAIN ((uint64_t)64 << 10)
+
+/* Rough device time of a node in ns (only its share within a group and the grouping depend on
+ * it): products at 40 TFLOP/s, other kernels at 2 TB/s over their first argument read twice
+ * and written once, plus a microsecond a kernel; copies at 20 GB/s. */
+static uint64_t estimate_ns(const weft_node *nd) {
+  double w = weft__plan_work(nd);
+  switch (nd->kind) {
+    case WEFT__OP_MM:
+    case WEFT__OP_LINEAR: return 2000 + (uint64_t)(w / 4e4);
+    case WEFT__OP_COPY: return 2000 + (uint64_t)((double)nd->args[0].t->bytes / 20.0);
+    case WEFT__OP_USER: return 2000 + (uint64_t)(w / 1e3);
+    default: return 1000 + (uint64_t)((nd->nargs > 0 ? (double)nd->args[0].t->bytes : 0.0) * 3 / 2000.0);
+  }
+}
+
+/* The lane a node is reported on: the stream it ends on, by role. */
+static uint32_t lane_of(const cu_node *x) {
+  switch (x->why) {
+    case CU_WHY_H2D:
+    case CU_WHY_STAGED: return WEFT__LANE(WEFT__LANE_H2D, x->dev, 0);
+    case CU_WHY_D2H: return WEFT__LANE(WEFT__LANE_D2H, x->dev, 0);
+    case CU_WHY_PEER: return WEFT__LANE(WEFT__LANE_PEER, x->dev, 0);
+    default: return WEFT__LANE(WEFT__LANE_COMPUTE, x->dev, x->stream);
+  }
+}
+
+static int has_waits(const cu_node *x) {
+  return x->wait_e > x->wait_b || (x->flags & (CU_SPLIT_COPY | CU_STAGED));
+}
+
+/* The replay's grouping, in the capture's order (the plan's topological order). */
+static void plan_groups(cu_state *st, cu_plan *cp) {
+  cu_timing *tm = cp->tm;
+  uint32_t last[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  uint64_t acc[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  uint32_t count[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  memset(last, 0xff, sizeof last);
+  memset(acc, 0, sizeof acc);
+  memset(count, 0, sizeof count);
+  for (uint32_t k = 0; k < cp->n; k++) {
+    uint32_t i = cp->order[k];
+    const cu_node *x = &cp->x[i];
+    if (x->dev < 0) continue;
+    int d = x->dev, s = x->stream;
+    uint32_t prev = last[d][s];
+    tm->rprev[i] = prev;
+    if (prev != NONE) tm->rnext[prev] = i;
+    last[d][s] = i;
+    if (prev != NONE && has_waits(x) && !tm->rtick[prev]) {
+      tm->rtick[prev] = 1; /* the group closes before a wait */
+      acc[d][s] = 0;
+      count[d][s] = 0;
+    }
+    acc[d][s] += tm->est[i];
+    count[d][s]++;
+    if (cp->p->x[i].node->kind == WEFT__OP_COPY || tm->est[i] >= st->group_ns || acc[d][s] >= st->group_ns ||
+        count[d][s] >= GROUP_MAX_NODES) {
+      tm->rtick[i] = 1;
+      acc[d][s] = 0;
+      count[d][s] = 0;
+    }
+  }
+  for (int d = 0; d < CU_MAX_DEVICES; d++)
+    for (int s = 0; s < CU_MAX_COMPUTE + 3; s++)
+      if (last[d][s] != NONE) tm->rtick[last[d][s]] = 1;
+}
+
+/* ---- plan ----------------------------------------------------------------------------------- */
+
+static int timing_err(cudaError_t e, const char *what, int dev) {
+  cudaGetLastError();
+  return weft__err(e == cudaErrorMemoryAllocation ? WEFT_EDEVMEM : WEFT_ECUDA, "%s on cuda:%d failed: %s (%s)",
+                   what, dev, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+/* Creates a timing event on device d (made current). */
+static int timing_event(cu_state *st, int d, cudaEvent_t *ev) {
+  int rc = weft__cu_set_device(&st->dev[d]);
+  if (rc != WEFT_OK) return rc;
+  cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDefault);
+  return e == cudaSuccess ? WEFT_OK : timing_err(e, "cudaEventCreate (node timing)", st->dev[d].ordinal);
+}
+
+int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
+  if (!st->device_timing || cp->p->times == NULL || cp->ncuda == 0) return WEFT_OK;
+  cu_timing *tm = weft__calloc(1, sizeof *tm);
+  if (tm == NULL) return weft__oom("the node timing of a CUDA plan");
+  cp->tm = tm; /* from here on weft__cu_timing_free cleans up */
+  size_t n = cp->n ? cp->n : 1;
+  tm->tick = weft__calloc(n, sizeof *tm->tick);
+  tm->stamp = weft__calloc(n, sizeof *tm->stamp);
+  tm->eprev = weft__malloc(n * sizeof *tm->eprev);
+  tm->t_enq = weft__calloc(n, sizeof *tm->t_enq);
+  tm->rprev = weft__malloc(n * sizeof *tm->rprev);
+  tm->rnext = weft__malloc(n * sizeof *tm->rnext);
+  tm->rtick = weft__calloc(n, 1);
+  tm->est = weft__calloc(n, sizeof *tm->est);
+  tm->start = weft__calloc(n, sizeof *tm->start);
+  tm->end = weft__calloc(n, sizeof *tm->end);
+  tm->have = weft__calloc(n, 1);
+  if (!tm->tick || !tm->stamp || !tm->eprev || !tm->t_enq || !tm->rprev || !tm->rnext || !tm->rtick || !tm->est ||
+      !tm->start || !tm->end || !tm->have)
+    return weft__oom("the node timing of a CUDA plan");
+  for (uint32_t i = 0; i < cp->n; i++) {
+    tm->eprev[i] = tm->rprev[i] = tm->rnext[i] = NONE;
+    if (cp->x[i].dev >= 0) tm->est[i] = estimate_ns(cp->p->x[i].node);
+  }
+  int rc;
+  for (uint32_t i = 0; i < cp->n; i++)
+    if (cp->x[i].dev >= 0 && (rc = timing_event(st, cp->x[i].dev, &tm->tick[i])) != WEFT_OK) return rc;
+  if (st->timing_check) {
+    if ((tm->tick0 = weft__calloc(n, sizeof *tm->tick0)) == NULL) return weft__oom("the node timing of a CUDA plan");
+    for (uint32_t i = 0; i < cp->n; i++)
+      if (cp->x[i].dev >= 0 && !(cp->x[i].flags & CU_STAGED) &&
+          (rc = timing_event(st, cp->x[i].dev, &tm->tick0[i])) != WEFT_OK)
+        return rc;
+  }
+  for (int d = 0; d < st->ndev; d++)
+    if (cp->used[d] != 0 && (rc = timing_event(st, d, &tm->ref[d])) != WEFT_OK) return rc;
+  plan_groups(st, cp);
+  return WEFT_OK;
+}
+
+static void destroy_on(cu_state *st, int d, cudaEvent_t *ev) {
+  if (*ev == NULL) return;
+  if (weft__cu_set_device(&st->dev[d]) == WEFT_OK) cudaEventDestroy(*ev);
+  *ev = NULL;
+}
+
+void weft__cu_timing_free(cu_state *st, cu_plan *cp) {
+  cu_timing *tm = cp->tm;
+  if (tm == NULL) return;
+  for (uint32_t i = 0; i < cp->n; i++) {
+    if (cp->x[i].dev < 0) continue;
+    if (tm->tick != NULL) destroy_on(st, cp->x[i].dev, &tm->tick[i]);
+    if (tm->tick0 != NULL) destroy_on(st, cp->x[i].dev, &tm->tick0[i]);
+  }
+  for (int d = 0; d < st->ndev; d++) destroy_on(st, d, &tm->ref[d]);
+  if (cp->origin_dev >= 0) destroy_on(st, cp->origin_dev, &tm->replay_start);
+  cudaGetLastError();
+  weft__free(tm->tick);
+  weft__free(tm->tick0);
+  weft__free(tm->stamp);
+  weft__free(tm->eprev);
+  weft__free(tm->t_enq);
+  weft__free(tm->rprev);
+  weft__free(tm->rnext);
+  weft__free(tm->rtick);
+  weft__free(tm->est);
+  weft__free(tm->start);
+  weft__free(tm->end);
+  weft__free(tm->have);
+  weft__free(tm);
+  cp->tm = NULL;
+}
+
+int weft__cu_timing_capture_ready(cu_state *st, cu_plan *cp) {
+  if (cp->tm == NULL || cp->tm->replay_start != NULL) return WEFT_OK;
+  return timing_event(st, cp->origin_dev, &cp->tm->replay_start);
+}
+
+/* ---- runs ------------------------------------------------------------------------------------ */
+
+void weft__cu_timing_run_begin(cu_state *st, cu_plan *cp) {
+  cu_timing *tm = cp->tm;
+  memset(tm->elast, 0xff, sizeof tm->elast);
+  for (int d = 0; d < st->ndev; d++) {
+    tm->ref_ok[d] = 0;
+    if (cp->used[d] == 0) continue;
+    cu_device *dv = &st->dev[d];
+    if (weft__cu_set_device(dv) != WEFT_OK) continue;
+    uint64_t used = 0;
+    if (cudaMemPoolGetAttribute(dv->pool, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess) used = 0;
+    tm->mem_base[d] = used;
+    /* The clk stream is idle: the event completes as soon as the device sees it. */
+    if (cudaEventRecord(tm->ref[d], dv->clk.s) == cudaSuccess) {
+      tm->ref_ns[d] = weft__clock_now();
+      tm->ref_ok[d] = 1;
+    }
+    cudaGetLastError();
+  }
+}
+
+void weft__cu_timing_before(cu_plan *cp, uint32_t i, cudaStream_t s) {
+  cu_timing *tm = cp->tm;
+  tm->t_enq[i] = weft__clock_now();
+  if (tm->tick0 != NULL && tm->tick0[i] != NULL) cudaEventRecord(tm->tick0[i], s);
+}
+
+cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int capture) {
+  cu_timing *tm = cp->tm;
+  const cu_node *x = &cp->x[i];
+  if (capture) return tm->rtick[i] ? cudaEventRecordWithFlags(tm->tick[i], s, cudaEventRecordExternal) : cudaSuccess;
+  cudaError_t e = cudaEventRecord(tm->tick[i], s);
+  if (e != cudaSuccess) return e;
+  /* Under the lock of the stream the node ends on. */
+  tm->eprev[i] = tm->elast[x->dev][x->stream];
+  tm->elast[x->dev][x->stream] = i;
+  tm->stamp[i] = cp->runs;
+  return cudaSuccess;
+}
+
+/* The host time of event ev of device d, recorded in this run, or 0 when it cannot be read. */
+static uint64_t event_ns(cu_plan *cp, int d, cudaEvent_t ev) {
+  cu_timing *tm = cp->tm;
+  if (!tm->ref_ok[d] || weft__cu_set_device(&cp->st->dev[d]) != WEFT_OK) return 0;
+  float ms = 0;
+  if (cudaEventElapsedTime(&ms, tm->ref[d], ev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return ms > 0 ? tm->ref_ns[d] + (uint64_t)((double)ms * 1e6) : tm->ref_ns[d];
+}
+
+static uint64_t tick_ns(cu_plan *cp, uint32_t i) { return event_ns(cp, cp->x[i].dev, cp->tm->tick[i]); }
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* A split copy starts once the first row half of its product is done: the rows' share of the
+ * product's interval (the halves are the same kernel at half the size). */
+static uint64_t split_start(cu_plan *cp, uint32_t i) {
+  cu_timing *tm = cp->tm;
+  uint32_t p = cp->x[i].split_of;
+  if (p == NONE || (tm->have[p] & 3) != 3) return 0;
+  const weft_tensor *out = cp->p->x[p].node->args[2].t;
+  int64_t rows = out->shape[0], h = (rows / 2 + 127) / 128 * 128;
+  return tm->start[p] + (uint64_t)((double)(tm->end[p] - tm->start[p]) * (double)h / (double)rows);
+}
+
+/* The latest end among the node's cross-stream waits (their ends must be known). */
+static uint64_t waits_end(cu_plan *cp, uint32_t i, uint64_t s) {
+  cu_timing *tm = cp->tm;
+  const cu_node *x = &cp->x[i];
+  for (uint32_t k = x->wait_b; k < x->wait_e; k++) {
+    uint32_t w = cp->lists[k];
+    if ((x->flags & CU_SPLIT_COPY) && w == x->split_of) continue;
+    if (tm->have[w] & 1) s = max_u64(s, tm->end[w]);
+  }
+  if (x->flags & CU_SPLIT_COPY) s = max_u64(s, split_start(cp, i));
+  return s;
+}
+
+/* Eager: the end of a ticked node from its event, remembered for this run's computation. */
+/* Eager: the host time of a node's tick in this run, or 0 when it has none. */
+static uint64_t eager_tick(cu_plan *cp, uint32_t i) {
+  return i < cp->n && cp->x[i].dev >= 0 && cp->tm->stamp[i] == cp->runs ? tick_ns(cp, i) : 0;
+}
+
+static int eager_end(cu_plan *cp, uint32_t i) {
+  cu_timing *tm = cp->tm;
+  uint64_t t = eager_tick(cp, i);
+  if (t == 0) return 0;
+  tm->end[i] = t;
+  tm->have[i] |= 1;
+  return 1;
+}
+
+/* Eager: node i's start, once the ends of its stream predecessor and its waits are known. */
+static void eager_start(cu_plan *cp, uint32_t i) {
+  cu_timing *tm = cp->tm;
+  uint64_t s = tm->t_enq[i];
+  uint32_t prev = tm->eprev[i];
+  if (prev != NONE && (tm->have[prev] & 1)) s = max_u64(s, tm->end[prev]);
+  s = waits_end(cp, i, s);
+  tm->start[i] = s < tm->end[i] ? s : tm->end[i];
+  tm->have[i] |= 2;
+}
+
+void weft__cu_timing_node(cu_plan *cp, uint32_t i, weft_run *run) {
+  cu_timing *tm = cp->tm;
+  const cu_node *x = &cp->x[i];
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+  /* Its stream predecessor and its waits completed before it, so their ticks are readable.
+   * Computed apart from the drain's caches: completion threads of several devices may report
+   * nodes at once. */
+  uint64_t e = eager_tick(cp, i);
+  if (e != 0) {
+    uint64_t s = tm->t_enq[i];
+    if (tm->eprev[i] != NONE) s = max_u64(s, eager_tick(cp, tm->eprev[i]));
+    for (uint32_t k = x->wait_b; k < x->wait_e; k++) s = max_u64(s, eager_tick(cp, cp->lists[k]));
+    weft__sched_node_time(run, i, s < e ? s : e, e, lane_of(x));
+  }
+  if (cur >= 0) cudaSetDevice(cur);
+  cudaGetLastError();
+}
+
+/* Replays: every tick's end, then the groups in the capture's order. */
+static void replay_times(cu_plan *cp) {
+  cu_timing *tm = cp->tm;
+  for (uint32_t i = 0; i < cp->n; i++) {
+    if (cp->x[i].dev < 0 || !tm->rtick[i]) continue;
+    uint64_t t = tick_ns(cp, i);
+    if (t == 0) continue;
+    tm->end[i] = t;
+    tm->have[i] |= 1;
+  }
+  int od = cp->origin_dev;
+  uint64_t g = tm->ref_ok[od] ? tm->ref_ns[od] : 0;
+  float ms = 0;
+  if (tm->ref_ok[od] && weft__cu_set_device(&cp->st->dev[od]) == WEFT_OK &&
+      cudaEventElapsedTime(&ms, tm->ref[od], tm->replay_start) == cudaSuccess && ms > 0)
+    g += (uint64_t)((double)ms * 1e6);
+  cudaGetLastError();
+  for (uint32_t k = 0; k < cp->n; k++) {
+    uint32_t i = cp->order[k];
+    if (cp->x[i].dev < 0) continue;
+    uint32_t prev = tm->rprev[i];
+    if (prev != NONE && !tm->rtick[prev]) continue; /* inside a group: done with its first node */
+    uint64_t s = g;
+    if (prev != NONE && (tm->have[prev] & 1)) s = max_u64(s, tm->end[prev]);
+    s = waits_end(cp, i, s);
+    /* The group: from i to the first tick on. */
+    uint64_t total = 0;
+    uint32_t j = i, last = NONE;
+    for (uint32_t c = 0; j != NONE && c <= GROUP_MAX_NODES; c++) {
+      total += tm->est[j];
+      if (tm->rtick[j]) {
+        last = j;
+        break;
+      }
+      j = tm->rnext[j];
+    }
+    if (last == NONE || !(tm->have[last] & 1)) continue;
+    uint64_t e = tm->end[last], sum = 0;
+    if (s > e) s = e;
+    double span = (double)(e - s);
+    for (j = i;; j = tm->rnext[j]) {
+      tm->start[j] = s + (uint64_t)(span * (double)sum / (double)(total ? total : 1));
+      sum += tm->est[j];
+      tm->end[j] = j == last ? e : s + (uint64_t)(span * (double)sum / (double)(total ? total : 1));
+      tm->have[j] |= 3;
+      if (j == last) break;
+    }
+  }
+}
+
+/* The memory track: per device, the pool's bytes at the run's start plus the plan's
+ * temporaries as the nodes that free and allocate them start. */
+static void mem_samples(cu_plan *cp, weft_run *run) {
+  cu_timing *tm = cp->tm;
+  cu_state *st = cp->st;
+  weft_tensor **ts = cp->p->graph->tensors.data;
+  const uint32_t *L = cp->lists;
+  for (int d = 0; d < st->ndev; d++) {
+    if (cp->used[d] == 0 || !tm->ref_ok[d]) continue;
+    uint64_t base = tm->mem_base[d], cur = base, said = base, peak = base, t_peak = 0, t_end = tm->ref_ns[d];
+    weft_device dev = weft_cuda(d);
+    weft__sched_mem_sample(run, dev, tm->ref_ns[d], base);
+    for (uint32_t k = 0; k < cp->n; k++) {
+      uint32_t i = cp->order[k];
+      const cu_node *x = &cp->x[i];
+      if (x->dev != d || (tm->have[i] & 3) != 3) continue;
+      if (tm->end[i] > t_end) t_end = tm->end[i];
+      if (x->free_e == x->free_b && x->alloc_e == x->alloc_b) continue;
+      for (uint32_t f = x->free_b; f < x->free_e; f++) cur -= cur >= ts[L[f]]->bytes ? ts[L[f]]->bytes : cur;
+      for (uint32_t a = x->alloc_b; a < x->alloc_e; a++) cur += ts[L[a]]->bytes;
+      if (cur > peak) {
+        peak = cur;
+        t_peak = tm->start[i];
+      }
+      if (cur >= said + MEM_GRAIN || cur + MEM_GRAIN <= said) {
+        weft__sched_mem_sample(run, dev, tm->start[i], cur);
+        said = cur;
+      }
+    }
+    if (peak > said && t_peak != 0) weft__sched_mem_sample(run, dev, t_peak, peak);
+    /* The drain (or the graph's end) frees what nobody claimed. */
+    if (cur != base) weft__sched_mem_sample(run, dev, t_end, base);
+  }
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* WEFT_CUDA_TIMING_CHECK=1 (eager runs): each derived start against an event recorded right
+ * before the node's work, on standard error; what docs/observability.md quotes. */
+static void check_starts(cu_plan *cp) {
+  cu_timing *tm = cp->tm;
+  int64_t *d = weft__malloc((cp->n ? cp->n : 1) * sizeof *d);
+  if (d == NULL) return;
+  size_t m = 0;
+  double sum = 0, busy = 0;
+  for (uint32_t i = 0; i < cp->n; i++) {
+    if ((tm->have[i] & 3) != 3 || tm->tick0[i] == NULL) continue;
+    uint64_t t = event_ns(cp, cp->x[i].dev, tm->tick0[i]);
+    if (t == 0) continue;
+    d[m] = (int64_t)tm->start[i] - (int64_t)t;
+    sum += (double)(d[m] < 0 ? -d[m] : d[m]);
+    busy += (double)(tm->end[i] - tm->start[i]);
+    m++;
+  }
+  if (m > 0) {
+    qsort(d, m, sizeof *d, cmp_i64);
+    fprintf(stderr,
+            "weft: timing check: %zu nodes; derived start - start event: min %.2f, median %.2f, p90 %.2f, "
+            "max %.2f us; mean |difference| %.2f us = %.3f%% of the mean node time\n",
+            m, (double)d[0] * 1e-3, (double)d[m / 2] * 1e-3, (double)d[m * 9 / 10] * 1e-3,
+            (double)d[m - 1] * 1e-3, sum / (double)m * 1e-3, busy > 0 ? 100.0 * sum / busy : 0.0);
+  }
+  weft__free(d);
+}
+
+void weft__cu_timing_run(cu_plan *cp, weft_run *run) {
+  cu_timing *tm = cp->tm;
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
+  memset(tm->have, 0, cp->n);
+  if (cp->replaying) {
+    replay_times(cp);
+  } else {
+    for (uint32_t i = 0; i < cp->n; i++) eager_end(cp, i);
+    /* In the plan's order, so a split copy's product has its start before the copy. */
+    for (uint32_t k = 0; k < cp->n; k++)
+      if (tm->have[cp->order[k]] & 1) eager_start(cp, cp->order[k]);
+    if (tm->tick0 != NULL) check_starts(cp);
+  }
+  for (uint32_t i = 0; i < cp->n; i++)
+    if ((tm->have[i] & 3) == 3) weft__sched_node_time(run, i, tm->start[i], tm->end[i], lane_of(&cp->x[i]));
+  mem_samples(cp, run);
+  if (cur >= 0) cudaSetDevice(cur);
+  cudaGetLastError();
+}

@@ -1,0 +1,305 @@
+/* test_cuda_timing.c — device-side node times of the CUDA backend (cuda_timing.c): eager and
+ * replayed runs report every GPU node on its stream with intervals that respect the stream's
+ * order and the dependencies (a copy after its product, products one after the other on the
+ * main stream, a chain in order), within the run's wall time; a node with a CPU successor is
+ * timed before the CPU node starts; the memory track comes from the backend; timing off and
+ * WEFT_CUDA_TIMING=0 behave as documented. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+#include "weft/report.h"
+#if WEFT_HAVE_CUDA
+#include "weft/cuda.h"
+#endif
+
+#if WEFT_HAVE_CUDA
+/* Slack for comparing device times with each other (event resolution: about 0.5 us) and with
+ * host times (the device's submission latency, microseconds). */
+#define DEV_SLACK_S 2e-6
+#define HOST_SLACK_S 100e-6
+
+typedef struct overlap {
+  weft_graph *g;
+  size_t mm[8], cp[8];
+  int n;
+} overlap;
+
+/* n x (y = x.x; copy y to the host), x of side `side` on cuda:0. */
+static void build_overlap(weft_runtime *rt, overlap *o, int n, int64_t side) {
+  CHECK(weft_graph_create(rt, &o->g));
+  weft_tensor *x;
+  CHECK(weft_tensor_create(o->g, "x", WEFT_F32, 2, (int64_t[]){side, side}, weft_cuda(0), weft_uniform(0, 1, 7), &x));
+  o->n = n;
+  for (int i = 0; i < n; i++) {
+    weft_tensor *y = NULL, *h = NULL;
+    CHECK(weft_mm(o->g, x, x, &y));
+    o->mm[i] = weft_node_id(weft_graph_last_node(o->g));
+    CHECK(weft_copy(o->g, y, weft_cpu(), &h));
+    o->cp[i] = weft_node_id(weft_graph_last_node(o->g));
+  }
+}
+
+static weft_node_timing node_time(const weft_run_stats *st, size_t id) {
+  weft_node_timing t;
+  CHECK(weft_run_stats_node(st, id, &t));
+  assert_true(t.ran);
+  assert_true(t.start_s <= t.end_s);
+  assert_true(t.lane >= 0);
+  return t;
+}
+
+static const char *lane_kind(const weft_run_stats *st, long lane) {
+  weft_lane_stats l;
+  CHECK(weft_run_stats_lane(st, (size_t)lane, &l));
+  return l.kind;
+}
+
+/* The checks every run of the overlap graph must pass; returns the run's stats. */
+static weft_run_stats *check_overlap_run(overlap *o) {
+  weft_run *run;
+  CHECK(weft_graph_launch(o->g, &run));
+  CHECK(weft_run_wait(run));
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(run, &st));
+  weft_stats_summary s;
+  weft_run_stats_summary(st, &s);
+  assert_int_equal(s.host_timed_nodes, 0);
+  assert_int_equal(s.nodes_run, (size_t)(2 * o->n));
+  assert_true(s.makespan_s <= s.wall_s + HOST_SLACK_S);
+  for (int i = 0; i < o->n; i++) {
+    weft_node_timing m = node_time(st, o->mm[i]), c = node_time(st, o->cp[i]);
+    assert_string_equal(lane_kind(st, m.lane), "compute");
+    assert_string_equal(lane_kind(st, c.lane), "copy");
+    assert_true(m.end_s <= s.wall_s + HOST_SLACK_S);
+    /* The copy needs the product (the last copy starts at its product's first half). */
+    assert_true(c.start_s >= m.start_s - DEV_SLACK_S);
+    assert_true(c.end_s >= m.end_s - DEV_SLACK_S);
+    if (i + 1 < o->n) {
+      /* Large products run in order on the main stream. */
+      weft_node_timing next = node_time(st, o->mm[i + 1]);
+      assert_int_equal(next.lane, m.lane);
+      assert_true(next.start_s >= m.end_s - DEV_SLACK_S);
+    }
+  }
+  weft_run_destroy(run);
+  return st;
+}
+
+static void eager_run_is_timed_on_the_device(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  weft_runtime *rt = gt_runtime(2, 0);
+  overlap o;
+  build_overlap(rt, &o, 6, 4096);
+  weft_run_stats *st = check_overlap_run(&o);
+  weft_stats_summary s;
+  weft_run_stats_summary(st, &s);
+  /* Five of six copies run under the next product. */
+  assert_true(s.hidden_copy_fraction > 0.5);
+  /* The memory track comes from the backend: x plus at least one result at the peak. */
+  int found = 0;
+  for (size_t i = 0; i < weft_run_stats_device_count(st); i++) {
+    weft_device_memory m;
+    CHECK(weft_run_stats_device(st, i, &m));
+    if (m.device.kind != WEFT_DEVICE_CUDA) continue;
+    found = 1;
+    assert_string_equal(m.source, "allocator");
+    assert_true(m.peak_bytes >= 2ull * 4096 * 4096 * 4);
+  }
+  assert_true(found);
+  weft_run_stats_destroy(st);
+  weft_graph_destroy(o.g);
+  weft_runtime_destroy(rt);
+}
+
+static void replayed_runs_are_timed_on_the_device(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  weft_runtime *rt = gt_runtime(2, 0);
+  overlap o;
+  build_overlap(rt, &o, 4, 2048);
+  for (int r = 0; r < 3; r++) weft_run_stats_destroy(check_overlap_run(&o));
+  weft_cuda_run_stats rs;
+  weft_cuda_run_stats_get(rt, &rs);
+  assert_true(rs.replays >= 2);
+  weft_graph_destroy(o.g);
+  weft_runtime_destroy(rt);
+}
+
+/* A chain of tiny adds: replays tick groups of nodes; the intervals must still follow the
+ * chain without overlapping, eager and replayed. */
+static void chain_in_order(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  enum { N = 3000 };
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x, *one;
+  CHECK(weft_tensor_create(g, "x", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &x));
+  CHECK(weft_tensor_create(g, "one", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
+  size_t *id = malloc(N * sizeof *id);
+  for (int i = 0; i < N; i++) {
+    CHECK(weft_add(g, x, one, &x));
+    id[i] = weft_node_id(weft_graph_last_node(g));
+  }
+  for (int r = 0; r < 3; r++) {
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    CHECK(weft_run_wait(run));
+    weft_run_stats *st;
+    CHECK(weft_run_stats_create(run, &st));
+    weft_stats_summary s;
+    weft_run_stats_summary(st, &s);
+    assert_int_equal(s.host_timed_nodes, 0);
+    assert_true(s.makespan_s <= s.wall_s + HOST_SLACK_S);
+    weft_node_timing prev = node_time(st, id[0]);
+    for (int i = 1; i < N; i++) {
+      weft_node_timing t = node_time(st, id[i]);
+      assert_int_equal(t.lane, prev.lane);
+      assert_true(t.start_s >= prev.end_s - 1e-9);
+      prev = t;
+    }
+    weft_run_stats_destroy(st);
+    weft_run_destroy(run);
+  }
+  double v;
+  CHECK(weft_tensor_get(x, 0, &v));
+  assert_true(v == 3.0 * N);
+  free(id);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* A GPU node with a CPU successor is reported from its event before the CPU node starts. */
+static void cpu_successor_starts_after_the_device_end(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a, *p = NULL, *h = NULL, *r = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_cuda(0), weft_uniform(-1, 1, 3), &a));
+  CHECK(weft_mm(g, a, a, &p));
+  size_t mm = weft_node_id(weft_graph_last_node(g));
+  CHECK(weft_copy(g, p, weft_cpu(), &h));
+  size_t cp = weft_node_id(weft_graph_last_node(g));
+  CHECK(weft_relu(g, h, &r));
+  size_t cpu = weft_node_id(weft_graph_last_node(g));
+  for (int k = 0; k < 2; k++) {
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    CHECK(weft_run_wait(run));
+    weft_run_stats *st;
+    CHECK(weft_run_stats_create(run, &st));
+    weft_stats_summary s;
+    weft_run_stats_summary(st, &s);
+    assert_int_equal(s.host_timed_nodes, 0);
+    weft_node_timing tm = node_time(st, mm), tc = node_time(st, cp), tr = node_time(st, cpu);
+    assert_string_equal(lane_kind(st, tc.lane), "copy");
+    assert_string_equal(lane_kind(st, tr.lane), "cpu");
+    assert_true(tc.start_s >= tm.end_s - DEV_SLACK_S);
+    assert_true(tr.start_s >= tc.end_s - HOST_SLACK_S);
+    weft_run_stats_destroy(st);
+    weft_run_destroy(run);
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* Timing off: runs are right and statistics are refused; WEFT_CUDA_TIMING=0: GPU nodes keep
+ * their host-side intervals and are counted as such. */
+static void timing_switches(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  for (int mode = 0; mode < 2; mode++) {
+    if (mode == 1) setenv("WEFT_CUDA_TIMING", "0", 1);
+    weft_runtime *rt = gt_runtime(2, mode == 0 ? WEFT_RUNTIME_NO_TIMING : 0);
+    if (mode == 1) unsetenv("WEFT_CUDA_TIMING");
+    overlap o;
+    build_overlap(rt, &o, 3, 1024);
+    for (int r = 0; r < 3; r++) {
+      weft_run *run;
+      CHECK(weft_graph_launch(o.g, &run));
+      CHECK(weft_run_wait(run));
+      weft_run_stats *st = NULL;
+      int rc = weft_run_stats_create(run, &st);
+      if (mode == 0) {
+        assert_int_equal(rc, WEFT_ENOTSUP);
+      } else {
+        CHECK(rc);
+        weft_stats_summary s;
+        weft_run_stats_summary(st, &s);
+        /* A replay dispatches no node: nothing is timed then, host-side or not. */
+        assert_true(s.host_timed_nodes == (size_t)(2 * o.n) || s.host_timed_nodes == 0);
+        if (r == 0) assert_int_equal(s.host_timed_nodes, (size_t)(2 * o.n));
+        weft_run_stats_destroy(st);
+      }
+      weft_run_destroy(run);
+    }
+    weft_graph_destroy(o.g);
+    weft_runtime_destroy(rt);
+  }
+}
+
+/* Two chains on two GPUs: both devices report, and the chains overlap in time. */
+static void two_devices(void **state) {
+  (void)state;
+  GT_NEED_GPUS(2);
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  size_t first[2], last[2];
+  for (int d = 0; d < 2; d++) {
+    weft_tensor *x;
+    CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){4096, 4096}, weft_cuda(d), weft_uniform(0, 1, 5), &x));
+    for (int i = 0; i < 6; i++) {
+      weft_tensor *y = NULL;
+      CHECK(weft_mm(g, x, x, &y));
+      if (i == 0) first[d] = weft_node_id(weft_graph_last_node(g));
+      last[d] = weft_node_id(weft_graph_last_node(g));
+    }
+  }
+  for (int r = 0; r < 3; r++) {
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    CHECK(weft_run_wait(run));
+    weft_run_stats *st;
+    CHECK(weft_run_stats_create(run, &st));
+    weft_stats_summary s;
+    weft_run_stats_summary(st, &s);
+    assert_int_equal(s.host_timed_nodes, 0);
+    weft_node_timing a0 = node_time(st, first[0]), a1 = node_time(st, last[0]);
+    weft_node_timing b0 = node_time(st, first[1]), b1 = node_time(st, last[1]);
+    assert_true(a0.lane != b0.lane);
+    /* Each chain takes most of the makespan, so they ran at once. */
+    assert_true(a1.end_s - a0.start_s > 0.7 * s.makespan_s);
+    assert_true(b1.end_s - b0.start_s > 0.7 * s.makespan_s);
+    weft_run_stats_destroy(st);
+    weft_run_destroy(run);
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+#else
+static void eager_run_is_timed_on_the_device(void **state) { (void)state; skip(); }
+static void replayed_runs_are_timed_on_the_device(void **state) { (void)state; skip(); }
+static void chain_in_order(void **state) { (void)state; skip(); }
+static void cpu_successor_starts_after_the_device_end(void **state) { (void)state; skip(); }
+static void timing_switches(void **state) { (void)state; skip(); }
+static void two_devices(void **state) { (void)state; skip(); }
+#endif
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(eager_run_is_timed_on_the_device),
+      cmocka_unit_test(replayed_runs_are_timed_on_the_device),
+      cmocka_unit_test(chain_in_order),
+      cmocka_unit_test(cpu_successor_starts_after_the_device_end),
+      cmocka_unit_test(timing_switches),
+      cmocka_unit_test(two_devices),
+  };
+  return GT_RUN(tests);
+}
