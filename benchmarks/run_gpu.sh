@@ -3,14 +3,17 @@
 # ONE table: benchmark, weft's figure, the reference measured now, their ratio, the target, and
 # whether weft meets it. Builds nothing: the bench_gpu_* programs are taken from PATH (or from
 # WEFT_BENCH_DIR), torch_reference.py from beside this script or from the repository's
-# benchmarks/. Raw outputs go to $OUT/run_gpu/ (or /tmp/run_gpu/).
+# benchmarks/. Raw outputs go to $OUT/run_gpu/ (or /tmp/run_gpu/; WEFT_RUN_GPU_LOGS changes it).
+# WEFT_REF_RESULTS=FILE takes the reference's REF lines from FILE (an earlier call's
+# torch_reference.txt) instead of running PyTorch again: for a second pass in the same call,
+# e.g. with WEFT_TIMING=0 to measure what node timing costs.
 #
 #   run_gpu.sh [--only overlap,small_ops,...]
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 only=""
 [ "${1:-}" = "--only" ] && only=${2:-}
-logs=${OUT:-/tmp}/run_gpu
+logs=${WEFT_RUN_GPU_LOGS:-${OUT:-/tmp}/run_gpu}
 mkdir -p "$logs"
 export NCCL_NVLS_ENABLE=0
 ref_py=""
@@ -22,10 +25,13 @@ find_bench() {
 }
 wanted() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
 
-echo "run_gpu.sh: $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+echo "run_gpu.sh: $(date -u "+%Y-%m-%d %H:%M UTC") on $(hostname); node timing $([ "${WEFT_TIMING:-1}" = 0 ] && echo off || echo on)"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/  gpu /'
 : > "$logs/results.txt"
-if [ -n "$ref_py" ] && command -v python3 > /dev/null; then
+if [ -n "${WEFT_REF_RESULTS:-}" ] && [ -f "$WEFT_REF_RESULTS" ]; then
+  echo "== PyTorch reference: the REF lines of $WEFT_REF_RESULTS"
+  grep '^REF' "$WEFT_REF_RESULTS" | tee "$logs/torch_reference.txt" >> "$logs/results.txt"
+elif [ -n "$ref_py" ] && command -v python3 > /dev/null; then
   echo "== PyTorch reference ($ref_py)"
   python3 "$ref_py" ${only:+--only "$only"} 2>&1 | tee "$logs/torch_reference.txt"
   grep '^REF' "$logs/torch_reference.txt" >> "$logs/results.txt"

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# observe_gpu.sh — the GPU measurements of issues 5 (timing, timelines) and 6 (the simulator's
+# accuracy, calibrated profiles) in one call on a lent GPU machine, staged by
+# shared/device/stage.sh and run through .devrun/run.sh (which puts the programs on PATH):
+#
+#   cd .devrun && ./run.sh ./observe_gpu.sh one     # one GPU (the H100)
+#   cd .devrun && ./run.sh ./observe_gpu.sh multi   # several GPUs (2 H200)
+#
+# one:   the GPU tests; the overlap example's timeline; benchmarks/run_gpu.sh with node timing
+#        on (the default) and off (WEFT_TIMING=0) against one PyTorch reference; the tiny-node
+#        benchmarks under the timing variants (WEFT_CUDA_TIMING=0: no device timing;
+#        WEFT_CUDA_TIMING_GROUP_US=0: a tick per node in replays too; WEFT_CUDA_TIMING_CHECK=1:
+#        a start event as well, compared with the derived start); every test binary;
+#        bench_sim_accuracy with a profile calibrated here.
+# multi: test_cuda_timing, the two-GPU example's timeline, run_gpu.sh --only multi_gpu and its
+#        accuracy row with a profile calibrated here.
+# Everything goes to $OUT/observe.tgz (refreshed after each step, so a call stopped at its time
+# limit still brings back what was done) and the log to standard output.
+set -uo pipefail
+mode=${1:-one}
+budget=${OBSERVE_BUDGET_S:-560} # end the last step before the call's limit
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here"
+o=/tmp/observe
+rm -rf "$o"
+mkdir -p "$o"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+exec > >(tee "$o/observe.log") 2>&1
+save() { [ -n "${OUT:-}" ] && tar czf "$OUT/observe.tgz" -C /tmp observe; }
+step() {
+  save
+  echo
+  echo "=== $(date -u +%H:%M:%S) (+${SECONDS}s) $*"
+}
+left() { local l=$((budget - SECONDS)); [ "$l" -gt 10 ] && echo "$l" || echo 10; }
+tests() {
+  local pass=0 fail=0
+  mkdir -p "$o/tests"
+  for t in "$@"; do
+    [ -x "bin/$t" ] || continue
+    local t0=$SECONDS
+    if timeout 240 "bin/$t" > "$o/tests/$t.log" 2>&1; then
+      pass=$((pass + 1))
+      echo "ok     $t ($((SECONDS - t0)) s)"
+    else
+      fail=$((fail + 1))
+      echo "FAILED $t ($((SECONDS - t0)) s)"
+      tail -25 "$o/tests/$t.log"
+    fi
+  done
+  echo "tests: $pass passed, $fail failed"
+}
+
+echo "observe_gpu.sh $mode: $(date -u '+%Y-%m-%d %H:%M UTC') on $(hostname)"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+lscpu | grep -E '^Model name|^CPU\(s\)'
+
+case "$mode" in
+  one)
+    step "test_cuda_timing"
+    tests test_cuda_timing
+    step "the overlap example's timeline (N = 4000, one eager run)"
+    weft run -D N=4000 --stats --timeline "$o/overlap-h100.svg" --trace "$o/overlap-h100.trace.json" \
+      examples/copy_to_host.weft
+    weft run -D N=4000 --json examples/copy_to_host.weft > "$o/overlap-h100.json"
+    step "run_gpu.sh, node timing on"
+    WEFT_RUN_GPU_LOGS=$o/run_gpu_on timeout 300 ./run_gpu.sh
+    step "run_gpu.sh, node timing off (WEFT_TIMING=0), the same reference"
+    WEFT_TIMING=0 WEFT_REF_RESULTS=$o/run_gpu_on/torch_reference.txt WEFT_RUN_GPU_LOGS=$o/run_gpu_off \
+      timeout 200 ./run_gpu.sh
+    for v in WEFT_CUDA_TIMING=0 WEFT_CUDA_TIMING_GROUP_US=0 WEFT_CUDA_TIMING_CHECK=1; do
+      step "tiny-node benchmarks with $v"
+      for b in dispatch small_ops sync_logging; do env "$v" timeout 60 "bench_gpu_$b" 2>&1 | grep -v '^weft: timing check' ; done
+    done
+    step "the precision of derived starts (WEFT_CUDA_TIMING_CHECK=1, eager runs)"
+    WEFT_CUDA_TIMING_CHECK=1 weft run -D N=4000 --quiet examples/copy_to_host.weft
+    WEFT_CUDA_TIMING_CHECK=1 weft run --quiet examples/small_products.weft
+    WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_small_ops --reps 3 2>&1 | grep -m 3 'timing check'
+    WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_dispatch --reps 1 2>&1 | grep -m 3 'timing check'
+    step "serve: the SIGTERM test's program"
+    [ -x ./diag_serve.sh ] && timeout 120 ./diag_serve.sh "$o"
+    step "every test binary"
+    tests $(cd bin && ls test_* | grep -v '^test_cuda_timing$')
+    step "the simulator against this machine, with a profile calibrated now"
+    timeout "$(left)" bench_sim_accuracy --calibrate "$o/h100.json"
+    ;;
+  multi)
+    step "test_cuda_timing"
+    tests test_cuda_timing
+    step "the two-GPU example's timeline (N = 4000, one eager run)"
+    weft run -D N=4000 --stats --timeline "$o/two-gpus-h200x2.svg" --trace "$o/two-gpus-h200x2.trace.json" \
+      examples/two_gpus.weft
+    step "run_gpu.sh --only multi_gpu"
+    WEFT_RUN_GPU_LOGS=$o/run_gpu_multi timeout 200 ./run_gpu.sh --only multi_gpu
+    step "the simulator against this machine (multi_gpu), with a profile calibrated now"
+    timeout "$(left)" bench_sim_accuracy --only multi_gpu --calibrate "$o/h200x2.json"
+    ;;
+  *)
+    echo "usage: observe_gpu.sh one|multi" >&2
+    exit 2
+    ;;
+esac
+step "done"
+save
