@@ -6,14 +6,16 @@
 #   cd .devrun && ./run.sh ./observe_gpu.sh one     # one GPU (the H100)
 #   cd .devrun && ./run.sh ./observe_gpu.sh multi   # several GPUs (2 H200)
 #
-# one:   the GPU tests; the overlap example's timeline; benchmarks/run_gpu.sh with node timing
-#        on (the default) and off (WEFT_TIMING=0) against one PyTorch reference; the tiny-node
-#        benchmarks under the timing variants (WEFT_CUDA_TIMING=0: no device timing;
-#        WEFT_CUDA_TIMING_GROUP_US=0: a tick per node in replays too; WEFT_CUDA_TIMING_CHECK=1:
-#        a start event as well, compared with the derived start); every test binary;
-#        bench_sim_accuracy with a profile calibrated here.
-# multi: test_cuda_timing, the two-GPU example's timeline, run_gpu.sh --only multi_gpu and its
-#        accuracy row with a profile calibrated here.
+# one:   test_cuda_timing; the overlap example's timeline (a first run, and a second one with
+#        cuBLAS loaded); benchmarks/run_gpu.sh with node timing on (the default) and off
+#        (WEFT_TIMING=0) against one PyTorch reference; the benchmarks the timing could slow
+#        (dispatch, small_ops, sync_logging) three times each way, interleaved, since these VMs
+#        drift by several percent between runs; with OBSERVE_VARIANTS=1 also the timing variants
+#        (WEFT_CUDA_TIMING=0: no device timing; WEFT_CUDA_TIMING_GROUP_US=0: a tick per node in
+#        replays too; WEFT_CUDA_TIMING_CHECK=1: a start event as well, compared with the derived
+#        start); every test binary; bench_sim_accuracy with a profile calibrated here.
+# multi: test_cuda_timing, the two-GPU example's timeline (a first run, and a second one),
+#        run_gpu.sh --only multi_gpu and its accuracy row with a profile calibrated here.
 # Everything goes to $OUT/observe.tgz (refreshed after each step, so a call stopped at its time
 # limit still brings back what was done) and the log to standard output.
 set -uo pipefail
@@ -59,26 +61,35 @@ case "$mode" in
   one)
     step "test_cuda_timing"
     tests test_cuda_timing
-    step "the overlap example's timeline (N = 4000, one eager run)"
-    weft run -D N=4000 --stats --timeline "$o/overlap-h100.svg" --trace "$o/overlap-h100.trace.json" \
-      examples/copy_to_host.weft
-    weft run -D N=4000 --json examples/copy_to_host.weft > "$o/overlap-h100.json"
+    step "the overlap example's timeline (N = 4000): a first run, then the second of two"
+    weft run -D N=4000 --stats --timeline "$o/overlap-h100-first.svg" examples/copy_to_host.weft
+    weft run -D N=4000 --repeat 2 --stats --timeline "$o/overlap-h100.svg" \
+      --trace "$o/overlap-h100.trace.json" examples/copy_to_host.weft
+    weft run -D N=4000 --repeat 2 --json examples/copy_to_host.weft > "$o/overlap-h100.json"
     step "run_gpu.sh, node timing on"
     WEFT_RUN_GPU_LOGS=$o/run_gpu_on timeout 300 ./run_gpu.sh
     step "run_gpu.sh, node timing off (WEFT_TIMING=0), the same reference"
     WEFT_TIMING=0 WEFT_REF_RESULTS=$o/run_gpu_on/torch_reference.txt WEFT_RUN_GPU_LOGS=$o/run_gpu_off \
       timeout 200 ./run_gpu.sh
-    for v in WEFT_CUDA_TIMING=0 WEFT_CUDA_TIMING_GROUP_US=0 WEFT_CUDA_TIMING_CHECK=1; do
-      step "tiny-node benchmarks with $v"
-      for b in dispatch small_ops sync_logging; do env "$v" timeout 60 "bench_gpu_$b" 2>&1 | grep -v '^weft: timing check' ; done
+    step "timing off / on, interleaved, three rounds (RESULT lines)"
+    for r in 1 2 3; do
+      for t in 0 1; do
+        for b in dispatch small_ops sync_logging; do
+          echo "round $r timing $t: $(WEFT_TIMING=$t timeout 60 "bench_gpu_$b" --reps 15 | grep '^RESULT')"
+        done
+      done
     done
-    step "the precision of derived starts (WEFT_CUDA_TIMING_CHECK=1, eager runs)"
-    WEFT_CUDA_TIMING_CHECK=1 weft run -D N=4000 --quiet examples/copy_to_host.weft
-    WEFT_CUDA_TIMING_CHECK=1 weft run --quiet examples/small_products.weft
-    WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_small_ops --reps 3 2>&1 | grep -m 3 'timing check'
-    WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_dispatch --reps 1 2>&1 | grep -m 3 'timing check'
-    step "serve: the SIGTERM test's program"
-    [ -x ./diag_serve.sh ] && timeout 120 ./diag_serve.sh "$o"
+    if [ "${OBSERVE_VARIANTS:-0}" = 1 ]; then
+      for v in WEFT_CUDA_TIMING=0 WEFT_CUDA_TIMING_GROUP_US=0 WEFT_CUDA_TIMING_CHECK=1; do
+        step "tiny-node benchmarks with $v"
+        for b in dispatch small_ops sync_logging; do env "$v" timeout 60 "bench_gpu_$b" 2>&1 | grep -v '^weft: timing check' ; done
+      done
+      step "the precision of derived starts (WEFT_CUDA_TIMING_CHECK=1, eager runs)"
+      WEFT_CUDA_TIMING_CHECK=1 weft run -D N=4000 --quiet examples/copy_to_host.weft
+      WEFT_CUDA_TIMING_CHECK=1 weft run --quiet examples/small_products.weft
+      WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_small_ops --reps 3 2>&1 | grep -m 3 'timing check'
+      WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_dispatch --reps 1 2>&1 | grep -m 3 'timing check'
+    fi
     step "every test binary"
     tests $(cd bin && ls test_* | grep -v '^test_cuda_timing$')
     step "the simulator against this machine, with a profile calibrated now"
@@ -87,9 +98,10 @@ case "$mode" in
   multi)
     step "test_cuda_timing"
     tests test_cuda_timing
-    step "the two-GPU example's timeline (N = 4000, one eager run)"
-    weft run -D N=4000 --stats --timeline "$o/two-gpus-h200x2.svg" --trace "$o/two-gpus-h200x2.trace.json" \
-      examples/two_gpus.weft
+    step "the two-GPU example's timeline (N = 4000): a first run, then the second of two"
+    weft run -D N=4000 --stats --timeline "$o/two-gpus-h200x2-first.svg" examples/two_gpus.weft
+    weft run -D N=4000 --repeat 2 --stats --timeline "$o/two-gpus-h200x2.svg" \
+      --trace "$o/two-gpus-h200x2.trace.json" examples/two_gpus.weft
     step "run_gpu.sh --only multi_gpu"
     WEFT_RUN_GPU_LOGS=$o/run_gpu_multi timeout 200 ./run_gpu.sh --only multi_gpu
     step "the simulator against this machine (multi_gpu), with a profile calibrated now"

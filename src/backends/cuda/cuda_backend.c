@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
+#include "backends/plan_rules.h"
 #include "weft/cuda.h"
 
 enum {
@@ -379,13 +380,13 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   atomic_init(&st->replay, env_int("WEFT_CUDA_REPLAY", 0, 1, 1));
   weft__cu_set_pdl(env_int("WEFT_CUDA_PDL", 0, 1, 1));
   st->capture_run = (unsigned)env_int("WEFT_CUDA_CAPTURE_RUN", 1, 1000, 2);
-  st->window_count = 2;
-  st->window_bytes_min = (size_t)env_int("WEFT_CUDA_WINDOW_MIB", 0, 1 << 30, 64) << 20;
+  st->window_count = WEFT__PLAN_WINDOW_COUNT;
+  st->window_bytes_min = (size_t)env_int("WEFT_CUDA_WINDOW_MIB", 0, 1 << 30, WEFT__PLAN_WINDOW_MIN_MIB) << 20;
   /* Node timing on the device (when the runtime times nodes at all): WEFT_CUDA_TIMING=0 keeps
    * the host-side intervals; replays record a tick per WEFT_CUDA_TIMING_GROUP_US of estimated
    * device time (0: a tick per node). See cuda_timing.c. */
   st->device_timing = env_int("WEFT_CUDA_TIMING", 0, 1, 1);
-  st->group_ns = (uint64_t)env_int("WEFT_CUDA_TIMING_GROUP_US", 0, 1000000, 50) * 1000;
+  st->group_ns = (uint64_t)env_int("WEFT_CUDA_TIMING_GROUP_US", 0, 1000000, 1000) * 1000;
   st->timing_check = env_int("WEFT_CUDA_TIMING_CHECK", 0, 1, 0);
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
