@@ -6,7 +6,13 @@
  *                 product, the user op's cost hint, else its first argument's element count;
  *   fills_device  whether a node keeps every SM busy on its own (a product with at least one
  *                 128x128 output tile per SM, an elementwise op over 2048 elements per SM): such
- *                 a node starting a chain goes to stream 0, a smaller one round-robin. */
+ *                 a node starting a chain goes to stream 0, a smaller one round-robin;
+ *   the window    a dead temporary (its last reader passed, in the plan's order) is freed only
+ *                 when a later allocation on its device claims it: the oldest dead ones beyond
+ *                 max(WINDOW_COUNT x the new buffer, WINDOW_MIN_BYTES) (cuda_plan.c,
+ *                 plan_window; the simulator's memory follows the same rule). */
+#define WEFT__PLAN_WINDOW_COUNT 2
+#define WEFT__PLAN_WINDOW_MIN_MIB 64
 #ifndef WEFT_BACKENDS_PLAN_RULES_H
 #define WEFT_BACKENDS_PLAN_RULES_H
 

@@ -20,8 +20,10 @@
  *   CPU workers      host_lanes virtual workers run CPU nodes, first ready first; a CPU node
  *                    that waits for a GPU node sees its end notify_s later.
  *   memory           per GPU, its resident tensors plus the live temporaries: a temporary is
- *                    allocated when its first writer starts and freed when the last node using
- *                    it ends (stream-ordered allocation as the device executes).
+ *                    allocated when its first writer starts and freed, as the CUDA backend
+ *                    does, when the later node that claims it starts (or when its last user
+ *                    ends, if that is later); one nobody claims lives to the end of the run
+ *                    (plan_rules.h, "the window").
  * Nodes that did not run (skipped after a failure, or cancelled) take no time and no resource.
  *
  * The event loop pops the earliest event (ties in the order the events were made, so the
@@ -173,6 +175,11 @@ static void node_start(sim *s, uint32_t i) {
   for (uint32_t e = x->pred_begin; e < x->pred_end; e++) cp = WEFT__MAX(cp, s->cp[s->p->pred[e]]);
   s->cp[i] = cp + (ran(s, i) ? sp->nodes[i].cost : 0);
   sp->start[i] = s->now;
+  /* Frees first (the claimed temporaries' memory goes to this node's allocations). */
+  for (uint32_t k = sp->claim_off[i]; k < sp->claim_off[i + 1]; k++) {
+    uint32_t t = sp->claim_ids[k];
+    if (--s->temp_left[t] == 0) mem_change(s, sp->temp_dev[t], -(int64_t)sp->temp_bytes[t], i);
+  }
   for (uint32_t k = sp->alloc_off[i]; k < sp->alloc_off[i + 1]; k++) {
     uint32_t t = sp->alloc_ids[k];
     mem_change(s, sp->temp_dev[t], (int64_t)sp->temp_bytes[t], i);
@@ -486,7 +493,8 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
       sp->res.oom_asked = sp->res.oom_total = sp->resident[d];
     }
   for (int w = m->host_lanes - 1; w >= 0; w--) s.free_workers[s.nfree++] = w;
-  memcpy(s.temp_left, sp->temp_users, (sp->ntemps ? sp->ntemps : 1) * sizeof *s.temp_left);
+  /* Each temporary is freed once its users have ended and its claimer has started. */
+  for (uint32_t t = 0; t < sp->ntemps; t++) s.temp_left[t] = sp->temp_users[t] + 1;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t preds = p->x[i].pred_end - p->x[i].pred_begin;
     s.issue_left[i] = s.done_left[i] = preds;

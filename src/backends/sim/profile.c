@@ -85,6 +85,7 @@ static const field gpu_fields[] = {
     {"fill_bandwidth", F_NUM, OFF(gpu.fill_bandwidth), 1, 1, BIG, 0},
     {"kernel_s", F_NUM, OFF(gpu.kernel_s), 1, 0, 1, 0},
     {"launch_s", F_NUM, OFF(gpu.launch_s), 1, 0, 1, 0},
+    {"gemm_launch_s", F_NUM, OFF(gpu.gemm_launch_s), 0, 0, 1, 0},
     {"event_s", F_NUM, OFF(gpu.event_s), 1, 0, 1, 0},
     {"notify_s", F_NUM, OFF(gpu.notify_s), 1, 0, 1, 0},
     {"replay_node_s", F_NUM, OFF(gpu.replay_node_s), 0, 0, 1, 0},
@@ -452,10 +453,11 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   fprintf(f, ",\n");
   put_curve(f, "gemm_f64_flops", &g->gemm[1]);
   fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_bandwidth\": %.6g,\n"
-             "    \"kernel_s\": %.4g,\n    \"launch_s\": %.4g,\n    \"event_s\": %.4g,\n"
-             "    \"notify_s\": %.4g,\n    \"replay_node_s\": %.4g\n  },\n  \"links\": {\n",
-          g->memory_bandwidth, g->fill_bandwidth, g->kernel_s, g->launch_s, g->event_s,
-          g->notify_s, g->replay_node_s);
+             "    \"kernel_s\": %.4g,\n    \"launch_s\": %.4g,\n    \"gemm_launch_s\": %.4g,\n"
+             "    \"event_s\": %.4g,\n    \"notify_s\": %.4g,\n    \"replay_node_s\": %.4g\n  },\n"
+             "  \"links\": {\n",
+          g->memory_bandwidth, g->fill_bandwidth, g->kernel_s, g->launch_s, g->gemm_launch_s,
+          g->event_s, g->notify_s, g->replay_node_s);
   put_link(f, "h2d", &p->h2d, 0);
   put_link(f, "d2h", &p->d2h, 0);
   put_link(f, "h2d_pageable", &p->h2d_pageable, 0);

@@ -57,6 +57,7 @@ typedef struct weft__sim_gpu {
   double fill_bandwidth;     /* bytes/s a random fill writes */
   double kernel_s;           /* the shortest a kernel takes, back to back on a stream */
   double launch_s;           /* host time to enqueue one node */
+  double gemm_launch_s;      /* ... one product (a cuBLAS call); 0: launch_s */
   double event_s;            /* host time per cross-stream edge (record + wait) */
   double notify_s;           /* from a node's end on the device to a host thread seeing it */
   double replay_node_s;      /* host time per node when an unchanged graph is replayed; 0: none */

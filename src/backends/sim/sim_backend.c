@@ -258,6 +258,11 @@ static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
     case WEFT__OP_LINEAR: {
       int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
       t = gemm_s(gc, 1, t0->shape[0], cols, t0->shape[1]);
+      /* A product smaller than the smallest calibrated one takes as long as that one: small
+       * GPU products are bound by the kernel's latency, not by their flops. */
+      double x0 = gc->n > 0 ? gc->x[0] : 0;
+      if (gc->n > 0 && cbrt((double)t0->shape[0] * (double)cols * (double)t0->shape[1]) < x0)
+        t = WEFT__MAX(t, 2.0 * x0 * x0 * x0 / gc->y[0]);
       tpeak = 2.0 * (double)t0->shape[0] * (double)cols * (double)t0->shape[1] / peak_of(gc);
       if (n->kind == WEFT__OP_LINEAR && n->nargs == 4) {
         double bias = (double)(2 * n->args[n->nargs - 1].t->bytes) / g->memory_bandwidth;
@@ -360,6 +365,8 @@ static void box_free(plan_box *box) {
   weft__free(sp->alloc_ids);
   weft__free(sp->use_off);
   weft__free(sp->use_ids);
+  weft__free(sp->claim_off);
+  weft__free(sp->claim_ids);
   weft__free(sp->resident);
   weft__free(sp->start);
   weft__free(sp->end);
@@ -492,7 +499,8 @@ static void assign_streams(const weft__sim *m, weft__sim_plan *sp, plan_box *box
   }
 }
 
-/* Host time to enqueue each GPU node: a launch, plus an event for each predecessor on another
+/* Host time to enqueue each GPU node: a launch (a product's costs gemm_launch_s: cuBLAS does
+ * more on the host than one of weft's kernels), plus an event for each predecessor on another
  * GPU stream (record there, wait here). */
 static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__plan *p) {
   for (uint32_t i = 0; i < p->n; i++) {
@@ -503,7 +511,10 @@ static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__pla
       const weft__sim_node *sq = &sp->nodes[p->pred[e]];
       if (sq->dev >= 0 && (sq->dev != sn->dev || sq->stream != sn->stream)) events++;
     }
-    sn->submit = m->prof.gpu.launch_s + events * m->prof.gpu.event_s;
+    const weft_node *nd = p->x[i].node;
+    int gemm = nd->kind == WEFT__OP_MM || nd->kind == WEFT__OP_LINEAR;
+    double launch = gemm && m->prof.gpu.gemm_launch_s > 0 ? m->prof.gpu.gemm_launch_s : m->prof.gpu.launch_s;
+    sn->submit = launch + events * m->prof.gpu.event_s;
   }
 }
 
@@ -586,6 +597,88 @@ done:
   weft__free(tid);
   weft__free(stamp);
   weft__free(seen);
+  return rc;
+}
+
+/* When temporaries are freed: as the CUDA backend does (plan_rules.h, "the window"). Walking
+ * the nodes in the plan's order, a temporary is dead once its last user is passed; a node that
+ * allocates claims, on its device, the oldest dead ones beyond max(2 x its buffer, 64 MiB),
+ * and frees them as it starts (once their users have ended); what nobody claims lives until
+ * the run ends. So the peak of `50 x (y = x.x; copy y)` is x and three results, as measured,
+ * not the two that freeing each temporary after its last user would give. */
+static int plan_claims(weft__sim_plan *sp, const weft__plan *p, const uint32_t *order) {
+  uint32_t n = p->n, nt = sp->ntemps, ng = (uint32_t)(sp->ngpus > 0 ? sp->ngpus : 1);
+  size_t ntt = nt ? nt : 1;
+  uint32_t *last = weft__malloc(ntt * sizeof *last);      /* position of the last user */
+  uint32_t *dying_off = weft__calloc((size_t)n + 2, sizeof *dying_off);
+  uint32_t *dying = weft__malloc(ntt * sizeof *dying);    /* temporaries by that position */
+  uint32_t *claim_of = weft__malloc(ntt * sizeof *claim_of);
+  uint32_t *qoff = weft__calloc((size_t)ng + 1, sizeof *qoff), *head = weft__calloc(ng, sizeof *head);
+  uint32_t *tail = weft__calloc(ng, sizeof *tail), *fifo = weft__malloc(ntt * sizeof *fifo);
+  uint64_t *sum = weft__calloc(ng, sizeof *sum);
+  sp->claim_off = weft__calloc((size_t)n + 1, sizeof *sp->claim_off);
+  sp->claim_ids = weft__malloc(ntt * sizeof *sp->claim_ids);
+  int rc = WEFT_OK;
+  if (!last || !dying_off || !dying || !claim_of || !qoff || !head || !tail || !fifo || !sum ||
+      !sp->claim_off || !sp->claim_ids) {
+    rc = weft__oom("the simulator's memory plan");
+    goto done;
+  }
+  for (uint32_t t = 0; t < nt; t++) {
+    last[t] = 0;
+    claim_of[t] = UINT32_MAX;
+    qoff[sp->temp_dev[t] + 1]++;
+  }
+  for (uint32_t d = 0; d < ng; d++) qoff[d + 1] += qoff[d];
+  for (uint32_t d = 0; d < ng; d++) head[d] = tail[d] = qoff[d];
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = order[k];
+    for (uint32_t u = sp->use_off[i]; u < sp->use_off[i + 1]; u++) last[sp->use_ids[u]] = k;
+  }
+  for (uint32_t t = 0; t < nt; t++) dying_off[last[t] + 2]++;
+  for (uint32_t k = 0; k <= n; k++) dying_off[k + 1] += dying_off[k];
+  for (uint32_t t = 0; t < nt; t++) dying[dying_off[last[t] + 1]++] = t;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = order[k];
+    for (uint32_t a = sp->alloc_off[i]; a < sp->alloc_off[i + 1]; a++) {
+      uint32_t t = sp->alloc_ids[a], d = (uint32_t)sp->temp_dev[t];
+      uint64_t budget = WEFT__MAX((uint64_t)WEFT__PLAN_WINDOW_COUNT * sp->temp_bytes[t],
+                                  (uint64_t)WEFT__PLAN_WINDOW_MIN_MIB << 20);
+      while (head[d] < tail[d] && sum[d] > budget) {
+        uint32_t u = fifo[head[d]++];
+        sum[d] -= sp->temp_bytes[u];
+        claim_of[u] = i;
+      }
+    }
+    for (uint32_t f = dying_off[k]; f < dying_off[k + 1]; f++) {
+      uint32_t t = dying[f], d = (uint32_t)sp->temp_dev[t];
+      fifo[tail[d]++] = t;
+      sum[d] += sp->temp_bytes[t];
+    }
+  }
+  for (uint32_t t = 0; t < nt; t++)
+    if (claim_of[t] != UINT32_MAX) sp->claim_off[claim_of[t] + 1]++;
+  for (uint32_t i = 0; i < n; i++) sp->claim_off[i + 1] += sp->claim_off[i];
+  /* Fill in the temporaries' order, through a per-node cursor (the FIFO is done with). */
+  uint32_t *cur = weft__malloc(((size_t)n ? n : 1) * sizeof *cur);
+  if (cur == NULL) {
+    rc = weft__oom("the simulator's memory plan");
+    goto done;
+  }
+  for (uint32_t i = 0; i < n; i++) cur[i] = sp->claim_off[i];
+  for (uint32_t t = 0; t < nt; t++)
+    if (claim_of[t] != UINT32_MAX) sp->claim_ids[cur[claim_of[t]]++] = t;
+  weft__free(cur);
+done:
+  weft__free(last);
+  weft__free(dying_off);
+  weft__free(dying);
+  weft__free(claim_of);
+  weft__free(qoff);
+  weft__free(head);
+  weft__free(tail);
+  weft__free(fifo);
+  weft__free(sum);
   return rc;
 }
 
@@ -686,7 +779,7 @@ static int sim_plan(weft__backend *b, weft__plan *p) {
   choose_heirs(sp, p, sc.order, sc.pos, sc.height, sc.heir);
   assign_streams(m, sp, box, p, sc.order, sc.heir, sc.tail, sc.kept, sc.rr);
   submit_costs(m, sp, p);
-  if ((rc = plan_memory(sp, p, sc.order)) != WEFT_OK) goto fail;
+  if ((rc = plan_memory(sp, p, sc.order)) != WEFT_OK || (rc = plan_claims(sp, p, sc.order)) != WEFT_OK) goto fail;
   claim_host_tensors(m, p);
   p->bstate[backend_index(b)] = box;
   scratch_free(&sc);

@@ -70,6 +70,7 @@ typedef struct weft__sim_plan {
   uint32_t *temp_users;
   uint32_t *alloc_off, *alloc_ids; /* CSR over nodes */
   uint32_t *use_off, *use_ids;     /* CSR over nodes */
+  uint32_t *claim_off, *claim_ids; /* CSR over nodes: dead temporaries it frees as it starts */
   uint64_t *resident;    /* per GPU: bytes of its tensors that are not temporaries */
   /* Results of the latest run. */
   double *start, *end;   /* per node, seconds from the launch; NaN for a node that did not run */
