@@ -16,6 +16,8 @@
 #        start); every test binary; bench_sim_accuracy with a profile calibrated here.
 # multi: test_cuda_timing, the two-GPU example's timeline (a first run, and a second one),
 #        run_gpu.sh --only multi_gpu and its accuracy row with a profile calibrated here.
+# Knobs (for a shorter call): OBSERVE_OFF=0 skips the timing-off pass of run_gpu.sh,
+# OBSERVE_ROUNDS=N sets the interleaved rounds (3), OBSERVE_SKIP=REGEX skips test binaries.
 # Everything goes to $OUT/observe.tgz (refreshed after each step, so a call stopped at its time
 # limit still brings back what was done) and the log to standard output.
 set -uo pipefail
@@ -68,11 +70,13 @@ case "$mode" in
     weft run -D N=4000 --repeat 2 --json examples/copy_to_host.weft > "$o/overlap-h100.json"
     step "run_gpu.sh, node timing on"
     WEFT_RUN_GPU_LOGS=$o/run_gpu_on timeout 300 ./run_gpu.sh
-    step "run_gpu.sh, node timing off (WEFT_TIMING=0), the same reference"
-    WEFT_TIMING=0 WEFT_REF_RESULTS=$o/run_gpu_on/torch_reference.txt WEFT_RUN_GPU_LOGS=$o/run_gpu_off \
-      timeout 200 ./run_gpu.sh
-    step "timing off / on, interleaved, three rounds (RESULT lines)"
-    for r in 1 2 3; do
+    if [ "${OBSERVE_OFF:-1}" = 1 ]; then
+      step "run_gpu.sh, node timing off (WEFT_TIMING=0), the same reference"
+      WEFT_TIMING=0 WEFT_REF_RESULTS=$o/run_gpu_on/torch_reference.txt WEFT_RUN_GPU_LOGS=$o/run_gpu_off \
+        timeout 200 ./run_gpu.sh
+    fi
+    step "timing off / on, interleaved (RESULT lines)"
+    for r in $(seq "${OBSERVE_ROUNDS:-3}"); do
       for t in 0 1; do
         for b in dispatch small_ops sync_logging; do
           echo "round $r timing $t: $(WEFT_TIMING=$t timeout 60 "bench_gpu_$b" --reps 15 | grep '^RESULT')"
@@ -90,8 +94,11 @@ case "$mode" in
       WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_small_ops --reps 3 2>&1 | grep -m 3 'timing check'
       WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_dispatch --reps 1 2>&1 | grep -m 3 'timing check'
     fi
+    step "the precision of derived starts in eager groups (WEFT_CUDA_TIMING_CHECK=1)"
+    WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_small_ops --reps 1 2>&1 | grep -m 2 'timing check'
+    WEFT_CUDA_TIMING_CHECK=1 timeout 60 bench_gpu_dispatch --reps 1 2>&1 | grep -m 2 'timing check'
     step "every test binary"
-    tests $(cd bin && ls test_* | grep -v '^test_cuda_timing$')
+    tests $(cd bin && ls test_* | grep -v '^test_cuda_timing$' | grep -Ev "${OBSERVE_SKIP:-^$}")
     step "the simulator against this machine, with a profile calibrated now"
     timeout "$(left)" bench_sim_accuracy --calibrate "$o/h100.json"
     ;;

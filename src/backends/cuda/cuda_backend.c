@@ -388,6 +388,7 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   st->device_timing = env_int("WEFT_CUDA_TIMING", 0, 1, 1);
   st->group_ns = (uint64_t)env_int("WEFT_CUDA_TIMING_GROUP_US", 0, 1000000, 1000) * 1000;
   st->timing_check = env_int("WEFT_CUDA_TIMING_CHECK", 0, 1, 0);
+  st->eager_group_ns = st->group_ns == 0 ? 0 : 50000;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     cudaGetLastError(); /* no driver or no device: the CPU alone, not an error */

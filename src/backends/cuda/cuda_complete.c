@@ -191,6 +191,7 @@ static int drain_device(cu_state *st, cu_plan *cp, int dev) {
   weft__cu_lock(&d->join);
   for (int s = 0; s < d->nstreams; s++) {
     if (!(cp->used[dev] >> s & 1)) continue;
+    if (cp->tm != NULL) weft__cu_timing_drain_stream(cp, dev, s, d->streams[s].s);
     cudaEventRecord(cp->tail[dev][s], d->streams[s].s);
     cudaStreamWaitEvent(d->join.s, cp->tail[dev][s], 0);
   }

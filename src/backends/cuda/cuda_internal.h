@@ -119,6 +119,7 @@ typedef struct cu_state {
   cu_pinned *pinned;
   int device_timing;          /* 0: WEFT_CUDA_TIMING=0, GPU nodes keep host-side times */
   uint64_t group_ns;          /* replays: a tick per this much estimated device time (ns) */
+  uint64_t eager_group_ns;    /* eager runs: likewise (small nodes only; 0: a tick per node) */
   int timing_check;           /* WEFT_CUDA_TIMING_CHECK=1: compare derived starts with events */
   atomic_ullong captures, replays, eager_runs, capture_failures;
 } cu_state;
@@ -169,6 +170,11 @@ typedef struct cu_timing {
   uint64_t *start, *end;   /* the drain's computation */
   uint8_t *have;           /*   ... bit 0: end known, bit 1: start known */
   uint32_t elast[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3]; /* eager: last enqueued per stream */
+  uint64_t eacc[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];  /* eager: estimate since its last tick */
+  cudaEvent_t etail[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3]; /* eager: closes a stream's last group */
+  uint8_t etail_rec[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3]; /*   ... recorded in this run */
+  uint32_t *seq;                    /* the drain's scratch: one stream's nodes in order, */
+  uint64_t *lb;                     /*   ... and the earliest each may start */
   cudaEvent_t ref[CU_MAX_DEVICES];  /* per device: this run's reference event ... */
   uint64_t ref_ns[CU_MAX_DEVICES];  /*   ... and its host time */
   int ref_ok[CU_MAX_DEVICES];
@@ -270,6 +276,11 @@ void weft__cu_timing_free(cu_state *st, cu_plan *cp);
 int weft__cu_timing_capture_ready(cu_state *st, cu_plan *cp);
 /* Per run, before any node is enqueued or the graph launched: the reference events. */
 void weft__cu_timing_run_begin(cu_state *st, cu_plan *cp);
+/* Eager, when node i's lane is opened (before its waits; its stream's lock held): closes the
+ * stream's open group with a tick when node i will tick alone. */
+cudaError_t weft__cu_timing_open(cu_plan *cp, uint32_t i, cudaStream_t s);
+/* Drain, per stream the plan used: closes an eager run's last group on it. */
+void weft__cu_timing_drain_stream(cu_plan *cp, int dev, int stream, cudaStream_t s);
 /* Eager, right before node i's work (its stream's lock held): the host time, and under
  * WEFT_CUDA_TIMING_CHECK the start event. */
 void weft__cu_timing_before(cu_plan *cp, uint32_t i, cudaStream_t s);

@@ -248,10 +248,12 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
   lane_open(st, cp, cap, x->start_dev, x->start_stream, &l);
   int rc = WEFT_OK;
   cudaError_t e = cudaSuccess;
-  for (uint32_t k = x->wait_b; k < x->wait_e && e == cudaSuccess; k++)
+  if (cp->tm != NULL && cap == NULL && (e = weft__cu_timing_open(cp, i, l.s)) != cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "cudaEventRecord (node timing)");
+  for (uint32_t k = x->wait_b; k < x->wait_e && e == cudaSuccess && rc == WEFT_OK; k++)
     if (!((x->flags & CU_SPLIT_COPY) && L[k] == x->split_of)) /* the copy waits in two steps */
       e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
-  if (e != cudaSuccess) rc = FAIL_CUDA(ctx, e, "cudaStreamWaitEvent");
+  if (e != cudaSuccess && rc == WEFT_OK) rc = FAIL_CUDA(ctx, e, "cudaStreamWaitEvent");
   /* Dead temporaries this node claimed: their readers are done (waited for above), so their
    * memory goes back to the pool in this stream's order, for the allocations below. */
   for (uint32_t k = x->free_b; k < x->free_e && rc == WEFT_OK; k++) {

@@ -2,16 +2,17 @@
  * each GPU node ran, from CUDA events, on the host's weft__clock_ns() base.
  *
  * Events. Each CUDA node of a timed plan has a *tick*: an event with timing, created with the
- * plan and reused by every run, recorded on the node's stream right after its work, so the
- * tick's time is the node's end. A node's start is not recorded: it is the latest of
+ * plan and reused by every run, recorded on the node's stream right after its work when the
+ * node is to be timed on its own, so the tick's time is the node's end. A node's start is not
+ * recorded: it is the latest of
  *   - the end of the node enqueued before it on its stream (the stream runs one at a time),
  *   - the ends of the nodes on other streams it waits for (its cross-stream waits),
  *   - in an eager run, the host time just before its work was enqueued (the device cannot
  *     start it earlier: this is what places a node that found its stream idle), and in a
  *     replay the moment the replayed graph started on the device.
- * One event a node instead of two halves the cost (docs/observability.md, "Cost"). The start
- * so derived is late by the gap between two kernels of a stream (about a microsecond) and,
- * on an idle stream, by the device's submission latency.
+ * A start event as well would double the cost (measured, docs/observability.md "Cost"); the
+ * derived start was within a median 1.3 to 2.8 us of one on the H100 (WEFT_CUDA_TIMING_CHECK=1
+ * compares them): early on an idle stream by the host's launch call, exact behind other work.
  *
  * Time base. At run_begin one reference event per device is recorded on the device's `clk`
  * stream, which nothing else uses (so the event completes as soon as the device sees it),
@@ -19,20 +20,26 @@
  * then the reference's plus cudaEventElapsedTime(reference, event). Every device has its
  * own reference (events of two devices cannot be compared), and all land on one base.
  *
- * Eager runs tick every node (stamp[i] says in which run). The order of a stream is the order
- * in which nodes were enqueued on it, which for independent nodes sharing a stream is the
- * workers' order, not the plan's: each node notes, under its stream's lock, which node of its
- * plan was enqueued there before it (eprev).
+ * Groups. A tick costs the host a record and a read (2.3 us a node on the H100's VM, which
+ * made a chain of one-element adds 65% slower to enqueue), and in a replay the stream an
+ * event-record node (below). So consecutive small nodes of a stream form a *group* closed by
+ * one tick, and share its measured interval: in proportion to their estimated device times,
+ * none starting before what bounds it (above), so gaps where the stream waited for the host
+ * stay gaps. In an eager run a node ticks when it is a copy or estimated at 50 us or more
+ * (then the group before it is closed first, so its own start is exact), when another stream
+ * or the host waits for it, or when its group reaches 50 us of estimates; the last group of a
+ * stream is closed by an event the drain records. The order of a stream is the order in which
+ * nodes were enqueued on it, which for independent nodes sharing a stream is the workers'
+ * order, not the plan's: each node notes, under its stream's lock, which node of its plan was
+ * enqueued there before it (eprev); stamp[i] says in which run it ticked.
  *
  * Replays. A captured graph records its ticks as event-record nodes of the graph
  * (cudaEventRecordExternal), which sit in the stream's chain, and each costs the stream about
  * 2.9 us on the H100 (a replayed chain of one-element adds went from 0.98 to 3.87 us a node
- * with a tick per node). So a replay does not tick every node: on each stream, consecutive
- * nodes form a *group* closed by one tick once their estimated device time reaches
- * WEFT_CUDA_TIMING_GROUP_US (1000 us by default; 0 ticks every node), and the group's
- * measured interval is shared among its nodes in proportion to their estimated times, each
- * starting no earlier than the nodes it waits for on other streams. A node whose own estimate
- * reaches the group size ticks alone, and the last node of each stream ticks. The cost is then
+ * with a tick per node). So a replay's groups are larger: a tick once their estimated device
+ * time reaches WEFT_CUDA_TIMING_GROUP_US (1000 us by default; 0 ticks every node in eager runs
+ * and replays alike). A node whose own estimate reaches the group size ticks alone, and the
+ * last node of each stream ticks. The cost is then
  * at most one tick per millisecond of a stream's work (0.3%): a 10 000-node chain of adds
  * replays with ten ticks, a product of 4000^2 has its own. The capture's order on each stream
  * is the plan's topological order (rprev, rnext); the groups are computed in that order, so
@@ -143,8 +150,10 @@ int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
   tm->start = weft__calloc(n, sizeof *tm->start);
   tm->end = weft__calloc(n, sizeof *tm->end);
   tm->have = weft__calloc(n, 1);
+  tm->seq = weft__malloc(n * sizeof *tm->seq);
+  tm->lb = weft__malloc(n * sizeof *tm->lb);
   if (!tm->tick || !tm->stamp || !tm->eprev || !tm->t_enq || !tm->rprev || !tm->rnext || !tm->rtick || !tm->est ||
-      !tm->start || !tm->end || !tm->have)
+      !tm->start || !tm->end || !tm->have || !tm->seq || !tm->lb)
     return weft__oom("the node timing of a CUDA plan");
   for (uint32_t i = 0; i < cp->n; i++) {
     tm->eprev[i] = tm->rprev[i] = tm->rnext[i] = NONE;
@@ -160,8 +169,12 @@ int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
           (rc = timing_event(st, cp->x[i].dev, &tm->tick0[i])) != WEFT_OK)
         return rc;
   }
-  for (int d = 0; d < st->ndev; d++)
-    if (cp->used[d] != 0 && (rc = timing_event(st, d, &tm->ref[d])) != WEFT_OK) return rc;
+  for (int d = 0; d < st->ndev; d++) {
+    if (cp->used[d] == 0) continue;
+    if ((rc = timing_event(st, d, &tm->ref[d])) != WEFT_OK) return rc;
+    for (int k = 0; k < st->dev[d].nstreams; k++)
+      if ((cp->used[d] >> k & 1) && (rc = timing_event(st, d, &tm->etail[d][k])) != WEFT_OK) return rc;
+  }
   plan_groups(st, cp);
   return WEFT_OK;
 }
@@ -180,7 +193,10 @@ void weft__cu_timing_free(cu_state *st, cu_plan *cp) {
     if (tm->tick != NULL) destroy_on(st, cp->x[i].dev, &tm->tick[i]);
     if (tm->tick0 != NULL) destroy_on(st, cp->x[i].dev, &tm->tick0[i]);
   }
-  for (int d = 0; d < st->ndev; d++) destroy_on(st, d, &tm->ref[d]);
+  for (int d = 0; d < st->ndev; d++) {
+    destroy_on(st, d, &tm->ref[d]);
+    for (int k = 0; k < CU_MAX_COMPUTE + 3; k++) destroy_on(st, d, &tm->etail[d][k]);
+  }
   if (cp->origin_dev >= 0) destroy_on(st, cp->origin_dev, &tm->replay_start);
   cudaGetLastError();
   weft__free(tm->tick);
@@ -195,6 +211,8 @@ void weft__cu_timing_free(cu_state *st, cu_plan *cp) {
   weft__free(tm->start);
   weft__free(tm->end);
   weft__free(tm->have);
+  weft__free(tm->seq);
+  weft__free(tm->lb);
   weft__free(tm);
   cp->tm = NULL;
 }
@@ -209,6 +227,8 @@ int weft__cu_timing_capture_ready(cu_state *st, cu_plan *cp) {
 void weft__cu_timing_run_begin(cu_state *st, cu_plan *cp) {
   cu_timing *tm = cp->tm;
   memset(tm->elast, 0xff, sizeof tm->elast);
+  memset(tm->eacc, 0, sizeof tm->eacc);
+  memset(tm->etail_rec, 0, sizeof tm->etail_rec);
   for (int d = 0; d < st->ndev; d++) {
     tm->ref_ok[d] = 0;
     if (cp->used[d] == 0) continue;
@@ -232,17 +252,55 @@ void weft__cu_timing_before(cu_plan *cp, uint32_t i, cudaStream_t s) {
   if (tm->tick0 != NULL && tm->tick0[i] != NULL) cudaEventRecord(tm->tick0[i], s);
 }
 
+/* Eager: a node that ticks alone (its group holds it only), so that its start is exact: a copy
+ * (what the overlap is about) or a node estimated at a group's size or more. */
+static int eager_alone(const cu_plan *cp, uint32_t i) {
+  return cp->p->x[i].node->kind == WEFT__OP_COPY || cp->tm->est[i] >= cp->st->eager_group_ns;
+}
+
+cudaError_t weft__cu_timing_open(cu_plan *cp, uint32_t i, cudaStream_t s) {
+  cu_timing *tm = cp->tm;
+  const cu_node *x = &cp->x[i];
+  if (x->start_dev != x->dev || x->start_stream != x->stream || !eager_alone(cp, i)) return cudaSuccess;
+  uint32_t prev = tm->elast[x->dev][x->stream];
+  if (prev == NONE || tm->stamp[prev] == cp->runs) return cudaSuccess;
+  /* The stream's last work is prev's (this node's waits come after): its end, now. */
+  cudaError_t e = cudaEventRecord(tm->tick[prev], s);
+  if (e == cudaSuccess) {
+    tm->stamp[prev] = cp->runs;
+    tm->eacc[x->dev][x->stream] = 0;
+  }
+  return e;
+}
+
 cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int capture) {
   cu_timing *tm = cp->tm;
   const cu_node *x = &cp->x[i];
   if (capture) return tm->rtick[i] ? cudaEventRecordWithFlags(tm->tick[i], s, cudaEventRecordExternal) : cudaSuccess;
+  /* Under the lock of the stream the node ends on. A node ticks when it ticks alone, when a
+   * node on another stream or the host waits for it, or when its group's estimate reaches
+   * eager_group_ns; the others share their group's interval (cuda_timing.c, top). */
+  int d = x->dev, k = x->stream;
+  tm->eprev[i] = tm->elast[d][k];
+  tm->elast[d][k] = i;
+  uint64_t acc = tm->eacc[d][k] + tm->est[i];
+  if (!(x->flags & (CU_RECORD | CU_NOTIFY)) && !eager_alone(cp, i) && acc < cp->st->eager_group_ns) {
+    tm->eacc[d][k] = acc;
+    return cudaSuccess;
+  }
   cudaError_t e = cudaEventRecord(tm->tick[i], s);
   if (e != cudaSuccess) return e;
-  /* Under the lock of the stream the node ends on. */
-  tm->eprev[i] = tm->elast[x->dev][x->stream];
-  tm->elast[x->dev][x->stream] = i;
   tm->stamp[i] = cp->runs;
+  tm->eacc[d][k] = 0;
   return cudaSuccess;
+}
+
+void weft__cu_timing_drain_stream(cu_plan *cp, int dev, int stream, cudaStream_t s) {
+  cu_timing *tm = cp->tm;
+  uint32_t last = tm->elast[dev][stream];
+  if (cp->replaying || last == NONE || tm->stamp[last] == cp->runs || tm->etail[dev][stream] == NULL) return;
+  tm->etail_rec[dev][stream] = cudaEventRecord(tm->etail[dev][stream], s) == cudaSuccess;
+  cudaGetLastError();
 }
 
 /* The host time of event ev of device d, recorded in this run, or 0 when it cannot be read. */
@@ -272,7 +330,7 @@ static uint64_t split_start(cu_plan *cp, uint32_t i) {
   return tm->start[p] + (uint64_t)((double)(tm->end[p] - tm->start[p]) * (double)h / (double)rows);
 }
 
-/* The latest end among the node's cross-stream waits (their ends must be known). */
+/* The latest end among the node's cross-stream waits (those whose ends are known) and s. */
 static uint64_t waits_end(cu_plan *cp, uint32_t i, uint64_t s) {
   cu_timing *tm = cp->tm;
   const cu_node *x = &cp->x[i];
@@ -300,15 +358,74 @@ static int eager_end(cu_plan *cp, uint32_t i) {
   return 1;
 }
 
-/* Eager: node i's start, once the ends of its stream predecessor and its waits are known. */
-static void eager_start(cu_plan *cp, uint32_t i) {
+/* Eager: places nodes seq[0..m) of one stream, which ran one after the other, the last of
+ * them ending at e (its tick, or the drain's event on the stream), none starting before s0
+ * (the previous group's end) or before lb[] (its enqueue on the host, its cross-stream waits).
+ * Durations are the estimates times one factor, found by bisection so that the last node ends
+ * at e: where the host fell behind the device (a stream that emptied between two enqueues),
+ * the gaps stay gaps instead of being spread over the nodes. */
+static uint64_t lay(cu_plan *cp, const uint32_t *seq, uint32_t m, uint64_t s0, uint64_t e, double c, int place) {
   cu_timing *tm = cp->tm;
-  uint64_t s = tm->t_enq[i];
-  uint32_t prev = tm->eprev[i];
-  if (prev != NONE && (tm->have[prev] & 1)) s = max_u64(s, tm->end[prev]);
-  s = waits_end(cp, i, s);
-  tm->start[i] = s < tm->end[i] ? s : tm->end[i];
-  tm->have[i] |= 2;
+  uint64_t t = s0;
+  for (uint32_t a = 0; a < m; a++) {
+    uint32_t j = seq[a];
+    uint64_t b = max_u64(t, tm->lb[a]);
+    t = b + (uint64_t)(c * (double)tm->est[j]);
+    if (!place) continue;
+    tm->start[j] = b < e ? b : e;
+    tm->end[j] = a + 1 == m || t > e ? e : t;
+    tm->have[j] |= 3;
+  }
+  return t;
+}
+
+static void eager_group(cu_plan *cp, const uint32_t *seq, uint32_t m, uint64_t s0, uint64_t e) {
+  cu_timing *tm = cp->tm;
+  double sum = 0;
+  for (uint32_t a = 0; a < m; a++) {
+    tm->lb[a] = waits_end(cp, seq[a], tm->t_enq[seq[a]]);
+    sum += (double)tm->est[seq[a]];
+  }
+  uint64_t first = max_u64(s0, tm->lb[0]); /* where the group starts: bounds the factor */
+  double lo = 0, hi = sum > 0 && e > first ? (double)(e - first) / sum : 0;
+  if (m > 1 && lay(cp, seq, m, s0, e, 0, 0) < e)
+    for (int it = 0; it < 40; it++) {
+      double mid = 0.5 * (lo + hi);
+      if (lay(cp, seq, m, s0, e, mid, 0) > e)
+        hi = mid;
+      else
+        lo = mid;
+    }
+  lay(cp, seq, m, s0, e, m > 1 ? lo : hi, 1);
+}
+
+/* Eager: one stream's nodes of this run, in the order they were enqueued, in groups each
+ * closed by a tick (or, for the last, by the drain's event). */
+static void eager_stream(cu_plan *cp, int d, int k) {
+  cu_timing *tm = cp->tm;
+  uint32_t m = 0;
+  for (uint32_t j = tm->elast[d][k]; j != NONE && m < cp->n; j = tm->eprev[j]) tm->seq[m++] = j;
+  for (uint32_t a = 0; a < m / 2; a++) {
+    uint32_t t = tm->seq[a];
+    tm->seq[a] = tm->seq[m - 1 - a];
+    tm->seq[m - 1 - a] = t;
+  }
+  uint64_t s0 = 0;
+  uint32_t g0 = 0;
+  for (uint32_t a = 0; a < m; a++) {
+    uint32_t j = tm->seq[a];
+    uint64_t e = 0;
+    if (tm->have[j] & 1)
+      e = tm->end[j];
+    else if (a + 1 < m)
+      continue;
+    else if (!tm->etail_rec[d][k] || (e = event_ns(cp, d, tm->etail[d][k])) == 0)
+      break;
+    /* lb[] is indexed by the position in the group: the group starts the scratch. */
+    eager_group(cp, tm->seq + g0, a + 1 - g0, s0, e);
+    s0 = e;
+    g0 = a + 1;
+  }
 }
 
 void weft__cu_timing_node(cu_plan *cp, uint32_t i, weft_run *run) {
@@ -464,9 +581,15 @@ void weft__cu_timing_run(cu_plan *cp, weft_run *run) {
     replay_times(cp);
   } else {
     for (uint32_t i = 0; i < cp->n; i++) eager_end(cp, i);
-    /* In the plan's order, so a split copy's product has its start before the copy. */
-    for (uint32_t k = 0; k < cp->n; k++)
-      if (tm->have[cp->order[k]] & 1) eager_start(cp, cp->order[k]);
+    for (int d = 0; d < cp->st->ndev; d++)
+      for (int k = 0; k < CU_MAX_COMPUTE + 3; k++)
+        if (cp->used[d] >> k & 1) eager_stream(cp, d, k);
+    /* A split copy starts once its product's first half is done (known now). */
+    for (uint32_t i = 0; i < cp->n; i++)
+      if ((cp->x[i].flags & CU_SPLIT_COPY) && (tm->have[i] & 3) == 3) {
+        uint64_t b = max_u64(tm->start[i], split_start(cp, i));
+        tm->start[i] = b < tm->end[i] ? b : tm->end[i];
+      }
     if (tm->tick0 != NULL) check_starts(cp);
   }
   for (uint32_t i = 0; i < cp->n; i++)
