@@ -14,8 +14,9 @@
 #        (WEFT_CUDA_TIMING=0: no device timing; WEFT_CUDA_TIMING_GROUP_US=0: a tick per node in
 #        replays too; WEFT_CUDA_TIMING_CHECK=1: a start event as well, compared with the derived
 #        start); every test binary; bench_sim_accuracy with a profile calibrated here.
-# multi: test_cuda_timing, the two-GPU example's timeline (a first run, and a second one),
-#        run_gpu.sh --only multi_gpu and its accuracy row with a profile calibrated here.
+# multi: the CUDA tests, the two-GPU example's timeline (a first run, and a second one),
+#        run_gpu.sh --only multi_gpu, dispatch and sync_logging with timing off and on
+#        (interleaved), and the multi_gpu accuracy row with a profile calibrated here.
 # Knobs (for a shorter call): OBSERVE_OFF=0 skips the timing-off pass of run_gpu.sh,
 # OBSERVE_ROUNDS=N sets the interleaved rounds (3), OBSERVE_SKIP=REGEX skips test binaries.
 # Everything goes to $OUT/observe.tgz (refreshed after each step, so a call stopped at its time
@@ -103,14 +104,22 @@ case "$mode" in
     timeout "$(left)" bench_sim_accuracy --calibrate "$o/h100.json"
     ;;
   multi)
-    step "test_cuda_timing"
-    tests test_cuda_timing
+    step "the CUDA tests"
+    tests test_cuda_timing test_cuda_backend test_cuda_memory test_cuda_replay test_cuda_oracle test_cuda_errors
     step "the two-GPU example's timeline (N = 4000): a first run, then the second of two"
     weft run -D N=4000 --stats --timeline "$o/two-gpus-h200x2-first.svg" examples/two_gpus.weft
     weft run -D N=4000 --repeat 2 --stats --timeline "$o/two-gpus-h200x2.svg" \
       --trace "$o/two-gpus-h200x2.trace.json" examples/two_gpus.weft
     step "run_gpu.sh --only multi_gpu"
     WEFT_RUN_GPU_LOGS=$o/run_gpu_multi timeout 200 ./run_gpu.sh --only multi_gpu
+    step "timing off / on, interleaved, on cuda:0 (RESULT lines)"
+    for r in $(seq "${OBSERVE_ROUNDS:-3}"); do
+      for t in 0 1; do
+        for b in dispatch sync_logging; do
+          echo "round $r timing $t: $(WEFT_TIMING=$t timeout 60 "bench_gpu_$b" --reps 15 | grep '^RESULT')"
+        done
+      done
+    done
     step "the simulator against this machine (multi_gpu), with a profile calibrated now"
     timeout "$(left)" bench_sim_accuracy --only multi_gpu --calibrate "$o/h200x2.json"
     ;;

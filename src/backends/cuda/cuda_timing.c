@@ -176,6 +176,15 @@ int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
       if ((cp->used[d] >> k & 1) && (rc = timing_event(st, d, &tm->etail[d][k])) != WEFT_OK) return rc;
   }
   plan_groups(st, cp);
+  /* The nodes that free or allocate temporaries, for the memory track. */
+  weft_tensor **ts = cp->p->graph->tensors.data;
+  if ((tm->mem = weft__malloc(n * sizeof *tm->mem)) == NULL) return weft__oom("the node timing of a CUDA plan");
+  for (uint32_t k = 0; k < cp->n; k++) {
+    const cu_node *x = &cp->x[cp->order[k]];
+    if (x->dev < 0 || (x->free_e == x->free_b && x->alloc_e == x->alloc_b)) continue;
+    tm->mem[tm->nmem++] = cp->order[k];
+    for (uint32_t a = x->alloc_b; a < x->alloc_e; a++) tm->temp_bytes[x->dev] += ts[cp->lists[a]]->bytes;
+  }
   return WEFT_OK;
 }
 
@@ -212,6 +221,7 @@ void weft__cu_timing_free(cu_state *st, cu_plan *cp) {
   weft__free(tm->end);
   weft__free(tm->have);
   weft__free(tm->seq);
+  weft__free(tm->mem);
   weft__free(tm->lb);
   weft__free(tm);
   cp->tm = NULL;
@@ -505,23 +515,25 @@ static void replay_times(cu_plan *cp) {
 }
 
 /* The memory track: per device, the pool's bytes at the run's start plus the plan's
- * temporaries as the nodes that free and allocate them start. */
+ * temporaries as the nodes that free and allocate them start (tm->mem: those nodes, in the
+ * plan's order). A device whose temporaries add up to less than the grain gets its base alone:
+ * a 10 000-node chain of one-element adds then costs the drain no walk at all. */
 static void mem_samples(cu_plan *cp, weft_run *run) {
   cu_timing *tm = cp->tm;
   cu_state *st = cp->st;
   weft_tensor **ts = cp->p->graph->tensors.data;
   const uint32_t *L = cp->lists;
+  uint64_t now = weft__clock_now();
   for (int d = 0; d < st->ndev; d++) {
     if (cp->used[d] == 0 || !tm->ref_ok[d]) continue;
-    uint64_t base = tm->mem_base[d], cur = base, said = base, peak = base, t_peak = 0, t_end = tm->ref_ns[d];
+    uint64_t base = tm->mem_base[d], cur = base, said = base, peak = base, t_peak = 0;
     weft_device dev = weft_cuda(d);
     weft__sched_mem_sample(run, dev, tm->ref_ns[d], base);
-    for (uint32_t k = 0; k < cp->n; k++) {
-      uint32_t i = cp->order[k];
+    if (tm->temp_bytes[d] < MEM_GRAIN) continue;
+    for (uint32_t k = 0; k < tm->nmem; k++) {
+      uint32_t i = tm->mem[k];
       const cu_node *x = &cp->x[i];
       if (x->dev != d || (tm->have[i] & 3) != 3) continue;
-      if (tm->end[i] > t_end) t_end = tm->end[i];
-      if (x->free_e == x->free_b && x->alloc_e == x->alloc_b) continue;
       for (uint32_t f = x->free_b; f < x->free_e; f++) cur -= cur >= ts[L[f]]->bytes ? ts[L[f]]->bytes : cur;
       for (uint32_t a = x->alloc_b; a < x->alloc_e; a++) cur += ts[L[a]]->bytes;
       if (cur > peak) {
@@ -534,8 +546,8 @@ static void mem_samples(cu_plan *cp, weft_run *run) {
       }
     }
     if (peak > said && t_peak != 0) weft__sched_mem_sample(run, dev, t_peak, peak);
-    /* The drain (or the graph's end) frees what nobody claimed. */
-    if (cur != base) weft__sched_mem_sample(run, dev, t_end, base);
+    /* The drain (or the graph's end) frees what nobody claimed: by now. */
+    if (cur != base) weft__sched_mem_sample(run, dev, now, base);
   }
 }
 
