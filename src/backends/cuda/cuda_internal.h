@@ -175,7 +175,8 @@ typedef struct cu_timing {
   uint8_t etail_rec[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3]; /*   ... recorded in this run */
   uint32_t *seq;                    /* the drain's scratch: one stream's nodes in order, */
   uint64_t *lb;                     /*   ... and the earliest each may start */
-  uint32_t *mem, nmem;              /* the nodes that free or allocate temporaries, in order */
+  uint32_t *mem, nmem;              /* the nodes that free or allocate temporaries, in order, */
+  int64_t *mem_delta;               /*   ... and the bytes each allocates less those it frees */
   uint64_t temp_bytes[CU_MAX_DEVICES]; /* per device: the plan's temporaries, all together */
   cudaEvent_t ref[CU_MAX_DEVICES];  /* per device: this run's reference event ... */
   uint64_t ref_ns[CU_MAX_DEVICES];  /*   ... and its host time */

@@ -178,12 +178,21 @@ int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
   plan_groups(st, cp);
   /* The nodes that free or allocate temporaries, for the memory track. */
   weft_tensor **ts = cp->p->graph->tensors.data;
-  if ((tm->mem = weft__malloc(n * sizeof *tm->mem)) == NULL) return weft__oom("the node timing of a CUDA plan");
+  tm->mem = weft__malloc(n * sizeof *tm->mem);
+  tm->mem_delta = weft__malloc(n * sizeof *tm->mem_delta);
+  if (tm->mem == NULL || tm->mem_delta == NULL) return weft__oom("the node timing of a CUDA plan");
   for (uint32_t k = 0; k < cp->n; k++) {
     const cu_node *x = &cp->x[cp->order[k]];
     if (x->dev < 0 || (x->free_e == x->free_b && x->alloc_e == x->alloc_b)) continue;
+    /* The bytes it frees and allocates, summed now: the drain then reads no tensor. */
+    int64_t delta = 0;
+    for (uint32_t f = x->free_b; f < x->free_e; f++) delta -= (int64_t)ts[cp->lists[f]]->bytes;
+    for (uint32_t a = x->alloc_b; a < x->alloc_e; a++) {
+      delta += (int64_t)ts[cp->lists[a]]->bytes;
+      tm->temp_bytes[x->dev] += ts[cp->lists[a]]->bytes;
+    }
+    tm->mem_delta[tm->nmem] = delta;
     tm->mem[tm->nmem++] = cp->order[k];
-    for (uint32_t a = x->alloc_b; a < x->alloc_e; a++) tm->temp_bytes[x->dev] += ts[cp->lists[a]]->bytes;
   }
   return WEFT_OK;
 }
@@ -222,6 +231,7 @@ void weft__cu_timing_free(cu_state *st, cu_plan *cp) {
   weft__free(tm->have);
   weft__free(tm->seq);
   weft__free(tm->mem);
+  weft__free(tm->mem_delta);
   weft__free(tm->lb);
   weft__free(tm);
   cp->tm = NULL;
@@ -521,8 +531,6 @@ static void replay_times(cu_plan *cp) {
 static void mem_samples(cu_plan *cp, weft_run *run) {
   cu_timing *tm = cp->tm;
   cu_state *st = cp->st;
-  weft_tensor **ts = cp->p->graph->tensors.data;
-  const uint32_t *L = cp->lists;
   uint64_t now = weft__clock_now();
   for (int d = 0; d < st->ndev; d++) {
     if (cp->used[d] == 0 || !tm->ref_ok[d]) continue;
@@ -534,8 +542,8 @@ static void mem_samples(cu_plan *cp, weft_run *run) {
       uint32_t i = tm->mem[k];
       const cu_node *x = &cp->x[i];
       if (x->dev != d || (tm->have[i] & 3) != 3) continue;
-      for (uint32_t f = x->free_b; f < x->free_e; f++) cur -= cur >= ts[L[f]]->bytes ? ts[L[f]]->bytes : cur;
-      for (uint32_t a = x->alloc_b; a < x->alloc_e; a++) cur += ts[L[a]]->bytes;
+      int64_t delta = tm->mem_delta[k];
+      cur = delta >= 0 || cur >= (uint64_t)-delta ? cur + (uint64_t)delta : 0;
       if (cur > peak) {
         peak = cur;
         t_peak = tm->start[i];
