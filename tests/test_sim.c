@@ -154,10 +154,16 @@ static void test_profiles_shipped(void **state) {
   assert_int_equal(x4.ngpus, 4);
   assert_false(h100.peer_access);
   assert_true(x2.peer_access && x4.peer_access);
-  /* The reference figures: 49.0 TFLOP/s at 4000 on the H100, 55 GB/s pinned, 378 GB/s NVLink. */
-  assert_true(near(weft__sim_curve_at(&h100.gpu.gemm[0], 4000), 49.0e12, 0.01));
-  assert_true(near(h100.h2d.bandwidth, 55e9, 0.01));
-  assert_true(near(x2.peer.bandwidth, 378e9, 0.01));
+  /* Measured on the machines (weft calibrate, 2026-11-21), except h200x4, derived from h200x2;
+   * the figures in the range of PyTorch's on the same machines (shared/device/README.md):
+   * 49 TFLOP/s at 4000 on the H100, 55 GB/s pinned, 378 GB/s over NVLink. */
+  assert_true(tu_contains(h100.source, "Measured by weft calibrate"));
+  assert_true(tu_contains(x2.source, "Measured by weft calibrate"));
+  assert_true(tu_contains(x4.source, "DERIVED from profiles/h200x2.json"));
+  assert_true(near(weft__sim_curve_at(&h100.gpu.gemm[0], 4000), 49.0e12, 0.1));
+  assert_true(near(h100.h2d.bandwidth, 55e9, 0.1));
+  assert_true(near(x2.peer.bandwidth, 378e9, 0.1));
+  assert_true(x4.peer.bandwidth == x2.peer.bandwidth);
   /* A family with a count: the profile with the most GPUs, scaled. */
   weft__sim_profile x8 = load("h200x8"), x64 = load("h200x64"), h3 = load("h100x3");
   assert_int_equal(x8.ngpus, 8);
@@ -220,13 +226,13 @@ static void test_profile_files(void **state) {
       {"\"cores\": 16", "\"corez\": 16", "host.corez: unknown field"},
       {"\"copy_engines\": 3", "\"copy_engines\": 4", "gpu.copy_engines: 4 is out of range"},
       {"\"launch_s\"", "\"launch_s\": 1, \"launch_s\"", "gpu.launch_s: field given twice"},
-      {"[1000, ", "[100, ", "gpu.gemm_f32_flops[1]: sizes must be strictly ascending"},
+      {"[128, ", "[32, ", "host.gemm_f32_flops[1]: sizes must be strictly ascending"},
       {"\"version\": 1", "\"version\": 2", "this weft reads version 1"},
       {"weft-machine-profile", "other-format", "not a weft machine profile"},
       {"\"kernel_s\"", "\"kernel_z\"", "gpu.kernel_z: unknown field"},
       {"\"name\": \"h100\",", "", "missing field name"},
       {"\"h2d\": {\"bandwidth\"", "\"h2d\": {\"bandwidthh\"", "links.h2d.bandwidthh: unknown field"},
-      {"\"memory_bandwidth\": 2.85e12", "\"memory_bandwidth\": \"fast\"", "gpu.memory_bandwidth: expected a number, found string"},
+      {"\"fill_bandwidth\": ", "\"fill_bandwidth\": \"fast\", \"x\": ", "gpu.fill_bandwidth: expected a number, found string"},
   };
   for (size_t i = 0; i < sizeof breaks / sizeof breaks[0]; i++) {
     const char *at = strstr(h100, breaks[i].from);
@@ -329,7 +335,7 @@ static void test_no_data(void **state) {
 /* ---- scheduling properties in virtual time ----------------------------------------------------- */
 
 /* Two chains of `len` products of n x n: on cuda:0 and cuda:1 (or both on cuda:0), independent
- * or, with `serial`, the second after the first (an explicit edge). */
+ * or, with `serial`, the second after the first (an explicit edge); the makespan of a replay. */
 static double two_chains(weft_runtime *rt, int64_t n, int len, int devices, int serial) {
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
@@ -347,6 +353,9 @@ static double two_chains(weft_runtime *rt, int64_t n, int len, int devices, int 
       last[c] = weft_graph_last_node(g);
     }
   if (serial) CHECK(weft_graph_add_edge(g, last[0], first[1]));
+  /* The second run, a replay: the devices' time, not the host's launches (a first run of small
+   * products is bound by their launches, one device's at a time). */
+  (void)run_summary(g);
   double t = run_summary(g).makespan_s;
   weft_graph_destroy(g);
   return t;
@@ -365,10 +374,14 @@ static void test_two_chains_two_gpus(void **state) {
   assert_true(one_gpu / par > 1.95 && one_gpu / par < 2.02);
   /* And the time is what the profile predicts: 50 products, plus microseconds of host costs. */
   assert_true(near(par, 50 * gemm_time(&p, 4000), 0.005));
-  /* Products of 1000^2 reach 43% of the device's peak rate, so two of them run at once on one
-   * GPU (on two streams), as fast as on two GPUs. */
-  double small_par = two_chains(rt, 1000, 50, 2, 0), small_one = two_chains(rt, 1000, 50, 1, 0);
-  print_message("two chains of 50 x mm 1000^2: %.3f ms on two GPUs, %.3f ms on one\n", small_par * 1e3,
+  /* Products of 512^2 reach less than half the device's peak rate (43% on the measured H200),
+   * so two of them run at once on one GPU (on two streams), as fast as on two GPUs. */
+  const weft__sim_curve *c = &p.gpu.gemm[0];
+  double peak = 0;
+  for (int i = 0; i < c->n; i++) peak = WEFT__MAX(peak, c->y[i]);
+  assert_true(weft__sim_curve_at(c, 512) < 0.5 * peak);
+  double small_par = two_chains(rt, 512, 50, 2, 0), small_one = two_chains(rt, 512, 50, 1, 0);
+  print_message("two chains of 50 x mm 512^2: %.3f ms on two GPUs, %.3f ms on one\n", small_par * 1e3,
                 small_one * 1e3);
   assert_true(small_one / small_par < 1.05);
   weft_runtime_destroy(rt);
@@ -436,7 +449,9 @@ static void test_overlap(void **state) {
   s = run_summary(g);
   double pageable = 10 * (p.d2h_pageable.latency_s + (double)buf / p.d2h_pageable.bandwidth);
   assert_true(near(s.makespan_s, pageable + gemm_time(&p, (double)n), 0.01));
-  assert_true(s.hidden_copy_fraction < 0.1);
+  /* They hide behind the products alone: at most the products' share of the copies' time. */
+  assert_true(s.hidden_copy_fraction <= 10 * gemm_time(&p, (double)n) / pageable + 0.01);
+  assert_true(s.hidden_copy_fraction < 0.6);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
 }
@@ -637,8 +652,11 @@ static void test_replay(void **state) {
   double per_first = first.makespan_s / 1000, per_again = again.makespan_s / 1000;
   print_message("1000 tiny nodes: %.2f us a node on the first run, %.2f us on a replay\n",
                 per_first * 1e6, per_again * 1e6);
-  assert_true(near(per_first, WEFT__MAX(p.gpu.launch_s, p.gpu.kernel_s), 0.02));
-  assert_true(near(per_again, WEFT__MAX(p.gpu.replay_node_s, p.gpu.kernel_s), 0.02));
+  /* Per node: the launch (or replay) cost or the kernel, whichever bounds; the makespan ends
+   * when the host sees the last node end (notify_s), shared by the 1000 nodes. */
+  double seen = p.gpu.notify_s / 1000;
+  assert_true(near(per_first, WEFT__MAX(p.gpu.launch_s, p.gpu.kernel_s) + seen, 0.02));
+  assert_true(near(per_again, WEFT__MAX(p.gpu.replay_node_s, p.gpu.kernel_s) + seen, 0.02));
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
 }
@@ -930,7 +948,8 @@ static void test_calibrate_roundtrip(void **state) {
   /* A chain of tiny products: the launch, or the smallest product's time where that is longer. */
   const weft__sim_curve *c0 = &want.gpu.gemm[0];
   double floor_s = 2.0 * c0->x[0] * c0->x[0] * c0->x[0] / c0->y[0];
-  assert_true(near(got.gpu.gemm_launch_s, WEFT__MAX(want.gpu.launch_s, floor_s), 0.02));
+  double want_mm = want.gpu.gemm_launch_s > 0 ? want.gpu.gemm_launch_s : want.gpu.launch_s;
+  assert_true(near(got.gpu.gemm_launch_s, WEFT__MAX(want_mm, floor_s), 0.02));
   assert_true(near(got.gpu.kernel_s, WEFT__MAX(want.gpu.kernel_s, want.gpu.replay_node_s), 0.02));
   assert_true(near(got.gpu.event_s, want.gpu.event_s, 0.05));
   assert_true(near(got.gpu.notify_s, want.gpu.notify_s, 0.05));
