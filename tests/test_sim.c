@@ -58,8 +58,13 @@ static weft_sim_summary run_summary(weft_graph *g) {
 }
 
 /* The profile's time for one n x n x n product on a GPU. */
+/* The modelled time of an n x n x n f32 product on the profile's GPU: a product with at least
+ * one 128 x 128 output tile per SM computes whole tiles (sim_backend.c, gpu_cost). */
 static double gemm_time(const weft__sim_profile *p, double n) {
-  return WEFT__MAX(p->gpu.kernel_s, 2 * n * n * n / weft__sim_curve_at(&p->gpu.gemm[0], n));
+  double m = n;
+  double tiles = ceil(n / 128) * ceil(n / 128);
+  if (tiles >= p->gpu.multiprocessors) m = ceil(n / 128) * 128;
+  return WEFT__MAX(p->gpu.kernel_s, 2 * m * m * n / weft__sim_curve_at(&p->gpu.gemm[0], cbrt(m * m * n)));
 }
 
 static int near(double got, double want, double rel) {
