@@ -147,9 +147,10 @@ void weft__sched_drained(weft_run *run, uint32_t index, int status, const char *
  *     the nodes of a whole-plan replay: from run_drain, or before weft__sched_drained. The
  *     dispatcher has written its own record of every node by then, so nothing overwrites
  *     the device-side times.
- * With CUDA: an event before and after each timed node on its stream; to place event times on
- * this base, take a reference event per stream per run whose host time is known (recorded on
- * an idle stream, with weft__clock_ns() read right after cudaEventRecord returns), and add
+ * With CUDA (backends/cuda/cuda_timing.c): an event after each timed node (or group of small
+ * nodes) on its stream, starts derived from the stream's order and the waits; to place event
+ * times on this base, a reference event per device per run whose host time is known (recorded
+ * on an idle stream, with weft__clock_ns() read right after cudaEventRecord returns), plus
  * cudaEventElapsedTime(reference, event). A simulator reports virtual times as the run's
  * launch time plus its virtual offsets, so that they sort after every earlier run.
  *
