@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "gpu_test.h"
-#include "weft/report.h"
+#include "report_util.h"
 #if WEFT_HAVE_CUDA
 #include "weft/cuda.h"
 #endif
@@ -56,6 +56,16 @@ static const char *lane_kind(const weft_run_stats *st, long lane) {
   return l.kind;
 }
 
+/* Runs g once and returns the statistics of that run (the caller destroys them), after checking
+ * that every GPU node that ran was timed on the device; *sum receives the summary. */
+static weft_run_stats *timed_run(weft_graph *g, weft_stats_summary *sum) {
+  weft_run_stats *st = tr_run_stats(g);
+  weft_run_stats_summary(st, sum);
+  assert_int_equal(sum->host_timed_nodes, 0);
+  assert_true(sum->makespan_s <= sum->wall_s + HOST_SLACK_S);
+  return st;
+}
+
 static int by_start(const void *a, const void *b) {
   const weft_node_timing *x = a, *y = b;
   return x->start_s < y->start_s ? -1 : x->start_s > y->start_s;
@@ -63,16 +73,9 @@ static int by_start(const void *a, const void *b) {
 
 /* The checks every run of the overlap graph must pass; returns the run's stats. */
 static weft_run_stats *check_overlap_run(overlap *o) {
-  weft_run *run;
-  CHECK(weft_graph_launch(o->g, &run));
-  CHECK(weft_run_wait(run));
-  weft_run_stats *st;
-  CHECK(weft_run_stats_create(run, &st));
   weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
-  assert_int_equal(s.host_timed_nodes, 0);
+  weft_run_stats *st = timed_run(o->g, &s);
   assert_int_equal(s.nodes_run, (size_t)(2 * o->n));
-  assert_true(s.makespan_s <= s.wall_s + HOST_SLACK_S);
   weft_node_timing mm[8];
   for (int i = 0; i < o->n; i++) {
     weft_node_timing m = node_time(st, o->mm[i]), c = node_time(st, o->cp[i]);
@@ -91,7 +94,6 @@ static weft_run_stats *check_overlap_run(overlap *o) {
     assert_int_equal(mm[i].lane, mm[0].lane);
     assert_true(mm[i].start_s >= mm[i - 1].end_s - DEV_SLACK_S);
   }
-  weft_run_destroy(run);
   return st;
 }
 
@@ -154,15 +156,8 @@ static void chain_in_order(void **state) {
     id[i] = weft_node_id(weft_graph_last_node(g));
   }
   for (int r = 0; r < 3; r++) {
-    weft_run *run;
-    CHECK(weft_graph_launch(g, &run));
-    CHECK(weft_run_wait(run));
-    weft_run_stats *st;
-    CHECK(weft_run_stats_create(run, &st));
     weft_stats_summary s;
-    weft_run_stats_summary(st, &s);
-    assert_int_equal(s.host_timed_nodes, 0);
-    assert_true(s.makespan_s <= s.wall_s + HOST_SLACK_S);
+    weft_run_stats *st = timed_run(g, &s);
     weft_node_timing prev = node_time(st, id[0]);
     for (int i = 1; i < N; i++) {
       weft_node_timing t = node_time(st, id[i]);
@@ -171,7 +166,6 @@ static void chain_in_order(void **state) {
       prev = t;
     }
     weft_run_stats_destroy(st);
-    weft_run_destroy(run);
   }
   double v;
   CHECK(weft_tensor_get(x, 0, &v));
@@ -197,21 +191,14 @@ static void cpu_successor_starts_after_the_device_end(void **state) {
   CHECK(weft_relu(g, h, &r));
   size_t cpu = weft_node_id(weft_graph_last_node(g));
   for (int k = 0; k < 2; k++) {
-    weft_run *run;
-    CHECK(weft_graph_launch(g, &run));
-    CHECK(weft_run_wait(run));
-    weft_run_stats *st;
-    CHECK(weft_run_stats_create(run, &st));
     weft_stats_summary s;
-    weft_run_stats_summary(st, &s);
-    assert_int_equal(s.host_timed_nodes, 0);
+    weft_run_stats *st = timed_run(g, &s);
     weft_node_timing tm = node_time(st, mm), tc = node_time(st, cp), tr = node_time(st, cpu);
     assert_string_equal(lane_kind(st, tc.lane), "copy");
     assert_string_equal(lane_kind(st, tr.lane), "cpu");
     assert_true(tc.start_s >= tm.end_s - DEV_SLACK_S);
     assert_true(tr.start_s >= tc.end_s - HOST_SLACK_S);
     weft_run_stats_destroy(st);
-    weft_run_destroy(run);
   }
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
@@ -271,14 +258,8 @@ static void two_devices(void **state) {
     }
   }
   for (int r = 0; r < 3; r++) {
-    weft_run *run;
-    CHECK(weft_graph_launch(g, &run));
-    CHECK(weft_run_wait(run));
-    weft_run_stats *st;
-    CHECK(weft_run_stats_create(run, &st));
     weft_stats_summary s;
-    weft_run_stats_summary(st, &s);
-    assert_int_equal(s.host_timed_nodes, 0);
+    weft_run_stats *st = timed_run(g, &s);
     weft_node_timing a0 = node_time(st, first[0]), a1 = node_time(st, last[0]);
     weft_node_timing b0 = node_time(st, first[1]), b1 = node_time(st, last[1]);
     assert_true(a0.lane != b0.lane);
@@ -286,7 +267,6 @@ static void two_devices(void **state) {
     assert_true(a1.end_s - a0.start_s > 0.7 * s.makespan_s);
     assert_true(b1.end_s - b0.start_s > 0.7 * s.makespan_s);
     weft_run_stats_destroy(st);
-    weft_run_destroy(run);
   }
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
