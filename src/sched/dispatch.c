@@ -72,10 +72,14 @@ static void record_failure(weft_run *r, weft__xnode *x, int status, const char *
 
 /* Releases x's outgoing edges of the given kind (early or late). The first successor to
  * become ready is returned in *next when next is not NULL; others are queued. */
-static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int early, int poisoned,
+/* `which`: RELEASE_EARLY or RELEASE_LATE for one kind of edge, RELEASE_ALL for every edge of a
+ * node that finished synchronously (one pass over its successors, not two). */
+enum { RELEASE_LATE = 0, RELEASE_EARLY = 1, RELEASE_ALL = 2 };
+
+static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which, int poisoned,
                     weft__xnode **next) {
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
-    if (pl->succ_early[k] != early) continue;
+    if (which != RELEASE_ALL && pl->succ_early[k] != which) continue;
     uint32_t s = pl->succ[k];
     if (poisoned) atomic_store_explicit(&pl->poison[s], 1, memory_order_relaxed);
     if (atomic_fetch_sub_explicit(&pl->pending[s], 1, memory_order_acq_rel) == 1) {
@@ -154,12 +158,10 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
     weft__xnode *next = NULL;
     if (st == WEFT__PENDING) {
       /* Completion (and the late edges) come through weft__sched_complete. */
-      release(pool, pl, x, 1, 0, &next);
+      release(pool, pl, x, RELEASE_EARLY, 0, &next);
     } else {
       if (st != WEFT_OK && st != SKIPPED) record_failure(r, x, st, err);
-      int poisoned = st != WEFT_OK;
-      release(pool, pl, x, 1, poisoned, &next);
-      release(pool, pl, x, 0, poisoned, &next);
+      release(pool, pl, x, RELEASE_ALL, st != WEFT_OK, &next);
       tls.count++;
     }
     if (held) tls.count++;
@@ -175,7 +177,7 @@ void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *m
     record_failure(r, x, status, message);
     /* Early edges were released at issue; their nodes are on the device already. */
   }
-  release(r->graph->rt->pool, pl, x, 0, status != WEFT_OK, NULL);
+  release(r->graph->rt->pool, pl, x, RELEASE_LATE, status != WEFT_OK, NULL);
   count_done(r, 1);
 }
 
