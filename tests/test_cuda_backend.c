@@ -2,8 +2,9 @@
  * GPU against the CPU backend (f32 and f64, odd shapes), random fills identical on both,
  * copies in every direction, in-place products, stream assignment (chains, forks, large
  * products, copy engines) through the plan's explanation, user ops with a CUDA kernel on the
- * node's stream and cuBLAS handle, CPU nodes after GPU nodes and before them, and graphs
- * running at once. */
+ * node's stream and cuBLAS handle, CPU nodes after GPU nodes and before them, graphs
+ * running at once, and batches of small elementwise nodes (which nodes join one, their results
+ * eager and replayed, and that a cancelled run has run every node it reports as run). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "gpu_test.h"
 #include "sched/sched.h"
+#include "weft/report.h"
 #if WEFT_HAVE_CUDA
 #include "weft/cuda.h"
 #endif
@@ -257,6 +259,177 @@ static void lane_of(weft_graph *g, weft_node *n, char *lane, size_t size) {
   weft__placement pl;
   CHECK(b->vt->explain(b, g->plan, (uint32_t)weft_node_id(n), &pl));
   snprintf(lane, size, "%s", pl.lane);
+}
+
+/* The batch node n belongs to, from the plan's explanation: 1 and its bounds, or 0. */
+static int batch_of(weft_graph *g, weft_node *n, unsigned *first, unsigned *last) {
+  weft_runtime *rt = weft_graph_runtime(g);
+  weft__backend *b = rt->by_kind[WEFT_DEVICE_CUDA];
+  weft__placement pl;
+  CHECK(b->vt->explain(b, g->plan, (uint32_t)weft_node_id(n), &pl));
+  const char *s = strstr(pl.why, "batched: nodes ");
+  return s != NULL && sscanf(s, "batched: nodes %u..%u", first, last) == 2;
+}
+
+/* The host's result of step k of batched_chain's program on x (y read). */
+static void chain_step(int k, float *x, const float *y, int n) {
+  for (int i = 0; i < n; i++) switch (k % 5) {
+      case 0: x[i] = x[i] + y[i]; break;
+      case 1: x[i] = 0.5f * x[i]; break;
+      case 2: x[i] = x[i] - y[i]; break;
+      case 3: x[i] = x[i] > 0 ? x[i] : 0.0f; break;
+      default: x[i] = x[i] * y[i]; break;
+    }
+}
+
+/* A chain of 300 small elementwise nodes, in place on x, with one out-of-place step through a
+ * temporary: batched in pieces of at most 128 nodes, and bit-identical to the host's result in
+ * eager runs and replays. */
+static void small_chains_are_batched(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  enum { N = 1000, STEPS = 300 };
+  weft_tensor *hx = tu_matrix(g, "hx", 1, N, 1), *hy = tu_matrix(g, "hy", 1, N, 2), *x = NULL, *y = NULL;
+  CHECK(weft_copy(g, hx, weft_cuda(0), &x));
+  CHECK(weft_copy(g, hy, weft_cuda(0), &y));
+  weft_node *chain[STEPS];
+  for (int k = 0; k < STEPS; k++) {
+    switch (k % 5) {
+      case 0: CHECK(weft_add(g, x, y, &x)); break;
+      case 1:
+        if (k == 151) { /* through a temporary: t = 0.5 x; x = relu(t) is step 152's */
+          weft_tensor *t = NULL;
+          CHECK(weft_scale(g, x, 0.5, &t));
+          chain[k] = weft_graph_last_node(g);
+          k++;
+          CHECK(weft_sub(g, t, y, &x));
+          break;
+        }
+        CHECK(weft_scale(g, x, 0.5, &x));
+        break;
+      case 2: CHECK(weft_sub(g, x, y, &x)); break;
+      case 3: CHECK(weft_relu(g, x, &x)); break;
+      default: CHECK(weft_mul(g, x, y, &x)); break;
+    }
+    chain[k] = weft_graph_last_node(g);
+  }
+  weft_tensor *out = NULL;
+  CHECK(weft_copy(g, x, weft_cpu(), &out));
+  float *x0 = gt_read(hx), *y0 = gt_read(hy), *want = malloc(N * sizeof *want);
+  memcpy(want, x0, N * sizeof *want);
+  for (int k = 0; k < STEPS; k++) chain_step(k, want, y0, N);
+  for (int r = 0; r < 5; r++) {
+    weft_cuda_set_replay(rt, r >= 2); /* two eager runs, then a capture and two replays */
+    CHECK(weft_graph_run(g));
+    float *got = gt_read(out);
+    assert_memory_equal(got, want, N * sizeof *want);
+    free(got);
+  }
+  weft_cuda_run_stats rs;
+  weft_cuda_run_stats_get(rt, &rs);
+  assert_true(rs.replays >= 2);
+  /* Every node of the chain is in a batch of at most 128; consecutive batches cover it. */
+  unsigned first, last, prev_last = 0, batches = 0;
+  for (int k = 0; k < STEPS; k++) {
+    assert_true(batch_of(g, chain[k], &first, &last));
+    assert_true(last - first + 1 <= 128);
+    assert_true(first <= weft_node_id(chain[k]) && weft_node_id(chain[k]) <= last);
+    if (k == 0 || first != (unsigned)weft_node_id(chain[k])) continue;
+    if (batches++ > 0) assert_int_equal(first, prev_last + 1);
+    prev_last = last;
+  }
+  assert_true(batches >= 3);
+  free(x0);
+  free(y0);
+  free(want);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* A node read by another stream (a copy to the host) ends its batch, and the node after it
+ * (which must wait for that copy to have read x) starts the next. */
+static void a_reader_ends_a_batch(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *hx = tu_matrix(g, "hx", 4, 8, 3), *x = NULL, *one, *mid = NULL, *out = NULL;
+  CHECK(weft_copy(g, hx, weft_cuda(0), &x));
+  CHECK(weft_tensor_create(g, "one", WEFT_F32, 2, (int64_t[]){4, 8}, weft_cuda(0), weft_ones(), &one));
+  weft_node *adds[10];
+  for (int k = 0; k < 10; k++) {
+    CHECK(weft_add(g, x, one, &x));
+    adds[k] = weft_graph_last_node(g);
+    if (k == 5) CHECK(weft_copy(g, x, weft_cpu(), &mid));
+  }
+  CHECK(weft_copy(g, x, weft_cpu(), &out));
+  for (int r = 0; r < 3; r++) {
+    weft_cuda_set_replay(rt, r == 2);
+    CHECK(weft_graph_run(g));
+    float *x0 = gt_read(hx), *m = gt_read(mid), *o = gt_read(out);
+    for (int i = 0; i < 32; i++) {
+      assert_true(m[i] == x0[i] + 1 + 1 + 1 + 1 + 1 + 1);
+      assert_true(o[i] == m[i] + 1 + 1 + 1 + 1);
+    }
+    free(x0);
+    free(m);
+    free(o);
+  }
+  unsigned f, l;
+  assert_true(batch_of(g, adds[0], &f, &l));
+  assert_int_equal(f, weft_node_id(adds[0]));
+  assert_int_equal(l, weft_node_id(adds[5]));
+  assert_true(batch_of(g, adds[6], &f, &l));
+  assert_int_equal(f, weft_node_id(adds[6]));
+  assert_int_equal(l, weft_node_id(adds[9]));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* A cancelled run stops a chain of one-element adds part way, possibly inside a batch: every
+ * node the run reports as run has run (the drain launches what a batch holds), and no other. */
+static void a_cancelled_batch_still_runs_what_ran(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_cuda_set_replay(rt, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  enum { N = 20000 };
+  weft_tensor *x, *one;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &x));
+  CHECK(weft_tensor_create(g, "one", WEFT_F64, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
+  for (int k = 0; k < N; k++) CHECK(weft_add(g, x, one, &x)); /* in place: x stays x */
+  CHECK(weft_graph_run(g));
+  int partial = 0;
+  double before = N;
+  for (int r = 0; r < 12; r++) {
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    for (volatile long spin = 0; spin < (long)r * r * 20000; spin++) {
+    }
+    weft_run_cancel(run);
+    int rc = weft_run_wait(run);
+    assert_true(rc == WEFT_OK || rc == WEFT_ECANCELED);
+    weft_run_stats *st;
+    CHECK(weft_run_stats_create(run, &st));
+    weft_stats_summary sum;
+    weft_run_stats_summary(st, &sum);
+    weft_run_stats_destroy(st);
+    weft_run_destroy(run);
+    double v;
+    CHECK(weft_tensor_get(x, 0, &v));
+    assert_true(v == before + (double)sum.nodes_run);
+    before = v;
+    partial += sum.nodes_run > 0 && sum.nodes_run < N;
+  }
+  print_message("cancelled runs that stopped inside the chain: %d of 12\n", partial);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
 }
 
 static void streams_follow_the_graph(void **state) {
@@ -512,6 +685,9 @@ int main(void) {
       cmocka_unit_test(the_tail_product_is_split),
       cmocka_unit_test(user_ops_and_cpu_neighbours),
       cmocka_unit_test(graphs_run_at_once),
+      cmocka_unit_test(small_chains_are_batched),
+      cmocka_unit_test(a_reader_ends_a_batch),
+      cmocka_unit_test(a_cancelled_batch_still_runs_what_ran),
   };
   return GT_RUN(tests);
 }

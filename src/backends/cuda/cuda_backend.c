@@ -380,6 +380,9 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   atomic_init(&st->replay, env_int("WEFT_CUDA_REPLAY", 0, 1, 1));
   weft__cu_set_pdl(env_int("WEFT_CUDA_PDL", 0, 1, 1));
   st->capture_run = (unsigned)env_int("WEFT_CUDA_CAPTURE_RUN", 1, 1000, 2);
+  /* Batches of small elementwise nodes (cuda_plan.c); never under WEFT_LAUNCH_BLOCKING, which
+   * must pin a fault on one node. */
+  st->batch = !st->launch_blocking && env_int("WEFT_CUDA_BATCH", 0, 1, 1);
   st->window_count = WEFT__PLAN_WINDOW_COUNT;
   st->window_bytes_min = (size_t)env_int("WEFT_CUDA_WINDOW_MIB", 0, 1 << 30, WEFT__PLAN_WINDOW_MIN_MIB) << 20;
   /* Node timing on the device (when the runtime times nodes at all): WEFT_CUDA_TIMING=0 keeps

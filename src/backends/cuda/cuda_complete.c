@@ -183,10 +183,30 @@ void weft__cu_threads_stop(cu_state *st) {
   }
 }
 
+/* The drain itself failed to enqueue work: the run fails with what and where. */
+static void drain_failed(cu_plan *cp, cudaError_t e, uint32_t node) {
+  int expected = WEFT_OK;
+  if (!atomic_compare_exchange_strong(&cp->drain_status, &expected, WEFT_ECUDA)) return;
+  char desc[256];
+  weft_node_describe(cp->p->x[node].node, desc, sizeof desc);
+  weft__mutex_lock(&cp->msg_lock);
+  snprintf(cp->drain_msg, sizeof cp->drain_msg, "launching the batch of elementwise ops that ends at %s failed: %s (%s)",
+           desc, cudaGetErrorName(e), cudaGetErrorString(e));
+  weft__mutex_unlock(&cp->msg_lock);
+  cudaGetLastError();
+}
+
 /* Queues device d's part of the drain: the join stream waits for every stream the plan used. */
 static int drain_device(cu_state *st, cu_plan *cp, int dev) {
   cu_device *d = &st->dev[dev];
   weft_tensor **ts = cp->p->graph->tensors.data;
+  /* Batches a failure or a cancel left unlaunched: their nodes were reported done. */
+  for (uint32_t k = 0; k < cp->nbatches; k++) {
+    cu_batch *bt = &cp->batches[k];
+    if (bt->count == 0 || cp->x[bt->last].dev != dev) continue;
+    cudaError_t e = weft__cu_batch_flush(st, cp, bt);
+    if (e != cudaSuccess) drain_failed(cp, e, bt->last);
+  }
   cudaSetDevice(d->ordinal);
   weft__cu_lock(&d->join);
   for (int s = 0; s < d->nstreams; s++) {

@@ -112,6 +112,7 @@ typedef struct cu_state {
   cu_device *dev;
   int launch_blocking;
   int allow_tf32;
+  int batch;                  /* 1: chains of small elementwise nodes are batched (WEFT_CUDA_BATCH) */
   atomic_int replay;          /* 1: unchanged graphs are captured and replayed */
   unsigned capture_run;       /* the run of a plan that captures it (2; WEFT_CUDA_CAPTURE_RUN) */
   size_t window_bytes_min;    /* memory plan: frees left unclaimed, at least this many bytes */
@@ -135,7 +136,19 @@ enum {
                           computed in two row halves, an event between them */
   CU_SPLIT_COPY = 1u << 5, /* a copy of such a product's result: copies the first half as soon
                               as it is done, then the second */
+  CU_DEFER = 1u << 6,  /* in a batch, not its last: its op is added to the batch, not launched */
+  CU_FLUSH = 1u << 7,  /* the last of a batch: adds its op and launches the batch */
 };
+
+/* A batch (cuda_plan.c, "Batches"): a chain of small elementwise nodes on one stream, launched
+ * as one kernel by its last node. Its nodes run one after the other (each the only successor
+ * of the one before), so one thread at a time fills `ops`. */
+typedef struct cu_batch {
+  uint32_t first, last; /* its first and last nodes */
+  uint32_t count;       /* ops added in this run and not launched yet */
+  uint32_t len;         /* nodes in it (<= WEFT__CU_BATCH_MAX) */
+  weft__cu_bop *ops;
+} cu_batch;
 
 /* Why a node got its stream, for `weft explain`. */
 enum { CU_WHY_CHAIN = 0, CU_WHY_BIG, CU_WHY_SPREAD, CU_WHY_H2D, CU_WHY_D2H, CU_WHY_PEER, CU_WHY_STAGED, CU_WHY_LOCAL_COPY };
@@ -149,6 +162,7 @@ typedef struct cu_node {
   uint8_t why;
   uint32_t heir_of;      /* the predecessor whose stream it continues, or UINT32_MAX */
   uint32_t split_of;     /* CU_SPLIT_COPY: the split product it copies */
+  uint32_t batch;        /* CU_DEFER, CU_FLUSH: index of its batch in cu_plan.batches */
   uint32_t wait_b, wait_e;   /* cu_plan.lists: nodes whose events it waits for first */
   uint32_t free_b, free_e;   /* dead temporaries (tensor ids) it frees, after the waits */
   uint32_t alloc_b, alloc_e; /* temporaries it allocates, after the frees, before its work */
@@ -199,6 +213,8 @@ typedef struct cu_plan {
   int all_cuda;              /* every node of the plan is a CUDA node */
   cu_timing *tm;             /* node timing; NULL when timing is off */
   int has_user;              /* a user op among them */
+  cu_batch *batches;         /* chains of small elementwise nodes launched as one kernel */
+  uint32_t nbatches;
   uint16_t used[CU_MAX_DEVICES]; /* per device: bit mask of the streams the plan uses */
   cudaEvent_t tail[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
   cudaEvent_t drained[CU_MAX_DEVICES];
@@ -263,6 +279,9 @@ typedef struct cu_streams {
  * or an error with the message in ctx->err. */
 int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_streams *cap);
 int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx);
+/* Launches what a batch holds (after a failure or a cancel skipped its last node) on its
+ * stream, and empties it. Returns the CUDA error. */
+cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt);
 
 /* cuda_complete.c */
 int weft__cu_threads_start(cu_state *st);

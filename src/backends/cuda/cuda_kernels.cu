@@ -15,6 +15,7 @@
  * to SMALL_REDUCE elements take one kernel of one block, larger ones two kernels. */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <string.h>
 
 #include "backends/cuda/cuda_kernels.h"
 #include "util/philox.h"
@@ -62,26 +63,66 @@ unsigned blocks_for(int64_t n) {
   return (unsigned)b;
 }
 
+/* Element i of an elementwise op: one IEEE operation, as on the CPU. */
+template <typename T>
+__device__ __forceinline__ T elementwise_value(int kind, T x, T y, T alpha) {
+  switch (kind) {
+    case WEFT__CU_ADD: return x + y;
+    case WEFT__CU_SUB: return x - y;
+    case WEFT__CU_MUL: return x * y;
+    case WEFT__CU_SCALE: return alpha * x;
+    default: return x > T(0) ? x : T(0);
+  }
+}
+
 template <typename T, int KIND>
 __global__ void elementwise(int64_t n, const T *a, const T *b, T *c,
                             T alpha) {
   pdl_enter();
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    T x = a[i];
-    T r;
-    if (KIND == WEFT__CU_ADD)
-      r = x + b[i];
-    else if (KIND == WEFT__CU_SUB)
-      r = x - b[i];
-    else if (KIND == WEFT__CU_MUL)
-      r = x * b[i];
-    else if (KIND == WEFT__CU_SCALE)
-      r = alpha * x;
+       i += (int64_t)gridDim.x * blockDim.x)
+    c[i] = elementwise_value<T>(KIND, a[i], KIND <= WEFT__CU_MUL ? b[i] : T(0), alpha);
+}
+
+/* A batch of elementwise ops (cuda_kernels.h, weft__cu_batch) in one kernel. Every op of the
+ * batch maps element i to the same thread (one grid-stride mapping for the whole launch), and
+ * an op only reads elements with the index it writes, so each dependency between the ops of a
+ * batch is between accesses of one thread, which program order keeps: no barrier is needed.
+ * The descriptors are the kernel's parameters (__grid_constant__: read from the constant
+ * bank, not copied), so a launch carries the whole batch. */
+template <int CAP>
+struct batch_params {
+  weft__cu_bop op[CAP];
+  uint32_t count;
+};
+
+template <typename T>
+__device__ __forceinline__ void batch_op(const weft__cu_bop &o, int64_t start, int64_t step) {
+  const T *a = (const T *)o.a, *b = (const T *)o.b;
+  T *c = (T *)o.c;
+  T alpha = (T)o.alpha;
+  int binary = o.kind <= WEFT__CU_MUL;
+  for (int64_t i = start; i < (int64_t)o.n; i += step) c[i] = elementwise_value<T>(o.kind, a[i], binary ? b[i] : T(0), alpha);
+}
+
+template <int CAP>
+__global__ void batch(const __grid_constant__ batch_params<CAP> p) {
+  pdl_enter();
+  int64_t start = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, step = (int64_t)gridDim.x * blockDim.x;
+  for (uint32_t k = 0; k < p.count; k++) {
+    if (p.op[k].dtype == WEFT_F32)
+      batch_op<float>(p.op[k], start, step);
     else
-      r = x > T(0) ? x : T(0);
-    c[i] = r;
+      batch_op<double>(p.op[k], start, step);
   }
+}
+
+template <int CAP>
+int launch_batch(const weft__cu_bop *ops, uint32_t count, unsigned grid, cudaStream_t s) {
+  batch_params<CAP> p;
+  memcpy(p.op, ops, count * sizeof *ops);
+  p.count = count;
+  return (int)launch(batch<CAP>, grid, THREADS, s, p);
 }
 
 /* a and c may alias (in-place updates), so no __restrict__ on c; a and b only read. */
@@ -213,6 +254,17 @@ extern "C" int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *
   if (n <= 0) return (int)cudaSuccess;
   return dtype == WEFT_F32 ? launch_elementwise<float>(kind, n, a, b, c, alpha, stream)
                            : launch_elementwise<double>(kind, n, a, b, c, alpha, stream);
+}
+
+extern "C" int weft__cu_batch(const weft__cu_bop *ops, uint32_t count, cudaStream_t stream) {
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < count; k++) n = ops[k].n > n ? ops[k].n : n;
+  if (count == 0 || n == 0) return (int)cudaSuccess;
+  unsigned g = blocks_for(n);
+  if (count <= 8) return launch_batch<8>(ops, count, g, stream);
+  if (count <= 32) return launch_batch<32>(ops, count, g, stream);
+  if (count <= WEFT__CU_BATCH_MAX) return launch_batch<WEFT__CU_BATCH_MAX>(ops, count, g, stream);
+  return (int)cudaErrorInvalidValue;
 }
 
 extern "C" int weft__cu_reduce(int dtype, int64_t n, const void *x, void *out, int squares,

@@ -23,6 +23,21 @@ enum { WEFT__CU_ADD = 0, WEFT__CU_SUB, WEFT__CU_MUL, WEFT__CU_SCALE, WEFT__CU_RE
  * or _RELU (a). c may alias a or b. */
 int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *a, const void *b, void *c,
                          double alpha, struct CUstream_st *stream);
+/* Batches: consecutive small elementwise ops of one stream launched as one kernel
+ * (cuda_launch.c, "Batches"). An op reads and writes elements of one index only; the ops of a
+ * batch run in order, element i of each on the same thread. n <= WEFT__CU_BATCH_NUMEL. */
+#define WEFT__CU_BATCH_MAX 128
+#define WEFT__CU_BATCH_NUMEL 16384
+typedef struct weft__cu_bop {
+  const void *a, *b; /* b: binary ops only */
+  void *c;
+  double alpha;      /* WEFT__CU_SCALE */
+  uint32_t n;
+  uint8_t kind;      /* WEFT__CU_ADD .. WEFT__CU_RELU */
+  uint8_t dtype;     /* WEFT_F32 or WEFT_F64 */
+} weft__cu_bop;
+/* Runs ops[0..count) in order, in one launch; count <= WEFT__CU_BATCH_MAX. */
+int weft__cu_batch(const weft__cu_bop *ops, uint32_t count, struct CUstream_st *stream);
 /* out[0] = sum(x) or sqrt(sum(x^2)) (squares = 1), accumulated in double. `scratch` holds
  * WEFT__CU_REDUCE_BLOCKS doubles of device memory private to the stream. */
 #define WEFT__CU_REDUCE_BLOCKS 1024

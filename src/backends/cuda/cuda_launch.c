@@ -135,6 +135,41 @@ static int kernel_status(weft_kernel_ctx *ctx, int e, const char *what) {
   return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, (cudaError_t)e, what);
 }
 
+/* Batches (cuda_plan.c): the node's op goes into its batch, and the batch's last node launches
+ * all of them as one kernel. A node's arguments are final when it is dispatched (temporaries
+ * were allocated just before), so its descriptor can be written now and run later. */
+static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const cu_node *x, lane *l, int kind, double alpha) {
+  cu_batch *bt = &cp->batches[x->batch];
+  const weft_node *nd = ctx->node;
+  WEFT_ASSERT(bt->count < bt->len);
+  weft__cu_bop *o = &bt->ops[bt->count++];
+  o->a = ctx->data[0];
+  o->b = kind <= WEFT__CU_MUL ? ctx->data[1] : NULL;
+  o->c = ctx->data[nd->nargs - 1];
+  o->alpha = alpha;
+  o->n = (uint32_t)nd->args[0].t->numel;
+  o->kind = (uint8_t)kind;
+  o->dtype = (uint8_t)nd->args[0].t->dtype;
+  if (x->flags & CU_DEFER) return WEFT_OK;
+  uint32_t count = bt->count;
+  bt->count = 0;
+  return kernel_status(ctx, weft__cu_batch(bt->ops, count, l->s), "the batch kernel");
+}
+
+cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt) {
+  uint32_t count = bt->count;
+  if (count == 0) return cudaSuccess;
+  bt->count = 0;
+  const cu_node *x = &cp->x[bt->last];
+  cu_stream *own = &st->dev[x->dev].streams[x->stream];
+  cudaError_t e = cudaSetDevice(st->dev[x->dev].ordinal);
+  if (e != cudaSuccess) return e;
+  weft__cu_lock(own);
+  e = (cudaError_t)weft__cu_batch(bt->ops, count, own->s);
+  weft__cu_unlock(own);
+  return e;
+}
+
 static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lane *l, const cu_streams *cap) {
   const weft_node *nd = ctx->node;
   const weft_tensor *src = nd->args[0].t, *dst = nd->args[1].t;
@@ -216,13 +251,16 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
     case WEFT__OP_SUB:
     case WEFT__OP_MUL: {
       int k = nd->kind == WEFT__OP_ADD ? WEFT__CU_ADD : nd->kind == WEFT__OP_SUB ? WEFT__CU_SUB : WEFT__CU_MUL;
+      if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l, k, 0);
       return kernel_status(ctx, weft__cu_elementwise(k, dt, t0->numel, d[0], d[1], d[2], 0, l->s),
                            "the elementwise kernel");
     }
     case WEFT__OP_SCALE:
+      if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l, WEFT__CU_SCALE, nd->alpha);
       return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_SCALE, dt, t0->numel, d[0], NULL, d[1], nd->alpha, l->s),
                            "the scale kernel");
     case WEFT__OP_RELU:
+      if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l, WEFT__CU_RELU, 0);
       return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_RELU, dt, t0->numel, d[0], NULL, d[1], 0, l->s),
                            "the relu kernel");
     case WEFT__OP_SUM:

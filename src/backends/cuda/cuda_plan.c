@@ -566,7 +566,7 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   for (uint32_t i = 0; i < n; i++) {
     cu_node *x = &cp->x[i];
     x->dev = x->start_dev = -1;
-    x->heir_of = x->split_of = NONE;
+    x->heir_of = x->split_of = x->batch = NONE;
     const weft_node *nd = p->x[i].node;
     bd.cost[i] = weft__plan_work(nd);
     if (p->x[i].backend != b) continue;
@@ -589,6 +589,79 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
 done:
   build_free(&bd);
   return rc;
+}
+
+/* ---- batches ------------------------------------------------------------------------------ */
+
+/* Batches. A small elementwise kernel costs the device about a microsecond but the host a
+ * launch (3 to 5 us on the GPU machines' VMs), so a chain of them is bound by the launches: a
+ * chain of 10 000 one-element adds took 3.5-4.5 us a node eager. Consecutive links of such a
+ * chain on one stream are therefore batched: each node but the last adds its op to the batch
+ * (CU_DEFER) and the last (CU_FLUSH) launches all of them as one kernel (cuda_kernels.cu,
+ * weft__cu_batch), so a chain pays a launch per WEFT__PLAN_BATCH_MAX nodes.
+ *
+ * A link i -> j qualifies when nothing but j can observe that i's op has not been launched yet
+ * when i returns: j is i's only successor and i j's only predecessor (plan_rules.h; the plan's
+ * edges include the memory plan's claims), j continues i's stream, i records no event and
+ * notifies no CPU node, and j waits for no event and frees nothing (a free would precede the
+ * ops still held). A batch's first node may wait and free as any node; any node may allocate
+ * (the allocation is enqueued before the batch's kernel). If a run stops before a batch's last
+ * node (a failure elsewhere, a cancel), the run's drain launches what the batch holds, so
+ * every node reported done has run. Replays capture the batches' kernels like any other. */
+static int plan_batches(cu_state *st, cu_plan *cp) {
+  weft__plan *p = cp->p;
+  if (!st->batch || cp->ncuda < 2) return WEFT_OK;
+  uint32_t nb = 0, members = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    nb = members = 0;
+    for (uint32_t k = 0; k < cp->n; k++) {
+      uint32_t i = cp->order[k];
+      cu_node *x = &cp->x[i];
+      if (x->dev < 0 || x->batch != NONE || !weft__plan_batchable(p->x[i].node)) continue;
+      uint32_t len = 1, cur = i;
+      while (len < WEFT__PLAN_BATCH_MAX) {
+        const cu_node *c = &cp->x[cur];
+        if (p->x[cur].succ_begin == p->x[cur].succ_end || (c->flags & (CU_RECORD | CU_NOTIFY))) break;
+        uint32_t j = p->succ[p->x[cur].succ_begin];
+        const cu_node *y = &cp->x[j];
+        if (!weft__plan_batch_link(p, cur, j) || y->dev != c->dev || y->stream != c->stream || y->heir_of != cur ||
+            y->start_dev != y->dev || y->start_stream != y->stream || y->wait_b != y->wait_e || y->free_b != y->free_e)
+          break;
+        cur = j;
+        len++;
+      }
+      if (len < 2) continue;
+      if (pass == 1) {
+        cu_batch *bt = &cp->batches[nb];
+        bt->first = i;
+        bt->last = cur;
+        bt->len = len;
+        bt->ops = (weft__cu_bop *)(cp->batches + cp->nbatches) + members;
+        for (uint32_t m = i;; m = p->succ[p->x[m].succ_begin]) {
+          cp->x[m].batch = nb;
+          cp->x[m].flags |= m == cur ? CU_FLUSH : CU_DEFER;
+          if (m == cur) break;
+        }
+      } else {
+        /* The first pass only counts: mark the chain so its nodes are not counted again. */
+        for (uint32_t m = i;; m = p->succ[p->x[m].succ_begin]) {
+          cp->x[m].batch = 0;
+          if (m == cur) break;
+        }
+      }
+      nb++;
+      members += len;
+    }
+    if (pass == 0) {
+      for (uint32_t i = 0; i < cp->n; i++) cp->x[i].batch = NONE;
+      if (nb == 0) return WEFT_OK;
+      /* One block: the batches, then their ops. */
+      cp->batches = weft__calloc(1, nb * sizeof(cu_batch) + members * sizeof(weft__cu_bop));
+      if (cp->batches == NULL) return weft__oom("the CUDA plan's batches");
+      cp->nbatches = nb;
+    }
+  }
+  return WEFT_OK;
 }
 
 /* ---- plan: device objects ---------------------------------------------------------------- */
@@ -631,6 +704,7 @@ int weft__cu_plan(weft__backend *b, weft__plan *p) {
   cu_plan *cp = weft__cu_plan_of(b, p);
   if (cp == NULL) return WEFT_OK;
   int rc;
+  if ((rc = plan_batches(st, cp)) != WEFT_OK) return rc;
   for (uint32_t i = 0; i < cp->n; i++) {
     cu_node *x = &cp->x[i];
     if (x->dev < 0) continue;
@@ -680,6 +754,7 @@ void weft__cu_plan_free(weft__backend *b, weft__plan *p) {
   cudaGetLastError();
   if (cp->have_msg_lock) weft__mutex_destroy(&cp->msg_lock);
   weft__free(cp->x);
+  weft__free(cp->batches);
   weft__free(cp->lists);
   weft__free(cp->order);
   weft__free(cp->temp);
@@ -735,6 +810,12 @@ int weft__cu_explain(const weft__backend *b, const weft__plan *p, uint32_t index
     default:
       snprintf(out->why, sizeof out->why, "copy within one device, on a compute stream%s", waits);
       break;
+  }
+  if (x->batch != NONE) {
+    const cu_batch *bt = &cp->batches[x->batch];
+    size_t used = strlen(out->why);
+    snprintf(out->why + used, sizeof out->why - used, "; batched: nodes %u..%u (%u small elementwise ops) run as one kernel",
+             bt->first, bt->last, bt->len);
   }
   return WEFT_OK;
 }

@@ -156,6 +156,8 @@ static int capture(cu_state *st, cu_plan *cp) {
   }
   /* Allocations made in the capture belong to the graph. */
   memset(cp->tptr, 0, cp->ntensors * sizeof *cp->tptr);
+  /* A capture that stopped early leaves ops in its batches: they were never launched. */
+  for (uint32_t k = 0; k < cp->nbatches; k++) cp->batches[k].count = 0;
   for (int d = 0; d < st->ndev; d++)
     for (int s = 0; s < CU_MAX_COMPUTE + 3; s++) {
       if (cs.s[d][s] == NULL && join[d][s] == NULL) continue;

@@ -115,6 +115,13 @@ static void plan_groups(cu_state *st, cu_plan *cp) {
   for (int d = 0; d < CU_MAX_DEVICES; d++)
     for (int s = 0; s < CU_MAX_COMPUTE + 3; s++)
       if (last[d][s] != NONE) tm->rtick[last[d][s]] = 1;
+  /* A node held in a batch cannot tick (its op runs in the batch's kernel): its batch's last
+   * node does. */
+  for (uint32_t i = 0; i < cp->n; i++)
+    if ((cp->x[i].flags & CU_DEFER) && tm->rtick[i]) {
+      tm->rtick[i] = 0;
+      tm->rtick[cp->batches[cp->x[i].batch].last] = 1;
+    }
 }
 
 /* ---- plan ----------------------------------------------------------------------------------- */
@@ -304,7 +311,10 @@ cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int ca
   tm->eprev[i] = tm->elast[d][k];
   tm->elast[d][k] = i;
   uint64_t acc = tm->eacc[d][k] + tm->est[i];
-  if (!(x->flags & (CU_RECORD | CU_NOTIFY)) && !eager_alone(cp, i) && acc < cp->st->eager_group_ns) {
+  /* A node held in a batch has not been launched: its group closes at or after the batch's
+   * last node. */
+  if ((x->flags & CU_DEFER) ||
+      (!(x->flags & (CU_RECORD | CU_NOTIFY)) && !eager_alone(cp, i) && acc < cp->st->eager_group_ns)) {
     tm->eacc[d][k] = acc;
     return cudaSuccess;
   }
