@@ -81,6 +81,15 @@ static char *temp_path(const char *suffix) {
   return b;
 }
 
+/* A runtime simulating profile p (through a temporary file). */
+static weft_runtime *sim_runtime_of(const weft__sim_profile *p, int workers) {
+  char *path = temp_path(".json");
+  CHECK(weft__sim_profile_write(p, path));
+  weft_runtime *rt = sim_runtime(path, workers, 0);
+  remove(path);
+  return rt;
+}
+
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
@@ -379,17 +388,126 @@ static void test_two_chains_two_gpus(void **state) {
   assert_true(one_gpu / par > 1.95 && one_gpu / par < 2.02);
   /* And the time is what the profile predicts: 50 products, plus microseconds of host costs. */
   assert_true(near(par, 50 * gemm_time(&p, 4000), 0.005));
-  /* Products of 512^2 reach less than half the device's peak rate (43% on the measured H200),
-   * so two of them run at once on one GPU (on two streams), as fast as on two GPUs. */
+  /* Products of 512^2 occupy the part of the device the profile's share says (measured:
+   * K independent products against a chain): two chains on one GPU (on two streams) take
+   * 2 x share as long as on two GPUs, at least as long. */
+  assert_true(p.gpu.gemm_share.n > 0);
+  double share = weft__sim_curve_at(&p.gpu.gemm_share, 512);
+  double small_par = two_chains(rt, 512, 50, 2, 0), small_one = two_chains(rt, 512, 50, 1, 0);
+  print_message("two chains of 50 x mm 512^2: %.3f ms on two GPUs, %.3f ms on one (share %.2f)\n",
+                small_par * 1e3, small_one * 1e3, share);
+  assert_true(near(small_one / small_par, WEFT__MAX(1.0, 2 * share), 0.03));
+  weft_runtime_destroy(rt);
+  /* Without a measured share, a product's is computed (its work at the device's peak over its
+   * time): 512^2 reaches less than half the peak rate, so two run side by side at full speed. */
   const weft__sim_curve *c = &p.gpu.gemm[0];
   double peak = 0;
   for (int i = 0; i < c->n; i++) peak = WEFT__MAX(peak, c->y[i]);
   assert_true(weft__sim_curve_at(c, 512) < 0.5 * peak);
-  double small_par = two_chains(rt, 512, 50, 2, 0), small_one = two_chains(rt, 512, 50, 1, 0);
-  print_message("two chains of 50 x mm 512^2: %.3f ms on two GPUs, %.3f ms on one\n", small_par * 1e3,
-                small_one * 1e3);
+  p.gpu.gemm_share.n = 0;
+  rt = sim_runtime_of(&p, 2);
+  small_par = two_chains(rt, 512, 50, 2, 0);
+  small_one = two_chains(rt, 512, 50, 1, 0);
   assert_true(small_one / small_par < 1.05);
   weft_runtime_destroy(rt);
+}
+
+/* K independent products of n x n on one GPU (spread over its compute streams), replayed. */
+static double independent_products(weft_runtime *rt, int64_t n, int k) {
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", n, weft_cuda(0));
+  for (int i = 0; i < k; i++) {
+    weft_tensor *y = NULL;
+    CHECK(weft_mm(g, x, x, &y));
+  }
+  (void)run_summary(g);
+  double t = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  return t;
+}
+
+/* The device is shared in start order: kernel k runs at min(1, capacity left / its share).
+ * 100 independent 400^2 products on four streams take 100 x share x their time (the H100 ran
+ * them only 1.5 x faster than one after the other); with share 1 one after the other, as large
+ * kernels do; with a quarter, four at once. */
+static void test_shared_device(void **state) {
+  (void)state;
+  weft__sim_profile p = load("h100");
+  double t = gemm_time(&p, 400), fixed = p.gpu.notify_s + p.gpu.replay_node_s;
+  static const double shares[] = {0.63, 1.0, 0.25, 0.4};
+  for (int k = 0; k < 4; k++) {
+    p.gpu.gemm_share.n = 1;
+    p.gpu.gemm_share.x[0] = 400;
+    p.gpu.gemm_share.y[0] = shares[k];
+    weft_runtime *rt = sim_runtime_of(&p, 2);
+    double got = independent_products(rt, 400, 100);
+    print_message("100 x mm 400^2 at share %.2f: %.3f ms (one after the other: %.3f ms)\n", shares[k],
+                  got * 1e3, 100 * t * 1e3);
+    /* Streams end unevenly: up to one product's time beyond the steady state. */
+    assert_true(got >= 100 * t * shares[k] + fixed - 1e-9);
+    assert_true(got <= 100 * t * shares[k] + fixed + t);
+    weft_runtime_destroy(rt);
+  }
+}
+
+/* Temporaries cost time: an eager run's host allocates and frees each one (temp_s), a
+ * replayed graph frees the unclaimed ones in memory nodes at its end (replay_temp_s). And
+ * a launch while other nodes of the device wait to be launched costs launch_busy_s more. */
+static double tiny_chain(weft_runtime *rt, int k, int temps, int replay) {
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = NULL, *one = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &x));
+  CHECK(weft_tensor_create(g, "one", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
+  for (int i = 0; i < k; i++) {
+    weft_tensor *next = temps ? NULL : x;
+    CHECK(weft_add(g, x, one, &next));
+    x = next;
+  }
+  weft_sim_summary s = run_summary(g);
+  if (replay) s = run_summary(g);
+  assert_int_equal(s.replayed, replay);
+  weft_graph_destroy(g);
+  return s.makespan_s;
+}
+
+static void test_host_and_memory_costs(void **state) {
+  (void)state;
+  weft__sim_profile p = load("h100");
+  p.gpu.temp_s = 1.5e-6;
+  p.gpu.replay_temp_s = 1.1e-6;
+  weft_runtime *rt = sim_runtime_of(&p, 2);
+  /* 200 additions, 199 of them into a new temporary (the last result is read by nobody). */
+  double eager = tiny_chain(rt, 200, 1, 0) - tiny_chain(rt, 200, 0, 0);
+  double replay = tiny_chain(rt, 200, 1, 1) - tiny_chain(rt, 200, 0, 1);
+  print_message("199 temporaries: %.1f us more eager, %.1f us more replayed\n", eager * 1e6, replay * 1e6);
+  assert_true(near(eager, 199 * p.gpu.temp_s, 0.01));
+  assert_true(near(replay, 199 * p.gpu.replay_temp_s, 0.01));
+  weft_runtime_destroy(rt);
+  /* 100 independent tiny products launched at once, against a chain of them (eager runs: the
+   * host's launches bound both). */
+  rt = sim_runtime("h100", 2, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 16, weft_cuda(0)), *w = square(g, "w", 16, weft_cuda(0));
+  for (int i = 0; i < 100; i++) {
+    weft_tensor *y = NULL;
+    CHECK(weft_mm(g, x, w, &y));
+  }
+  double wide = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  CHECK(weft_graph_create(rt, &g));
+  x = square(g, "x", 16, weft_cuda(0));
+  w = square(g, "w", 16, weft_cuda(0));
+  for (int i = 0; i < 100; i++) CHECK(weft_mm(g, x, w, &x));
+  double chain = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  print_message("100 x mm 16^2: %.1f us independent, %.1f us in a chain\n", wide * 1e6, chain * 1e6);
+  /* All but the last launch have others waiting behind them. */
+  assert_true(p.gpu.launch_busy_s > 0);
+  assert_true(near(wide - chain, 99 * p.gpu.launch_busy_s, 0.02));
 }
 
 /* The reference notes' overlap graph: 50 x (y[i] = x.x; h[i] = copy(y[i], cpu)). */
@@ -958,6 +1076,17 @@ static void test_calibrate_roundtrip(void **state) {
   assert_true(near(got.gpu.kernel_s, WEFT__MAX(want.gpu.kernel_s, want.gpu.replay_node_s), 0.02));
   assert_true(near(got.gpu.event_s, want.gpu.event_s, 0.05));
   assert_true(near(got.gpu.notify_s, want.gpu.notify_s, 0.05));
+  assert_true(near(got.gpu.launch_busy_s, want.gpu.launch_busy_s, 0.02));
+  assert_true(near(got.gpu.replay_temp_s, want.gpu.replay_temp_s, 0.02));
+  assert_true(got.gpu.temp_s <= 0.02 * want.gpu.launch_s + want.gpu.temp_s);
+  /* Shares for the sizes that do not fill the device (quick: 256 and 1024), as modelled: at
+   * least what the replay's per-node cost allows. */
+  assert_int_equal(got.gpu.gemm_share.n, 2);
+  for (int i = 0; i < got.gpu.gemm_share.n; i++) {
+    double x = got.gpu.gemm_share.x[i], t = 2 * x * x * x / gpu_rate(&want.gpu.gemm[0], x);
+    double share = WEFT__MAX(weft__sim_curve_at(&want.gpu.gemm_share, x), want.gpu.replay_node_s / t);
+    assert_true(near(got.gpu.gemm_share.y[i], share, 0.02));
+  }
   weft_runtime_destroy(rt);
 }
 
@@ -1018,6 +1147,8 @@ int main(void) {
       cmocka_unit_test(test_devices),
       cmocka_unit_test(test_no_data),
       cmocka_unit_test(test_two_chains_two_gpus),
+      cmocka_unit_test(test_shared_device),
+      cmocka_unit_test(test_host_and_memory_costs),
       cmocka_unit_test(test_overlap),
       cmocka_unit_test(test_report_of_simulated_run),
       cmocka_unit_test(test_scaling),

@@ -144,6 +144,22 @@ static int build_gemm(weft_graph *g, const void *p, int k) {
   return WEFT_OK;
 }
 
+/* k independent products x.x of n x n, each into a new tensor (read by nobody, so allocated
+ * once, before the runs): the backend spreads them over its compute streams. */
+static int build_wide(weft_graph *g, const void *p, int k) {
+  const gemm_arg *a = p;
+  int64_t shape[2] = {a->n, a->n};
+  weft_tensor *x;
+  int rc;
+  if ((rc = weft_tensor_create(g, "x", a->dtype, 2, shape, a->dev, weft_full(1.0 / (double)a->n), &x)) != WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++) {
+    weft_tensor *y = NULL;
+    if ((rc = weft_mm(g, x, x, &y)) != WEFT_OK) return rc;
+  }
+  return WEFT_OK;
+}
+
 typedef struct vec_arg {
   weft_device dev;
   int64_t numel;
@@ -158,6 +174,23 @@ static int build_add(weft_graph *g, const void *p, int k) {
     return rc;
   for (int i = 0; i < k; i++)
     if ((rc = weft_add(g, x, y, &x)) != WEFT_OK) return rc;
+  return WEFT_OK;
+}
+
+/* A chain of k additions, each into a new tensor that the next one reads: k - 1 temporaries,
+ * which the backend allocates during the run and frees at its end. */
+static int build_add_temps(weft_graph *g, const void *p, int k) {
+  const vec_arg *a = p;
+  weft_tensor *x, *y;
+  int rc;
+  if ((rc = weft_tensor_create(g, "x", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &x)) != WEFT_OK ||
+      (rc = weft_tensor_create(g, "y", WEFT_F32, 1, &a->numel, a->dev, weft_ones(), &y)) != WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++) {
+    weft_tensor *next = NULL;
+    if ((rc = weft_add(g, x, y, &next)) != WEFT_OK) return rc;
+    x = next;
+  }
   return WEFT_OK;
 }
 
@@ -276,6 +309,30 @@ static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *s
   return WEFT_OK;
 }
 
+/* The part of the device a product occupies, for the f32 sizes of the GEMM curve that do not
+ * fill the device (a 128 x 128 output tile per SM): K independent products (replayed; the
+ * backend spreads them over its compute streams) against the curve's chain of K, clamped to
+ * [1 / compute streams, 1]. Larger products take the whole device. */
+static int gemm_shares(const cal *c, weft_device dev, weft__sim_gpu *g) {
+  const weft__sim_curve *rate = &g->gemm[0];
+  int S = g->compute_streams > 0 ? g->compute_streams : 1;
+  g->gemm_share.n = 0;
+  for (int i = 0; i < rate->n; i++) {
+    int64_t n = (int64_t)rate->x[i], tiles = (n + 127) / 128;
+    if (tiles * tiles >= g->multiprocessors) break;
+    gemm_arg a = {dev, n, WEFT_F32};
+    double wide, chain = 2.0 * rate->x[i] * rate->x[i] * rate->x[i] / rate->y[i];
+    int rc = per_node(c, build_wide, &a, 0, 0.03, &wide);
+    if (rc != WEFT_OK) return rc;
+    double share = WEFT__MIN(1.0, WEFT__MAX(1.0 / S, wide / chain));
+    g->gemm_share.x[g->gemm_share.n] = rate->x[i];
+    g->gemm_share.y[g->gemm_share.n++] = share;
+    say(c, "cuda:0: independent products of %lld^2 take %.3g us each, %.3g us in a chain: share %.3g",
+        (long long)n, wide * 1e6, chain * 1e6, share);
+  }
+  return WEFT_OK;
+}
+
 /* A link: bandwidth from `big` elements and latency from one element. */
 static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what, weft__sim_link *out) {
   double t_small, t_big;
@@ -341,25 +398,38 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
   g->copy_engines = WEFT__MIN(3, WEFT__MAX(1, info.copy_engines));
   if (c->simulated) g->compute_streams = ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->prof.gpu.compute_streams;
   if ((rc = gemm_curve(c, dev, WEFT_F32, c->quick ? quick : full, c->quick ? 3 : 8, 0.2, 1, 0, &g->gemm[0])) != WEFT_OK ||
-      (rc = gemm_curve(c, dev, WEFT_F64, c->quick ? quick64 : full64, c->quick ? 1 : 3, 0.2, 1, 0, &g->gemm[1])) != WEFT_OK)
+      (rc = gemm_curve(c, dev, WEFT_F64, c->quick ? quick64 : full64, c->quick ? 1 : 3, 0.2, 1, 0, &g->gemm[1])) != WEFT_OK ||
+      (rc = gemm_shares(c, dev, g)) != WEFT_OK)
     return rc;
   /* Small nodes: a chain of one-element additions, eager runs and re-runs (replays). */
   vec_arg tiny = {dev, 1}, big = {dev, 16 << 20};
   gemm_arg tiny_mm = {dev, 16, WEFT_F32};
-  double first, again, diamond, first_mm, t;
+  double first, again, diamond, first_mm, wide_mm, first_temps, again_temps, t;
   eager_runs(c, 1);
   if ((rc = per_node(c, build_add, &tiny, c->simulated, 0.01, &first)) == WEFT_OK &&
-      (rc = per_node(c, build_diamond, &tiny, c->simulated, 0.01, &diamond)) == WEFT_OK)
-    rc = per_node(c, build_gemm, &tiny_mm, c->simulated, 0.01, &first_mm);
+      (rc = per_node(c, build_diamond, &tiny, c->simulated, 0.01, &diamond)) == WEFT_OK &&
+      (rc = per_node(c, build_gemm, &tiny_mm, c->simulated, 0.01, &first_mm)) == WEFT_OK &&
+      (rc = per_node(c, build_wide, &tiny_mm, c->simulated, 0.01, &wide_mm)) == WEFT_OK)
+    rc = per_node(c, build_add_temps, &tiny, c->simulated, 0.01, &first_temps);
   eager_runs(c, 0);
-  if (rc != WEFT_OK || (rc = per_node(c, build_add, &tiny, 0, 0.01, &again)) != WEFT_OK) return rc;
+  if (rc != WEFT_OK || (rc = per_node(c, build_add, &tiny, 0, 0.01, &again)) != WEFT_OK ||
+      (rc = per_node(c, build_add_temps, &tiny, 0, 0.01, &again_temps)) != WEFT_OK)
+    return rc;
   g->launch_s = first;
   g->gemm_launch_s = first_mm; /* a chain of 16^2 products: the host's cost bounds it */
   g->kernel_s = WEFT__MIN(first, again);
   g->replay_node_s = WEFT__MIN(again, first);
   g->event_s = WEFT__MAX(0.0, (diamond - 3 * first) / 2);
-  say(c, "cuda:0: a node costs %.3g us in an eager run (a product %.3g us), %.3g us replayed; %.3g us an event",
-      first * 1e6, first_mm * 1e6, again * 1e6, g->event_s * 1e6);
+  /* Independent tiny products: every worker launches at once (the device's time is far
+   * shorter than the host's), against a chain, where one launch follows another. */
+  g->launch_busy_s = WEFT__MAX(0.0, wide_mm - first_mm);
+  /* A chain whose every node makes a temporary, against the plain chain. */
+  g->temp_s = WEFT__MAX(0.0, first_temps - first);
+  g->replay_temp_s = WEFT__MAX(0.0, again_temps - again);
+  say(c, "cuda:0: a node costs %.3g us in an eager run (a product %.3g us, %.3g us launched with "
+      "others waiting), %.3g us replayed; %.3g us an event; a temporary %.3g us eager, %.3g us replayed",
+      first * 1e6, first_mm * 1e6, wide_mm * 1e6, again * 1e6, g->event_s * 1e6, g->temp_s * 1e6,
+      g->replay_temp_s * 1e6);
   if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
   /* A kernel's fixed cost is a floor in the model (kernel_s), not an addition: a large
    * kernel's whole time prices its bytes. */

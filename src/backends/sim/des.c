@@ -47,7 +47,8 @@ typedef struct item {
   double t;
   uint64_t seq;
   uint32_t node;
-  uint32_t type;
+  uint32_t type : 3;
+  uint32_t gen : 29; /* EV_END of a kernel: its timing's generation (an older one is stale) */
 } item;
 
 typedef struct heap {
@@ -96,11 +97,13 @@ static item heap_pop(heap *h) {
 /* ---- the simulation state ----------------------------------------------------------------- */
 
 enum { EV_HOST_READY, EV_SUBMIT_READY, EV_SUBMITTED, EV_END };
+#define GEN_MASK ((1u << 29) - 1)
 
 typedef struct devstate {
   heap submitq;     /* GPU nodes ready to be submitted, by (ready time, id) */
   int submit_busy;
-  uint32_t free_sms;       /* engine 0: the SMs not running a kernel */
+  uint32_t *running;       /* engine 0: the kernels admitted, in start order */
+  int nrunning;
   uint8_t engine_busy[4];  /* copy engines 1..3 */
   uint32_t *head, *tail; /* per stream: FIFO of submitted nodes, linked through next[] */
   uint64_t live;    /* bytes in use */
@@ -122,6 +125,11 @@ typedef struct sim {
   /* per node */
   uint32_t *issue_left, *done_left, *next;
   double *issue_at, *ready_at, *submitted, *cp;
+  /* per kernel: work left (seconds at full speed) as of t_last, its speed, its timing's
+   * generation, and whether it was admitted to the compute engine */
+  double *rem, *rate, *t_last;
+  uint32_t *gen;
+  uint8_t *admitted;
   uint32_t *temp_left;
   /* memory samples (t, device, bytes) for the report */
   weft__vec samples;
@@ -134,10 +142,12 @@ typedef struct sample {
   uint64_t bytes;
 } sample;
 
-static void push(sim *s, double t, uint32_t type, uint32_t node) {
-  if (s->rc == WEFT_OK && heap_push(&s->events, (item){t, s->seq++, node, type}) != WEFT_OK)
+static void push_gen(sim *s, double t, uint32_t type, uint32_t node, uint32_t gen) {
+  if (s->rc == WEFT_OK && heap_push(&s->events, (item){t, s->seq++, node, type, gen & GEN_MASK}) != WEFT_OK)
     s->rc = WEFT_ENOMEM;
 }
+
+static void push(sim *s, double t, uint32_t type, uint32_t node) { push_gen(s, t, type, node, 0); }
 
 static void mark_dirty(sim *s, int d) {
   if (!s->dev[d].dirty) {
@@ -208,10 +218,15 @@ static void on_end(sim *s, uint32_t i) {
   sp->end[i] = s->now;
   if (r && g) {
     devstate *ds = &s->dev[sn->dev];
-    if (sn->engine == 0)
-      ds->free_sms += sn->sms;
-    else
+    if (sn->engine == 0) {
+      int k = 0;
+      while (k < ds->nrunning && ds->running[k] != i) k++;
+      WEFT_ASSERT(k < ds->nrunning);
+      memmove(ds->running + k, ds->running + k + 1, (size_t)(ds->nrunning - k - 1) * sizeof *ds->running);
+      ds->nrunning--;
+    } else {
       ds->engine_busy[sn->engine] = 0;
+    }
     ds->head[sn->stream] = s->next[i];
     if (s->next[i] == UINT32_MAX) ds->tail[sn->stream] = UINT32_MAX;
     mark_dirty(s, sn->dev);
@@ -255,42 +270,80 @@ static void on_submitted(sim *s, uint32_t i) {
   }
 }
 
+/* The device's capacity, 1, handed out to the admitted kernels in start order: kernel k runs
+ * at min(1, capacity left / share_k). A kernel whose speed changes has the work it has done
+ * at the old speed taken off and its end re-timed (older end events become stale); one whose
+ * speed is unchanged keeps its end, so a kernel that runs alone ends exactly `cost` after
+ * its start. A kernel starts (for the timeline and its memory) when it first progresses. */
+static void share_device(sim *s, devstate *ds) {
+  double left = 1;
+  for (int k = 0; k < ds->nrunning; k++) {
+    uint32_t i = ds->running[k];
+    double share = s->sp->nodes[i].share;
+    double give = WEFT__MIN(share, left);
+    left -= give;
+    if (left < 1e-12) left = 0;
+    double rate = give >= share ? 1.0 : give / share;
+    if (rate == s->rate[i]) continue;
+    if (s->rate[i] > 0) s->rem[i] = WEFT__MAX(0.0, s->rem[i] - s->rate[i] * (s->now - s->t_last[i]));
+    s->t_last[i] = s->now;
+    s->rate[i] = rate;
+    s->gen[i]++;
+    if (rate <= 0) continue;
+    if (s->sp->start[i] < 0) node_start(s, i);
+    push_gen(s, s->now + s->rem[i] / rate, EV_END, i, s->gen[i]);
+  }
+}
+
 /* Starts what can start now on device d: a submission, and each free engine's best head. */
 static void run_device(sim *s, int d) {
   devstate *ds = &s->dev[d];
   weft__sim_plan *sp = s->sp;
   ds->dirty = 0;
   if (!ds->submit_busy && ds->submitq.len > 0) {
+    const weft__sim_gpu *g = &s->m->prof.gpu;
     uint32_t i = heap_pop(&ds->submitq).node;
-    double c = s->replay ? s->m->prof.gpu.replay_node_s : sp->nodes[i].submit;
+    double c = g->replay_node_s;
+    if (!s->replay) {
+      /* The launch and events, the allocation of the node's temporaries (and their frees by
+       * the drain: one figure per temporary), and, while other nodes of the device wait to
+       * be launched, the contention of several host workers enqueueing at once. */
+      c = sp->nodes[i].submit + (double)(sp->alloc_off[i + 1] - sp->alloc_off[i]) * g->temp_s +
+          (ds->submitq.len > 0 ? g->launch_busy_s : 0);
+    }
     ds->submit_busy = 1;
     push(s, s->now + c, EV_SUBMITTED, i);
   }
   int engines = 1 + s->m->prof.gpu.copy_engines;
   for (int e = 0; e < engines; e++) {
-    /* The compute engine may start several kernels now, a copy engine one. */
+    /* The compute engine admits every head that may start, in the order they were submitted;
+     * a copy engine starts one copy at a time. */
     for (;;) {
       if (e > 0 && ds->engine_busy[e]) break;
       uint32_t best = UINT32_MAX;
       for (int st = 0; st < s->nstreams; st++) {
         uint32_t h = ds->head[st];
-        if (h == UINT32_MAX || sp->nodes[h].engine != e || s->done_left[h] != 0 || sp->start[h] >= 0)
+        if (h == UINT32_MAX || sp->nodes[h].engine != e || s->done_left[h] != 0 || s->admitted[h])
           continue;
         if (best == UINT32_MAX || s->submitted[h] < s->submitted[best] ||
             (s->submitted[h] == s->submitted[best] && h < best))
           best = h;
       }
       if (best == UINT32_MAX) break;
+      s->admitted[best] = 1;
+      double cost = sp->nodes[best].cost;
       if (e == 0) {
-        if (sp->nodes[best].sms > ds->free_sms) break;
-        ds->free_sms -= sp->nodes[best].sms;
-      } else {
-        ds->engine_busy[e] = 1;
+        ds->running[ds->nrunning++] = best;
+        s->rem[best] = cost;
+        s->rate[best] = 0;
+        continue;
       }
+      ds->engine_busy[e] = 1;
       node_start(s, best);
-      push(s, s->now + sp->nodes[best].cost, EV_END, best);
+      push(s, s->now + cost, EV_END, best);
     }
   }
+  share_device(s, ds);
 }
 
 static void run_host(sim *s) {
@@ -394,11 +447,14 @@ static int statistics(sim *s) {
   }
   res->copy_s = res->hidden_copy_s = res->critical_path_s = res->makespan_s = 0;
   res->nodes_run = 0;
+  /* A replayed graph ends with the frees of the temporaries nobody claimed, memory nodes one
+   * after the other (cuda_replay.c), before the host can see its end. */
+  double tail = s->replay ? (double)(sp->ntemps - sp->claim_off[sp->n]) * s->m->prof.gpu.replay_temp_s : 0;
   for (uint32_t i = 0; i < p->n; i++) {
     if (!ran(s, i)) continue;
     res->nodes_run++;
     res->critical_path_s = WEFT__MAX(res->critical_path_s, s->cp[i]);
-    double seen = sp->end[i] + (gpu_node(s, i) ? s->m->prof.gpu.notify_s : 0);
+    double seen = sp->end[i] + (gpu_node(s, i) ? tail + s->m->prof.gpu.notify_s : 0);
     res->makespan_s = WEFT__MAX(res->makespan_s, seen);
     if (!sp->nodes[i].is_copy) continue;
     const weft_node *nd_ = p->x[i].node;
@@ -468,21 +524,27 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
   s.submitted = weft__calloc(nn, sizeof *s.submitted);
   s.cp = weft__calloc(nn, sizeof *s.cp);
   s.temp_left = weft__malloc((sp->ntemps ? sp->ntemps : 1) * sizeof *s.temp_left);
+  s.rem = weft__calloc(nn, sizeof *s.rem);
+  s.rate = weft__calloc(nn, sizeof *s.rate);
+  s.t_last = weft__calloc(nn, sizeof *s.t_last);
+  s.gen = weft__calloc(nn, sizeof *s.gen);
+  s.admitted = weft__calloc(nn, 1);
   int rc = WEFT_OK;
   if (!s.dev || !s.dirty || !s.free_workers || !s.issue_left || !s.done_left || !s.next ||
-      !s.issue_at || !s.ready_at || !s.submitted || !s.cp || !s.temp_left) {
+      !s.issue_at || !s.ready_at || !s.submitted || !s.cp || !s.temp_left ||
+      !s.rem || !s.rate || !s.t_last || !s.gen || !s.admitted) {
     rc = weft__oom("the simulation");
     goto done;
   }
   for (int d = 0; d < ng; d++) {
     s.dev[d].head = weft__malloc((size_t)s.nstreams * sizeof(uint32_t));
     s.dev[d].tail = weft__malloc((size_t)s.nstreams * sizeof(uint32_t));
-    if (s.dev[d].head == NULL || s.dev[d].tail == NULL) {
+    s.dev[d].running = weft__malloc((size_t)s.nstreams * sizeof(uint32_t));
+    if (s.dev[d].head == NULL || s.dev[d].tail == NULL || s.dev[d].running == NULL) {
       rc = weft__oom("the simulation");
       goto done;
     }
     for (int st = 0; st < s.nstreams; st++) s.dev[d].head[st] = s.dev[d].tail[st] = UINT32_MAX;
-    s.dev[d].free_sms = (uint32_t)m->prof.gpu.multiprocessors;
     sp->peak[d] = sp->resident[d];
   }
   sp->res.oom_dev = -1;
@@ -501,13 +563,11 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
     s.next[i] = UINT32_MAX;
     sp->start[i] = -1;
     sp->end[i] = -1;
-    if (preds != 0) continue;
-    if (!sp->ran[i])
-      push(&s, 0, EV_END, i);
-    else if (sp->nodes[i].dev < 0)
-      push(&s, 0, EV_HOST_READY, i);
-    else
+    if (!sp->ran[i] || sp->nodes[i].dev < 0) {
+      if (preds == 0) push(&s, 0, sp->ran[i] ? EV_HOST_READY : EV_END, i);
+    } else if (s.issue_left[i] == 0) {
       push(&s, 0, EV_SUBMIT_READY, i);
+    }
   }
   while (s.events.len > 0 && s.rc == WEFT_OK) {
     item ev = heap_pop(&s.events);
@@ -526,6 +586,7 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
         on_submitted(&s, i);
         break;
       default:
+        if (ev.gen != (s.gen[i] & GEN_MASK)) break; /* a kernel's end re-timed since */
         on_end(&s, i);
         break;
     }
@@ -547,6 +608,7 @@ done:
   for (int d = 0; s.dev != NULL && d < ng; d++) {
     weft__free(s.dev[d].head);
     weft__free(s.dev[d].tail);
+    weft__free(s.dev[d].running);
     weft__free(s.dev[d].submitq.a);
   }
   weft__free(s.dev);
@@ -560,6 +622,11 @@ done:
   weft__free(s.submitted);
   weft__free(s.cp);
   weft__free(s.temp_left);
+  weft__free(s.rem);
+  weft__free(s.rate);
+  weft__free(s.t_last);
+  weft__free(s.gen);
+  weft__free(s.admitted);
   weft__free(s.events.a);
   weft__free(s.hostq.a);
   weft__vec_fini(&s.samples);

@@ -89,6 +89,10 @@ static const field gpu_fields[] = {
     {"event_s", F_NUM, OFF(gpu.event_s), 1, 0, 1, 0},
     {"notify_s", F_NUM, OFF(gpu.notify_s), 1, 0, 1, 0},
     {"replay_node_s", F_NUM, OFF(gpu.replay_node_s), 0, 0, 1, 0},
+    {"gemm_f32_share", F_CURVE, OFF(gpu.gemm_share), 0, 1e-6, 1, 0},
+    {"temp_s", F_NUM, OFF(gpu.temp_s), 0, 0, 1, 0},
+    {"replay_temp_s", F_NUM, OFF(gpu.replay_temp_s), 0, 0, 1, 0},
+    {"launch_busy_s", F_NUM, OFF(gpu.launch_busy_s), 0, 0, 1, 0},
 };
 
 static const field link_fields[] = {
@@ -454,10 +458,15 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   put_curve(f, "gemm_f64_flops", &g->gemm[1]);
   fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_bandwidth\": %.6g,\n"
              "    \"kernel_s\": %.4g,\n    \"launch_s\": %.4g,\n    \"gemm_launch_s\": %.4g,\n"
-             "    \"event_s\": %.4g,\n    \"notify_s\": %.4g,\n    \"replay_node_s\": %.4g\n  },\n"
-             "  \"links\": {\n",
+             "    \"event_s\": %.4g,\n    \"notify_s\": %.4g,\n    \"replay_node_s\": %.4g,\n"
+             "    \"temp_s\": %.4g,\n    \"replay_temp_s\": %.4g,\n    \"launch_busy_s\": %.4g",
           g->memory_bandwidth, g->fill_bandwidth, g->kernel_s, g->launch_s, g->gemm_launch_s,
-          g->event_s, g->notify_s, g->replay_node_s);
+          g->event_s, g->notify_s, g->replay_node_s, g->temp_s, g->replay_temp_s, g->launch_busy_s);
+  if (g->gemm_share.n > 0) {
+    fprintf(f, ",\n");
+    put_curve(f, "gemm_f32_share", &g->gemm_share);
+  }
+  fprintf(f, "\n  },\n  \"links\": {\n");
   put_link(f, "h2d", &p->h2d, 0);
   put_link(f, "d2h", &p->d2h, 0);
   put_link(f, "h2d_pageable", &p->h2d_pageable, 0);

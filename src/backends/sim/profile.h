@@ -60,7 +60,14 @@ typedef struct weft__sim_gpu {
   double gemm_launch_s;      /* ... one product (a cuBLAS call); 0: launch_s */
   double event_s;            /* host time per cross-stream edge (record + wait) */
   double notify_s;           /* from a node's end on the device to a host thread seeing it */
-  double replay_node_s;      /* host time per node when an unchanged graph is replayed; 0: none */
+  double replay_node_s;      /* a replayed graph's executor time per node; 0: no replays */
+  /* Optional figures (0 or an empty curve: not priced, or computed): */
+  weft__sim_curve gemm_share; /* f32 products that do not fill the device: the part of it one
+                               * occupies (K independent products over a chain of K) */
+  double temp_s;             /* host time per temporary of an eager run (allocation, free) */
+  double replay_temp_s;      /* device time per temporary of a replayed graph (its memory
+                              * nodes: the frees at the graph's end run one after another) */
+  double launch_busy_s;      /* extra host time of a launch while others wait to launch */
 } weft__sim_gpu;
 
 typedef struct weft__sim_profile {

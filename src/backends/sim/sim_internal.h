@@ -35,7 +35,8 @@ typedef struct weft__sim_node {
   uint8_t engine;    /* GPU: 0 the compute engine, 1 + k copy engine k */
   uint8_t is_copy;   /* a copy node (the report counts every copy node as a copy) */
   uint32_t lane;     /* GPU: WEFT__LANE(...) of its stream */
-  uint32_t sms;      /* GPU compute: the SMs it occupies while it runs (1..multiprocessors) */
+  double share;      /* GPU compute: the part of the device it needs to run at full speed,
+                      * (0, 1] (des.c shares the device in start order) */
 } weft__sim_node;
 
 /* Virtual-time results of the plan's latest run. */
