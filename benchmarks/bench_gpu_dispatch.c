@@ -3,7 +3,7 @@
  * (target <= 3 us per node): the CUDA backend batches such chains, 128 nodes to a kernel
  * (cuda_plan.c, "Batches"); replayed runs launch one CUDA graph (target <= 1 us per node).
  * Also measured: the cold first run of a fresh graph (analysis, plan, materialisation and the
- * eager run), and eager runs with batching off (WEFT_CUDA_BATCH=0: a launch per node). The
+ * eager run), and eager runs with batching off (weft_cuda_set_batching: a launch per node). The
  * result is checked (x grows by the node count each run). The floor of an unbatched eager run
  * is printed beside it: the same kernel launched 10 000 times in a plain loop on one stream,
  * no scheduler.
@@ -62,12 +62,11 @@ static void check(weft_tensor *x, double runs, long long count, const char *what
   }
 }
 
-/* Eager runs, median ms: runtime with batching on or off (WEFT_CUDA_BATCH is read when a
- * runtime is created). */
+/* Eager runs, median ms, with batching on or off. */
 static double eager_runs(int dev, long long count, int reps, int batch, double *spread) {
-  setenv("WEFT_CUDA_BATCH", batch ? "1" : "0", 1);
   weft_runtime *rt = bench_runtime("dispatch", dev + 1);
   weft_cuda_set_replay(rt, 0);
+  weft_cuda_set_batching(rt, batch);
   weft_tensor *x;
   weft_graph *g = build(rt, dev, count, &x);
   double m = bench_time_graph(g, 2, reps, spread);
@@ -83,7 +82,6 @@ int main(int argc, char **argv) {
   double sp_e, sp_u, sp_r, sp_c;
   double eager = eager_runs(o.device, o.count, o.reps, 1, &sp_e);
   double unbatched = eager_runs(o.device, o.count, o.reps, 0, &sp_u);
-  setenv("WEFT_CUDA_BATCH", "1", 1);
   weft_runtime *rt = bench_runtime("dispatch", o.device + 1);
   /* Cold first runs: a fresh graph each time, replay on (a first run is eager either way). */
   double *cold = malloc((size_t)o.reps * sizeof *cold);
@@ -110,7 +108,7 @@ int main(int argc, char **argv) {
     printf("dispatch: chain of %lld tiny GPU nodes\n"
            "  eager (batched)   %9.3f ms = %6.3f us/node (spread %.3f ms)\n"
            "  cold first run    %9.3f ms = %6.3f us/node (spread %.3f ms; a fresh graph: analysis, plan, run)\n"
-           "  eager, unbatched  %9.3f ms = %6.3f us/node (spread %.3f ms; WEFT_CUDA_BATCH=0)\n"
+           "  eager, unbatched  %9.3f ms = %6.3f us/node (spread %.3f ms; batching off)\n"
            "  replayed          %9.3f ms = %6.3f us/node (spread %.3f ms) [%llu replays]\n"
            "  floor of an unbatched run: the kernel launched in a plain loop, %6.3f us/launch (%.3f with cudaSetDevice each)\n",
            o.count, eager, eager * 1e3 / n, sp_e, first, first * 1e3 / n, sp_c, unbatched, unbatched * 1e3 / n, sp_u,

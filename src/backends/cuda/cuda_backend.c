@@ -382,7 +382,7 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   st->capture_run = (unsigned)env_int("WEFT_CUDA_CAPTURE_RUN", 1, 1000, 2);
   /* Batches of small elementwise nodes (cuda_plan.c); never under WEFT_LAUNCH_BLOCKING, which
    * must pin a fault on one node. */
-  st->batch = !st->launch_blocking && env_int("WEFT_CUDA_BATCH", 0, 1, 1);
+  atomic_init(&st->batch, !st->launch_blocking && env_int("WEFT_CUDA_BATCH", 0, 1, 1));
   st->window_count = WEFT__PLAN_WINDOW_COUNT;
   st->window_bytes_min = (size_t)env_int("WEFT_CUDA_WINDOW_MIB", 0, 1 << 30, WEFT__PLAN_WINDOW_MIN_MIB) << 20;
   /* Node timing on the device (when the runtime times nodes at all): WEFT_CUDA_TIMING=0 keeps
@@ -671,6 +671,11 @@ int weft_cuda_memory_trim(weft_runtime *rt, int device, size_t keep_bytes) {
 void weft_cuda_set_replay(weft_runtime *rt, int enabled) {
   cu_state *st = state_of(rt);
   if (st != NULL) atomic_store(&st->replay, enabled != 0);
+}
+
+void weft_cuda_set_batching(weft_runtime *rt, int enabled) {
+  cu_state *st = state_of(rt);
+  if (st != NULL) atomic_store(&st->batch, enabled != 0 && !st->launch_blocking);
 }
 
 void weft_cuda_run_stats_get(const weft_runtime *rt, weft_cuda_run_stats *out) {

@@ -112,7 +112,7 @@ typedef struct cu_state {
   cu_device *dev;
   int launch_blocking;
   int allow_tf32;
-  int batch;                  /* 1: chains of small elementwise nodes are batched (WEFT_CUDA_BATCH) */
+  atomic_int batch;           /* 1: chains of small elementwise nodes are batched (WEFT_CUDA_BATCH) */
   atomic_int replay;          /* 1: unchanged graphs are captured and replayed */
   unsigned capture_run;       /* the run of a plan that captures it (2; WEFT_CUDA_CAPTURE_RUN) */
   size_t window_bytes_min;    /* memory plan: frees left unclaimed, at least this many bytes */

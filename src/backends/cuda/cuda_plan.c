@@ -610,7 +610,7 @@ done:
  * every node reported done has run. Replays capture the batches' kernels like any other. */
 static int plan_batches(cu_state *st, cu_plan *cp) {
   weft__plan *p = cp->p;
-  if (!st->batch || cp->ncuda < 2) return WEFT_OK;
+  if (!atomic_load(&st->batch) || cp->ncuda < 2) return WEFT_OK;
   uint32_t nb = 0, members = 0;
   for (int pass = 0; pass < 2; pass++) {
     nb = members = 0;
