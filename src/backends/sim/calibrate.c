@@ -9,7 +9,12 @@
  *                    costs of a first run on fresh graphs (a re-run may be a replay);
  *   fitted figures   the event cost from a fork-join pattern against a plain chain; the
  *                    GPU-to-host notification from a GPU/CPU round trip, against the same graph
- *                    simulated with the figures measured so far and no notification cost.
+ *                    simulated with the figures measured so far and no notification cost;
+ *   against a chain  the share of the device a small product occupies (K independent products
+ *                    over a chain of K), a launch's extra cost while other launches wait
+ *                    (independent tiny products over a chain of them, eager), the cost of a
+ *                    temporary (a chain whose every node makes one over the plain chain, eager
+ *                    and replayed).
  * A simulated runtime's runs take virtual time, so calibrating one gives its profile back —
  * which is how CI checks this file without a GPU. */
 #include <math.h>

@@ -3,20 +3,26 @@
  * What is modelled (docs/simulator.md has it for users):
  *   host submission  each GPU node is enqueued by the host: one submission at a time per
  *                    device (a device's launches serialise in the driver), costing the node's
- *                    `submit` (launch_s plus event_s per cross-stream predecessor), or
+ *                    `submit` (launch_s plus event_s per cross-stream predecessor) plus temp_s
+ *                    per temporary it allocates, plus launch_busy_s while other nodes of the
+ *                    device wait to be enqueued (several workers contend in the driver); or
  *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
  *                    node can be submitted once its GPU predecessors are submitted (the device
  *                    orders them through streams and events) and its CPU predecessors ended.
  *   streams          FIFO queues: a node starts only after the node submitted before it on its
  *                    stream has ended.
- *   engines          per device the SMs and 1..3 copy engines fed by the H2D, D2H and peer
- *                    streams. A kernel occupies the part of the SMs its throughput needs (a
- *                    large product all of them, a small one or a launch-bound one a few), so
- *                    small kernels on different streams run at once and large ones one after
- *                    the other; each copy engine runs one copy at a time. Among the heads of
- *                    the streams whose predecessors have all ended, the one submitted first
- *                    starts first; a kernel that does not fit waits, and so do those behind it
- *                    (no overtaking, so a large kernel is not starved).
+ *   engines          per device a compute engine and 1..3 copy engines fed by the H2D, D2H and
+ *                    peer streams. Each copy engine runs one copy at a time. The compute engine
+ *                    admits every stream head whose predecessors have ended, in the order they
+ *                    were submitted, and hands out its capacity, 1, in that order: kernel k
+ *                    runs at min(1, capacity left / share_k), where its share is the part of the
+ *                    device it needs for full speed (measured for small products, computed for
+ *                    the rest, 1 for a kernel that fills the device). Large kernels then run
+ *                    one after the other, first come first served; small ones side by side, as
+ *                    fast as their shares allow. A kernel whose speed changes is re-timed (the
+ *                    work left at the new speed); its older end event becomes stale.
+ *   replay's end     a replayed graph frees the temporaries nobody claimed in memory nodes at its
+ *                    end, one after another: replay_temp_s each before the host sees the end.
  *   CPU workers      host_lanes virtual workers run CPU nodes, first ready first; a CPU node
  *                    that waits for a GPU node sees its end notify_s later.
  *   memory           per GPU, its resident tensors plus the live temporaries: a temporary is
@@ -28,7 +34,8 @@
  *
  * The event loop pops the earliest event (ties in the order the events were made, so the
  * result is deterministic), applies it, then starts whatever became possible at that time:
- * CPU workers, each touched device's submission channel and engines. Costs O((n + m) log n).
+ * CPU workers, each touched device's submission channel and engines. Costs O((n + m) log n),
+ * plus O(compute streams) per kernel start and end to share the device.
  *
  * Statistics use the report's definitions (include/weft/report.h): a copy is a node that
  * moves data between two devices; its hidden part is the part of its interval during which a

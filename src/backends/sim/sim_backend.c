@@ -242,10 +242,11 @@ static double peak_of(const weft__sim_curve *c) {
 }
 
 /* The cost of a node on a GPU (or on a copy engine), without the host's submission. *share
- * receives the part of the device's SMs a kernel occupies: the time its work would take at the
- * device's peak over its modelled time, so a small product or a kernel held up by the launch
- * floor leaves room for others on other streams, and a large one fills the device. Copies
- * between devices run on copy engines (share 0). */
+ * receives the part of the device a kernel needs to run at full speed (des.c shares the device
+ * in start order): a product's from the profile's measured gemm_f32_share where it has one,
+ * otherwise the time its work would take at the device's peak over its modelled time, so a
+ * kernel held up by the launch floor leaves room for others on other streams, and a large one
+ * fills the device. Copies between devices run on copy engines (share 0). */
 static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
   const weft__sim_profile *p = &m->prof;
   const weft__sim_gpu *g = &p->gpu;
