@@ -292,6 +292,21 @@ static void eager_runs(const cal *c, int on) {
 #endif
 }
 
+/* The simulator prices every GPU node as one launch: it does not model the CUDA backend's
+ * batches (a chain of small elementwise nodes launched as one kernel), so a calibration
+ * measures with them off — its chains of one-element additions would otherwise be batched —
+ * and turns them back on after (unless WEFT_CUDA_BATCH=0 had them off; the setting applies to
+ * graphs planned afterwards, and every measurement plans new graphs). */
+static void batching(const cal *c, int on) {
+#if WEFT_HAVE_CUDA
+  const char *env = getenv("WEFT_CUDA_BATCH");
+  if (!c->simulated) weft_cuda_set_batching(c->rt, on && !(env != NULL && strcmp(env, "0") == 0));
+#else
+  (void)c;
+  (void)on;
+#endif
+}
+
 /* GEMM rates over sizes; `overhead` (the CPU dispatcher's cost per node) is not the GEMM's. */
 static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *sizes, int nsizes,
                       double target, double threads, double overhead, weft__sim_curve *out) {
@@ -515,7 +530,10 @@ int weft_calibrate(weft_runtime *rt, const weft_calibrate_options *o, const char
   if ((rc = measure_host(&c, &p->host)) != WEFT_OK) goto done;
   p->ngpus = ngpus;
   if (ngpus > 0) {
-    if ((rc = measure_gpu(&c, p, ngpus)) != WEFT_OK || (rc = fit_notify(&c, p)) != WEFT_OK) goto done;
+    batching(&c, 0);
+    if ((rc = measure_gpu(&c, p, ngpus)) == WEFT_OK) rc = fit_notify(&c, p);
+    batching(&c, 1);
+    if (rc != WEFT_OK) goto done;
   }
   time_t now = time(NULL);
   struct tm tmv;
