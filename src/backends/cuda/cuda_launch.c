@@ -67,9 +67,16 @@ static void lane_open(cu_state *st, cu_plan *cp, const cu_streams *cap, int dev,
   l->capture = cap != NULL;
   l->stream = stream;
   /* Asking is cheaper than setting (a context switch even when it is already current), and a
-   * worker usually stays on one device. */
+   * worker usually stays on one device. But on a thread that has not yet bound a context,
+   * cudaGetDevice answers 0 all the same, and cuBLAS (which asks the driver for the current
+   * context) then fails inside (compute-sanitizer reported CUDA_ERROR_INVALID_CONTEXT from
+   * cublasLt): each thread sets its device the first time. */
+  static _Thread_local int bound;
   int cur = -1;
-  if (cudaGetDevice(&cur) != cudaSuccess || cur != l->d->ordinal) cudaSetDevice(l->d->ordinal);
+  if (!bound || cudaGetDevice(&cur) != cudaSuccess || cur != l->d->ordinal) {
+    cudaSetDevice(l->d->ordinal);
+    bound = 1;
+  }
   if (cap != NULL) {
     int compute = stream < l->d->ncompute;
     l->s = cap->s[dev][stream];
