@@ -16,6 +16,7 @@
 #include "backends/sim/json.h"
 #include "sched/sched.h"
 #include "backends/sim/profile.h"
+#include "backends/sim/sim_internal.h"
 #include "oracle_gen.h"
 #include "testutil.h"
 #include "weft/report.h"
@@ -758,30 +759,48 @@ static void test_deterministic(void **state) {
   assert_true(t[0] == t[1] && t[1] == t[2]);
 }
 
-/* Re-running an unchanged all-GPU graph is a replay: host costs per node drop. */
+/* Re-running an unchanged all-GPU graph is a replay: host costs per node drop. A chain of tiny
+ * nodes is batched as the CUDA backend batches it (128 nodes a kernel), unless batching is off:
+ * each node then pays a launch, or a replayed kernel node. */
 static void test_replay(void **state) {
   (void)state;
-  weft_runtime *rt = sim_runtime("h100", 2, 0);
   weft__sim_profile p = load("h100");
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *a = NULL, *one = NULL;
-  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &a));
-  CHECK(weft_tensor_create(g, "one", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
-  for (int i = 0; i < 1000; i++) CHECK(weft_add(g, a, one, &a));
-  weft_sim_summary first = run_summary(g), again = run_summary(g);
-  assert_false(first.replayed);
-  assert_true(again.replayed);
-  double per_first = first.makespan_s / 1000, per_again = again.makespan_s / 1000;
-  print_message("1000 tiny nodes: %.2f us a node on the first run, %.2f us on a replay\n",
-                per_first * 1e6, per_again * 1e6);
-  /* Per node: the launch (or replay) cost or the kernel, whichever bounds; the makespan ends
-   * when the host sees the last node end (notify_s), shared by the 1000 nodes. */
-  double seen = p.gpu.notify_s / 1000;
-  assert_true(near(per_first, WEFT__MAX(p.gpu.launch_s, p.gpu.kernel_s) + seen, 0.02));
-  assert_true(near(per_again, WEFT__MAX(p.gpu.replay_node_s, p.gpu.kernel_s) + seen, 0.02));
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
+  const weft__sim_gpu *gp = &p.gpu;
+  for (int batched = 0; batched < 2; batched++) {
+    weft_runtime *rt = sim_runtime("h100", 2, 0);
+    weft__sim_set_batching(rt, batched);
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    weft_tensor *a = NULL, *one = NULL;
+    CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &a));
+    CHECK(weft_tensor_create(g, "one", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
+    for (int i = 0; i < 1000; i++) CHECK(weft_add(g, a, one, &a));
+    weft_sim_summary first = run_summary(g), again = run_summary(g);
+    assert_false(first.replayed);
+    assert_true(again.replayed);
+    double per_first = first.makespan_s / 1000, per_again = again.makespan_s / 1000;
+    print_message("1000 tiny nodes%s: %.3f us a node on the first run, %.3f us on a replay\n",
+                  batched ? ", batched" : "", per_first * 1e6, per_again * 1e6);
+    /* The makespan ends when the host sees the last node end (notify_s), shared by the nodes. */
+    double seen = gp->notify_s / 1000;
+    if (!batched) {
+      /* Per node: the launch (or replay) cost or the kernel, whichever bounds. */
+      assert_true(near(per_first, WEFT__MAX(gp->launch_s, gp->kernel_s) + seen, 0.02));
+      assert_true(near(per_again, WEFT__MAX(gp->replay_node_s, gp->kernel_s) + seen, 0.02));
+    } else {
+      /* 1000 nodes are 8 batches (7 of 128, one of 104). Eager, the host dispatches every node
+       * and launches 8 kernels, and the device runs each batch after its launch: the last
+       * one's kernel, at most, comes after the host's work. Replayed, the device runs the 8
+       * kernels back to back. */
+      double host = (1000 * gp->batch_node_s + 8 * gp->launch_s) / 1000;
+      double last = (gp->kernel_s + 104 * gp->batch_op_s) / 1000;
+      assert_true(per_first >= host && per_first <= (host + last + seen) * 1.001);
+      assert_true(near(per_again, (8 * gp->kernel_s + 1000 * gp->batch_op_s) / 1000 + seen, 0.02));
+      assert_true(per_first < gp->launch_s / 4);
+    }
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
 }
 
 /* Device memory is finite: a plan that does not fit fails the run, naming the node. */
@@ -1079,6 +1098,9 @@ static void test_calibrate_roundtrip(void **state) {
   assert_true(near(got.gpu.launch_busy_s, want.gpu.launch_busy_s, 0.02));
   assert_true(near(got.gpu.replay_temp_s, want.gpu.replay_temp_s, 0.02));
   assert_true(got.gpu.temp_s <= 0.02 * want.gpu.launch_s + want.gpu.temp_s);
+  /* Batches: measured with batching on, through the model's terms (des.c). */
+  assert_true(near(got.gpu.batch_node_s, want.gpu.batch_node_s, 0.05));
+  assert_true(near(got.gpu.batch_op_s, want.gpu.batch_op_s, 0.05));
   /* Shares for the sizes that do not fill the device (quick: 256 and 1024), as modelled: at
    * least what the replay's per-node cost allows. */
   assert_int_equal(got.gpu.gemm_share.n, 2);

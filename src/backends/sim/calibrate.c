@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backends/plan_rules.h"
 #include "backends/sim/sim_internal.h"
 #include "sched/sched.h"
 #include "weft/sim.h"
@@ -292,19 +293,37 @@ static void eager_runs(const cal *c, int on) {
 #endif
 }
 
-/* The simulator prices every GPU node as one launch: it does not model the CUDA backend's
- * batches (a chain of small elementwise nodes launched as one kernel), so a calibration
- * measures with them off — its chains of one-element additions would otherwise be batched —
- * and turns them back on after (unless WEFT_CUDA_BATCH=0 had them off; the setting applies to
- * graphs planned afterwards, and every measurement plans new graphs). */
+/* The model prices batches (a chain of small elementwise nodes launched as one kernel,
+ * cuda_plan.c) with their own figures, batch_node_s and batch_op_s, and every other GPU node
+ * as one launch; so a calibration measures with batches off — its chains of one-element
+ * additions would otherwise be batched — then measures the batches themselves with them on
+ * (measure_batches), and leaves them on after, unless WEFT_CUDA_BATCH=0 had them off. The
+ * setting applies to graphs planned afterwards, and every measurement plans new graphs. */
 static void batching(const cal *c, int on) {
-#if WEFT_HAVE_CUDA
   const char *env = getenv("WEFT_CUDA_BATCH");
-  if (!c->simulated) weft_cuda_set_batching(c->rt, on && !(env != NULL && strcmp(env, "0") == 0));
-#else
-  (void)c;
-  (void)on;
+  on = on && !(env != NULL && strcmp(env, "0") == 0);
+#if WEFT_HAVE_CUDA
+  if (!c->simulated) weft_cuda_set_batching(c->rt, on);
 #endif
+  if (c->simulated) weft__sim_set_batching(c->rt, on);
+}
+
+/* Batches, with batching on: the chain of one-element additions again, eager and replayed.
+ * Eager, a node of a batch costs the host batch_node_s and each batch a launch; replayed, each
+ * batch is one kernel of kernel_s plus batch_op_s an op (the model's terms, des.c). */
+static int measure_batches(const cal *c, weft__sim_gpu *g) {
+  vec_arg tiny = {weft_cuda(0), 1};
+  double eager, replay;
+  eager_runs(c, 1);
+  int rc = per_node(c, build_add, &tiny, c->simulated, 0.01, &eager);
+  eager_runs(c, 0);
+  if (rc == WEFT_OK) rc = per_node(c, build_add, &tiny, 0, 0.01, &replay);
+  if (rc != WEFT_OK) return rc;
+  g->batch_node_s = WEFT__MAX(1e-9, eager - g->launch_s / WEFT__PLAN_BATCH_MAX);
+  g->batch_op_s = WEFT__MAX(1e-9, replay - g->kernel_s / WEFT__PLAN_BATCH_MAX);
+  say(c, "cuda:0: batched, a node costs %.3g us in an eager run, %.3g us replayed: %.3g us of the host a node, "
+      "%.3g us of the device an op", eager * 1e6, replay * 1e6, g->batch_node_s * 1e6, g->batch_op_s * 1e6);
+  return WEFT_OK;
 }
 
 /* GEMM rates over sizes; `overhead` (the CPU dispatcher's cost per node) is not the GEMM's. */
@@ -533,6 +552,8 @@ int weft_calibrate(weft_runtime *rt, const weft_calibrate_options *o, const char
     batching(&c, 0);
     if ((rc = measure_gpu(&c, p, ngpus)) == WEFT_OK) rc = fit_notify(&c, p);
     batching(&c, 1);
+    const char *env = getenv("WEFT_CUDA_BATCH");
+    if (rc == WEFT_OK && !(env != NULL && strcmp(env, "0") == 0)) rc = measure_batches(&c, &p->gpu);
     if (rc != WEFT_OK) goto done;
   }
   time_t now = time(NULL);

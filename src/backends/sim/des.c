@@ -9,6 +9,11 @@
  *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
  *                    node can be submitted once its GPU predecessors are submitted (the device
  *                    orders them through streams and events) and its CPU predecessors ended.
+ *   batches          a node of a batch (sim_backend.c, plan_batches) costs its submission
+ *                    batch_node_s and the batch's last node a launch too; the batch's nodes
+ *                    join their stream when the last is submitted (its kernel is launched
+ *                    then), and in a replay only the last costs replay_node_s (the graph holds
+ *                    one kernel node per batch).
  *   streams          FIFO queues: a node starts only after the node submitted before it on its
  *                    stream has ended.
  *   engines          per device a compute engine and 1..3 copy engines fed by the H2D, D2H and
@@ -258,17 +263,30 @@ static void on_end(sim *s, uint32_t i) {
   }
 }
 
-static void on_submitted(sim *s, uint32_t i) {
+/* Appends node i to its stream's FIFO. */
+static void enqueue(sim *s, devstate *ds, uint32_t i) {
   const weft__sim_node *sn = &s->sp->nodes[i];
-  devstate *ds = &s->dev[sn->dev];
-  ds->submit_busy = 0;
-  s->submitted[i] = s->now;
   s->next[i] = UINT32_MAX;
   if (ds->tail[sn->stream] == UINT32_MAX)
     ds->head[sn->stream] = i;
   else
     s->next[ds->tail[sn->stream]] = i;
   ds->tail[sn->stream] = i;
+}
+
+static void on_submitted(sim *s, uint32_t i) {
+  const weft__sim_node *sn = &s->sp->nodes[i];
+  devstate *ds = &s->dev[sn->dev];
+  ds->submit_busy = 0;
+  s->submitted[i] = s->now;
+  /* A node of a batch reaches its stream with the batch's kernel, which its last node
+   * launches (if that node does not run, the drain launches the batch: each node as it came). */
+  if (sn->batch_last == UINT32_MAX || !ran(s, sn->batch_last)) {
+    enqueue(s, ds, i);
+  } else if (sn->batch_last == i) {
+    for (uint32_t q = sn->batch_first; q != i; q = s->sp->nodes[q].batch_next) enqueue(s, ds, q);
+    enqueue(s, ds, i);
+  }
   mark_dirty(s, sn->dev);
   const weft__xnode *x = &s->p->x[i];
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
@@ -310,7 +328,9 @@ static void run_device(sim *s, int d) {
   if (!ds->submit_busy && ds->submitq.len > 0) {
     const weft__sim_gpu *g = &s->m->prof.gpu;
     uint32_t i = heap_pop(&ds->submitq).node;
-    double c = g->replay_node_s;
+    const weft__sim_node *sn = &sp->nodes[i];
+    /* A replayed graph holds a batch as one kernel node. */
+    double c = sn->batch_last == UINT32_MAX || sn->batch_last == i ? g->replay_node_s : 0;
     if (!s->replay) {
       /* The launch and events, the allocation of the node's temporaries (and their frees by
        * the drain: one figure per temporary), and, while other nodes of the device wait to

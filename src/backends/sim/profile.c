@@ -93,6 +93,8 @@ static const field gpu_fields[] = {
     {"temp_s", F_NUM, OFF(gpu.temp_s), 0, 0, 1, 0},
     {"replay_temp_s", F_NUM, OFF(gpu.replay_temp_s), 0, 0, 1, 0},
     {"launch_busy_s", F_NUM, OFF(gpu.launch_busy_s), 0, 0, 1, 0},
+    {"batch_node_s", F_NUM, OFF(gpu.batch_node_s), 0, 0, 1, 0},
+    {"batch_op_s", F_NUM, OFF(gpu.batch_op_s), 0, 0, 1, 0},
 };
 
 static const field link_fields[] = {
@@ -462,6 +464,8 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
              "    \"temp_s\": %.4g,\n    \"replay_temp_s\": %.4g,\n    \"launch_busy_s\": %.4g",
           g->memory_bandwidth, g->fill_bandwidth, g->kernel_s, g->launch_s, g->gemm_launch_s,
           g->event_s, g->notify_s, g->replay_node_s, g->temp_s, g->replay_temp_s, g->launch_busy_s);
+  if (g->batch_node_s > 0 || g->batch_op_s > 0)
+    fprintf(f, ",\n    \"batch_node_s\": %.4g,\n    \"batch_op_s\": %.4g", g->batch_node_s, g->batch_op_s);
   if (g->gemm_share.n > 0) {
     fprintf(f, ",\n");
     put_curve(f, "gemm_f32_share", &g->gemm_share);

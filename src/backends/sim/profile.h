@@ -68,6 +68,9 @@ typedef struct weft__sim_gpu {
   double replay_temp_s;      /* device time per temporary of a replayed graph (its memory
                               * nodes: the frees at the graph's end run one after another) */
   double launch_busy_s;      /* extra host time of a launch while others wait to launch */
+  double batch_node_s;       /* host time per node of a batch (cuda_plan.c, "Batches") in an
+                              * eager run; 0 (with batch_op_s): batches are not modelled */
+  double batch_op_s;         /* device time per op inside a batch's kernel */
 } weft__sim_gpu;
 
 typedef struct weft__sim_profile {

@@ -65,6 +65,11 @@ static int sim_init(weft__backend *b, const weft_runtime_options *o) {
     m->blas_threads = o->blas_threads;
   else
     m->blas_threads = m->host_lanes == 1 ? cores : WEFT__MAX(1, cores / m->host_lanes);
+  /* Batches as the CUDA backend makes them (off under WEFT_LAUNCH_BLOCKING or
+   * WEFT_CUDA_BATCH=0), where the profile prices them. */
+  const char *batch = getenv("WEFT_CUDA_BATCH");
+  atomic_init(&m->batch, !(o->flags & WEFT_RUNTIME_LAUNCH_BLOCKING) && !(batch != NULL && strcmp(batch, "0") == 0) &&
+                             m->prof.gpu.batch_op_s > 0);
   b->state = m;
   return WEFT_OK;
 }
@@ -539,6 +544,49 @@ static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__pla
   }
 }
 
+/* Batches, by the CUDA backend's rule (cuda_plan.c, "Batches"): consecutive links i -> j of a
+ * chain of small elementwise nodes on one stream, j the only successor of i and i the only
+ * predecessor of j (plan_rules.h), j continuing i's stream and freeing nothing, at most
+ * WEFT__PLAN_BATCH_MAX nodes a batch, walked from each chain's head in topological order. A
+ * node of a batch costs the host batch_node_s (its last node also a launch) and the device
+ * batch_op_s (its first node also the kernel's kernel_s); des.c queues a batch's nodes on their
+ * stream when its last node is enqueued. */
+static void plan_batches(const weft__sim *m, weft__sim_plan *sp, const plan_box *box, const weft__plan *p,
+                         const uint32_t *order) {
+  for (uint32_t i = 0; i < p->n; i++) sp->nodes[i].batch_last = sp->nodes[i].batch_next = sp->nodes[i].batch_first = UINT32_MAX;
+  if (!atomic_load(&m->batch)) return;
+  const weft__sim_gpu *g = &m->prof.gpu;
+  for (uint32_t k = 0; k < p->n; k++) {
+    uint32_t i = order[k], cur = i, len = 1;
+    weft__sim_node *sn = &sp->nodes[i];
+    if (sn->dev < 0 || sn->batch_last != UINT32_MAX || !weft__plan_batchable(p->x[i].node)) continue;
+    while (len < WEFT__PLAN_BATCH_MAX && p->x[cur].succ_begin < p->x[cur].succ_end) {
+      uint32_t j = p->succ[p->x[cur].succ_begin];
+      const weft__sim_node *a = &sp->nodes[cur], *c = &sp->nodes[j];
+      if (!weft__plan_batch_link(p, cur, j) || c->dev != a->dev || c->stream != a->stream || box->why[j] != WHY_CONTINUE || box->continued[j] != cur ||
+          sp->claim_off[j] != sp->claim_off[j + 1])
+        break;
+      sp->nodes[cur].batch_next = j;
+      cur = j;
+      len++;
+    }
+    if (len < 2) {
+      sn->batch_next = UINT32_MAX;
+      continue;
+    }
+    for (uint32_t q = i;; q = sp->nodes[q].batch_next) {
+      weft__sim_node *x = &sp->nodes[q];
+      x->batch_first = i;
+      x->batch_last = cur;
+      double bytes = (double)p->x[q].node->args[0].t->bytes * 3;
+      x->cost = WEFT__MAX(g->batch_op_s, bytes / g->memory_bandwidth) + (q == i ? g->kernel_s : 0);
+      /* The events of the first node stay; a node of a batch is dispatched, not launched. */
+      x->submit += g->batch_node_s - (q == cur ? 0 : g->launch_s);
+      if (q == cur) break;
+    }
+  }
+}
+
 /* Temporaries on GPUs: each one's bytes, device and users; per node, the temporaries it
  * allocates (its first access in a topological order is its creating write) and uses. Two
  * passes over the accesses in that order: count, then fill; stamp[] counts a node that
@@ -800,6 +848,7 @@ static int sim_plan(weft__backend *b, weft__plan *p) {
   assign_streams(m, sp, box, p, sc.order, sc.heir, sc.tail, sc.kept, sc.rr);
   submit_costs(m, sp, p);
   if ((rc = plan_memory(sp, p, sc.order)) != WEFT_OK || (rc = plan_claims(sp, p, sc.order)) != WEFT_OK) goto fail;
+  plan_batches(m, sp, box, p, sc.order);
   claim_host_tensors(m, p);
   p->bstate[backend_index(b)] = box;
   scratch_free(&sc);
@@ -918,6 +967,11 @@ static int sim_explain(const weft__backend *b, const weft__plan *p, uint32_t ind
                S);
       break;
   }
+  if (sn->batch_last != UINT32_MAX) {
+    size_t used = strlen(out->why);
+    snprintf(out->why + used, sizeof out->why - used, "; batched: nodes %u..%u run as one kernel", sn->batch_first,
+             sn->batch_last);
+  }
   return WEFT_OK;
 }
 
@@ -951,6 +1005,11 @@ const weft__backend_vtable weft__sim_backend = {
 static weft__backend *sim_of(const weft_runtime *rt) {
   weft__backend *b = rt != NULL ? rt->by_kind[WEFT_DEVICE_CPU] : NULL;
   return b != NULL && b->vt == &weft__sim_backend ? b : NULL;
+}
+
+void weft__sim_set_batching(weft_runtime *rt, int on) {
+  weft__backend *b = sim_of(rt);
+  if (b != NULL) atomic_store(&((weft__sim *)b->state)->batch, on != 0 && machine(b)->prof.gpu.batch_op_s > 0);
 }
 
 int weft_sim_active(const weft_runtime *rt) { return sim_of(rt) != NULL; }

@@ -8,6 +8,7 @@
 #ifndef WEFT_SIM_INTERNAL_H
 #define WEFT_SIM_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "backends/backend.h"
@@ -21,7 +22,13 @@ typedef struct weft__sim {
   int compute;      /* 1: nodes also compute their results on the CPU (the oracle's mode) */
   int host_lanes;   /* virtual CPU workers: the runtime's cpu_workers option, else the cores */
   int blas_threads; /* virtual BLAS threads of one CPU GEMM (all cores with one worker) */
+  atomic_int batch; /* 1: GPU plans batch as the CUDA backend does (weft__sim_set_batching;
+                       the one field that changes after init) */
 } weft__sim;
+
+/* Batching on or off for graphs planned afterwards, as weft_cuda_set_batching does on GPUs
+ * (a runtime that does not simulate: nothing). Thread-safe: yes. */
+void weft__sim_set_batching(weft_runtime *rt, int on);
 
 /* Streams of one device, in this order: compute streams, then the copy streams. */
 enum { SIM_STREAM_H2D = 0, SIM_STREAM_D2H = 1, SIM_STREAM_PEER = 2, SIM_COPY_STREAMS = 3 };
@@ -37,6 +44,10 @@ typedef struct weft__sim_node {
   uint32_t lane;     /* GPU: WEFT__LANE(...) of its stream */
   double share;      /* GPU compute: the part of the device it needs to run at full speed,
                       * (0, 1] (des.c shares the device in start order) */
+  uint32_t batch_last; /* in a batch (cuda_plan.c, "Batches"): the batch's last node, which
+                          launches it; UINT32_MAX: not in a batch */
+  uint32_t batch_next; /* in a batch but not its last: the next node of the batch */
+  uint32_t batch_first; /* in a batch: its first node */
 } weft__sim_node;
 
 /* Virtual-time results of the plan's latest run. */
