@@ -1,7 +1,7 @@
 # benchmarks/gpu.cmake — the GPU benchmarks (bench_gpu_*.c), built where the CUDA backend is.
 # benchmarks/run_gpu.sh runs them beside benchmarks/torch_reference.py and prints one table.
 if(WEFT_HAVE_CUDA)
-  foreach(b overlap multi_gpu small_ops dispatch sync_logging gemm_rate memory)
+  foreach(b overlap multi_gpu small_ops dispatch sync_logging gemm_rate memory costs)
     add_executable(bench_gpu_${b} bench_gpu_${b}.c)
     target_link_libraries(bench_gpu_${b} PRIVATE weft_static weft_warnings)
   endforeach()

@@ -1,11 +1,11 @@
 /* des.c — a planned run in virtual time: a discrete-event simulation of the simulated machine.
  *
  * What is modelled (docs/simulator.md has it for users):
- *   host submission  each GPU node is enqueued by the host: one submission at a time per
- *                    device (a device's launches serialise in the driver), costing the node's
- *                    `submit` (launch_s plus event_s per cross-stream predecessor) plus temp_s
- *                    per temporary it allocates, plus launch_busy_s while other nodes of the
- *                    device wait to be enqueued (several workers contend in the driver); or
+ *   host submission  each GPU node is enqueued by the host, costing the node's `submit`
+ *                    (launch_s plus event_s per cross-stream predecessor) plus temp_s per
+ *                    temporary it allocates; up to launch_lanes submissions of a device at
+ *                    once (workers enqueue independent nodes on different streams in
+ *                    parallel; a chain is enqueued one node after the other); or
  *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
  *                    node can be submitted once its GPU predecessors are submitted (the device
  *                    orders them through streams and events) and its CPU predecessors ended.
@@ -113,7 +113,7 @@ enum { EV_HOST_READY, EV_SUBMIT_READY, EV_SUBMITTED, EV_END };
 
 typedef struct devstate {
   heap submitq;     /* GPU nodes ready to be submitted, by (ready time, id) */
-  int submit_busy;
+  int submit_busy;  /* submissions in flight (at most the profile's launch_lanes) */
   uint32_t *running;       /* engine 0: the kernels admitted, in start order */
   int nrunning;
   uint8_t engine_busy[4];  /* copy engines 1..3 */
@@ -277,7 +277,7 @@ static void enqueue(sim *s, devstate *ds, uint32_t i) {
 static void on_submitted(sim *s, uint32_t i) {
   const weft__sim_node *sn = &s->sp->nodes[i];
   devstate *ds = &s->dev[sn->dev];
-  ds->submit_busy = 0;
+  ds->submit_busy--;
   s->submitted[i] = s->now;
   /* A node of a batch reaches its stream with the batch's kernel, which its last node
    * launches (if that node does not run, the drain launches the batch: each node as it came). */
@@ -325,20 +325,20 @@ static void run_device(sim *s, int d) {
   devstate *ds = &s->dev[d];
   weft__sim_plan *sp = s->sp;
   ds->dirty = 0;
-  if (!ds->submit_busy && ds->submitq.len > 0) {
-    const weft__sim_gpu *g = &s->m->prof.gpu;
+  const weft__sim_gpu *g = &s->m->prof.gpu;
+  /* A replay's graph executor launches one node at a time. */
+  int lanes = g->launch_lanes > 1 && !s->replay ? (int)g->launch_lanes : 1;
+  while (ds->submit_busy < lanes && ds->submitq.len > 0) {
     uint32_t i = heap_pop(&ds->submitq).node;
     const weft__sim_node *sn = &sp->nodes[i];
     /* A replayed graph holds a batch as one kernel node. */
     double c = sn->batch_last == UINT32_MAX || sn->batch_last == i ? g->replay_node_s : 0;
     if (!s->replay) {
-      /* The launch and events, the allocation of the node's temporaries (and their frees by
-       * the drain: one figure per temporary), and, while other nodes of the device wait to
-       * be launched, the contention of several host workers enqueueing at once. */
-      c = sp->nodes[i].submit + (double)(sp->alloc_off[i + 1] - sp->alloc_off[i]) * g->temp_s +
-          (ds->submitq.len > 0 ? g->launch_busy_s : 0);
+      /* The launch and events, and the allocation of the node's temporaries (and their frees
+       * by the drain: one figure per temporary). */
+      c = sp->nodes[i].submit + (double)(sp->alloc_off[i + 1] - sp->alloc_off[i]) * g->temp_s;
     }
-    ds->submit_busy = 1;
+    ds->submit_busy++;
     push(s, s->now + c, EV_SUBMITTED, i);
   }
   int engines = 1 + s->m->prof.gpu.copy_engines;

@@ -92,7 +92,7 @@ static const field gpu_fields[] = {
     {"gemm_f32_share", F_CURVE, OFF(gpu.gemm_share), 0, 1e-6, 1, 0},
     {"temp_s", F_NUM, OFF(gpu.temp_s), 0, 0, 1, 0},
     {"replay_temp_s", F_NUM, OFF(gpu.replay_temp_s), 0, 0, 1, 0},
-    {"launch_busy_s", F_NUM, OFF(gpu.launch_busy_s), 0, 0, 1, 0},
+    {"launch_lanes", F_NUM, OFF(gpu.launch_lanes), 0, 0, 64, 0},
     {"batch_node_s", F_NUM, OFF(gpu.batch_node_s), 0, 0, 1, 0},
     {"batch_op_s", F_NUM, OFF(gpu.batch_op_s), 0, 0, 1, 0},
 };
@@ -461,9 +461,9 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_bandwidth\": %.6g,\n"
              "    \"kernel_s\": %.4g,\n    \"launch_s\": %.4g,\n    \"gemm_launch_s\": %.4g,\n"
              "    \"event_s\": %.4g,\n    \"notify_s\": %.4g,\n    \"replay_node_s\": %.4g,\n"
-             "    \"temp_s\": %.4g,\n    \"replay_temp_s\": %.4g,\n    \"launch_busy_s\": %.4g",
+             "    \"temp_s\": %.4g,\n    \"replay_temp_s\": %.4g,\n    \"launch_lanes\": %.4g",
           g->memory_bandwidth, g->fill_bandwidth, g->kernel_s, g->launch_s, g->gemm_launch_s,
-          g->event_s, g->notify_s, g->replay_node_s, g->temp_s, g->replay_temp_s, g->launch_busy_s);
+          g->event_s, g->notify_s, g->replay_node_s, g->temp_s, g->replay_temp_s, g->launch_lanes);
   if (g->batch_node_s > 0 || g->batch_op_s > 0)
     fprintf(f, ",\n    \"batch_node_s\": %.4g,\n    \"batch_op_s\": %.4g", g->batch_node_s, g->batch_op_s);
   if (g->gemm_share.n > 0) {

@@ -67,7 +67,9 @@ typedef struct weft__sim_gpu {
   double temp_s;             /* host time per temporary of an eager run (allocation, free) */
   double replay_temp_s;      /* device time per temporary of a replayed graph (its memory
                               * nodes: the frees at the graph's end run one after another) */
-  double launch_busy_s;      /* extra host time of a launch while others wait to launch */
+  double launch_lanes;       /* launches the host makes at once on one device when several
+                              * nodes are ready (workers enqueue on different streams in
+                              * parallel); 0 or 1: one at a time */
   double batch_node_s;       /* host time per node of a batch (cuda_plan.c, "Batches") in an
                               * eager run; 0 (with batch_op_s): batches are not modelled */
   double batch_op_s;         /* device time per op inside a batch's kernel */
