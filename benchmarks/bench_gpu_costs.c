@@ -13,6 +13,7 @@
  * Usage: bench_gpu_costs [--reps 5] [--device 0] [--only size,logging,small] */
 #include "bench_gpu_common.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static double run_us(weft_graph *g, int reps) {
@@ -36,8 +37,12 @@ static weft_graph *logging(weft_runtime *rt, int dev, int temps, int norm, int c
   weft_graph *g;
   BCHECK(weft_graph_create(rt, &g));
   weft_tensor *a, *b;
-  BCHECK(weft_tensor_create(g, "A", WEFT_F32, 2, (int64_t[]){100, 100}, weft_cuda(dev), weft_uniform(0, 0.01, 3), &a));
-  BCHECK(weft_tensor_create(g, "B", WEFT_F32, 2, (int64_t[]){100, 100}, weft_cuda(dev), weft_uniform(0, 0.01, 4), &b));
+  /* sync_logging's values, uniform in [0, 1), overflow to inf and NaN within a few products;
+   * WEFT_COSTS_HI=0.01 keeps them finite (they shrink to zero instead). */
+  const char *hi_env = getenv("WEFT_COSTS_HI");
+  double hi = hi_env != NULL ? atof(hi_env) : 1.0;
+  BCHECK(weft_tensor_create(g, "A", WEFT_F32, 2, (int64_t[]){100, 100}, weft_cuda(dev), weft_uniform(0, hi, 3), &a));
+  BCHECK(weft_tensor_create(g, "B", WEFT_F32, 2, (int64_t[]){100, 100}, weft_cuda(dev), weft_uniform(0, hi, 4), &b));
   for (int i = 0; i < 1000; i++) {
     weft_tensor *next = temps ? NULL : (i % 2 ? a : b), *src = temps ? a : (i % 2 ? b : a);
     BCHECK(weft_mm(g, src, src, &next));

@@ -26,6 +26,11 @@
  *                    one after the other, first come first served; small ones side by side, as
  *                    fast as their shares allow. A kernel whose speed changes is re-timed (the
  *                    work left at the new speed); its older end event becomes stale.
+ *   replay's fan-out in a replayed graph the device's executor launches the GPU successors of a
+ *                    node that ended one after the other, replay_node_s apart (the first at
+ *                    once: a chain's launch gap is in its kernels' measured times), so a node
+ *                    whose result has several readers delays the later ones (sync_logging's
+ *                    product i, read by product i + 1 and by its norm).
  *   replay's end     a replayed graph frees the temporaries nobody claimed in memory nodes at its
  *                    end, one after another: replay_temp_s each before the host sees the end.
  *   CPU workers      host_lanes virtual workers run CPU nodes, first ready first; a CPU node
@@ -108,7 +113,7 @@ static item heap_pop(heap *h) {
 
 /* ---- the simulation state ----------------------------------------------------------------- */
 
-enum { EV_HOST_READY, EV_SUBMIT_READY, EV_SUBMITTED, EV_END };
+enum { EV_HOST_READY, EV_SUBMIT_READY, EV_SUBMITTED, EV_WAKE, EV_END };
 #define GEN_MASK ((1u << 29) - 1)
 
 typedef struct devstate {
@@ -137,6 +142,7 @@ typedef struct sim {
   /* per node */
   uint32_t *issue_left, *done_left, *next;
   double *issue_at, *ready_at, *submitted, *cp;
+  double *not_before; /* replays: a GPU node starts no earlier (its launch by the executor) */
   /* per kernel: work left (seconds at full speed) as of t_last, its speed, its timing's
    * generation, and whether it was admitted to the compute engine */
   double *rem, *rate, *t_last;
@@ -247,9 +253,20 @@ static void on_end(sim *s, uint32_t i) {
   }
   release_temps(s, i);
   const weft__xnode *x = &s->p->x[i];
+  int slot = 0; /* replays: the executor launches i's GPU successors one after the other */
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
     uint32_t j = s->p->succ[k];
     int gj = gpu_node(s, j), rj = ran(s, j);
+    if (s->replay && r && g && gj && rj && sp->nodes[j].dev == sn->dev && (k == x->succ_begin || s->p->succ[k - 1] != j)) {
+      if (slot > 0) {
+        double at = s->now + slot * s->m->prof.gpu.replay_node_s;
+        if (at > s->not_before[j]) {
+          s->not_before[j] = at;
+          push(s, at, EV_WAKE, j);
+        }
+      }
+      slot++;
+    }
     double seen = s->now + (r && g && !gj && rj ? s->m->prof.gpu.notify_s : 0);
     s->ready_at[j] = WEFT__MAX(s->ready_at[j], seen);
     if (gj && rj && !(r && g)) issue_dep_done(s, j, s->now);
@@ -350,7 +367,8 @@ static void run_device(sim *s, int d) {
       uint32_t best = UINT32_MAX;
       for (int st = 0; st < s->nstreams; st++) {
         uint32_t h = ds->head[st];
-        if (h == UINT32_MAX || sp->nodes[h].engine != e || s->done_left[h] != 0 || s->admitted[h])
+        if (h == UINT32_MAX || sp->nodes[h].engine != e || s->done_left[h] != 0 || s->admitted[h] ||
+            s->not_before[h] > s->now)
           continue;
         if (best == UINT32_MAX || s->submitted[h] < s->submitted[best] ||
             (s->submitted[h] == s->submitted[best] && h < best))
@@ -547,6 +565,7 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
   s.done_left = weft__malloc(nn * sizeof *s.done_left);
   s.next = weft__malloc(nn * sizeof *s.next);
   s.issue_at = weft__calloc(nn, sizeof *s.issue_at);
+  s.not_before = weft__calloc(nn, sizeof *s.not_before);
   s.ready_at = weft__calloc(nn, sizeof *s.ready_at);
   s.submitted = weft__calloc(nn, sizeof *s.submitted);
   s.cp = weft__calloc(nn, sizeof *s.cp);
@@ -558,7 +577,7 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
   s.admitted = weft__calloc(nn, 1);
   int rc = WEFT_OK;
   if (!s.dev || !s.dirty || !s.free_workers || !s.issue_left || !s.done_left || !s.next ||
-      !s.issue_at || !s.ready_at || !s.submitted || !s.cp || !s.temp_left ||
+      !s.issue_at || !s.not_before || !s.ready_at || !s.submitted || !s.cp || !s.temp_left ||
       !s.rem || !s.rate || !s.t_last || !s.gen || !s.admitted) {
     rc = weft__oom("the simulation");
     goto done;
@@ -612,6 +631,9 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
       case EV_SUBMITTED:
         on_submitted(&s, i);
         break;
+      case EV_WAKE:
+        mark_dirty(&s, sp->nodes[i].dev);
+        break;
       default:
         if (ev.gen != (s.gen[i] & GEN_MASK)) break; /* a kernel's end re-timed since */
         on_end(&s, i);
@@ -645,6 +667,7 @@ done:
   weft__free(s.done_left);
   weft__free(s.next);
   weft__free(s.issue_at);
+  weft__free(s.not_before);
   weft__free(s.ready_at);
   weft__free(s.submitted);
   weft__free(s.cp);
