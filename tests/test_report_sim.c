@@ -105,7 +105,10 @@ static void copies_hide_under_the_next_product(void **state) {
   weft_run_stats *again = tr_run_stats(g);
   weft_stats_summary s2;
   weft_run_stats_summary(again, &s2);
-  assert_true(s2.makespan_s == s.makespan_s && s2.hidden_copy_fraction == s.hidden_copy_fraction);
+  /* (It is a replay: its submissions are priced apart, so the same times come out of
+   * different sums, equal to rounding.) */
+  assert_true(fabs(s2.makespan_s - s.makespan_s) <= 1e-9 * s.makespan_s &&
+              fabs(s2.hidden_copy_fraction - s.hidden_copy_fraction) <= 1e-6);
   weft_run_stats_destroy(again);
   weft_run_stats_destroy(st);
   weft_graph_destroy(g);

@@ -495,9 +495,9 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
    * device's time is far shorter than the host's), against a chain, where one launch follows
    * another: how many launches overlap, at most one a compute stream (each has a lock). */
   g->launch_lanes = WEFT__MIN((double)g->compute_streams, WEFT__MAX(1.0, first_mm / wide_mm));
-  /* A diamond's three launches and two events: its two branches are launched at once where
-   * launches overlap, so an iteration costs the host two launches and two events, else three. */
-  g->event_s = WEFT__MAX(0.0, (diamond - (g->launch_lanes >= 2 ? 2 : 3) * first) / 2);
+  /* A diamond's three launches and two events: its first branch is launched while the second
+   * is ready too, in 1 / min(lanes, 2) of a launch (des.c), the rest one after the other. */
+  g->event_s = WEFT__MAX(0.0, (diamond - (2 + 1 / WEFT__MIN(2.0, g->launch_lanes)) * first) / 2);
   /* A chain whose every node makes a temporary, against the plain chain. */
   g->temp_s = WEFT__MAX(0.0, first_temps - first);
   g->replay_temp_s = WEFT__MAX(0.0, again_temps - again);

@@ -3,9 +3,9 @@
  * What is modelled (docs/simulator.md has it for users):
  *   host submission  each GPU node is enqueued by the host, costing the node's `submit`
  *                    (launch_s plus event_s per cross-stream predecessor) plus temp_s per
- *                    temporary it allocates; up to launch_lanes submissions of a device at
- *                    once (workers enqueue independent nodes on different streams in
- *                    parallel; a chain is enqueued one node after the other); or
+ *                    temporary it allocates, divided by min(launch_lanes, nodes ready) (workers
+ *                    enqueue independent nodes on different streams in parallel; a chain is
+ *                    enqueued one node after the other); or
  *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
  *                    node can be submitted once its GPU predecessors are submitted (the device
  *                    orders them through streams and events) and its CPU predecessors ended.
@@ -118,7 +118,7 @@ enum { EV_HOST_READY, EV_SUBMIT_READY, EV_SUBMITTED, EV_WAKE, EV_END };
 
 typedef struct devstate {
   heap submitq;     /* GPU nodes ready to be submitted, by (ready time, id) */
-  int submit_busy;  /* submissions in flight (at most the profile's launch_lanes) */
+  int submit_busy;  /* a submission in flight */
   uint32_t *running;       /* engine 0: the kernels admitted, in start order */
   int nrunning;
   uint8_t engine_busy[4];  /* copy engines 1..3 */
@@ -294,7 +294,7 @@ static void enqueue(sim *s, devstate *ds, uint32_t i) {
 static void on_submitted(sim *s, uint32_t i) {
   const weft__sim_node *sn = &s->sp->nodes[i];
   devstate *ds = &s->dev[sn->dev];
-  ds->submit_busy--;
+  ds->submit_busy = 0;
   s->submitted[i] = s->now;
   /* A node of a batch reaches its stream with the batch's kernel, which its last node
    * launches (if that node does not run, the drain launches the batch: each node as it came). */
@@ -343,9 +343,7 @@ static void run_device(sim *s, int d) {
   weft__sim_plan *sp = s->sp;
   ds->dirty = 0;
   const weft__sim_gpu *g = &s->m->prof.gpu;
-  /* A replay's graph executor launches one node at a time. */
-  int lanes = g->launch_lanes > 1 && !s->replay ? (int)g->launch_lanes : 1;
-  while (ds->submit_busy < lanes && ds->submitq.len > 0) {
+  if (!ds->submit_busy && ds->submitq.len > 0) {
     uint32_t i = heap_pop(&ds->submitq).node;
     const weft__sim_node *sn = &sp->nodes[i];
     /* A replayed graph holds a batch as one kernel node. */
@@ -354,8 +352,13 @@ static void run_device(sim *s, int d) {
       /* The launch and events, and the allocation of the node's temporaries (and their frees
        * by the drain: one figure per temporary). */
       c = sp->nodes[i].submit + (double)(sp->alloc_off[i + 1] - sp->alloc_off[i]) * g->temp_s;
+      /* Workers launch ready nodes on different streams at once: with others ready, the host
+       * gets through min(launch_lanes, nodes ready) launches in the time of one (a fraction
+       * of a lane counts: the launches overlap partly). A chain has one ready at a time. A
+       * replay's executor launches one node at a time. */
+      if (g->launch_lanes > 1) c /= WEFT__MIN(g->launch_lanes, 1.0 + (double)ds->submitq.len);
     }
-    ds->submit_busy++;
+    ds->submit_busy = 1;
     push(s, s->now + c, EV_SUBMITTED, i);
   }
   int engines = 1 + s->m->prof.gpu.copy_engines;
@@ -639,6 +642,9 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
         on_end(&s, i);
         break;
     }
+    /* Decisions at time t see every event of time t (two nodes made ready by one submission
+     * are both in the queue when the first is launched). */
+    if (s.events.len > 0 && s.events.a[0].t == s.now) continue;
     run_host(&s);
     while (s.ndirty > 0) run_device(&s, s.dirty[--s.ndirty]);
   }
