@@ -198,8 +198,12 @@ static int build_wide(weft_graph *g, const void *p, int k) {
 typedef struct vec_arg {
   weft_device dev;
   int64_t numel;
+  int temps; /* build_add: each addition into a new tensor that the next one reads */
 } vec_arg;
 
+/* A chain of k additions x = x + y, in place; or, with temps, each into a new tensor that the
+ * next one reads: k - 1 temporaries, which the backend allocates during the run and frees at
+ * its end. */
 static int build_add(weft_graph *g, const void *p, int k) {
   const vec_arg *a = p;
   weft_tensor *x, *y;
@@ -207,22 +211,8 @@ static int build_add(weft_graph *g, const void *p, int k) {
   if ((rc = weft_tensor_create(g, "x", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &x)) != WEFT_OK ||
       (rc = weft_tensor_create(g, "y", WEFT_F32, 1, &a->numel, a->dev, weft_ones(), &y)) != WEFT_OK)
     return rc;
-  for (int i = 0; i < k; i++)
-    if ((rc = weft_add(g, x, y, &x)) != WEFT_OK) return rc;
-  return WEFT_OK;
-}
-
-/* A chain of k additions, each into a new tensor that the next one reads: k - 1 temporaries,
- * which the backend allocates during the run and frees at its end. */
-static int build_add_temps(weft_graph *g, const void *p, int k) {
-  const vec_arg *a = p;
-  weft_tensor *x, *y;
-  int rc;
-  if ((rc = weft_tensor_create(g, "x", WEFT_F32, 1, &a->numel, a->dev, weft_zeros(), &x)) != WEFT_OK ||
-      (rc = weft_tensor_create(g, "y", WEFT_F32, 1, &a->numel, a->dev, weft_ones(), &y)) != WEFT_OK)
-    return rc;
   for (int i = 0; i < k; i++) {
-    weft_tensor *next = NULL;
+    weft_tensor *next = a->temps ? NULL : x;
     if ((rc = weft_add(g, x, y, &next)) != WEFT_OK) return rc;
     x = next;
   }
@@ -474,7 +464,7 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
       (rc = gemm_shares(c, dev, g)) != WEFT_OK)
     return rc;
   /* Small nodes: a chain of one-element additions, eager runs and re-runs (replays). */
-  vec_arg tiny = {dev, 1}, big = {dev, 16 << 20};
+  vec_arg tiny = {dev, 1, 0}, tiny_temps = {dev, 1, 1}, big = {dev, 16 << 20, 0};
   gemm_arg tiny_mm = {dev, 16, WEFT_F32};
   double first, again, diamond, first_mm, wide_mm, first_temps, again_temps, t;
   eager_runs(c, 1);
@@ -482,10 +472,10 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
       (rc = per_node_med(c, build_diamond, &tiny, c->simulated, 0.01, &diamond)) == WEFT_OK &&
       (rc = per_node_med(c, build_gemm, &tiny_mm, c->simulated, 0.01, &first_mm)) == WEFT_OK &&
       (rc = per_node_med(c, build_wide, &tiny_mm, c->simulated, 0.01, &wide_mm)) == WEFT_OK)
-    rc = per_node_med(c, build_add_temps, &tiny, c->simulated, 0.01, &first_temps);
+    rc = per_node_med(c, build_add, &tiny_temps, c->simulated, 0.01, &first_temps);
   eager_runs(c, 0);
   if (rc != WEFT_OK || (rc = per_node_med(c, build_add, &tiny, 0, 0.01, &again)) != WEFT_OK ||
-      (rc = per_node_med(c, build_add_temps, &tiny, 0, 0.01, &again_temps)) != WEFT_OK)
+      (rc = per_node_med(c, build_add, &tiny_temps, 0, 0.01, &again_temps)) != WEFT_OK)
     return rc;
   g->launch_s = first;
   g->gemm_launch_s = first_mm; /* a chain of 16^2 products: the host's cost bounds it */
