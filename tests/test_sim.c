@@ -169,16 +169,16 @@ static void test_profiles_shipped(void **state) {
   assert_int_equal(x4.ngpus, 4);
   assert_false(h100.peer_access);
   assert_true(x2.peer_access && x4.peer_access);
-  /* Measured on the machines (weft calibrate, 2026-11-21), except h200x4, derived from h200x2;
-   * the figures in the range of PyTorch's on the same machines (shared/device/README.md):
-   * 49 TFLOP/s at 4000 on the H100, 55 GB/s pinned, 378 GB/s over NVLink. */
+  /* Measured on the machines (weft calibrate, 2026-11-21); the figures in the range of
+   * PyTorch's on the same machines (shared/device/README.md): 49 TFLOP/s at 4000 on the H100,
+   * 55 GB/s pinned, 378 GB/s over NVLink. */
   assert_true(tu_contains(h100.source, "Measured by weft calibrate"));
   assert_true(tu_contains(x2.source, "Measured by weft calibrate"));
-  assert_true(tu_contains(x4.source, "DERIVED from profiles/h200x2.json"));
+  assert_true(tu_contains(x4.source, "Measured by weft calibrate"));
   assert_true(near(weft__sim_curve_at(&h100.gpu.gemm[0], 4000), 49.0e12, 0.1));
   assert_true(near(h100.h2d.bandwidth, 55e9, 0.1));
   assert_true(near(x2.peer.bandwidth, 378e9, 0.1));
-  assert_true(x4.peer.bandwidth == x2.peer.bandwidth);
+  assert_true(near(x4.peer.bandwidth, 378e9, 0.1));
   /* A family with a count: the profile with the most GPUs, scaled. */
   weft__sim_profile x8 = load("h200x8"), x64 = load("h200x64"), h3 = load("h100x3");
   assert_int_equal(x8.ngpus, 8);
