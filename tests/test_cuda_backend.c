@@ -261,6 +261,7 @@ static void lane_of(weft_graph *g, weft_node *n, char *lane, size_t size) {
   snprintf(lane, size, "%s", pl.lane);
 }
 
+#if WEFT_HAVE_CUDA
 /* The batch node n belongs to, from the plan's explanation: 1 and its bounds, or 0. */
 static int batch_of(weft_graph *g, weft_node *n, unsigned *first, unsigned *last) {
   weft_runtime *rt = weft_graph_runtime(g);
@@ -282,12 +283,15 @@ static void chain_step(int k, float *x, const float *y, int n) {
     }
 }
 
+#endif
+
 /* A chain of 300 small elementwise nodes, in place on x, with one out-of-place step through a
  * temporary: batched in pieces of at most 128 nodes, and bit-identical to the host's result in
  * eager runs and replays. */
 static void small_chains_are_batched(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
+#if WEFT_HAVE_CUDA
   weft_runtime *rt = gt_runtime(2, 0);
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
@@ -348,6 +352,7 @@ static void small_chains_are_batched(void **state) {
   free(want);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
+#endif
 }
 
 /* A node read by another stream (a copy to the host) ends its batch, and the node after it
@@ -355,6 +360,7 @@ static void small_chains_are_batched(void **state) {
 static void a_reader_ends_a_batch(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
+#if WEFT_HAVE_CUDA
   weft_runtime *rt = gt_runtime(2, 0);
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
@@ -389,6 +395,7 @@ static void a_reader_ends_a_batch(void **state) {
   assert_int_equal(l, weft_node_id(adds[9]));
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
+#endif
 }
 
 /* A cancelled run stops a chain of one-element adds part way, possibly inside a batch: every
@@ -396,6 +403,7 @@ static void a_reader_ends_a_batch(void **state) {
 static void a_cancelled_batch_still_runs_what_ran(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
+#if WEFT_HAVE_CUDA
   weft_runtime *rt = gt_runtime(2, 0);
   weft_cuda_set_replay(rt, 0);
   weft_graph *g;
@@ -431,6 +439,7 @@ static void a_cancelled_batch_still_runs_what_ran(void **state) {
   print_message("cancelled runs that stopped inside the chain: %d of 12\n", partial);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
+#endif
 }
 
 static void streams_follow_the_graph(void **state) {
