@@ -25,9 +25,9 @@ int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *a, const vo
                          double alpha, struct CUstream_st *stream);
 /* Batches: consecutive small elementwise ops of one stream launched as one kernel
  * (cuda_launch.c, "Batches"). An op reads and writes elements of one index only; the ops of a
- * batch run in order, element i of each on the same thread. n <= WEFT__CU_BATCH_NUMEL. */
+ * batch run in order, element i of each on the same thread. The plan's rule
+ * (backends/plan_rules.h) says which ops form a batch; cuda_plan.c checks that its size fits. */
 #define WEFT__CU_BATCH_MAX 128
-#define WEFT__CU_BATCH_NUMEL 16384
 typedef struct weft__cu_bop {
   const void *a, *b; /* b: binary ops only */
   void *c;

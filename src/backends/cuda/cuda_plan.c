@@ -608,60 +608,61 @@ done:
  * (the allocation is enqueued before the batch's kernel). If a run stops before a batch's last
  * node (a failure elsewhere, a cancel), the run's drain launches what the batch holds, so
  * every node reported done has run. Replays capture the batches' kernels like any other. */
+_Static_assert(WEFT__PLAN_BATCH_MAX == WEFT__CU_BATCH_MAX, "the plan's batches must fit the batch kernel");
+
 static int plan_batches(cu_state *st, cu_plan *cp) {
   weft__plan *p = cp->p;
   if (!atomic_load(&st->batch) || cp->ncuda < 2) return WEFT_OK;
-  uint32_t nb = 0, members = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    nb = members = 0;
-    for (uint32_t k = 0; k < cp->n; k++) {
-      uint32_t i = cp->order[k];
-      cu_node *x = &cp->x[i];
-      if (x->dev < 0 || x->batch != NONE || !weft__plan_batchable(p->x[i].node)) continue;
-      uint32_t len = 1, cur = i;
-      while (len < WEFT__PLAN_BATCH_MAX) {
-        const cu_node *c = &cp->x[cur];
-        if (p->x[cur].succ_begin == p->x[cur].succ_end || (c->flags & (CU_RECORD | CU_NOTIFY))) break;
-        uint32_t j = p->succ[p->x[cur].succ_begin];
-        const cu_node *y = &cp->x[j];
-        if (!weft__plan_batch_link(p, cur, j) || y->dev != c->dev || y->stream != c->stream || y->heir_of != cur ||
-            y->start_dev != y->dev || y->start_stream != y->stream || y->wait_b != y->wait_e || y->free_b != y->free_e)
-          break;
-        cur = j;
-        len++;
-      }
-      if (len < 2) continue;
-      if (pass == 1) {
-        cu_batch *bt = &cp->batches[nb];
-        bt->first = i;
-        bt->last = cur;
-        bt->len = len;
-        bt->ops = (weft__cu_bop *)(cp->batches + cp->nbatches) + members;
-        for (uint32_t m = i;; m = p->succ[p->x[m].succ_begin]) {
-          cp->x[m].batch = nb;
-          cp->x[m].flags |= m == cur ? CU_FLUSH : CU_DEFER;
-          if (m == cur) break;
-        }
-      } else {
-        /* The first pass only counts: mark the chain so its nodes are not counted again. */
-        for (uint32_t m = i;; m = p->succ[p->x[m].succ_begin]) {
-          cp->x[m].batch = 0;
-          if (m == cur) break;
-        }
-      }
-      nb++;
-      members += len;
+  weft__vec found; /* cu_batch, ops not yet set */
+  weft__vec_init(&found, sizeof(cu_batch));
+  size_t members = 0;
+  for (uint32_t k = 0; k < cp->n; k++) {
+    uint32_t i = cp->order[k];
+    if (cp->x[i].dev < 0 || cp->x[i].batch != NONE || !weft__plan_batchable(p->x[i].node)) continue;
+    uint32_t len = 1, cur = i;
+    while (len < WEFT__PLAN_BATCH_MAX) {
+      const cu_node *c = &cp->x[cur];
+      if (p->x[cur].succ_begin == p->x[cur].succ_end || (c->flags & (CU_RECORD | CU_NOTIFY))) break;
+      uint32_t j = p->succ[p->x[cur].succ_begin];
+      const cu_node *y = &cp->x[j];
+      if (!weft__plan_batch_link(p, cur, j) || y->dev != c->dev || y->stream != c->stream || y->heir_of != cur ||
+          y->start_dev != y->dev || y->start_stream != y->stream || y->wait_b != y->wait_e || y->free_b != y->free_e)
+        break;
+      cur = j;
+      len++;
     }
-    if (pass == 0) {
-      for (uint32_t i = 0; i < cp->n; i++) cp->x[i].batch = NONE;
-      if (nb == 0) return WEFT_OK;
-      /* One block: the batches, then their ops. */
-      cp->batches = weft__calloc(1, nb * sizeof(cu_batch) + members * sizeof(weft__cu_bop));
-      if (cp->batches == NULL) return weft__oom("the CUDA plan's batches");
-      cp->nbatches = nb;
+    if (len < 2) continue;
+    cu_batch bt = {i, cur, 0, len, NULL};
+    uint32_t index = (uint32_t)found.len;
+    if (weft__vec_push(&found, &bt) != WEFT_OK) {
+      weft__vec_fini(&found);
+      return weft__oom("the CUDA plan's batches");
+    }
+    for (uint32_t m = i;; m = p->succ[p->x[m].succ_begin]) {
+      cp->x[m].batch = index;
+      cp->x[m].flags |= m == cur ? CU_FLUSH : CU_DEFER;
+      if (m == cur) break;
+    }
+    members += len;
+  }
+  int rc = WEFT_OK;
+  if (found.len > 0) {
+    /* One block: the batches, then their ops. */
+    cp->batches = weft__malloc(found.len * sizeof(cu_batch) + members * sizeof(weft__cu_bop));
+    if (cp->batches == NULL) {
+      rc = weft__oom("the CUDA plan's batches");
+    } else {
+      memcpy(cp->batches, found.data, found.len * sizeof(cu_batch));
+      cp->nbatches = (uint32_t)found.len;
+      weft__cu_bop *ops = (weft__cu_bop *)(cp->batches + cp->nbatches);
+      for (uint32_t k = 0; k < cp->nbatches; k++) {
+        cp->batches[k].ops = ops;
+        ops += cp->batches[k].len;
+      }
     }
   }
-  return WEFT_OK;
+  weft__vec_fini(&found);
+  return rc;
 }
 
 /* ---- plan: device objects ---------------------------------------------------------------- */
