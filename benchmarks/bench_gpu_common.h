@@ -2,12 +2,14 @@
  * and the result line benchmarks/run_gpu.sh reads.
  *
  * Flags: --reps N (timed repetitions, default per benchmark), --size N (matrix side),
- * --count N (nodes or products), --device N (first GPU), --json (the result as one JSON
- * object instead of the RESULT line). Times are host wall-clock milliseconds from launch to
- * the end of weft_graph_run, which returns only once the GPU has finished: what a user waits,
- * scheduling and notification included. Each figure is the median of the timed repetitions
- * after warm-up runs (the first run plans and materialises; the second captures a CUDA graph),
- * with the spread (max - min) beside it. */
+ * --count N (nodes or products), --device N (first GPU), --workers N (the runtime's CPU
+ * workers; default one per core), --json (the result as one JSON object instead of the RESULT
+ * line). Times are host wall-clock milliseconds from launch to the end of weft_graph_run, which
+ * returns only once the GPU has finished: what a user waits, scheduling and notification
+ * included. Each figure is the median of the timed repetitions after warm-up runs (the first
+ * run plans and materialises; the second captures a CUDA graph), with the spread (max - min)
+ * beside it.
+ */
 #ifndef WEFT_BENCH_GPU_COMMON_H
 #define WEFT_BENCH_GPU_COMMON_H
 
@@ -26,6 +28,9 @@ typedef struct bench_opts {
   int json;
 } bench_opts;
 
+/* --workers N: the runtime's CPU workers (0, the default: one per core). */
+static int bench_workers;
+
 static inline void bench_parse(int argc, char **argv, bench_opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -40,8 +45,10 @@ static inline void bench_parse(int argc, char **argv, bench_opts *o) {
       o->count = atoll(v), i++;
     } else if (v != NULL && strcmp(a, "--device") == 0) {
       o->device = atoi(v), i++;
+    } else if (v != NULL && strcmp(a, "--workers") == 0) {
+      bench_workers = atoi(v), i++;
     } else {
-      fprintf(stderr, "usage: %s [--reps N] [--size N] [--count N] [--device N] [--json]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--reps N] [--size N] [--count N] [--device N] [--workers N] [--json]\n", argv[0]);
       exit(2);
     }
   }
@@ -67,6 +74,7 @@ static inline weft_runtime *bench_runtime(const char *name, int need_gpus) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.flags |= WEFT_RUNTIME_QUIET;
+  o.cpu_workers = bench_workers;
   weft_runtime *rt;
   BCHECK(weft_runtime_create(&o, &rt));
   int n = weft_device_count(rt, WEFT_DEVICE_CUDA);

@@ -3,8 +3,10 @@
  * copies in every direction, in-place products, stream assignment (chains, forks, large
  * products, copy engines) through the plan's explanation, user ops with a CUDA kernel on the
  * node's stream and cuBLAS handle, CPU nodes after GPU nodes and before them, graphs
- * running at once, and batches of small elementwise nodes (which nodes join one, their results
- * eager and replayed, and that a cancelled run has run every node it reports as run). */
+ * running at once, batches of small elementwise nodes (which nodes join one, their results
+ * eager and replayed, and that a cancelled run has run every node it reports as run), and
+ * nodes left to the thread that holds their stream (results, CPU successors, failures). */
+#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -683,6 +685,117 @@ static void graphs_run_at_once(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* ---- busy streams ------------------------------------------------------------------------ */
+
+#if WEFT_HAVE_CUDA
+/* A user CUDA op that adds its parameter k to x[0] (one thread's worth of work on the node's
+ * stream), and fails when k is 37. */
+static int add_k_kernel(weft_kernel_ctx *ctx) {
+  int k = *(const int *)weft_ctx_params(ctx, NULL);
+  if (k == 37) return weft_ctx_fail(ctx, "failing on purpose at %d", k);
+  float v = (float)k;
+  cudaStream_t s = weft_ctx_cuda_stream(ctx);
+  if (cudaMemcpyAsync(weft_ctx_data(ctx, 0), &v, sizeof v, cudaMemcpyHostToDevice, s) != cudaSuccess ||
+      cudaStreamSynchronize(s) != cudaSuccess) /* v is on this stack frame */
+    return weft_ctx_fail(ctx, "cudaMemcpyAsync failed");
+  return WEFT_OK;
+}
+#endif
+
+/* Workers that find a node's stream busy leave the node to the thread enqueueing there
+ * (cuda_launch.c, "Combining"). With one compute stream and 8 workers, 200 independent
+ * products, 50 copies of them to the host each summed by a CPU node (a combined node with a
+ * CPU successor), and 100 user kernels one of which fails: every result is right, nodes were
+ * combined, and the failure is the failing node's, with its message. */
+static void busy_streams_are_combined(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+#if WEFT_HAVE_CUDA
+  setenv("WEFT_CUDA_STREAMS", "1", 1);
+  weft_runtime *rt = gt_runtime(8, 0);
+  unsetenv("WEFT_CUDA_STREAMS");
+  weft_cuda_set_replay(rt, 0);
+  enum { P = 200, C = 50, U = 100, N = 32 };
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x, *y[P], *sums[C];
+  CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){N, N}, weft_cuda(0), weft_uniform(-1, 1, 5), &x));
+  for (int i = 0; i < P; i++) {
+    y[i] = NULL;
+    CHECK(weft_mm(g, x, x, &y[i]));
+    weft_tensor_keep(y[i]); /* read after the runs; the copies read it too */
+  }
+  for (int i = 0; i < C; i++) {
+    weft_tensor *h = NULL;
+    sums[i] = NULL;
+    CHECK(weft_copy(g, y[i], weft_cpu(), &h));
+    CHECK(weft_sum(g, h, &sums[i]));
+  }
+  float hx[N * N], want[N * N], got[N * N];
+  double want_sum = 0;
+  for (int run = 0; run < 3; run++) {
+    CHECK(weft_graph_run(g));
+    if (run == 0) {
+      CHECK(weft_tensor_read(x, hx, sizeof hx));
+      for (int r = 0; r < N; r++)
+        for (int c = 0; c < N; c++) {
+          double a = 0;
+          for (int k = 0; k < N; k++) a += (double)hx[r * N + k] * hx[k * N + c];
+          want[r * N + c] = (float)a;
+          want_sum += a;
+        }
+    }
+    for (int i = 0; i < P; i++) {
+      CHECK(weft_tensor_read(y[i], got, sizeof got));
+      for (int e = 0; e < N * N; e++) assert_true(fabsf(got[e] - want[e]) <= 1e-4f * (1 + fabsf(want[e])));
+    }
+    for (int i = 0; i < C; i++) {
+      double v;
+      CHECK(weft_tensor_get(sums[i], 0, &v));
+      assert_true(fabs(v - want_sum) <= 1e-3 * (1 + fabs(want_sum)));
+    }
+  }
+  weft_cuda_run_stats rs;
+  weft_cuda_run_stats_get(rt, &rs);
+  print_message("%llu of %d nodes combined in 3 runs\n", rs.combined, 3 * (P + C));
+  assert_true(rs.combined > 0);
+  weft_graph_destroy(g);
+  /* A failure on the combined path is its node's. */
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "add_k";
+  d.nargs = 1;
+  d.access[0] = WEFT_WRITE;
+  d.cuda = add_k_kernel;
+  const weft_op *add_k;
+  CHECK(weft_op_register(rt, &d, &add_k));
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *t[U];
+  for (int k = 0; k < U; k++) {
+    char name[16];
+    snprintf(name, sizeof name, "t%d", k);
+    CHECK(weft_tensor_create(g, name, WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &t[k]));
+    CHECK(weft_call(g, add_k, &t[k], 1, &k, sizeof k));
+  }
+  for (int run = 0; run < 3; run++) {
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    assert_int_equal(weft_run_wait(r), WEFT_EKERNEL);
+    assert_non_null(strstr(weft_run_error(r), "failing on purpose at 37"));
+    assert_non_null(strstr(weft_run_error(r), "add_k"));
+    assert_non_null(weft_run_failed_node(r));
+    weft_run_destroy(r);
+    for (int k = 0; k < U; k++) { /* every other node ran */
+      double v;
+      CHECK(weft_tensor_get(t[k], 0, &v));
+      assert_true(v == (k == 37 ? 0.0 : (double)k));
+    }
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(devices_are_discovered),
@@ -698,6 +811,7 @@ int main(void) {
       cmocka_unit_test(small_chains_are_batched),
       cmocka_unit_test(a_reader_ends_a_batch),
       cmocka_unit_test(a_cancelled_batch_still_runs_what_ran),
+      cmocka_unit_test(busy_streams_are_combined),
   };
   return GT_RUN(tests);
 }

@@ -473,6 +473,43 @@ static double tiny_chain(weft_runtime *rt, int k, int temps, int replay) {
   return s.makespan_s;
 }
 
+/* A run with GPU nodes ends its fixed cost after its last GPU node, run_s eager and
+ * replay_run_s replayed, once however many nodes it has; a CPU graph pays neither. */
+static void test_run_fixed_cost(void **state) {
+  (void)state;
+  weft__sim_profile p = load("h100");
+  p.gpu.run_s = p.gpu.replay_run_s = 0;
+  weft_runtime *rt = sim_runtime_of(&p, 2);
+  double base[2][2]; /* [nodes 1 or 50][eager, replay] */
+  for (int r = 0; r < 2; r++) {
+    base[0][r] = tiny_chain(rt, 1, 0, r);
+    base[1][r] = tiny_chain(rt, 50, 0, r);
+  }
+  weft_graph *cg;
+  CHECK(weft_graph_create(rt, &cg));
+  weft_tensor *a = NULL, *b = NULL;
+  CHECK(weft_tensor_create(cg, "a", WEFT_F32, 1, (int64_t[]){64}, weft_cpu(), weft_ones(), &a));
+  CHECK(weft_add(cg, a, a, &b));
+  double cpu_base = run_summary(cg).makespan_s;
+  weft_graph_destroy(cg);
+  weft_runtime_destroy(rt);
+  p.gpu.run_s = 40e-6;
+  p.gpu.replay_run_s = 15e-6;
+  rt = sim_runtime_of(&p, 2);
+  for (int r = 0; r < 2; r++) {
+    double want = r ? p.gpu.replay_run_s : p.gpu.run_s;
+    assert_true(near(tiny_chain(rt, 1, 0, r) - base[0][r], want, 1e-6));
+    assert_true(near(tiny_chain(rt, 50, 0, r) - base[1][r], want, 1e-6));
+  }
+  CHECK(weft_graph_create(rt, &cg));
+  CHECK(weft_tensor_create(cg, "a", WEFT_F32, 1, (int64_t[]){64}, weft_cpu(), weft_ones(), &a));
+  b = NULL;
+  CHECK(weft_add(cg, a, a, &b));
+  assert_true(near(run_summary(cg).makespan_s, cpu_base, 1e-9));
+  weft_graph_destroy(cg);
+  weft_runtime_destroy(rt);
+}
+
 static void test_host_and_memory_costs(void **state) {
   (void)state;
   weft__sim_profile p = load("h100");
@@ -1061,8 +1098,11 @@ static double gpu_rate(const weft__sim_curve *c, double x) {
 
 static void test_calibrate_roundtrip(void **state) {
   (void)state;
-  weft_runtime *rt = sim_runtime("h200x2", 1, 0);
   weft__sim_profile want = load("h200x2"), got;
+  /* Fixed costs of runs, whether the shipped profile has them or not. */
+  want.gpu.run_s = 45e-6;
+  want.gpu.replay_run_s = 17e-6;
+  weft_runtime *rt = sim_runtime_of(&want, 1);
   weft_calibrate_options o;
   weft_calibrate_options_init(&o);
   o.quick = 1;
@@ -1106,6 +1146,9 @@ static void test_calibrate_roundtrip(void **state) {
   /* Batches: measured with batching on, through the model's terms (des.c). */
   assert_true(near(got.gpu.batch_node_s, want.gpu.batch_node_s, 0.05));
   assert_true(near(got.gpu.batch_op_s, want.gpu.batch_op_s, 0.05));
+  /* A run's fixed cost, from a graph of one node against the model without it. */
+  assert_true(near(got.gpu.run_s, want.gpu.run_s, 0.02));
+  assert_true(near(got.gpu.replay_run_s, want.gpu.replay_run_s, 0.02));
   /* Shares for the sizes that do not fill the device (quick: 256 and 1024), as modelled: at
    * least what the replay's per-node cost allows. */
   assert_int_equal(got.gpu.gemm_share.n, 2);
@@ -1176,6 +1219,7 @@ int main(void) {
       cmocka_unit_test(test_two_chains_two_gpus),
       cmocka_unit_test(test_shared_device),
       cmocka_unit_test(test_host_and_memory_costs),
+      cmocka_unit_test(test_run_fixed_cost),
       cmocka_unit_test(test_overlap),
       cmocka_unit_test(test_report_of_simulated_run),
       cmocka_unit_test(test_scaling),

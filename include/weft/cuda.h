@@ -80,6 +80,8 @@ typedef struct weft_cuda_run_stats {
   unsigned long long captures;         /* graphs captured into CUDA graphs */
   unsigned long long replays;          /* runs that replayed a captured graph */
   unsigned long long capture_failures; /* captures that failed (the run went eager) */
+  unsigned long long combined;         /* nodes a worker found their stream busy for, and left
+                                          to the thread enqueueing there (eager runs) */
 } weft_cuda_run_stats;
 
 /* Fills *out (all zero on a runtime without GPUs). Thread-safe: yes. */

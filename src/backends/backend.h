@@ -31,7 +31,10 @@
  *     with a CPU successor cost a host notification each; the rest cost one per run.
  *   - `run_begin` may return WEFT__PENDING to say "this backend runs the whole plan" (a
  *     replayed CUDA graph): the scheduler then dispatches no node and ends the run through
- *     `run_drain`. A backend may do so only when every node of the plan is its own. */
+ *     `run_drain`. A backend may do so only when every node of the plan is its own.
+ *   - `launch` of an asynchronous backend may return WEFT__DEFERRED: the backend keeps the node
+ *     and reports its issue later through weft__sched_issued (from any thread); until then the
+ *     scheduler releases none of its edges and does not count it done. */
 #ifndef WEFT_BACKEND_H
 #define WEFT_BACKEND_H
 
@@ -125,6 +128,15 @@ extern const weft__backend_vtable weft__cuda_backend;
  * NULL) explains a failure. Callable from any thread, including CUDA host callbacks: it takes
  * no CUDA call and never blocks on the device. */
 void weft__sched_complete(weft_run *run, uint32_t index, int status, const char *message);
+
+/* Reports the issue of a node whose launch returned WEFT__DEFERRED: `status` is what launch
+ * would have returned (WEFT_OK: enqueued and done as far as the scheduler is concerned;
+ * WEFT__PENDING: enqueued, completion through weft__sched_complete; or an error, explained by
+ * `message`). A backend defers a node when another thread is enqueueing on the stream the node
+ * needs: that thread enqueues it too before it lets the stream go (cuda_launch.c, "Combining"),
+ * so no worker waits for a stream. Must not be called with a lock held that the run's drain
+ * takes (the call may end the run). Callable from any thread. */
+void weft__sched_issued(weft_run *run, uint32_t index, int status, const char *message);
 
 /* Reports that the run's work on a backend whose run_drain returned WEFT__PENDING has finished.
  * A failure found then (an asynchronous device fault) is recorded as the run's error against

@@ -11,7 +11,10 @@
  * to successors on the same asynchronous backend are released right then ("early": the
  * device orders them through streams and events, so the host never waits for the GPU before
  * enqueuing a GPU successor); the other edges are released when the backend reports
- * completion through weft__sched_complete, from whatever thread observed it.
+ * completion through weft__sched_complete, from whatever thread observed it. A launch may also
+ * return WEFT__DEFERRED (another thread is enqueueing on the node's stream and takes the node
+ * with it): the backend then reports the issue through weft__sched_issued, which does what this
+ * loop would have done with the status, from the thread that enqueued the node.
  *
  * Failures. A node that fails records the run's first error (status, node, message) and
  * poisons its successors; a poisoned node is skipped and poisons its own successors, so only
@@ -34,7 +37,7 @@ static _Thread_local struct {
   uint64_t t; /* timing: when this worker's last node ended; 0 once it has gone idle */
 } tls;
 
-enum { SKIPPED = 2 }; /* internal: the node did not run (poisoned or cancelled) */
+enum { SKIPPED = 3 }; /* internal: the node did not run (poisoned or cancelled) */
 
 static void finish_run(weft_run *r);
 
@@ -86,10 +89,8 @@ static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which,
       weft__xnode *xs = &pl->x[s];
       if (next != NULL && *next == NULL)
         *next = xs;
-      else if (next != NULL)
-        weft__pool_push(pool, xs);
       else
-        weft__pool_inject(pool, xs);
+        weft__pool_push(pool, xs); /* a worker's own deque, or the injection list */
     }
   }
 }
@@ -128,7 +129,7 @@ static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t e
   atomic_store_explicit(&tm->start, tls.t != 0 ? tls.t : weft__clock_now(), memory_order_relaxed);
   int st = x->backend->vt->launch(x->backend, &ctx);
   tls.t = weft__clock_now();
-  if (st != WEFT__PENDING) atomic_store_explicit(&tm->end, tls.t, memory_order_relaxed);
+  if (st != WEFT__PENDING && st != WEFT__DEFERRED) atomic_store_explicit(&tm->end, tls.t, memory_order_relaxed);
   return st;
 }
 
@@ -159,6 +160,8 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
     if (st == WEFT__PENDING) {
       /* Completion (and the late edges) come through weft__sched_complete. */
       release(pool, pl, x, RELEASE_EARLY, 0, &next);
+    } else if (st == WEFT__DEFERRED) {
+      /* The backend enqueues it later and reports through weft__sched_issued. */
     } else {
       if (st != WEFT_OK && st != SKIPPED) record_failure(r, x, st, err);
       release(pool, pl, x, RELEASE_ALL, st != WEFT_OK, &next);
@@ -167,6 +170,21 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
     if (held) tls.count++;
     x = next;
   }
+}
+
+void weft__sched_issued(weft_run *r, uint32_t index, int status, const char *message) {
+  weft__plan *pl = r->plan;
+  weft__xnode *x = &pl->x[index];
+  weft__pool *pool = r->graph->rt->pool;
+  if (pl->times != NULL && status != WEFT__PENDING)
+    atomic_store_explicit(&pl->times[index].end, weft__clock_now(), memory_order_relaxed);
+  if (status == WEFT__PENDING) {
+    release(pool, pl, x, RELEASE_EARLY, 0, NULL);
+    return;
+  }
+  if (status != WEFT_OK) record_failure(r, x, status, message);
+  release(pool, pl, x, RELEASE_ALL, status != WEFT_OK, NULL);
+  count_done(r, 1);
 }
 
 void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *message) {

@@ -37,6 +37,10 @@
 /* Status returned by an async backend launch: the node's work is enqueued and its completion
  * will be reported later through weft__sched_complete. Never reaches the user. */
 #define WEFT__PENDING 1
+/* Status returned by an async backend launch: the backend took the node and will enqueue it
+ * later (another thread holds the stream, backends/backend.h), then report through
+ * weft__sched_issued. Never reaches the user. */
+#define WEFT__DEFERRED 2
 
 /* Allocation through the user's hook. weft__malloc(0) returns a unique non-NULL pointer. */
 void *weft__malloc(size_t size);

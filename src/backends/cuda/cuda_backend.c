@@ -686,6 +686,7 @@ void weft_cuda_run_stats_get(const weft_runtime *rt, weft_cuda_run_stats *out) {
   out->captures = atomic_load(&st->captures);
   out->replays = atomic_load(&st->replays);
   out->capture_failures = atomic_load(&st->capture_failures);
+  out->combined = atomic_load(&st->combined);
 }
 
 const weft__backend_vtable weft__cuda_backend = {

@@ -38,19 +38,35 @@ enum {
 
 enum cu_stream_kind { CU_S_COMPUTE = 0, CU_S_H2D, CU_S_D2H, CU_S_PEER };
 
+struct cu_defer;
+
 typedef struct cu_stream {
   cudaStream_t s;
   cublasHandle_t blas;   /* compute streams only */
   void *workspace;       /* cuBLAS workspace of `blas` */
   double *scratch;       /* partial sums of reductions run on this stream */
   atomic_int lock;       /* serialises enqueueing onto the stream and the use of `blas` */
+  _Atomic(struct cu_defer *) pending; /* nodes left to the lock's holder (cuda_launch.c) */
   int kind;              /* cu_stream_kind */
 } cu_stream;
 
-/* A stream's lock is held for a few CUDA calls (microseconds), by workers that have nothing
- * else to do meanwhile: a waiter spins briefly, then yields the core, rather than sleeping in
- * the kernel (a futex wake-up costs more than the whole enqueue). Acquire on taking, release
- * on giving back, so what one enqueue wrote is seen by the next. */
+/* A node left to the thread that holds its stream (cuda_launch.c, "Combining"): one a node of a
+ * plan, in cu_plan.defer; `status` and `msg` (heap, on failure) are its issue's outcome. */
+typedef struct cu_defer {
+  struct cu_defer *next;
+  struct cu_plan *cp;
+  weft_run *run;
+  uint32_t index;
+  int status;
+  char *msg;
+} cu_defer;
+
+/* A stream's lock is held for a few CUDA calls (microseconds). A worker that finds a compute
+ * or copy stream taken leaves its node to the holder (cuda_launch.c, "Combining") and does not
+ * wait; the few other takers (a staged copy, a replay's launch, a drain, the sync and join
+ * streams) spin briefly, then yield the core, rather than sleep in the kernel (a futex wake-up
+ * costs more than the whole enqueue). Acquire on taking, release on giving back, so what one
+ * enqueue wrote is seen by the next. */
 static inline void weft__cu_lock(cu_stream *s) {
   for (int spins = 0;; spins++) {
     if (!atomic_load_explicit(&s->lock, memory_order_relaxed) &&
@@ -64,6 +80,11 @@ static inline void weft__cu_lock(cu_stream *s) {
 }
 
 static inline void weft__cu_unlock(cu_stream *s) { atomic_store_explicit(&s->lock, 0, memory_order_release); }
+
+static inline int weft__cu_trylock(cu_stream *s) {
+  return !atomic_load_explicit(&s->lock, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&s->lock, 1, memory_order_acquire);
+}
 
 /* One completion request: when `ev` has completed, report node `node` of `run` (kind NODE) or
  * the device's part of a run's drain (kind DRAIN). */
@@ -122,7 +143,7 @@ typedef struct cu_state {
   uint64_t group_ns;          /* replays: a tick per this much estimated device time (ns) */
   uint64_t eager_group_ns;    /* eager runs: likewise (small nodes only; 0: a tick per node) */
   int timing_check;           /* WEFT_CUDA_TIMING_CHECK=1: compare derived starts with events */
-  atomic_ullong captures, replays, eager_runs, capture_failures;
+  atomic_ullong captures, replays, eager_runs, capture_failures, combined;
 } cu_state;
 
 /* ---- per plan -------------------------------------------------------------------------- */
@@ -213,6 +234,7 @@ typedef struct cu_plan {
   int all_cuda;              /* every node of the plan is a CUDA node */
   cu_timing *tm;             /* node timing; NULL when timing is off */
   int has_user;              /* a user op among them */
+  cu_defer *defer;           /* per node: its record when it is left to its stream's holder */
   cu_batch *batches;         /* chains of small elementwise nodes launched as one kernel */
   uint32_t nbatches;
   uint16_t used[CU_MAX_DEVICES]; /* per device: bit mask of the streams the plan uses */
@@ -276,9 +298,13 @@ typedef struct cu_streams {
   int capture; /* 1: inside a stream capture (private streams, no locks, no notification) */
 } cu_streams;
 /* Enqueues node `index` of run `run` (waits, allocations, work, frees, event). Returns WEFT_OK
- * or an error with the message in ctx->err. */
-int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_streams *cap);
+ * or an error with the message in ctx->err. `locked`: the caller holds the node's stream. */
+int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_streams *cap, int locked);
 int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx);
+/* Lets go of a compute or copy stream the caller holds, after enqueueing the nodes other
+ * workers left on it meanwhile and before reporting their issue ("Combining"). Every holder of
+ * such a stream lets it go through this call. */
+void weft__cu_release(cu_state *st, cu_stream *s);
 /* Launches what a batch holds (after a failure or a cancel skipped its last node) on its
  * stream, and empties it. Returns the CUDA error. */
 cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt);

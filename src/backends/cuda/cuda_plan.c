@@ -543,6 +543,7 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   cp->have_msg_lock = 1;
   size_t nn = n ? n : 1, nt = cp->ntensors ? cp->ntensors : 1;
   cp->x = weft__calloc(nn, sizeof *cp->x);
+  cp->defer = weft__calloc(nn, sizeof *cp->defer);
   cp->order = weft__malloc(nn * sizeof *cp->order);
   cp->temp = weft__calloc(nt, 1);
   cp->tptr = weft__calloc(nt, sizeof(void *));
@@ -558,7 +559,7 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   bd.heir = weft__malloc(nn * sizeof(uint32_t));
   bd.first = weft__malloc(nt * sizeof(uint32_t));
   bd.last_final = weft__malloc(nt * sizeof(uint32_t));
-  if (!cp->x || !cp->order || !cp->temp || !cp->tptr || !bd.pos || !bd.cost || !bd.height || !bd.heir ||
+  if (!cp->x || !cp->defer || !cp->order || !cp->temp || !cp->tptr || !bd.pos || !bd.cost || !bd.height || !bd.heir ||
       !bd.first || !bd.last_final) {
     rc = weft__oom("the CUDA plan");
     goto done;
@@ -755,6 +756,7 @@ void weft__cu_plan_free(weft__backend *b, weft__plan *p) {
   cudaGetLastError();
   if (cp->have_msg_lock) weft__mutex_destroy(&cp->msg_lock);
   weft__free(cp->x);
+  weft__free(cp->defer);
   weft__free(cp->batches);
   weft__free(cp->lists);
   weft__free(cp->order);

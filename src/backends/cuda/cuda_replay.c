@@ -133,7 +133,7 @@ static int capture(cu_state *st, cu_plan *cp) {
       for (int a = 0; a < nd->nargs; a++) ctx.data[a] = nd->args[a].t->data;
       ctx.err = err;
       ctx.err_size = sizeof err;
-      rc = weft__cu_enqueue(st, cp, &ctx, &cs);
+      rc = weft__cu_enqueue(st, cp, &ctx, &cs, 0);
     }
     if (capturing) {
       for (int d = 0; d < st->ndev && e == cudaSuccess; d++)
@@ -201,7 +201,7 @@ int weft__cu_run_begin(weft__backend *b, weft__plan *p) {
     cudaError_t e = cp->tm != NULL ? cudaEventRecord(cp->tm->replay_start, s->s) : cudaSuccess;
     if (e == cudaSuccess) e = cudaGraphLaunch(cp->exec, s->s);
     if (e == cudaSuccess) e = cudaEventRecord(cp->replay_done, s->s);
-    weft__cu_unlock(s);
+    weft__cu_release(st, s);
     if (e != cudaSuccess) {
       cudaGetLastError();
       return weft__err(WEFT_ECUDA, "replaying the captured CUDA graph of this graph on cuda:%d failed: %s (%s)",

@@ -89,7 +89,7 @@ static double median(double *v, int n) {
 /* Builds the graph of k nodes of a measurement into the empty graph g. */
 typedef int (*build_fn)(weft_graph *g, const void *arg, int k);
 
-enum { MAX_REPS = 9 };
+enum { MAX_REPS = 31 };
 
 /* Median time of one graph of k nodes: fresh graphs each time (first = 1), or re-runs of one
  * graph after a warm-up run (first = 0). */
@@ -327,19 +327,28 @@ static void batching(const cal *c, int on) {
   if (c->simulated) weft__sim_set_batching(c->rt, on);
 }
 
-/* Batches, with batching on: the chain of one-element additions again, eager and replayed.
- * Eager, a node of a batch costs the host batch_node_s and each batch a launch; replayed, each
- * batch is one kernel of kernel_s plus batch_op_s an op (the model's terms, des.c). */
+/* Batches, with batching on: the chain of one-element additions again, replayed and eager.
+ * Replayed, each batch is one kernel of kernel_s plus batch_op_s an op: the difference of
+ * chains of BATCH_K and 2 BATCH_K nodes (the device bounds them; they vary little). Eager, a
+ * node of a batch costs the host batch_node_s and each batch a launch: the mean over a chain of
+ * 2 BATCH_K nodes, less the run's fixed cost (run_s) and the last batch's kernel, which runs
+ * once the host is done. One long chain varies less than a difference of two: on the H100 the
+ * difference of 4 000 and 8 000 nodes gave 0.36 us a node where 8 000 alone gave 0.34 (and the
+ * 10 000 of bench_gpu_dispatch 0.29 in the same call). The model's terms are in des.c. */
 static int measure_batches(const cal *c, weft__sim_gpu *g) {
   vec_arg tiny = {weft_cuda(0), 1};
   double eager, replay;
+  cal many = *c; /* a run takes milliseconds: the median of many */
+  many.reps = c->quick ? c->reps : MAX_REPS;
+  int rc = per_node_k(&many, build_add, &tiny, 0, &replay);
   eager_runs(c, 1);
-  int rc = per_node_k(c, build_add, &tiny, c->simulated, &eager);
+  if (rc == WEFT_OK) rc = time_graph(&many, build_add, &tiny, 2 * BATCH_K, c->simulated, &eager);
   eager_runs(c, 0);
-  if (rc == WEFT_OK) rc = per_node_k(c, build_add, &tiny, 0, &replay);
   if (rc != WEFT_OK) return rc;
-  g->batch_node_s = WEFT__MAX(1e-9, eager - g->launch_s / WEFT__PLAN_BATCH_MAX);
   g->batch_op_s = WEFT__MAX(1e-9, replay - g->kernel_s / WEFT__PLAN_BATCH_MAX);
+  double last = g->kernel_s + WEFT__PLAN_BATCH_MAX * g->batch_op_s;
+  eager = WEFT__MAX(0.0, eager - g->run_s - last) / (2 * BATCH_K);
+  g->batch_node_s = WEFT__MAX(1e-9, eager - g->launch_s / WEFT__PLAN_BATCH_MAX);
   say(c, "cuda:0: batched, a node costs %.3g us in an eager run, %.3g us replayed: %.3g us of the host a node, "
       "%.3g us of the device an op", eager * 1e6, replay * 1e6, g->batch_node_s * 1e6, g->batch_op_s * 1e6);
   return WEFT_OK;
@@ -518,22 +527,18 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
   return WEFT_OK;
 }
 
-/* The GPU-to-host notification: a round trip measured, minus the same graph simulated with
- * every other figure as measured and no notification cost; one notification an iteration. */
-static int fit_notify(const cal *c, weft__sim_profile *p) {
-  vec_arg a = {weft_cuda(0), 1};
-  double measured, modelled;
-  int rc = per_node_med(c, build_roundtrip, &a, 0, 0.02, &measured);
-  if (rc != WEFT_OK) return rc;
+/* A simulated runtime of one GPU on profile q, and a calibration context measuring on it, for
+ * the figures fitted against the model (the runtime is sc->rt, the caller's to destroy). */
+static int model(const cal *c, const weft__sim_profile *q, cal *sc) {
   char path[] = "/tmp/weft-calibrate-XXXXXX";
   int fd = mkstemp(path);
   if (fd < 0) return weft__err(WEFT_EIO, "calibrate: cannot create a temporary file in /tmp");
   close(fd);
-  weft__sim_profile q = *p;
-  q.gpu.notify_s = 0;
-  q.ngpus = 1;
+  weft__sim_profile one = *q;
+  one.ngpus = 1;
   weft_runtime *sim = NULL;
-  if ((rc = weft__sim_profile_write(&q, path)) == WEFT_OK) {
+  int rc = weft__sim_profile_write(&one, path);
+  if (rc == WEFT_OK) {
     weft_runtime_options o;
     weft_runtime_options_init(&o);
     o.simulate = path;
@@ -543,12 +548,54 @@ static int fit_notify(const cal *c, weft__sim_profile *p) {
   }
   remove(path);
   if (rc != WEFT_OK) return rc;
-  cal sc = *c;
-  sc.rt = sim;
-  sc.simulated = 1;
-  sc.reps = 1;
+  *sc = *c;
+  sc->rt = sim;
+  sc->simulated = 1;
+  sc->reps = 1;
+  return WEFT_OK;
+}
+
+/* A run's fixed cost (run_s eager, replay_run_s replayed): a graph of one tiny GPU node, the
+ * median of MAX_REPS runs (the VMs move it from run to run: 38-122 us on one H200 in one
+ * minute), less the same graph simulated with every other figure as measured and no fixed
+ * cost. */
+static int fit_run(const cal *c, weft__sim_profile *p) {
+  vec_arg a = {weft_cuda(0), 1, 0};
+  cal many = *c;
+  many.reps = c->quick ? 5 : MAX_REPS;
+  double eager, replay, m_eager, m_replay;
+  eager_runs(c, 1);
+  int rc = time_graph(&many, build_add, &a, 1, c->simulated, &eager);
+  eager_runs(c, 0);
+  if (rc != WEFT_OK || (rc = time_graph(&many, build_add, &a, 1, 0, &replay)) != WEFT_OK) return rc;
+  weft__sim_profile q = *p;
+  q.gpu.run_s = q.gpu.replay_run_s = 0;
+  cal sc;
+  if ((rc = model(c, &q, &sc)) != WEFT_OK) return rc;
+  if ((rc = time_graph(&sc, build_add, &a, 1, 1, &m_eager)) == WEFT_OK)
+    rc = time_graph(&sc, build_add, &a, 1, 0, &m_replay);
+  weft_runtime_destroy(sc.rt);
+  if (rc != WEFT_OK) return rc;
+  p->gpu.run_s = WEFT__MAX(0.0, eager - m_eager);
+  p->gpu.replay_run_s = WEFT__MAX(0.0, replay - m_replay);
+  say(c, "cuda:0: a run of one tiny node takes %.3g us eager, %.3g us replayed: %.3g and %.3g us of "
+      "it are the run's fixed cost", eager * 1e6, replay * 1e6, p->gpu.run_s * 1e6, p->gpu.replay_run_s * 1e6);
+  return WEFT_OK;
+}
+
+/* The GPU-to-host notification: a round trip measured, minus the same graph simulated with
+ * every other figure as measured and no notification cost; one notification an iteration. */
+static int fit_notify(const cal *c, weft__sim_profile *p) {
+  vec_arg a = {weft_cuda(0), 1};
+  double measured, modelled;
+  int rc = per_node_med(c, build_roundtrip, &a, 0, 0.02, &measured);
+  if (rc != WEFT_OK) return rc;
+  weft__sim_profile q = *p;
+  q.gpu.notify_s = 0;
+  cal sc;
+  if ((rc = model(c, &q, &sc)) != WEFT_OK) return rc;
   rc = per_node(&sc, build_roundtrip, &a, 0, 0.02, &modelled);
-  weft_runtime_destroy(sim);
+  weft_runtime_destroy(sc.rt);
   if (rc != WEFT_OK) return rc;
   p->gpu.notify_s = WEFT__MAX(0.0, measured - modelled);
   say(c, "cuda:0: a GPU->CPU->GPU round trip takes %.3g us; %.3g us of it is the notification",
@@ -577,7 +624,7 @@ int weft_calibrate(weft_runtime *rt, const weft_calibrate_options *o, const char
   p->ngpus = ngpus;
   if (ngpus > 0) {
     batching(&c, 0);
-    if ((rc = measure_gpu(&c, p, ngpus)) == WEFT_OK) rc = fit_notify(&c, p);
+    if ((rc = measure_gpu(&c, p, ngpus)) == WEFT_OK && (rc = fit_notify(&c, p)) == WEFT_OK) rc = fit_run(&c, p);
     batching(&c, 1);
     const char *env = getenv("WEFT_CUDA_BATCH");
     if (rc == WEFT_OK && !(env != NULL && strcmp(env, "0") == 0)) rc = measure_batches(&c, &p->gpu);

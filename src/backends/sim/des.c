@@ -33,6 +33,9 @@
  *                    product i, read by product i + 1 and by its norm).
  *   replay's end     a replayed graph frees the temporaries nobody claimed in memory nodes at its
  *                    end, one after another: replay_temp_s each before the host sees the end.
+ *   a run's fixed    a run with GPU nodes ends run_s (eager) or replay_run_s (replayed) after
+ *   cost             its last GPU node: the wake-ups and the drain between the launch call and
+ *                    the caller's return, measured on a graph of one tiny node.
  *   CPU workers      host_lanes virtual workers run CPU nodes, first ready first; a CPU node
  *                    that waits for a GPU node sees its end notify_s later.
  *   memory           per GPU, its resident tensors plus the live temporaries: a temporary is
@@ -498,6 +501,8 @@ static int statistics(sim *s) {
   /* A replayed graph ends with the frees of the temporaries nobody claimed, memory nodes one
    * after the other (cuda_replay.c), before the host can see its end. */
   double tail = s->replay ? (double)(sp->ntemps - sp->claim_off[sp->n]) * s->m->prof.gpu.replay_temp_s : 0;
+  /* And a run with GPU nodes costs its fixed part (wake-ups, the drain) once. */
+  tail += s->replay ? s->m->prof.gpu.replay_run_s : s->m->prof.gpu.run_s;
   for (uint32_t i = 0; i < p->n; i++) {
     if (!ran(s, i)) continue;
     res->nodes_run++;

@@ -95,6 +95,8 @@ static const field gpu_fields[] = {
     {"launch_lanes", F_NUM, OFF(gpu.launch_lanes), 0, 0, 64, 0},
     {"batch_node_s", F_NUM, OFF(gpu.batch_node_s), 0, 0, 1, 0},
     {"batch_op_s", F_NUM, OFF(gpu.batch_op_s), 0, 0, 1, 0},
+    {"run_s", F_NUM, OFF(gpu.run_s), 0, 0, 1, 0},
+    {"replay_run_s", F_NUM, OFF(gpu.replay_run_s), 0, 0, 1, 0},
 };
 
 static const field link_fields[] = {
@@ -466,6 +468,8 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
           g->event_s, g->notify_s, g->replay_node_s, g->temp_s, g->replay_temp_s, g->launch_lanes);
   if (g->batch_node_s > 0 || g->batch_op_s > 0)
     fprintf(f, ",\n    \"batch_node_s\": %.4g,\n    \"batch_op_s\": %.4g", g->batch_node_s, g->batch_op_s);
+  if (g->run_s > 0 || g->replay_run_s > 0)
+    fprintf(f, ",\n    \"run_s\": %.4g,\n    \"replay_run_s\": %.4g", g->run_s, g->replay_run_s);
   if (g->gemm_share.n > 0) {
     fprintf(f, ",\n");
     put_curve(f, "gemm_f32_share", &g->gemm_share);

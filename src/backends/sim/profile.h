@@ -73,6 +73,10 @@ typedef struct weft__sim_gpu {
   double batch_node_s;       /* host time per node of a batch (cuda_plan.c, "Batches") in an
                               * eager run; 0 (with batch_op_s): batches are not modelled */
   double batch_op_s;         /* device time per op inside a batch's kernel */
+  double run_s;              /* a run's fixed cost when it has GPU nodes, eager: from the
+                              * launch call to the first node and from the device's last work
+                              * to the caller's return (wake-ups, the drain) */
+  double replay_run_s;       /* ... when the run is a replay */
 } weft__sim_gpu;
 
 typedef struct weft__sim_profile {
