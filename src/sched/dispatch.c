@@ -89,8 +89,11 @@ static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which,
       weft__xnode *xs = &pl->x[s];
       if (next != NULL && *next == NULL)
         *next = xs;
-      else
-        weft__pool_push(pool, xs); /* a worker's own deque, or the injection list */
+      else if (next != NULL)
+        weft__pool_push(pool, xs);
+      else /* from a completion or a report of issue: first in, first out (the order matters
+            * to a run of copies: a deque's owner would take the newest first) */
+        weft__pool_inject(pool, xs);
     }
   }
 }
