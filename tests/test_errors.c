@@ -33,12 +33,13 @@ static int step_kernel(weft_kernel_ctx *ctx) {
 }
 
 /* "fail": fails when its read-write f64 scalar is above zero; how is its parameter. */
-enum { FAIL_EKERNEL = 1, FAIL_RAW_STATUS = 2 };
+enum { FAIL_EKERNEL = 1, FAIL_RAW_STATUS = 2, FAIL_POSITIVE = 3 };
 static int fail_kernel(weft_kernel_ctx *ctx) {
   const int *how = weft_ctx_params(ctx, NULL);
   const double *x = weft_ctx_data(ctx, 0);
   if (*x <= 0) return WEFT_OK;
   if (*how == FAIL_RAW_STATUS) return WEFT_ENOMEM; /* a status, no message */
+  if (*how == FAIL_POSITIVE) return 2;             /* not a status at all */
   return weft_ctx_fail(ctx, "x is %g, which this kernel refuses", *x);
 }
 
@@ -108,6 +109,17 @@ static void status_without_message(void **state) {
   fail_on(f, x, FAIL_RAW_STATUS);
   assert_int_equal(weft_graph_run(f->g), WEFT_ENOMEM);
   assert_true(tu_contains(weft_last_error(), "node 0 'fail' (x) on cpu: out of host memory"));
+}
+
+/* A kernel returning a positive value (no weft status is positive; the scheduler keeps them
+ * for itself) fails its node, with a message that says so, and the run ends. */
+static void kernel_returning_a_positive_value(void **state) {
+  tu_fixture *f = *state;
+  weft_tensor *x = tu_scalar(f->g, "x", 1);
+  fail_on(f, x, FAIL_POSITIVE);
+  assert_int_equal(weft_graph_run(f->g), WEFT_EKERNEL);
+  assert_true(tu_contains(weft_last_error(), "node 0 'fail' (x) on cpu"));
+  assert_true(tu_contains(weft_last_error(), "returned 2, which is not a weft status"));
 }
 
 /* Two independent failures: wait reports one of them, and names that one. */
@@ -383,6 +395,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(failure_cancels_only_its_dependents, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(status_without_message, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(kernel_returning_a_positive_value, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(first_of_two_failures, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(wide_failure, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(tensor_too_large_for_memory, setup, tu_teardown),

@@ -164,7 +164,10 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
       /* Completion (and the late edges) come through weft__sched_complete. */
       release(pool, pl, x, RELEASE_EARLY, 0, &next);
     } else if (st == WEFT__DEFERRED) {
-      /* The backend enqueues it later and reports through weft__sched_issued. */
+      /* The backend enqueues it later and reports through weft__sched_issued, which also
+       * drops the count held above: until the report, the run cannot end (a node whose
+       * completion is reported before its issue, it may be, must not end it). */
+      held = 0;
     } else {
       if (st != WEFT_OK && st != SKIPPED) record_failure(r, x, st, err);
       release(pool, pl, x, RELEASE_ALL, st != WEFT_OK, &next);
@@ -183,11 +186,13 @@ void weft__sched_issued(weft_run *r, uint32_t index, int status, const char *mes
     atomic_store_explicit(&pl->times[index].end, weft__clock_now(), memory_order_relaxed);
   if (status == WEFT__PENDING) {
     release(pool, pl, x, RELEASE_EARLY, 0, NULL);
-    return;
+  } else {
+    if (status != WEFT_OK) record_failure(r, x, status, message);
+    release(pool, pl, x, RELEASE_ALL, status != WEFT_OK, NULL);
   }
-  if (status != WEFT_OK) record_failure(r, x, status, message);
-  release(pool, pl, x, RELEASE_ALL, status != WEFT_OK, NULL);
-  count_done(r, 1);
+  /* The dispatcher's hold on the run (weft__dispatch_chain), and the node itself unless its
+   * completion is still to come. The last thing done with the run: this may end it. */
+  count_done(r, status == WEFT__PENDING ? 1 : 2);
 }
 
 void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *message) {

@@ -115,7 +115,15 @@ static void store_scalar(void *out, int dtype, double v) {
 
 int weft__cpu_exec(weft_kernel_ctx *ctx) {
   weft_node *nd = ctx->node;
-  if (nd->kind == WEFT__OP_USER) return nd->user_op->desc.cpu(ctx);
+  if (nd->kind == WEFT__OP_USER) {
+    int rc = nd->user_op->desc.cpu(ctx);
+    if (rc <= WEFT_OK) return rc;
+    /* Positive values are the scheduler's own (WEFT__PENDING, WEFT__DEFERRED): a kernel's is
+     * a failure, not an instruction. */
+    if (ctx->err != NULL && ctx->err_size > 0)
+      snprintf(ctx->err, ctx->err_size, "the op's CPU kernel returned %d, which is not a weft status", rc);
+    return WEFT_EKERNEL;
+  }
   const weft_tensor *t0 = nd->args[0].t; /* every built-in has at least one argument */
   int dt = t0->dtype;
   int64_t n = t0->numel;

@@ -227,6 +227,7 @@ static int stream_init(cu_stream *s, int dev, int kind, size_t workspace, cublas
   if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate", dev);
   s->kind = kind;
   atomic_init(&s->lock, 0);
+  atomic_init(&s->pending, NULL);
   if (kind != CU_S_COMPUTE) return WEFT_OK;
   if ((e = cudaMalloc((void **)&s->scratch, WEFT__CU_REDUCE_BLOCKS * sizeof(double))) != cudaSuccess)
     return cuda_fail(e, "cudaMalloc (reduction scratch)", dev);

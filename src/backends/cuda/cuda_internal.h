@@ -79,6 +79,8 @@ static inline void weft__cu_lock(cu_stream *s) {
   }
 }
 
+/* Only for the sync, join and clk streams: a compute or copy stream is let go through
+ * weft__cu_release, whose unlock is an exchange the combining protocol relies on. */
 static inline void weft__cu_unlock(cu_stream *s) { atomic_store_explicit(&s->lock, 0, memory_order_release); }
 
 static inline int weft__cu_trylock(cu_stream *s) {

@@ -234,6 +234,10 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
     ctx->stream = l->s;
     ctx->blas = l->blas;
     int rc = nd->user_op->desc.cuda(ctx);
+    if (rc > WEFT_OK) { /* the scheduler's own values (WEFT__PENDING, WEFT__DEFERRED) */
+      snprintf(ctx->err, ctx->err_size, "the op's CUDA kernel returned %d, which is not a weft status", rc);
+      return WEFT_EKERNEL;
+    }
     if (rc != WEFT_OK && ctx->err[0] == '\0')
       snprintf(ctx->err, ctx->err_size, "the op's CUDA kernel returned %s", weft_status_name(rc));
     return rc;
