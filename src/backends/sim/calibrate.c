@@ -340,8 +340,9 @@ static int measure_batches(const cal *c, weft__sim_gpu *g) {
   double eager, replay;
   cal many = *c; /* a run takes milliseconds: the median of many */
   many.reps = c->quick ? c->reps : MAX_REPS;
-  double v[3] = {0, 0, 0}; /* the difference of two medians: the median of three such (one call on the
-                * H100 gave 0.11 us a node where the calls before and after gave 0.19-0.22) */
+  /* The difference of two medians, taken three times: its median (one call on the H100 gave
+   * 0.11 us a node where the calls before and after gave 0.19-0.22). */
+  double v[3] = {0, 0, 0};
   int rc = WEFT_OK;
   for (int i = 0; i < 3 && rc == WEFT_OK; i++) rc = per_node_k(&many, build_add, &tiny, 0, &v[i]);
   replay = v[0] + v[1] + v[2] - WEFT__MIN(v[0], WEFT__MIN(v[1], v[2])) - WEFT__MAX(v[0], WEFT__MAX(v[1], v[2]));
