@@ -513,7 +513,6 @@ static void test_run_fixed_cost(void **state) {
 static void test_host_and_memory_costs(void **state) {
   (void)state;
   weft__sim_profile p = load("h100");
-  p.gpu.gemm_launch.n = 0; /* every product launched in gemm_launch_s (the end has the curve) */
   p.gpu.temp_s = 1.5e-6;
   p.gpu.replay_temp_s = 1.1e-6;
   weft_runtime *rt = sim_runtime_of(&p, 2);
@@ -552,23 +551,6 @@ static void test_host_and_memory_costs(void **state) {
   double launch = p.gpu.gemm_launch_s, tail = p.gpu.notify_s + p.gpu.run_s + 10e-6;
   assert_true(chain >= 100 * launch && chain < 100 * launch + tail);
   assert_true(wide >= 34 * launch && wide < 34 * launch + tail);
-  /* With a launch cost by size (gemm_f32_launch_s), a product's launch is the curve's at its
-   * side: 16^2 is below the curve's first point, which stands for it. */
-  p.gpu.gemm_launch.n = 2;
-  p.gpu.gemm_launch.x[0] = 64;
-  p.gpu.gemm_launch.y[0] = 3 * p.gpu.gemm_launch_s;
-  p.gpu.gemm_launch.x[1] = 1024;
-  p.gpu.gemm_launch.y[1] = 6 * p.gpu.gemm_launch_s;
-  rt = sim_runtime_of(&p, 2);
-  CHECK(weft_graph_create(rt, &g));
-  x = square(g, "x", 16, weft_cuda(0));
-  w = square(g, "w", 16, weft_cuda(0));
-  for (int i = 0; i < 100; i++) CHECK(weft_mm(g, x, w, &x));
-  chain = run_summary(g).makespan_s;
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
-  launch = p.gpu.gemm_launch.y[0];
-  assert_true(chain >= 100 * launch && chain < 100 * launch + tail);
 }
 
 /* The reference notes' overlap graph: 50 x (y[i] = x.x; h[i] = copy(y[i], cpu)). */
@@ -1167,11 +1149,6 @@ static void test_calibrate_roundtrip(void **state) {
   /* Batches: measured with batching on, through the model's terms (des.c). */
   assert_true(near(got.gpu.batch_node_s, want.gpu.batch_node_s, 0.05));
   assert_true(near(got.gpu.batch_op_s, want.gpu.batch_op_s, 0.05));
-  /* The launch of an f32 product by its size (quick: 256 and 1024), from eager chains: the
-   * host bounds them here (the profile launches every product in gemm_launch_s), or the
-   * largest launch measured below stands for it. */
-  assert_int_equal(got.gpu.gemm_launch.n, 2);
-  for (int i = 0; i < got.gpu.gemm_launch.n; i++) assert_true(near(got.gpu.gemm_launch.y[i], want_mm, 0.05));
   /* A run's fixed cost, from a graph of one node against the model without it. */
   assert_true(near(got.gpu.run_s, want.gpu.run_s, 0.02));
   assert_true(near(got.gpu.replay_run_s, want.gpu.replay_run_s, 0.02));

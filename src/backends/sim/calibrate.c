@@ -405,34 +405,6 @@ static int gemm_shares(const cal *c, weft_device dev, weft__sim_gpu *g) {
   return WEFT_OK;
 }
 
-/* The host's cost of launching an f32 product, for the same sizes: a chain of products in
- * eager runs, where a product costs the larger of its launch and its kernel. Where the chain
- * took 10% longer than replayed, the host bounded it and that is the launch; elsewhere the
- * launch is hidden, and the largest launch measured below that size stands for it. (On the
- * H100 one worker enqueued a 400^2 product in 15-17 us while the device was busy, against 8-9
- * for a 16^2 one: cuBLAS's host cost grows with the product.) */
-static int gemm_launches(const cal *c, weft_device dev, weft__sim_gpu *g) {
-  const weft__sim_curve *rate = &g->gemm[0];
-  double floor_s = g->gemm_launch_s;
-  g->gemm_launch.n = 0;
-  eager_runs(c, 1);
-  int rc = WEFT_OK;
-  for (int i = 0; i < rate->n && rc == WEFT_OK; i++) {
-    int64_t n = (int64_t)rate->x[i], tiles = (n + 127) / 128;
-    if (tiles * tiles >= g->multiprocessors) break;
-    gemm_arg a = {dev, n, WEFT_F32};
-    double eager, replayed = 2.0 * rate->x[i] * rate->x[i] * rate->x[i] / rate->y[i];
-    if ((rc = per_node_med(c, build_gemm, &a, c->simulated, 0.01, &eager)) != WEFT_OK) break;
-    if (eager > 1.1 * replayed) floor_s = WEFT__MAX(floor_s, eager);
-    g->gemm_launch.x[g->gemm_launch.n] = rate->x[i];
-    g->gemm_launch.y[g->gemm_launch.n++] = floor_s;
-    say(c, "cuda:0: a chain of %lld^2 products takes %.3g us a product eager, %.3g us replayed: "
-        "launch %.3g us", (long long)n, eager * 1e6, replayed * 1e6, floor_s * 1e6);
-  }
-  eager_runs(c, 0);
-  return rc;
-}
-
 /* A link: bandwidth from `big` elements and latency from one element. */
 static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what, weft__sim_link *out) {
   double t_small, t_big;
@@ -525,8 +497,7 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
   g->replay_node_s = WEFT__MIN(again, first);
   /* Independent tiny products: workers launch them at once, on different streams (the
    * device's time is far shorter than the host's), against a chain, where one launch follows
-   * another: how many launches overlap, at most one a compute stream (each is fed by one
-   * thread at a time). */
+   * another: how many launches overlap, at most one a compute stream (each has a lock). */
   g->launch_lanes = WEFT__MIN((double)g->compute_streams, WEFT__MAX(1.0, first_mm / wide_mm));
   /* A diamond's three launches and two events: its first branch is launched while the second
    * is ready too, in 1 / min(lanes, 2) of a launch (des.c), the rest one after the other. */
@@ -539,7 +510,6 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
       "%.3g us replayed",
       first * 1e6, first_mm * 1e6, wide_mm * 1e6, g->launch_lanes, again * 1e6, g->event_s * 1e6, g->temp_s * 1e6,
       g->replay_temp_s * 1e6);
-  if ((rc = gemm_launches(c, dev, g)) != WEFT_OK) return rc;
   if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
   /* A kernel's fixed cost is a floor in the model (kernel_s), not an addition: a large
    * kernel's whole time prices its bytes. */

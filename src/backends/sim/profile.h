@@ -64,9 +64,6 @@ typedef struct weft__sim_gpu {
   /* Optional figures (0 or an empty curve: not priced, or computed): */
   weft__sim_curve gemm_share; /* f32 products that do not fill the device: the part of it one
                                * occupies (K independent products over a chain of K) */
-  weft__sim_curve gemm_launch; /* f32 products: host time to enqueue one of side n in an eager
-                                * run (a cuBLAS call's host cost grows with the product);
-                                * empty: gemm_launch_s for every size */
   double temp_s;             /* host time per temporary of an eager run (allocation, free) */
   double replay_temp_s;      /* device time per temporary of a replayed graph (its memory
                               * nodes: the frees at the graph's end run one after another) */

@@ -239,13 +239,6 @@ static int dtype_index(const weft_node *n) {
   return n->nargs > 0 && n->args[0].t->dtype == WEFT_F64 ? 1 : 0;
 }
 
-/* The side of the cube with a product's m n k (mm or linear): where its curves are read. */
-static double product_side(const weft_node *n) {
-  const weft_tensor *a = n->args[0].t;
-  int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
-  return cbrt((double)a->shape[0] * (double)cols * (double)a->shape[1]);
-}
-
 /* The largest rate of a curve: the device's peak for that kind of work. */
 static double peak_of(const weft__sim_curve *c) {
   double best = 0;
@@ -328,7 +321,8 @@ static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
    * all of it. */
   if ((n->kind == WEFT__OP_MM || n->kind == WEFT__OP_LINEAR) && dtype_index(n) == 0 &&
       g->gemm_share.n > 0) {
-    double side = product_side(n);
+    int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
+    double side = cbrt((double)t0->shape[0] * (double)cols * (double)t0->shape[1]);
     *share = weft__plan_fills_device(n, g->multiprocessors)
                  ? 1.0
                  : WEFT__MIN(1.0, WEFT__MAX(1.0 / g->compute_streams, weft__sim_curve_at(&g->gemm_share, side)));
@@ -531,9 +525,8 @@ static void assign_streams(const weft__sim *m, weft__sim_plan *sp, plan_box *box
   }
 }
 
-/* Host time to enqueue each GPU node: a launch (a product's costs gemm_launch_s, or for an f32
- * product the profile's gemm_f32_launch_s at its side: cuBLAS does more on the host than one of
- * weft's kernels, and more for larger products), plus an event for each predecessor on another
+/* Host time to enqueue each GPU node: a launch (a product's costs gemm_launch_s: cuBLAS does
+ * more on the host than one of weft's kernels), plus an event for each predecessor on another
  * GPU stream (record there, wait here). */
 static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__plan *p) {
   for (uint32_t i = 0; i < p->n; i++) {
@@ -547,8 +540,6 @@ static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__pla
     const weft_node *nd = p->x[i].node;
     int gemm = nd->kind == WEFT__OP_MM || nd->kind == WEFT__OP_LINEAR;
     double launch = gemm && m->prof.gpu.gemm_launch_s > 0 ? m->prof.gpu.gemm_launch_s : m->prof.gpu.launch_s;
-    if (gemm && dtype_index(nd) == 0 && m->prof.gpu.gemm_launch.n > 0)
-      launch = weft__sim_curve_at(&m->prof.gpu.gemm_launch, product_side(nd));
     sn->submit = launch + events * m->prof.gpu.event_s;
   }
 }
