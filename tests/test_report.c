@@ -91,8 +91,8 @@ static char *render(const weft_run_stats *st, int format, size_t *len) {
 
 /* ---- statistics of CPU graphs --------------------------------------------------------------- */
 
-/* Two independent chains of equal length on two workers: each worker runs one chain, both are
- * busy nearly all the time, and the critical path is one chain. */
+/* Two independent chains of equal length on two workers: each worker runs one chain, the two
+ * at the same time, and the critical path is one chain. */
 static void two_equal_chains_keep_two_workers_busy(void **state) {
   (void)state;
   weft_runtime *rt = tu_runtime_cpu(2);
@@ -126,19 +126,26 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
   }
   assert_true(fabs(sum - s.critical_path_s) < 1e-9);
   assert_true(s.critical_path_s >= 6 * 8000e-6);
-  /* Both workers: one chain each, busy nearly all of the makespan. */
+  /* Both workers: one chain each, at the same time. A worker's utilisation is its chain's time
+   * over the longer chain's, and an 8 ms sleep can overrun by milliseconds on a loaded machine
+   * (CI's TSan build, tests run two at a time on two cores: 48.5 ms against 65.3 once), so the
+   * test asserts that the chains overlapped, not that they took equally long: the makespan is
+   * well under the two busy times added (one after the other, it would be at least that). */
   assert_int_equal(weft_run_stats_lane_count(st), 2);
+  double busy = 0;
   for (size_t l = 0; l < 2; l++) {
     weft_lane_stats ls;
     CHECK(weft_run_stats_lane(st, l, &ls));
     assert_string_equal(ls.kind, "cpu");
     assert_int_equal(ls.nodes, 6);
-    /* Near 1: each worker idles only while the other starts or ends its chain. */
-    if (!(ls.utilisation > 0.8 && ls.utilisation <= 1.0 + 1e-9))
+    if (!(ls.utilisation > 0.5 && ls.utilisation <= 1.0 + 1e-9))
       fail_msg("%s: utilisation %.3f (busy %.3f ms of a %.3f ms makespan)", ls.name, ls.utilisation,
                ls.busy_s * 1e3, s.makespan_s * 1e3);
     assert_true(ls.busy_s <= s.makespan_s + 1e-9);
+    busy += ls.busy_s;
   }
+  if (!(s.makespan_s < 0.8 * busy))
+    fail_msg("the chains did not overlap: makespan %.3f ms, busy %.3f ms in all", s.makespan_s * 1e3, busy * 1e3);
   /* Nodes of one chain share a lane. */
   weft_node_timing t0, t5;
   CHECK(weft_run_stats_node(st, 0, &t0));
