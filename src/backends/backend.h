@@ -132,12 +132,13 @@ void weft__sched_complete(weft_run *run, uint32_t index, int status, const char 
 /* Reports the issue of a node whose launch returned WEFT__DEFERRED: `status` is what launch
  * would have returned (WEFT_OK: enqueued and done as far as the scheduler is concerned;
  * WEFT__PENDING: enqueued, completion through weft__sched_complete; or an error, explained by
- * `message`). Until this report the run cannot end, even if the node's completion is reported
- * first (the dispatcher's hold on the run passes to the report); after it, the backend must
- * not touch the run or its plan on the node's behalf. A backend defers a node when another thread is enqueueing on the stream the node
- * needs: that thread enqueues it too before it lets the stream go (cuda_launch.c, "Combining"),
- * so no worker waits for a stream. Must not be called with a lock held that the run's drain
- * takes (the call may end the run). Callable from any thread. */
+ * `message`, which may be NULL). Until this report the run cannot end, even if the node's
+ * completion is reported first (the dispatcher's hold on the run passes to the report); after
+ * it, the backend must not touch the run or its plan on the node's behalf. A backend defers a
+ * node when another thread is enqueueing on the stream the node needs: that thread enqueues it
+ * too before it lets the stream go (cuda_launch.c, "Combining"), so no worker waits for a
+ * stream. Must not be called with a lock held that the run's drain takes (the call may end the
+ * run). Callable from any thread. */
 void weft__sched_issued(weft_run *run, uint32_t index, int status, const char *message);
 
 /* Reports that the run's work on a backend whose run_drain returned WEFT__PENDING has finished.

@@ -437,7 +437,7 @@ void weft__cu_release(cu_state *st, cu_stream *s) {
     while (fifo != NULL) {
       cu_defer d = *fifo;
       fifo = d.next;
-      weft__sched_issued(d.run, d.index, d.status, d.msg != NULL ? d.msg : "out of host memory for the message");
+      weft__sched_issued(d.run, d.index, d.status, d.msg); /* no message: out of host memory */
       weft__free(d.msg);
     }
     if (atomic_load_explicit(&s->pending, memory_order_seq_cst) == NULL || !weft__cu_trylock(s)) return;

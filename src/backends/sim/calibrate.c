@@ -126,6 +126,10 @@ static int per_node(const cal *c, build_fn build, const void *arg, int first, do
   return WEFT_OK;
 }
 
+static double median3(const double v[3]) {
+  return v[0] + v[1] + v[2] - WEFT__MIN(v[0], WEFT__MIN(v[1], v[2])) - WEFT__MAX(v[0], WEFT__MAX(v[1], v[2]));
+}
+
 /* The median of three per_node measurements: the host costs of small nodes are what these
  * VMs disturb most (one calibration on the H100 measured independent tiny products at 15.4 us
  * each where the call before measured 2.6, and an event at 15.4 us against 6.1). */
@@ -135,8 +139,7 @@ static int per_node_med(const cal *c, build_fn build, const void *arg, int first
     int rc = per_node(c, build, arg, first, target, &v[i]);
     if (rc != WEFT_OK) return rc;
   }
-  double lo = WEFT__MIN(v[0], WEFT__MIN(v[1], v[2])), hi = WEFT__MAX(v[0], WEFT__MAX(v[1], v[2]));
-  *out = v[0] + v[1] + v[2] - lo - hi;
+  *out = median3(v);
   return WEFT_OK;
 }
 
@@ -345,7 +348,7 @@ static int measure_batches(const cal *c, weft__sim_gpu *g) {
   double v[3] = {0, 0, 0};
   int rc = WEFT_OK;
   for (int i = 0; i < 3 && rc == WEFT_OK; i++) rc = per_node_k(&many, build_add, &tiny, 0, &v[i]);
-  replay = v[0] + v[1] + v[2] - WEFT__MIN(v[0], WEFT__MIN(v[1], v[2])) - WEFT__MAX(v[0], WEFT__MAX(v[1], v[2]));
+  replay = median3(v);
   eager_runs(c, 1);
   if (rc == WEFT_OK) rc = time_graph(&many, build_add, &tiny, 2 * BATCH_K, c->simulated, &eager);
   eager_runs(c, 0);
