@@ -6,3 +6,8 @@ if(WEFT_HAVE_CUDA)
     target_link_libraries(bench_gpu_${b} PRIVATE weft_static weft_warnings)
   endforeach()
 endif()
+if(WEFT_HAVE_CUDA)
+  # The CUDA and cuBLAS calls behind a node, timed without weft.
+  add_executable(bench_cuda_calls bench_cuda_calls.c)
+  target_link_libraries(bench_cuda_calls PRIVATE CUDA::cudart_static CUDA::cublas CUDA::cublasLt CUDA::cuda_driver Threads::Threads weft_warnings)
+endif()

@@ -173,6 +173,9 @@ typedef struct cu_batch {
   weft__cu_bop *ops;
 } cu_batch;
 
+/* CU_SPLIT: the rows of a split product's first half (a multiple of 128). */
+static inline int64_t weft__cu_split_rows(int64_t m) { return (m / 2 + 127) / 128 * 128; }
+
 /* Why a node got its stream, for `weft explain`. */
 enum { CU_WHY_CHAIN = 0, CU_WHY_BIG, CU_WHY_SPREAD, CU_WHY_H2D, CU_WHY_D2H, CU_WHY_PEER, CU_WHY_STAGED, CU_WHY_LOCAL_COPY };
 

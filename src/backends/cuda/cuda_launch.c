@@ -197,7 +197,7 @@ static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
   } else if (dst->device.kind == WEFT_DEVICE_CPU && (x->flags & CU_SPLIT_COPY)) {
     /* The product's first row half is done at its stage event: copy it, then the rest. */
     const cu_node *m = &cp->x[x->split_of];
-    int64_t rows = src->shape[0], h = (rows / 2 + 127) / 128 * 128;
+    int64_t rows = src->shape[0], h = weft__cu_split_rows(rows);
     size_t first = bytes / (size_t)rows * (size_t)h;
     if ((e = cudaStreamWaitEvent(l->s, m->stage_event, 0)) == cudaSuccess &&
         (e = cudaMemcpyAsync(to, from, first, cudaMemcpyDeviceToHost, l->s)) == cudaSuccess &&
@@ -250,7 +250,7 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
       int64_t m = t0->shape[0], n = nd->args[1].t->shape[1], k = t0->shape[1];
       if (!(x->flags & CU_SPLIT)) return gemm(ctx, l, dt, m, n, k, d[0], d[1], 0, d[2]);
       /* Two row halves (a multiple of 128 rows first), the first marked by its event. */
-      int64_t h = (m / 2 + 127) / 128 * 128;
+      int64_t h = weft__cu_split_rows(m);
       size_t es = dt == WEFT_F32 ? 4 : 8;
       int rc = gemm(ctx, l, dt, h, n, k, d[0], d[1], 0, d[2]);
       cudaError_t e = rc == WEFT_OK ? cudaEventRecord(x->stage_event, l->s) : cudaSuccess;

@@ -356,7 +356,7 @@ static uint64_t split_start(cu_plan *cp, uint32_t i) {
   uint32_t p = cp->x[i].split_of;
   if (p == NONE || (tm->have[p] & 3) != 3) return 0;
   const weft_tensor *out = cp->p->x[p].node->args[2].t;
-  int64_t rows = out->shape[0], h = (rows / 2 + 127) / 128 * 128;
+  int64_t rows = out->shape[0], h = weft__cu_split_rows(rows);
   return tm->start[p] + (uint64_t)((double)(tm->end[p] - tm->start[p]) * (double)h / (double)rows);
 }
 
