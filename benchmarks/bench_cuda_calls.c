@@ -14,14 +14,17 @@
  *           cublasSgemm (4 MiB workspace) and by cublasLtMatmul: per-call host time and the
  *           calls a microsecond all threads together.
  * Each figure is the median of the calls timed (after warm-up), in microseconds.
+ *   --probe prints only how fast the host is now, in one line: a 16^2 cublasSgemm and a 4-byte
+ *           cudaMemsetAsync on a busy stream, and a fixed loop of arithmetic (no CUDA call).
  *
- * Usage: bench_cuda_calls [--device 0] [--reps 100] [--names] */
+ * Usage: bench_cuda_calls [--device 0] [--reps 100] [--names] [--probe] */
 #define _POSIX_C_SOURCE 200809L
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -349,13 +352,45 @@ static void threads(int n, int mode) {
   pthread_barrier_destroy(&bar);
 }
 
+/* A fixed loop of integer arithmetic: the host's speed apart from CUDA. */
+static double cpu_us(void) {
+  double t[21];
+  volatile uint64_t sink = 0;
+  for (int r = 0; r < 21; r++) {
+    uint64_t x = 88172645463325252ull + (uint64_t)r;
+    double t0 = now_us();
+    for (int i = 0; i < 200000; i++) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+    }
+    t[r] = now_us() - t0;
+    sink += x;
+  }
+  (void)sink;
+  return median(t, 21);
+}
+
+static void probe(cublasHandle_t h, cudaStream_t s, cudaStream_t other) {
+  engine e;
+  engine_init(&e, M_SGEMM_WS);
+  double g[NMODES] = {0};
+  engine one[NMODES];
+  for (int m = 0; m < NMODES; m++) one[m] = e; /* host_us times every way: all this one */
+  host_us(one, 16, g);
+  printf("PROBE sgemm16_us=%.3f memset_us=%.3f cpu_us=%.1f\n", g[0], call_us(h, s, other, MEMSET), cpu_us());
+  engine_free(&e);
+}
+
 int main(int argc, char **argv) {
+  int probe_only = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--names") == 0) names = 1;
+    else if (strcmp(argv[i], "--probe") == 0) probe_only = 1;
     else if (i + 1 < argc && strcmp(argv[i], "--device") == 0) device = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--device N] [--reps N] [--names]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--device N] [--reps N] [--names] [--probe]\n", argv[0]);
       return 2;
     }
   }
@@ -374,6 +409,10 @@ int main(int argc, char **argv) {
   CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
   BK(cublasCreate(&h));
   BK(cublasSetStream(h, s));
+  if (probe_only) {
+    probe(h, s, other);
+    return 0;
+  }
   struct cudaDeviceProp p;
   CK(cudaGetDeviceProperties(&p, device));
   printf("bench_cuda_calls on cuda:%d (%s), medians of %d calls, us\n", device, p.name, reps);

@@ -126,20 +126,52 @@ static int per_node(const cal *c, build_fn build, const void *arg, int first, do
   return WEFT_OK;
 }
 
-static double median3(const double v[3]) {
-  return v[0] + v[1] + v[2] - WEFT__MIN(v[0], WEFT__MIN(v[1], v[2])) - WEFT__MAX(v[0], WEFT__MAX(v[1], v[2]));
+/* The median of v[0..n) (n small; v is reordered). */
+static double median_of(double *v, int n) {
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+      double t = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = t;
+    }
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* The median of three per_node measurements: the host costs of small nodes are what these
- * VMs disturb most (one calibration on the H100 measured independent tiny products at 15.4 us
- * each where the call before measured 2.6, and an event at 15.4 us against 6.1). */
+/* The host costs of small nodes, and the links, are what these VMs disturb most, and not only
+ * from one measurement to the next: one calibration on the H100 measured independent tiny
+ * products at 15.4 us each where the call before measured 2.6, and on one VM bursts of the
+ * same eager run seconds apart differed by 20-35% (docs/benchmarks.md). So such a figure is
+ * the median of SPREAD measurements SPREAD_GAP_MS apart, taken over a second or more (one on
+ * a simulated machine, which is exact). */
+enum { SPREAD = 5, SPREAD_GAP_MS = 250 };
+
+static void pause_between(void) {
+  struct timespec gap = {0, SPREAD_GAP_MS * 1000000L};
+  nanosleep(&gap, NULL);
+}
+
 static int per_node_med(const cal *c, build_fn build, const void *arg, int first, double target, double *out) {
-  double v[3];
-  for (int i = 0; i < 3; i++) {
+  double v[SPREAD];
+  int n = c->simulated ? 1 : SPREAD;
+  for (int i = 0; i < n; i++) {
+    if (i > 0) pause_between();
     int rc = per_node(c, build, arg, first, target, &v[i]);
     if (rc != WEFT_OK) return rc;
   }
-  *out = median3(v);
+  *out = median_of(v, n);
+  return WEFT_OK;
+}
+
+/* time_graph likewise: the median of SPREAD medians SPREAD_GAP_MS apart. */
+static int time_spread(const cal *c, build_fn build, const void *arg, int k, int first, double *out) {
+  double v[SPREAD];
+  int n = c->simulated ? 1 : SPREAD;
+  for (int i = 0; i < n; i++) {
+    if (i > 0) pause_between();
+    int rc = time_graph(c, build, arg, k, first, &v[i]);
+    if (rc != WEFT_OK) return rc;
+  }
+  *out = median_of(v, n);
   return WEFT_OK;
 }
 
@@ -348,9 +380,9 @@ static int measure_batches(const cal *c, weft__sim_gpu *g) {
   double v[3] = {0, 0, 0};
   int rc = WEFT_OK;
   for (int i = 0; i < 3 && rc == WEFT_OK; i++) rc = per_node_k(&many, build_add, &tiny, 0, &v[i]);
-  replay = median3(v);
+  replay = median_of(v, 3);
   eager_runs(c, 1);
-  if (rc == WEFT_OK) rc = time_graph(&many, build_add, &tiny, 2 * BATCH_K, c->simulated, &eager);
+  if (rc == WEFT_OK) rc = time_spread(&many, build_add, &tiny, 2 * BATCH_K, c->simulated, &eager);
   eager_runs(c, 0);
   if (rc != WEFT_OK) return rc;
   g->batch_op_s = WEFT__MAX(1e-9, replay - g->kernel_s / WEFT__PLAN_BATCH_MAX);
@@ -412,10 +444,10 @@ static int gemm_shares(const cal *c, weft_device dev, weft__sim_gpu *g) {
 static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what, weft__sim_link *out) {
   double t_small, t_big;
   a.numel = 1;
-  int rc = per_node(c, build_copy, &a, 0, 0.02, &t_small);
+  int rc = per_node_med(c, build_copy, &a, 0, 0.02, &t_small);
   if (rc != WEFT_OK) return rc;
   a.numel = big;
-  if ((rc = per_node(c, build_copy, &a, 0, 0.3, &t_big)) != WEFT_OK) return rc;
+  if ((rc = per_node_med(c, build_copy, &a, 0, 0.3, &t_big)) != WEFT_OK) return rc;
   double bytes = 4.0 * (double)big;
   out->latency_s = t_small;
   out->bandwidth = bytes / WEFT__MAX(t_big - t_small, t_big * 0.5);
@@ -573,9 +605,9 @@ static int fit_run(const cal *c, weft__sim_profile *p) {
   many.reps = c->quick ? 5 : MAX_REPS;
   double eager, replay, m_eager, m_replay;
   eager_runs(c, 1);
-  int rc = time_graph(&many, build_add, &a, 1, c->simulated, &eager);
+  int rc = time_spread(&many, build_add, &a, 1, c->simulated, &eager);
   eager_runs(c, 0);
-  if (rc != WEFT_OK || (rc = time_graph(&many, build_add, &a, 1, 0, &replay)) != WEFT_OK) return rc;
+  if (rc != WEFT_OK || (rc = time_spread(&many, build_add, &a, 1, 0, &replay)) != WEFT_OK) return rc;
   weft__sim_profile q = *p;
   q.gpu.run_s = q.gpu.replay_run_s = 0;
   cal sc;
