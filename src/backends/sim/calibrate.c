@@ -175,20 +175,10 @@ static int time_spread(const cal *c, build_fn build, const void *arg, int k, int
   return WEFT_OK;
 }
 
-/* The same from chains of BATCH_K and 2 BATCH_K nodes, whatever they cost: batches of 128
- * nodes need long chains for the difference to count whole batches, and a node's cost settles
- * only in graphs of thousands of nodes (bench_gpu_costs: 0.30-0.34 us a batched node from
- * 2 000 nodes up on the H100). */
+/* Batches are measured on chains of 2 BATCH_K nodes: a node's cost settles only in graphs of
+ * thousands of nodes (bench_gpu_costs: 0.30-0.34 us a batched node from 2 000 nodes up on the
+ * H100), and 8 000 nodes make 62 whole batches of 128 and a part. */
 #define BATCH_K 4000
-static int per_node_k(const cal *c, build_fn build, const void *arg, int first, double *out) {
-  double t1, t2;
-  int rc = time_graph(c, build, arg, BATCH_K, first, &t1);
-  if (rc == WEFT_OK) rc = time_graph(c, build, arg, 2 * BATCH_K, first, &t2);
-  if (rc != WEFT_OK) return rc;
-  double d = (t2 - t1) / BATCH_K;
-  *out = d > 0 ? d : t2 / (2 * BATCH_K);
-  return WEFT_OK;
-}
 
 /* ---- the graphs ------------------------------------------------------------------------------ */
 
@@ -363,24 +353,21 @@ static void batching(const cal *c, int on) {
 }
 
 /* Batches, with batching on: the chain of one-element additions again, replayed and eager.
- * Replayed, each batch is one kernel of kernel_s plus batch_op_s an op: the difference of
- * chains of BATCH_K and 2 BATCH_K nodes (the device bounds them; they vary little). Eager, a
- * node of a batch costs the host batch_node_s and each batch a launch: the mean over a chain of
- * 2 BATCH_K nodes, less the run's fixed cost (run_s) and the last batch's kernel, which runs
- * once the host is done. One long chain varies less than a difference of two: on the H100 the
- * difference of 4 000 and 8 000 nodes gave 0.36 us a node where 8 000 alone gave 0.34 (and the
- * 10 000 of bench_gpu_dispatch 0.29 in the same call). The model's terms are in des.c. */
+ * Replayed, each batch is one kernel of kernel_s plus batch_op_s an op: the mean over a chain
+ * of 2 BATCH_K nodes, less the replay's fixed cost (replay_run_s). Eager, a node of a batch
+ * costs the host batch_node_s and each batch a launch: the mean over the same chain, less the
+ * run's fixed cost (run_s) and the last batch's kernel, which runs once the host is done. One
+ * long chain varies less than a difference of two: on the H100 the difference of 4 000 and
+ * 8 000 nodes gave 0.36 us a node eager where 8 000 alone gave 0.34 (and the 10 000 of
+ * bench_gpu_dispatch 0.29 in the same call), and replayed, in one call 0.11 and in another
+ * 0.165 us where bench_gpu_dispatch measured 0.20-0.22. The model's terms are in des.c. */
 static int measure_batches(const cal *c, weft__sim_gpu *g) {
   vec_arg tiny = {weft_cuda(0), 1};
   double eager, replay;
   cal many = *c; /* a run takes milliseconds: the median of many */
   many.reps = c->quick ? c->reps : MAX_REPS;
-  /* The difference of two medians, taken three times: its median (one call on the H100 gave
-   * 0.11 us a node where the calls before and after gave 0.19-0.22). */
-  double v[3] = {0, 0, 0};
-  int rc = WEFT_OK;
-  for (int i = 0; i < 3 && rc == WEFT_OK; i++) rc = per_node_k(&many, build_add, &tiny, 0, &v[i]);
-  replay = median_of(v, 3);
+  int rc = time_spread(&many, build_add, &tiny, 2 * BATCH_K, 0, &replay);
+  replay = WEFT__MAX(0.0, replay - g->replay_run_s) / (2 * BATCH_K);
   eager_runs(c, 1);
   if (rc == WEFT_OK) rc = time_spread(&many, build_add, &tiny, 2 * BATCH_K, c->simulated, &eager);
   eager_runs(c, 0);
