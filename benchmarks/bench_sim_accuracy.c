@@ -21,6 +21,9 @@
  *                simulate with it (the shipped profiles are made this way)
  *   --quick      smaller sizes and fewer repetitions (a smoke test; also runs without a GPU,
  *                against a simulated machine standing in for the real one)
+ *   --only costs the fixed costs of small runs, not among the benchmarks (asked for by name
+ *                only): 1 and 4 independent tiny adds, 1, 4 and 100 independent 400^2
+ *                products, eager and replayed — what a VM adds to every eager run
  * Prints a Markdown table for docs/benchmarks.md and one "ACC name=.. measured=.. simulated=..
  * error=.." line per row; exits 1 if a row is off by more than 10%. */
 #define _POSIX_C_SOURCE 200809L
@@ -269,8 +272,10 @@ typedef struct table {
   int n;
 } table;
 
+/* `costs` (the fixed costs of small eager runs, by streams and op) runs only when asked for:
+ * it is not one of the CUDA backend's benchmarks. */
 static int wanted(const opts *o, const char *name) {
-  if (o->only == NULL) return 1;
+  if (o->only == NULL) return strcmp(name, "costs") != 0;
   size_t len = strlen(name);
   for (const char *p = o->only; (p = strstr(p, name)) != NULL; p += len)
     if ((p == o->only || p[-1] == ',') && (p[len] == '\0' || p[len] == ',')) return 1;
@@ -356,6 +361,31 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
     ROW("sync_logging", "every / once", "x", e / n1);
     weft_graph_destroy(every);
     weft_graph_destroy(once);
+  }
+  if (wanted(o, "costs")) {
+    /* k independent nodes, one a stream up to four: tiny adds, then 400^2 products. */
+    static const int counts[] = {1, 4, 1, 4, 100};
+    for (int i = 0; i < 5; i++) {
+      int mm = i >= 2;
+      weft_graph *g;
+      ACHECK(weft_graph_create(rt, &g));
+      weft_tensor *x, *one;
+      const int64_t sq[2] = {400, 400}, el[1] = {1};
+      ACHECK(weft_tensor_create(g, "x", WEFT_F32, mm ? 2 : 1, mm ? sq : el, weft_cuda(0), weft_ones(), &x));
+      ACHECK(weft_tensor_create(g, "one", WEFT_F32, mm ? 2 : 1, mm ? sq : el, weft_cuda(0), weft_ones(), &one));
+      for (int j = 0; j < counts[i]; j++) {
+        weft_tensor *y = NULL;
+        ACHECK(mm ? weft_mm(g, x, one, &y) : weft_add(g, x, one, &y));
+      }
+      double e, r;
+      time_rounds(g, &e, &r);
+      char f[64];
+      snprintf(f, sizeof f, "%d %s, eager", counts[i], mm ? "products 400^2" : "tiny adds");
+      ROW("costs", f, "us", e * 1e3);
+      snprintf(f, sizeof f, "%d %s, replay", counts[i], mm ? "products 400^2" : "tiny adds");
+      ROW("costs", f, "us", r * 1e3);
+      weft_graph_destroy(g);
+    }
   }
   if (wanted(o, "gemm_rate")) {
     weft_graph *g = gemm_graph(rt, z);

@@ -363,15 +363,15 @@ static void batching(const cal *c, int on) {
  * 0.165 us where bench_gpu_dispatch measured 0.20-0.22. The model's terms are in des.c. */
 static int measure_batches(const cal *c, weft__sim_gpu *g) {
   vec_arg tiny = {weft_cuda(0), 1};
-  double eager, replay;
+  double eager = 0, replay = 0;
   cal many = *c; /* a run takes milliseconds: the median of many */
   many.reps = c->quick ? c->reps : MAX_REPS;
   int rc = time_spread(&many, build_add, &tiny, 2 * BATCH_K, 0, &replay);
-  replay = WEFT__MAX(0.0, replay - g->replay_run_s) / (2 * BATCH_K);
   eager_runs(c, 1);
   if (rc == WEFT_OK) rc = time_spread(&many, build_add, &tiny, 2 * BATCH_K, c->simulated, &eager);
   eager_runs(c, 0);
   if (rc != WEFT_OK) return rc;
+  replay = WEFT__MAX(0.0, replay - g->replay_run_s) / (2 * BATCH_K);
   g->batch_op_s = WEFT__MAX(1e-9, replay - g->kernel_s / WEFT__PLAN_BATCH_MAX);
   double last = g->kernel_s + WEFT__PLAN_BATCH_MAX * g->batch_op_s;
   eager = WEFT__MAX(0.0, eager - g->run_s - last) / (2 * BATCH_K);
