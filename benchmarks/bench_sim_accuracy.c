@@ -6,8 +6,7 @@
  *
  * Measured figures are timed like the GPU benchmarks: host wall clock from launch to the end
  * of weft_graph_run, median of --reps runs after warm-up runs, replayed (CUDA graph) unless
- * the row says "eager" (replay off); small_ops and dispatch, which take a millisecond or less,
- * as the median of bursts spread over six seconds (time_rounds). Simulated figures are the virtual makespan of the same
+ * the row says "eager" (replay off). Simulated figures are the virtual makespan of the same
  * graph on the simulated runtime after the same warm-up runs (a re-run of an unchanged all-GPU
  * graph is modelled as a replay; "eager" rows use a graph's first, unreplayed run). The memory
  * row compares peak device memory in use, in result buffers.
@@ -108,39 +107,13 @@ static double time_eager(weft_graph *g, int reps) {
   return t;
 }
 
-/* A workload of a millisecond or less, eager and replayed, measured in ROUNDS rounds spread
- * over about ROUNDS x ROUND_GAP_MS: in each an eager burst and a replayed one (a warm-up run or
- * two, then BURST timed runs, their median), then a pause; each figure is the median of its
- * bursts. On the GPU machines' VMs such bursts seconds apart differ by more than the target
- * (on one H100 VM, 12 bursts over 35 s: small_ops eager 0.73-1.00 ms, dispatch eager
- * 0.30-0.45 us a node; docs/benchmarks.md), so the median of one burst was a sample of the
- * VM's moment, not of the machine. A simulation is exact: one eager run and one replay. */
-enum { ROUNDS = 15, BURST = 7, ROUND_GAP_MS = 400 };
-
-static void time_rounds(weft_graph *g, double *eager, double *replay) {
-  weft_runtime *rt = weft_graph_runtime(g);
-  if (weft_sim_active(rt)) {
-    *eager = run_ms(g);
-    *replay = time_graph(g, 3, 1);
-    return;
-  }
-  double e[ROUNDS], r[ROUNDS];
-  for (int i = 0; i < ROUNDS; i++) {
-#if WEFT_HAVE_CUDA
-    weft_cuda_set_replay(rt, 0);
-#endif
-    e[i] = time_graph(g, 1, BURST);
-#if WEFT_HAVE_CUDA
-    weft_cuda_set_replay(rt, 1);
-#endif
-    r[i] = time_graph(g, 2, BURST);
-    struct timespec gap = {0, ROUND_GAP_MS * 1000000L};
-    nanosleep(&gap, NULL);
-  }
-  qsort(e, ROUNDS, sizeof *e, cmp);
-  qsort(r, ROUNDS, sizeof *r, cmp);
-  *eager = e[ROUNDS / 2];
-  *replay = r[ROUNDS / 2];
+/* A short workload's eager runs, then its replays, each back to back (time_eager, time_graph),
+ * as the benchmarks run them. Not in bursts with pauses between: on the H100's VMs a pause lets
+ * the threads and cores go idle, and the runs after it pay the wake-ups (one tiny add eager:
+ * 100-135 us in 15 bursts of 7 runs 400 ms apart, 72-87 us back to back; docs/benchmarks.md). */
+static void time_short(weft_graph *g, int reps, double *eager, double *replay) {
+  *eager = time_eager(g, reps);
+  *replay = time_graph(g, 3, reps);
 }
 
 /* ---- the workloads (as in benchmarks/bench_gpu_*.c) ------------------------------------------ */
@@ -340,7 +313,7 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
   if (wanted(o, "small_ops")) {
     weft_graph *g = small_ops_graph(rt, z);
     double e, r;
-    time_rounds(g, &e, &r);
+    time_short(g, many, &e, &r);
     ROW("small_ops", "first run (eager)", "ms", e);
     ROW("small_ops", "replay", "ms", r);
     weft_graph_destroy(g);
@@ -348,7 +321,7 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
   if (wanted(o, "dispatch")) {
     weft_graph *g = dispatch_graph(rt, z);
     double n = (double)z->tiny_count, e, r;
-    time_rounds(g, &e, &r);
+    time_short(g, many, &e, &r);
     ROW("dispatch", "per node, eager", "us", e * 1e3 / n);
     ROW("dispatch", "per node, replay", "us", r * 1e3 / n);
     weft_graph_destroy(g);
@@ -363,10 +336,11 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
     weft_graph_destroy(once);
   }
   if (wanted(o, "costs")) {
-    /* k independent nodes, one a stream up to four: tiny adds, then 400^2 products. */
-    static const int counts[] = {1, 4, 1, 4, 100};
-    for (int i = 0; i < 5; i++) {
-      int mm = i >= 2;
+    /* k independent nodes, one a stream up to four: tiny adds, then 400^2 products; last, one
+     * tiny add in place (x = x + 1), the graph the calibration times a run's fixed cost on. */
+    static const int counts[] = {1, 4, 1, 4, 100, 1};
+    for (int i = 0; i < 6; i++) {
+      int mm = i >= 2 && i <= 4, in_place = i == 5;
       weft_graph *g;
       ACHECK(weft_graph_create(rt, &g));
       weft_tensor *x, *one;
@@ -374,15 +348,16 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
       ACHECK(weft_tensor_create(g, "x", WEFT_F32, mm ? 2 : 1, mm ? sq : el, weft_cuda(0), weft_ones(), &x));
       ACHECK(weft_tensor_create(g, "one", WEFT_F32, mm ? 2 : 1, mm ? sq : el, weft_cuda(0), weft_ones(), &one));
       for (int j = 0; j < counts[i]; j++) {
-        weft_tensor *y = NULL;
+        weft_tensor *y = in_place ? x : NULL;
         ACHECK(mm ? weft_mm(g, x, one, &y) : weft_add(g, x, one, &y));
       }
       double e, r;
-      time_rounds(g, &e, &r);
+      time_short(g, many, &e, &r);
       char f[64];
-      snprintf(f, sizeof f, "%d %s, eager", counts[i], mm ? "products 400^2" : "tiny adds");
+      const char *what = mm ? "products 400^2" : in_place ? "tiny add in place" : "tiny adds";
+      snprintf(f, sizeof f, "%d %s, eager", counts[i], what);
       ROW("costs", f, "us", e * 1e3);
-      snprintf(f, sizeof f, "%d %s, replay", counts[i], mm ? "products 400^2" : "tiny adds");
+      snprintf(f, sizeof f, "%d %s, replay", counts[i], what);
       ROW("costs", f, "us", r * 1e3);
       weft_graph_destroy(g);
     }
