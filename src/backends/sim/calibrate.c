@@ -585,10 +585,9 @@ static int model(const cal *c, const weft__sim_profile *q, cal *sc) {
 /* A run's fixed cost (run_s eager, replay_run_s replayed): a graph of one tiny GPU node, the
  * median of MAX_REPS runs (the VMs move it from run to run: 38-122 us on one H200 in one
  * minute), less the same graph simulated with every other figure as measured and no fixed
- * cost. The node writes a new tensor, as programs' nodes do: an eager run of one tiny add took
- * 86.6 us into a new tensor and 71.8 us in place on the H100 (docs/benchmarks.md). */
+ * cost. */
 static int fit_run(const cal *c, weft__sim_profile *p) {
-  vec_arg a = {weft_cuda(0), 1, 1};
+  vec_arg a = {weft_cuda(0), 1, 0};
   cal many = *c;
   many.reps = c->quick ? 5 : MAX_REPS;
   double eager, replay, m_eager, m_replay;
