@@ -110,7 +110,7 @@ static double time_eager(weft_graph *g, int reps) {
 /* A short workload's eager runs, then its replays, each back to back (time_eager, time_graph),
  * as the benchmarks run them. Not in bursts with pauses between: on the H100's VMs a pause lets
  * the threads and cores go idle, and the runs after it pay the wake-ups (one tiny add eager:
- * 100-135 us in 15 bursts of 7 runs 400 ms apart, 72-87 us back to back; docs/benchmarks.md). */
+ * 103-167 us in bursts of 7 runs, 75-87 us back to back; docs/benchmarks.md). */
 static void time_short(weft_graph *g, int reps, double *eager, double *replay) {
   *eager = time_eager(g, reps);
   *replay = time_graph(g, 3, reps);
