@@ -354,7 +354,9 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
       double e, r;
       time_short(g, many, &e, &r);
       char f[64];
-      const char *what = mm ? "products 400^2" : in_place ? "tiny add in place" : "tiny adds";
+      int one_node = counts[i] == 1;
+      const char *what = mm ? (one_node ? "product of 400^2" : "products of 400^2")
+                            : in_place ? "tiny add in place" : one_node ? "tiny add" : "tiny adds";
       snprintf(f, sizeof f, "%d %s, eager", counts[i], what);
       ROW("costs", f, "us", e * 1e3);
       snprintf(f, sizeof f, "%d %s, replay", counts[i], what);
