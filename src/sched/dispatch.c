@@ -73,10 +73,10 @@ static void record_failure(weft_run *r, weft__xnode *x, int status, const char *
   weft__mutex_unlock(&r->lock);
 }
 
-/* Releases x's outgoing edges of the given kind (early or late). The first successor to
- * become ready is returned in *next when next is not NULL; others are queued. */
-/* `which`: RELEASE_EARLY or RELEASE_LATE for one kind of edge, RELEASE_ALL for every edge of a
- * node that finished synchronously (one pass over its successors, not two). */
+/* Releases x's outgoing edges: `which` is RELEASE_EARLY or RELEASE_LATE for one kind of edge,
+ * RELEASE_ALL for every edge of a node that finished synchronously (one pass over its
+ * successors, not two). The first successor to become ready is returned in *next when next is
+ * not NULL; others are queued. */
 enum { RELEASE_LATE = 0, RELEASE_EARLY = 1, RELEASE_ALL = 2 };
 
 static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which, int poisoned,

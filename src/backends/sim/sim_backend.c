@@ -257,24 +257,26 @@ static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
   const weft__sim_gpu *g = &p->gpu;
   const weft_tensor *t0 = n->args[0].t;
   const weft__sim_curve *gc = &g->gemm[dtype_index(n)];
-  double t, tpeak;
+  double t, tpeak, measured = -1; /* a product's share from the profile (below) */
   *share = 0;
   switch (n->kind) {
     case WEFT__OP_MM:
     case WEFT__OP_LINEAR: {
       int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
+      double side = cbrt((double)t0->shape[0] * (double)cols * (double)t0->shape[1]);
+      int fills = weft__plan_fills_device(n, g->multiprocessors);
       t = gemm_s(gc, 1, t0->shape[0], cols, t0->shape[1]);
       /* A product that fills the device runs in 128 x 128 output tiles: a partial tile at the
        * edge costs a whole one (4000^2 computes like 4096 x 4096 x 4000, 4.9% more than its
        * flops; the calibration's sizes are whole tiles). Smaller products use smaller tiles. */
-      if (weft__plan_fills_device(n, g->multiprocessors)) {
+      if (fills) {
         int64_t mq = (t0->shape[0] + 127) / 128 * 128, nq = (cols + 127) / 128 * 128;
         t = gemm_s(gc, 1, mq, nq, t0->shape[1]);
       }
       /* A product smaller than the smallest calibrated one takes as long as that one: small
        * GPU products are bound by the kernel's latency, not by their flops. */
       double x0 = gc->n > 0 ? gc->x[0] : 0;
-      if (gc->n > 0 && cbrt((double)t0->shape[0] * (double)cols * (double)t0->shape[1]) < x0)
+      if (gc->n > 0 && side < x0)
         t = WEFT__MAX(t, 2.0 * x0 * x0 * x0 / gc->y[0]);
       tpeak = 2.0 * (double)t0->shape[0] * (double)cols * (double)t0->shape[1] / peak_of(gc);
       if (n->kind == WEFT__OP_LINEAR && n->nargs == 4) {
@@ -282,6 +284,14 @@ static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
         t += bias;
         tpeak += bias;
       }
+      /* A product's share is measured where the profile has it (gemm_f32_share): cuBLAS picks
+       * kernels that occupy far more of the device than their throughput needs (on the H100,
+       * 100 independent 400^2 products on four streams ran only 1.5 x faster than one after
+       * the other, where the computed share, 0.25, gives 4 x). A product that fills the device
+       * takes all of it. */
+      if (dtype_index(n) == 0 && g->gemm_share.n > 0)
+        measured = fills ? 1.0
+                         : WEFT__MIN(1.0, WEFT__MAX(1.0 / g->compute_streams, weft__sim_curve_at(&g->gemm_share, side)));
       break;
     }
     case WEFT__OP_FILL:
@@ -313,20 +323,7 @@ static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
       break;
   }
   double cost = WEFT__MAX(g->kernel_s, t);
-  *share = cost > 0 ? WEFT__MIN(1.0, tpeak / cost) : 1.0;
-  /* A product's share is measured where the profile has it (gemm_f32_share): cuBLAS picks
-   * kernels that occupy far more of the device than their throughput needs (on the H100, 100
-   * independent 400^2 products on four streams ran only 1.5 x faster than one after the
-   * other, where the computed share, 0.25, gives 4 x). A product that fills the device takes
-   * all of it. */
-  if ((n->kind == WEFT__OP_MM || n->kind == WEFT__OP_LINEAR) && dtype_index(n) == 0 &&
-      g->gemm_share.n > 0) {
-    int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
-    double side = cbrt((double)t0->shape[0] * (double)cols * (double)t0->shape[1]);
-    *share = weft__plan_fills_device(n, g->multiprocessors)
-                 ? 1.0
-                 : WEFT__MIN(1.0, WEFT__MAX(1.0 / g->compute_streams, weft__sim_curve_at(&g->gemm_share, side)));
-  }
+  *share = measured >= 0 ? measured : cost > 0 ? WEFT__MIN(1.0, tpeak / cost) : 1.0;
   return cost;
 }
 
