@@ -16,10 +16,10 @@
  * enqueued on that device and says how to pin the fault exactly (WEFT_LAUNCH_BLOCKING=1).
  *
  * Drain: once every node of a run is issued, run_drain records an event on each stream the plan
- * uses, makes the device's join stream wait for all of them, frees there the temporaries no
- * node claimed (and any a failed or skipped node left allocated), and queues a drain request
- * per device; the last device to
- * finish calls weft__sched_drained. A replayed run has one event after its graph. */
+ * uses and queues a drain request for each; where the run left temporaries to free (none a
+ * node claimed, or a failed or skipped node's), the device's join stream waits for those
+ * events, frees them, and its one event is the device's request instead. The last request to
+ * complete calls weft__sched_drained. A replayed run has one event after its graph. */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,11 +32,24 @@
 #define HOT_NS 50000ull
 #define SPIN_NS 250000000ull
 
-int weft__cu_push(cu_device *d, const cu_item *it) {
+/* With nothing to poll, the thread watches its queue for IDLE_NS before it sleeps on it: a
+ * program that runs graph after graph then queues its next run's requests to a thread that is
+ * awake. Waking it cost the drain 5-10 us on the H100's VMs, on the path of every short run
+ * (docs/benchmarks.md, "Where a short run's time goes"). */
+#define IDLE_NS 200000ull
+
+static void idle_watch(cu_device *d) {
+  uint64_t t0 = weft__now_ns();
+  while (atomic_load_explicit(&d->qcount, memory_order_acquire) == 0 && weft__now_ns() - t0 < IDLE_NS)
+    for (int k = 0; k < 16; k++) weft__cpu_relax();
+}
+
+int weft__cu_push(cu_device *d, const cu_item *items, size_t n) {
   int rc = WEFT_OK;
   weft__mutex_lock(&d->qlock);
-  if (d->qlen == d->qcap) {
+  if (d->qlen + n > d->qcap) {
     size_t nc = d->qcap ? d->qcap * 2 : 64;
+    while (nc < d->qlen + n) nc *= 2;
     cu_item *q = weft__realloc(d->queue, nc * sizeof *q);
     if (q == NULL) {
       rc = weft__oom("a completion request");
@@ -46,8 +59,9 @@ int weft__cu_push(cu_device *d, const cu_item *it) {
     }
   }
   if (rc == WEFT_OK) {
-    d->queue[d->qlen++] = *it;
-    atomic_fetch_add_explicit(&d->qcount, 1, memory_order_release);
+    memcpy(d->queue + d->qlen, items, n * sizeof *items);
+    d->qlen += n;
+    atomic_fetch_add_explicit(&d->qcount, (int)n, memory_order_release);
     weft__cond_signal(&d->qcond);
   }
   weft__mutex_unlock(&d->qlock);
@@ -104,6 +118,7 @@ static void *thread_main(void *arg) {
   size_t n = 0, cap = 0;
   uint64_t idle_since = 0;
   for (;;) {
+    if (n == 0) idle_watch(d);
     weft__mutex_lock(&d->qlock);
     while (!d->stop && d->qlen == 0 && n == 0) weft__cond_wait(&d->qcond, &d->qlock);
     if (d->qlen > 0 && n + d->qlen > cap) {
@@ -196,8 +211,14 @@ static void drain_failed(cu_plan *cp, cudaError_t e, uint32_t node) {
   cudaGetLastError();
 }
 
-/* Queues device d's part of the drain: the join stream waits for every stream the plan used. */
-static int drain_device(cu_state *st, cu_plan *cp, int dev) {
+/* Device d's part of the drain: the events whose completion means the run's work there is done,
+ * appended to it[] (*n of them). Each stream the plan used gets one event after its last node (the
+ * one timing records to close the stream's last group, when it does). Only when the run leaves
+ * temporaries to free does the device's join stream wait for all of them, free them, and give one
+ * event instead: an event record costs the host 2-4 us on the H100's VMs, and a drain of four
+ * streams through the join stream (three calls a stream) took 25-32 us, on the path of every
+ * short run (docs/benchmarks.md). */
+static void drain_device(cu_state *st, cu_plan *cp, int dev, cu_item *it, size_t *n) {
   cu_device *d = &st->dev[dev];
   weft_tensor **ts = cp->p->graph->tensors.data;
   /* Batches a failure or a cancel left unlaunched: their nodes were reported done. */
@@ -207,14 +228,23 @@ static int drain_device(cu_state *st, cu_plan *cp, int dev) {
     cudaError_t e = weft__cu_batch_flush(st, cp, bt);
     if (e != cudaSuccess) drain_failed(cp, e, bt->last);
   }
+  int temps = 0;
+  for (uint32_t t = 0; t < cp->ntensors && !temps; t++) temps = cp->tptr[t] != NULL && ts[t]->device.index == dev;
   cudaSetDevice(d->ordinal);
-  weft__cu_lock(&d->join);
+  if (temps) weft__cu_lock(&d->join);
   for (int s = 0; s < d->nstreams; s++) {
     if (!(cp->used[dev] >> s & 1)) continue;
-    if (cp->tm != NULL) weft__cu_timing_drain_stream(cp, dev, s, d->streams[s].s);
-    cudaEventRecord(cp->tail[dev][s], d->streams[s].s);
-    cudaStreamWaitEvent(d->join.s, cp->tail[dev][s], 0);
+    cudaEvent_t ev = cp->tm != NULL ? weft__cu_timing_drain_stream(cp, dev, s, d->streams[s].s) : NULL;
+    if (ev == NULL) {
+      ev = cp->tail[dev][s];
+      cudaEventRecord(ev, d->streams[s].s);
+    }
+    if (temps)
+      cudaStreamWaitEvent(d->join.s, ev, 0);
+    else
+      it[(*n)++] = (cu_item){ev, cp->p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
   }
+  if (!temps) return;
   for (uint32_t t = 0; t < cp->ntensors; t++)
     if (cp->tptr[t] != NULL && ts[t]->device.index == dev) {
       cudaFreeAsync(cp->tptr[t], d->join.s);
@@ -222,8 +252,7 @@ static int drain_device(cu_state *st, cu_plan *cp, int dev) {
     }
   cudaEventRecord(cp->drained[dev], d->join.s);
   weft__cu_unlock(&d->join);
-  cu_item it = {cp->drained[dev], cp->p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
-  return weft__cu_push(d, &it);
+  it[(*n)++] = (cu_item){cp->drained[dev], cp->p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
 }
 
 int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
@@ -234,27 +263,35 @@ int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
   if (cp->replaying) {
     atomic_store(&cp->drains_left, 1);
     cu_item it = {cp->replay_done, p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
-    if (weft__cu_push(&st->dev[cp->origin_dev], &it) == WEFT_OK) return WEFT__PENDING;
+    if (weft__cu_push(&st->dev[cp->origin_dev], &it, 1) == WEFT_OK) return WEFT__PENDING;
     cudaSetDevice(st->dev[cp->origin_dev].ordinal);
     if (cudaEventSynchronize(cp->replay_done) == cudaSuccess && cp->tm != NULL) weft__cu_timing_run(cp, p->run);
     cudaGetLastError();
     return WEFT_OK;
   }
-  int devices = 0;
-  for (int d = 0; d < st->ndev; d++) devices += cp->used[d] != 0;
-  if (devices == 0) return WEFT_OK;
-  atomic_store(&cp->drains_left, devices);
-  int pending = 0;
+  /* Every device's events first, then the count, then the requests: a request may complete as
+   * soon as it is queued. */
+  cu_item it[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  size_t n[CU_MAX_DEVICES] = {0}, total = 0;
   for (int d = 0; d < st->ndev; d++) {
     if (cp->used[d] == 0) continue;
-    if (drain_device(st, cp, d) == WEFT_OK) {
+    drain_device(st, cp, d, it[d], &n[d]);
+    total += n[d];
+  }
+  if (total == 0) return WEFT_OK;
+  atomic_store(&cp->drains_left, (int)total);
+  int pending = 0;
+  for (int d = 0; d < st->ndev; d++) {
+    if (n[d] == 0) continue;
+    if (weft__cu_push(&st->dev[d], it[d], n[d]) == WEFT_OK) {
       pending = 1;
       continue;
     }
-    /* Out of host memory for the request: wait here for this device (rare). */
-    cudaEventSynchronize(cp->drained[d]);
+    /* Out of host memory for the requests: wait here for this device (rare). */
+    cudaSetDevice(st->dev[d].ordinal);
+    for (size_t k = 0; k < n[d]; k++) cudaEventSynchronize(it[d][k].ev);
     cudaGetLastError();
-    if (atomic_fetch_sub(&cp->drains_left, 1) == 1) {
+    if (atomic_fetch_sub(&cp->drains_left, (int)n[d]) == (int)n[d]) {
       if (cp->tm != NULL && atomic_load(&cp->drain_status) == WEFT_OK) weft__cu_timing_run(cp, p->run);
       return WEFT_OK;
     }

@@ -318,7 +318,7 @@ cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt);
 int weft__cu_threads_start(cu_state *st);
 void weft__cu_threads_stop(cu_state *st);
 /* Queues a completion request on device d's thread. Returns WEFT_OK or WEFT_ENOMEM. */
-int weft__cu_push(cu_device *d, const cu_item *it);
+int weft__cu_push(cu_device *d, const cu_item *items, size_t n); /* all or none */
 int weft__cu_run_drain(weft__backend *b, weft__plan *p);
 
 /* cuda_timing.c */
@@ -333,7 +333,7 @@ void weft__cu_timing_run_begin(cu_state *st, cu_plan *cp);
  * stream's open group with a tick when node i will tick alone. */
 cudaError_t weft__cu_timing_open(cu_plan *cp, uint32_t i, cudaStream_t s);
 /* Drain, per stream the plan used: closes an eager run's last group on it. */
-void weft__cu_timing_drain_stream(cu_plan *cp, int dev, int stream, cudaStream_t s);
+cudaEvent_t weft__cu_timing_drain_stream(cu_plan *cp, int dev, int stream, cudaStream_t s);
 /* Eager, right before node i's work (its stream's lock held): the host time, and under
  * WEFT_CUDA_TIMING_CHECK the start event. */
 void weft__cu_timing_before(cu_plan *cp, uint32_t i, cudaStream_t s);

@@ -386,7 +386,7 @@ static int issue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, int locked) {
   }
   if (!(x->flags & CU_NOTIFY)) return WEFT_OK;
   cu_item it = {x->event, ctx->run, cp, ctx->index, CU_ITEM_NODE};
-  if (weft__cu_push(&st->dev[x->dev], &it) != WEFT_OK) {
+  if (weft__cu_push(&st->dev[x->dev], &it, 1) != WEFT_OK) {
     /* No memory to queue the request: wait here instead (rare; blocks this worker only). */
     cudaError_t e = cudaEventSynchronize(x->event);
     return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "cudaEventSynchronize");
