@@ -551,6 +551,32 @@ static void test_host_and_memory_costs(void **state) {
   double launch = p.gpu.gemm_launch_s, tail = p.gpu.notify_s + p.gpu.run_s + 10e-6;
   assert_true(chain >= 100 * launch && chain < 100 * launch + tail);
   assert_true(wide >= 34 * launch && wide < 34 * launch + tail);
+  /* Where the profile says such products add more than that to an eager run when many are
+   * ready (gemm_f32_wide_s), each launch with others ready takes that long; the last one, with
+   * none left, a plain launch. A chain never has others ready. */
+  double least = 0.8 * launch;
+  p.gpu.gemm_wide_s = (weft__sim_curve){.n = 2, .x = {16, 64}, .y = {least, least}};
+  rt = sim_runtime_of(&p, 2);
+  CHECK(weft_graph_create(rt, &g));
+  x = square(g, "x", 16, weft_cuda(0));
+  w = square(g, "w", 16, weft_cuda(0));
+  for (int i = 0; i < 100; i++) {
+    weft_tensor *y = NULL;
+    CHECK(weft_mm(g, x, w, &y));
+  }
+  double wide_floor = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  CHECK(weft_graph_create(rt, &g));
+  x = square(g, "x", 16, weft_cuda(0));
+  w = square(g, "w", 16, weft_cuda(0));
+  for (int i = 0; i < 100; i++) CHECK(weft_mm(g, x, w, &x));
+  double chain_floor = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  print_message("with %.1f us the least a launch among others: %.1f us independent, %.1f us in a chain\n",
+                least * 1e6, wide_floor * 1e6, chain_floor * 1e6);
+  assert_true(wide_floor >= 99 * least + launch && wide_floor < 99 * least + launch + tail);
+  assert_true(near(chain_floor, chain, 1e-9));
 }
 
 /* The reference notes' overlap graph: 50 x (y[i] = x.x; h[i] = copy(y[i], cpu)). */
@@ -1105,6 +1131,7 @@ static void test_calibrate_roundtrip(void **state) {
   /* Fixed costs of runs, whether the shipped profile has them or not. */
   want.gpu.run_s = 45e-6;
   want.gpu.replay_run_s = 17e-6;
+  want.gpu.gemm_wide_s = (weft__sim_curve){.n = 2, .x = {256, 1024}, .y = {30e-6, 90e-6}};
   weft_runtime *rt = sim_runtime_of(&want, 1);
   weft_calibrate_options o;
   weft_calibrate_options_init(&o);
@@ -1155,6 +1182,10 @@ static void test_calibrate_roundtrip(void **state) {
   /* Shares for the sizes that do not fill the device (quick: 256 and 1024), as modelled: at
    * least what the replay's per-node cost allows. */
   assert_int_equal(got.gpu.gemm_share.n, 2);
+  /* What each of many independent such products adds to an eager run: the profile's least
+   * launch among others, where that is longer than the device's time for them. */
+  assert_int_equal(got.gpu.gemm_wide_s.n, 2);
+  for (int i = 0; i < 2; i++) assert_true(near(got.gpu.gemm_wide_s.y[i], weft__sim_curve_at(&want.gpu.gemm_wide_s, got.gpu.gemm_wide_s.x[i]), 0.02));
   for (int i = 0; i < got.gpu.gemm_share.n; i++) {
     double x = got.gpu.gemm_share.x[i], t = 2 * x * x * x / gpu_rate(&want.gpu.gemm[0], x);
     double share = WEFT__MAX(weft__sim_curve_at(&want.gpu.gemm_share, x), want.gpu.replay_node_s / t);

@@ -406,23 +406,31 @@ static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *s
 /* The part of the device a product occupies, for the f32 sizes of the GEMM curve that do not
  * fill the device (a 128 x 128 output tile per SM): K independent products (replayed; the
  * backend spreads them over its compute streams) against the curve's chain of K, clamped to
- * [1 / compute streams, 1]. Larger products take the whole device. */
+ * [1 / compute streams, 1]. Larger products take the whole device. And what each of the K adds
+ * to an eager run (gemm_f32_wide_s): where the host's launches are slower than the device, the
+ * least a launch takes among others (sim_backend.c, submit_costs). */
 static int gemm_shares(const cal *c, weft_device dev, weft__sim_gpu *g) {
   const weft__sim_curve *rate = &g->gemm[0];
   int S = g->compute_streams > 0 ? g->compute_streams : 1;
-  g->gemm_share.n = 0;
+  g->gemm_share.n = g->gemm_wide_s.n = 0;
   for (int i = 0; i < rate->n; i++) {
     int64_t n = (int64_t)rate->x[i], tiles = (n + 127) / 128;
     if (tiles * tiles >= g->multiprocessors) break;
     gemm_arg a = {dev, n, WEFT_F32};
     double wide, chain = 2.0 * rate->x[i] * rate->x[i] * rate->x[i] / rate->y[i];
+    double eager;
     int rc = per_node(c, build_wide, &a, 0, 0.03, &wide);
     if (rc != WEFT_OK) return rc;
+    eager_runs(c, 1);
+    rc = per_node_med(c, build_wide, &a, c->simulated, 0.03, &eager);
+    eager_runs(c, 0);
+    if (rc != WEFT_OK) return rc;
     double share = WEFT__MIN(1.0, WEFT__MAX(1.0 / S, wide / chain));
-    g->gemm_share.x[g->gemm_share.n] = rate->x[i];
+    g->gemm_share.x[g->gemm_share.n] = g->gemm_wide_s.x[g->gemm_wide_s.n] = rate->x[i];
     g->gemm_share.y[g->gemm_share.n++] = share;
-    say(c, "cuda:0: independent products of %lld^2 take %.3g us each, %.3g us in a chain: share %.3g",
-        (long long)n, wide * 1e6, chain * 1e6, share);
+    g->gemm_wide_s.y[g->gemm_wide_s.n++] = eager;
+    say(c, "cuda:0: independent products of %lld^2 take %.3g us each (%.3g us eager), %.3g us in a chain: share %.3g",
+        (long long)n, wide * 1e6, eager * 1e6, chain * 1e6, share);
   }
   return WEFT_OK;
 }

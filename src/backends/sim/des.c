@@ -5,7 +5,8 @@
  *                    (launch_s plus event_s per cross-stream predecessor) plus temp_s per
  *                    temporary it allocates, divided by min(launch_lanes, nodes ready) (workers
  *                    enqueue independent nodes on different streams in parallel; a chain is
- *                    enqueued one node after the other); or
+ *                    enqueued one node after the other), but with others ready no less than
+ *                    the node's submit_min (a product's gemm_f32_wide_s, sim_backend.c); or
  *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
  *                    node can be submitted once its GPU predecessors are submitted (the device
  *                    orders them through streams and events) and its CPU predecessors ended.
@@ -360,6 +361,7 @@ static void run_device(sim *s, int d) {
        * of a lane counts: the launches overlap partly). A chain has one ready at a time. A
        * replay's executor launches one node at a time. */
       if (g->launch_lanes > 1) c /= WEFT__MIN(g->launch_lanes, 1.0 + (double)ds->submitq.len);
+      if (ds->submitq.len > 0) c = WEFT__MAX(c, sp->nodes[i].submit_min);
     }
     ds->submit_busy = 1;
     push(s, s->now + c, EV_SUBMITTED, i);

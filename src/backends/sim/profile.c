@@ -90,6 +90,7 @@ static const field gpu_fields[] = {
     {"notify_s", F_NUM, OFF(gpu.notify_s), 1, 0, 1, 0},
     {"replay_node_s", F_NUM, OFF(gpu.replay_node_s), 0, 0, 1, 0},
     {"gemm_f32_share", F_CURVE, OFF(gpu.gemm_share), 0, 1e-6, 1, 0},
+    {"gemm_f32_wide_s", F_CURVE, OFF(gpu.gemm_wide_s), 0, 1e-9, 1, 0},
     {"temp_s", F_NUM, OFF(gpu.temp_s), 0, 0, 1, 0},
     {"replay_temp_s", F_NUM, OFF(gpu.replay_temp_s), 0, 0, 1, 0},
     {"launch_lanes", F_NUM, OFF(gpu.launch_lanes), 0, 0, 64, 0},
@@ -473,6 +474,10 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   if (g->gemm_share.n > 0) {
     fprintf(f, ",\n");
     put_curve(f, "gemm_f32_share", &g->gemm_share);
+  }
+  if (g->gemm_wide_s.n > 0) {
+    fprintf(f, ",\n");
+    put_curve(f, "gemm_f32_wide_s", &g->gemm_wide_s);
   }
   fprintf(f, "\n  },\n  \"links\": {\n");
   put_link(f, "h2d", &p->h2d, 0);

@@ -64,6 +64,9 @@ typedef struct weft__sim_gpu {
   /* Optional figures (0 or an empty curve: not priced, or computed): */
   weft__sim_curve gemm_share; /* f32 products that do not fill the device: the part of it one
                                * occupies (K independent products over a chain of K) */
+  weft__sim_curve gemm_wide_s; /* ... the same products, in an eager run with many ready: the
+                                * time each adds to the run (K independent products), the
+                                * least the host takes to launch one among others */
   double temp_s;             /* host time per temporary of an eager run (allocation, free) */
   double replay_temp_s;      /* device time per temporary of a replayed graph (its memory
                               * nodes: the frees at the graph's end run one after another) */

@@ -252,6 +252,12 @@ static double peak_of(const weft__sim_curve *c) {
  * otherwise the time its work would take at the device's peak over its modelled time, so a
  * kernel held up by the launch floor leaves room for others on other streams, and a large one
  * fills the device. Copies between devices run on copy engines (share 0). */
+/* A product's size: the cube root of its m n k. */
+static double product_side(const weft_node *n) {
+  int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
+  return cbrt((double)n->args[0].t->shape[0] * (double)cols * (double)n->args[0].t->shape[1]);
+}
+
 static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
   const weft__sim_profile *p = &m->prof;
   const weft__sim_gpu *g = &p->gpu;
@@ -263,7 +269,7 @@ static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
     case WEFT__OP_MM:
     case WEFT__OP_LINEAR: {
       int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
-      double side = cbrt((double)t0->shape[0] * (double)cols * (double)t0->shape[1]);
+      double side = product_side(n);
       int fills = weft__plan_fills_device(n, g->multiprocessors);
       t = gemm_s(gc, 1, t0->shape[0], cols, t0->shape[1]);
       /* A product that fills the device runs in 128 x 128 output tiles: a partial tile at the
@@ -524,7 +530,13 @@ static void assign_streams(const weft__sim *m, weft__sim_plan *sp, plan_box *box
 
 /* Host time to enqueue each GPU node: a launch (a product's costs gemm_launch_s: cuBLAS does
  * more on the host than one of weft's kernels), plus an event for each predecessor on another
- * GPU stream (record there, wait here). */
+ * GPU stream (record there, wait here). With others ready, workers launch on several streams at
+ * once (des.c divides by launch_lanes), but an f32 product that does not fill the device, of a
+ * size within gemm_f32_wide_s, adds no less than that curve to an eager run: the measured time
+ * of each of many independent ones (smaller products are what launch_lanes is measured on). Those calls contend in cuBLAS and the driver: on the H100 four threads launched 400^2
+ * products at 0.16-0.28 a microsecond together (docs/benchmarks.md), where launch_lanes,
+ * measured on 16^2 products, gave 0.33; 100 such products took 0.75 ms eager where the device
+ * needs 0.61. */
 static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__plan *p) {
   for (uint32_t i = 0; i < p->n; i++) {
     weft__sim_node *sn = &sp->nodes[i];
@@ -538,6 +550,11 @@ static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__pla
     int gemm = nd->kind == WEFT__OP_MM || nd->kind == WEFT__OP_LINEAR;
     double launch = gemm && m->prof.gpu.gemm_launch_s > 0 ? m->prof.gpu.gemm_launch_s : m->prof.gpu.launch_s;
     sn->submit = launch + events * m->prof.gpu.event_s;
+    const weft__sim_curve *wide = &m->prof.gpu.gemm_wide_s;
+    sn->submit_min = 0;
+    if (gemm && wide->n > 0 && dtype_index(nd) == 0 && !weft__plan_fills_device(nd, m->prof.gpu.multiprocessors) &&
+        product_side(nd) >= wide->x[0] && product_side(nd) <= wide->x[wide->n - 1])
+      sn->submit_min = weft__sim_curve_at(wide, product_side(nd));
   }
 }
 

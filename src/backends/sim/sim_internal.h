@@ -37,6 +37,8 @@ enum { SIM_STREAM_H2D = 0, SIM_STREAM_D2H = 1, SIM_STREAM_PEER = 2, SIM_COPY_STR
 typedef struct weft__sim_node {
   double cost;       /* modelled duration on its engine or CPU worker, seconds */
   double submit;     /* GPU: host time to enqueue it on the first run (launch + events) */
+  double submit_min; /* GPU: the least its enqueue takes with others ready (a product's
+                      * gemm_f32_wide_s); 0: none */
   int32_t dev;       /* GPU index, or -1 for a CPU node */
   uint16_t stream;   /* GPU: index among the device's streams (see above) */
   uint8_t engine;    /* GPU: 0 the compute engine, 1 + k copy engine k */
