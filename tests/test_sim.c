@@ -510,6 +510,23 @@ static void test_run_fixed_cost(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* The eager makespans of 100 independent 16^2 products and of a chain of 100, on profile p. */
+static void hundred_products(const weft__sim_profile *p, double *wide, double *chain) {
+  weft_runtime *rt = sim_runtime_of(p, 2);
+  for (int c = 0; c < 2; c++) {
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    weft_tensor *x = square(g, "x", 16, weft_cuda(0)), *w = square(g, "w", 16, weft_cuda(0));
+    for (int i = 0; i < 100; i++) {
+      weft_tensor *y = NULL;
+      CHECK(weft_mm(g, x, w, c ? &x : &y));
+    }
+    *(c ? chain : wide) = run_summary(g).makespan_s;
+    weft_graph_destroy(g);
+  }
+  weft_runtime_destroy(rt);
+}
+
 static void test_host_and_memory_costs(void **state) {
   (void)state;
   weft__sim_profile p = load("h100");
@@ -526,23 +543,8 @@ static void test_host_and_memory_costs(void **state) {
   /* 100 independent tiny products launched at once, against a chain of them (eager runs: the
    * host's launches bound both), with three launches at once. */
   p.gpu.launch_lanes = 3;
-  rt = sim_runtime_of(&p, 2);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *x = square(g, "x", 16, weft_cuda(0)), *w = square(g, "w", 16, weft_cuda(0));
-  for (int i = 0; i < 100; i++) {
-    weft_tensor *y = NULL;
-    CHECK(weft_mm(g, x, w, &y));
-  }
-  double wide = run_summary(g).makespan_s;
-  weft_graph_destroy(g);
-  CHECK(weft_graph_create(rt, &g));
-  x = square(g, "x", 16, weft_cuda(0));
-  w = square(g, "w", 16, weft_cuda(0));
-  for (int i = 0; i < 100; i++) CHECK(weft_mm(g, x, w, &x));
-  double chain = run_summary(g).makespan_s;
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
+  double wide, chain;
+  hundred_products(&p, &wide, &chain);
   print_message("100 x mm 16^2: %.1f us independent, %.1f us in a chain\n", wide * 1e6, chain * 1e6);
   /* The host bounds the chain: 100 launches one after the other, then the fixed costs (the
    * last kernel, the notification of the end, the run's). The independent products take 34 launches
@@ -554,25 +556,9 @@ static void test_host_and_memory_costs(void **state) {
   /* Where the profile says such products add more than that to an eager run when many are
    * ready (gemm_f32_wide_s), each launch with others ready takes that long; the last one, with
    * none left, a plain launch. A chain never has others ready. */
-  double least = 0.8 * launch;
+  double least = 0.8 * launch, wide_floor, chain_floor;
   p.gpu.gemm_wide_s = (weft__sim_curve){.n = 2, .x = {16, 64}, .y = {least, least}};
-  rt = sim_runtime_of(&p, 2);
-  CHECK(weft_graph_create(rt, &g));
-  x = square(g, "x", 16, weft_cuda(0));
-  w = square(g, "w", 16, weft_cuda(0));
-  for (int i = 0; i < 100; i++) {
-    weft_tensor *y = NULL;
-    CHECK(weft_mm(g, x, w, &y));
-  }
-  double wide_floor = run_summary(g).makespan_s;
-  weft_graph_destroy(g);
-  CHECK(weft_graph_create(rt, &g));
-  x = square(g, "x", 16, weft_cuda(0));
-  w = square(g, "w", 16, weft_cuda(0));
-  for (int i = 0; i < 100; i++) CHECK(weft_mm(g, x, w, &x));
-  double chain_floor = run_summary(g).makespan_s;
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
+  hundred_products(&p, &wide_floor, &chain_floor);
   print_message("with %.1f us the least a launch among others: %.1f us independent, %.1f us in a chain\n",
                 least * 1e6, wide_floor * 1e6, chain_floor * 1e6);
   assert_true(wide_floor >= 99 * least + launch && wide_floor < 99 * least + launch + tail);
