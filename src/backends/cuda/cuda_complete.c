@@ -16,9 +16,9 @@
  * enqueued on that device and says how to pin the fault exactly (WEFT_LAUNCH_BLOCKING=1).
  *
  * Drain: once every node of a run is issued, run_drain records an event on each stream the plan
- * uses and queues a drain request for each; where the run left temporaries to free (none a
+ * uses and queues a drain request for each. Where the run left temporaries to free (ones no
  * node claimed, or a failed or skipped node's), the device's join stream waits for those
- * events, frees them, and its one event is the device's request instead. The last request to
+ * events and frees them, and its one event is the device's request instead. The last request to
  * complete calls weft__sched_drained. A replayed run has one event after its graph. */
 #include <stdio.h>
 #include <string.h>

@@ -355,13 +355,13 @@ static void run_device(sim *s, int d) {
     if (!s->replay) {
       /* The launch and events, and the allocation of the node's temporaries (and their frees
        * by the drain: one figure per temporary). */
-      c = sp->nodes[i].submit + (double)(sp->alloc_off[i + 1] - sp->alloc_off[i]) * g->temp_s;
+      c = sn->submit + (double)(sp->alloc_off[i + 1] - sp->alloc_off[i]) * g->temp_s;
       /* Workers launch ready nodes on different streams at once: with others ready, the host
        * gets through min(launch_lanes, nodes ready) launches in the time of one (a fraction
        * of a lane counts: the launches overlap partly). A chain has one ready at a time. A
        * replay's executor launches one node at a time. */
       if (g->launch_lanes > 1) c /= WEFT__MIN(g->launch_lanes, 1.0 + (double)ds->submitq.len);
-      if (ds->submitq.len > 0) c = WEFT__MAX(c, sp->nodes[i].submit_min);
+      if (ds->submitq.len > 0) c = WEFT__MAX(c, sn->submit_min);
     }
     ds->submit_busy = 1;
     push(s, s->now + c, EV_SUBMITTED, i);

@@ -552,9 +552,10 @@ static void submit_costs(const weft__sim *m, weft__sim_plan *sp, const weft__pla
     sn->submit = launch + events * m->prof.gpu.event_s;
     const weft__sim_curve *wide = &m->prof.gpu.gemm_wide_s;
     sn->submit_min = 0;
-    if (gemm && wide->n > 0 && dtype_index(nd) == 0 && !weft__plan_fills_device(nd, m->prof.gpu.multiprocessors) &&
-        product_side(nd) >= wide->x[0] && product_side(nd) <= wide->x[wide->n - 1])
-      sn->submit_min = weft__sim_curve_at(wide, product_side(nd));
+    if (!gemm || wide->n == 0 || dtype_index(nd) != 0 || weft__plan_fills_device(nd, m->prof.gpu.multiprocessors))
+      continue;
+    double side = product_side(nd);
+    if (side >= wide->x[0] && side <= wide->x[wide->n - 1]) sn->submit_min = weft__sim_curve_at(wide, side);
   }
 }
 
