@@ -6,7 +6,8 @@
  *
  * Measured figures are timed like the GPU benchmarks: host wall clock from launch to the end
  * of weft_graph_run, median of --reps runs after warm-up runs, replayed (CUDA graph) unless
- * the row says "eager" (replay off). Simulated figures are the virtual makespan of the same
+ * the row says "eager" (replay off); for the short workloads (small_ops, dispatch, costs), the
+ * median of five such medians a quarter of a second apart (time_short). Simulated figures are the virtual makespan of the same
  * graph on the simulated runtime after the same warm-up runs (a re-run of an unchanged all-GPU
  * graph is modelled as a replay; "eager" rows use a graph's first, unreplayed run). The memory
  * row compares peak device memory in use, in result buffers.
@@ -63,6 +64,11 @@ static int cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static double median_of(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* One run: wall-clock ms, or the virtual makespan on a simulated runtime. */
 static double run_ms(weft_graph *g) {
   weft_runtime *rt = weft_graph_runtime(g);
@@ -87,8 +93,7 @@ static double time_graph(weft_graph *g, int warm, int reps) {
   double *t = malloc((size_t)reps * sizeof *t);
   if (t == NULL) exit(2);
   for (int i = 0; i < reps; i++) t[i] = run_ms(g);
-  qsort(t, (size_t)reps, sizeof *t, cmp);
-  double m = reps % 2 ? t[reps / 2] : 0.5 * (t[reps / 2 - 1] + t[reps / 2]);
+  double m = median_of(t, reps);
   free(t);
   return m;
 }
@@ -108,12 +113,28 @@ static double time_eager(weft_graph *g, int reps) {
 }
 
 /* A short workload's eager runs, then its replays, each back to back (time_eager, time_graph),
- * as the benchmarks run them. Not in bursts with pauses between: on the H100's VMs a pause lets
- * the threads and cores go idle, and the runs after it pay the wake-ups (one tiny add eager:
- * 103-167 us in bursts of 7 runs, 75-87 us back to back; docs/benchmarks.md). */
+ * as the benchmarks run them (not in bursts with pauses between: on the H100's VMs a pause lets
+ * the threads and cores go idle, and the runs after it pay the wake-ups), in ROUNDS rounds
+ * ROUND_GAP_MS apart, of which the median. One round lasts 20-60 ms, and the host costs that
+ * bound these runs move by 20-40% from one second to the next on those VMs (small_ops eager:
+ * 0.75-1.09 ms in 16 processes on one VM; docs/benchmarks.md, "Sleeping threads"): the rounds
+ * span the second or more over which the calibration takes its host figures (calibrate.c). */
+enum { ROUNDS = 5, ROUND_GAP_MS = 250 };
+
 static void time_short(weft_graph *g, int reps, double *eager, double *replay) {
-  *eager = time_eager(g, reps);
-  *replay = time_graph(g, 3, reps);
+  if (weft_sim_active(weft_graph_runtime(g))) {
+    *eager = time_eager(g, reps);
+    *replay = time_graph(g, 3, reps);
+    return;
+  }
+  double e[ROUNDS], r[ROUNDS];
+  for (int i = 0; i < ROUNDS; i++) {
+    if (i > 0) nanosleep(&(struct timespec){0, ROUND_GAP_MS * 1000000L}, NULL);
+    e[i] = time_eager(g, reps);
+    r[i] = time_graph(g, 3, reps);
+  }
+  *eager = median_of(e, ROUNDS);
+  *replay = median_of(r, ROUNDS);
 }
 
 /* ---- the workloads (as in benchmarks/bench_gpu_*.c) ------------------------------------------ */

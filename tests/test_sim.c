@@ -510,6 +510,54 @@ static void test_run_fixed_cost(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* The makespan of a chain of k additions of n floats on the CPU, x = x + x. */
+static double cpu_chain(weft_runtime *rt, int k, int64_t n) {
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F32, 1, &n, weft_cpu(), weft_ones(), &x));
+  for (int i = 0; i < k; i++) CHECK(weft_add(g, x, x, &x));
+  double t = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  return t;
+}
+
+/* One product of n^2 on cuda:0, eager. */
+static double one_product(weft_runtime *rt, int64_t n) {
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", n, weft_cuda(0)), *y = NULL;
+  CHECK(weft_mm(g, x, x, &y));
+  double t = run_summary(g).makespan_s;
+  weft_graph_destroy(g);
+  return t;
+}
+
+/* A run that outlasts weft_run_wait's watch (WEFT__WAIT_SPIN_NS) finds its caller asleep and
+ * ends the host's wake_s later, CPU or GPU; a shorter one does not. */
+static void test_caller_wake(void **state) {
+  (void)state;
+  weft__sim_profile p = load("h100");
+  double t[2][4], watch = (double)WEFT__WAIT_SPIN_NS * 1e-9;
+  for (int w = 0; w < 2; w++) {
+    p.host.wake_s = w ? 25e-6 : 0;
+    weft_runtime *rt = sim_runtime_of(&p, 2);
+    t[w][0] = cpu_chain(rt, 2, 1 << 16);
+    t[w][1] = cpu_chain(rt, 40, 1 << 16);
+    t[w][2] = tiny_chain(rt, 1, 0, 0);
+    t[w][3] = one_product(rt, 4000);
+    weft_runtime_destroy(rt);
+  }
+  print_message("without and with a wake-up of 25 us: CPU %.1f / %.1f us and %.1f / %.1f us, GPU %.1f / %.1f us and %.1f / %.1f us\n",
+                t[0][0] * 1e6, t[1][0] * 1e6, t[0][1] * 1e6, t[1][1] * 1e6, t[0][2] * 1e6, t[1][2] * 1e6,
+                t[0][3] * 1e6, t[1][3] * 1e6);
+  for (int k = 0; k < 4; k++) {
+    int long_run = k % 2 == 1;
+    assert_true(long_run ? t[0][k] > watch : t[0][k] < watch);
+    assert_true(fabs(t[1][k] - t[0][k] - (long_run ? p.host.wake_s : 0)) < 1e-9);
+  }
+}
+
 /* The eager makespans of 100 independent 16^2 products and of a chain of 100, on profile p. */
 static void hundred_products(const weft__sim_profile *p, double *wide, double *chain) {
   weft_runtime *rt = sim_runtime_of(p, 2);
@@ -1118,6 +1166,7 @@ static void test_calibrate_roundtrip(void **state) {
   want.gpu.run_s = 45e-6;
   want.gpu.replay_run_s = 17e-6;
   want.gpu.gemm_wide_s = (weft__sim_curve){.n = 2, .x = {256, 1024}, .y = {30e-6, 90e-6}};
+  want.host.wake_s = 23e-6;
   weft_runtime *rt = sim_runtime_of(&want, 1);
   weft_calibrate_options o;
   weft_calibrate_options_init(&o);
@@ -1165,6 +1214,8 @@ static void test_calibrate_roundtrip(void **state) {
   /* A run's fixed cost, from a graph of one node against the model without it. */
   assert_true(near(got.gpu.run_s, want.gpu.run_s, 0.02));
   assert_true(near(got.gpu.replay_run_s, want.gpu.replay_run_s, 0.02));
+  /* The caller's wake-up, from a long chain of CPU additions against the model without it. */
+  assert_true(near(got.host.wake_s, want.host.wake_s, 0.02));
   /* Shares for the sizes that do not fill the device (quick: 256 and 1024), as modelled: at
    * least what the replay's per-node cost allows. */
   assert_int_equal(got.gpu.gemm_share.n, 2);
@@ -1253,6 +1304,7 @@ int main(void) {
       cmocka_unit_test(test_failures),
       cmocka_unit_test(test_summary_states),
       cmocka_unit_test(test_calibrate_roundtrip),
+      cmocka_unit_test(test_caller_wake),
       cmocka_unit_test(test_out_of_memory),
   };
   const char *only = getenv("WEFT_TEST_FILTER"); /* e.g. WEFT_TEST_FILTER=test_overlap */

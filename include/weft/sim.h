@@ -38,7 +38,7 @@ WEFT_API int weft_sim_computes(const weft_runtime *rt);
 
 /* The virtual-time figures of a finished simulated run. */
 typedef struct weft_sim_summary {
-  double makespan_s;           /* from the launch to the host seeing the last node end */
+  double makespan_s;           /* from the launch to the caller's return from weft_run_wait */
   double critical_path_s;      /* longest chain of dependent nodes, by modelled cost */
   double copy_s;               /* summed duration of copy nodes */
   double hidden_copy_s;        /* the part of copy_s during which a compute node ran on a

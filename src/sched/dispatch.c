@@ -352,16 +352,15 @@ int weft_graph_launch_cb(weft_graph *g, weft_run_cb cb, void *arg, weft_run **ou
   return launch(g, cb, arg, out);
 }
 
-/* A waiter that sleeps pays a wake-up when the run ends (5-20 us on the H100's VMs, on every
- * short run: docs/benchmarks.md, "Where a short run's time goes"), so it first watches the run
- * for WAIT_SPIN_NS, yielding its core to whoever wants it. It then still takes the lock: the
+/* A waiter that sleeps pays a wake-up when the run ends (5-25 us on the H100's VMs: docs/
+ * benchmarks.md, "Where a short run's time goes"), so it first watches the run for
+ * WEFT__WAIT_SPIN_NS, yielding its core to whoever wants it. It then still takes the lock: the
  * run's end publishes `done` under it, and the run may be destroyed as soon as this returns. */
-enum { WAIT_SPIN_NS = 200000 };
 
 int weft_run_wait(weft_run *r) {
   if (r == NULL) return weft__err(WEFT_EINVAL, "weft_run_wait: run is NULL");
   uint64_t t0 = weft__now_ns();
-  while (!atomic_load_explicit(&r->done, memory_order_acquire) && weft__now_ns() - t0 < WAIT_SPIN_NS)
+  while (!atomic_load_explicit(&r->done, memory_order_acquire) && weft__now_ns() - t0 < WEFT__WAIT_SPIN_NS)
     weft__thread_yield();
   weft__mutex_lock(&r->lock);
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) weft__cond_wait(&r->cond, &r->lock);

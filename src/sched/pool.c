@@ -14,7 +14,11 @@
  * either the waiter's second look sees the work or the notifier sees the waiter; the epoch is
  * compared under the sleep lock, so a signal between the look and the sleep is not lost.
  * Before sleeping a worker spins briefly, which keeps it awake through the short gaps of
- * fine-grained graphs and saves the futex round trip.
+ * fine-grained graphs and saves the futex round trip. And one worker at a time, the lookout,
+ * then watches for LOOKOUT_NS more, yielding its core between looks: a program that launches
+ * run after run finds a worker awake for the next one. Waking a sleeping worker cost a run's
+ * first node 18-20 us on the H100's VMs, on every run long enough for the workers to fall
+ * asleep (docs/benchmarks.md, "Sleeping threads").
  *
  * Lock order: inject_lock and sleep_lock are leaves and never held together. */
 #include "sched/sched.h"
@@ -43,6 +47,7 @@ struct weft__pool {
   atomic_int roots_count;
   _Alignas(64) atomic_uint_fast64_t epoch;
   atomic_int waiters;
+  atomic_int lookout; /* 1 while a worker keeps watch (worker_main) */
   weft__mutex sleep_lock;
   weft__cond sleep_cond;
   atomic_int stop;
@@ -60,6 +65,7 @@ static void *zalloc64(size_t size) {
 }
 
 enum { SPIN_ROUNDS = 64, ROOT_CHUNK_MAX = 64 };
+#define LOOKOUT_NS 1000000ull
 
 int weft__pool_size(const weft__pool *p) { return p->n; }
 
@@ -188,6 +194,13 @@ static void *worker_main(void *arg) {
         x = find_work(p, w);
       }
     }
+    if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
+      uint64_t t0 = weft__now_ns();
+      while ((x = find_work(p, w)) == NULL && weft__now_ns() - t0 < LOOKOUT_NS &&
+             !atomic_load_explicit(&p->stop, memory_order_acquire))
+        weft__thread_yield();
+      atomic_store_explicit(&p->lookout, 0, memory_order_relaxed);
+    }
     if (x == NULL) {
       atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
       /* Pairs with notify's fence. A seq_cst increment alone does not order the relaxed loads
@@ -227,6 +240,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   atomic_init(&p->roots_count, 0);
   atomic_init(&p->epoch, 0);
   atomic_init(&p->waiters, 0);
+  atomic_init(&p->lookout, 0);
   atomic_init(&p->stop, 0);
   int have_inject = 0, have_sleep = 0, have_cond = 0;
   if ((rc = weft__mutex_init(&p->inject_lock)) != WEFT_OK) goto fail;

@@ -15,6 +15,10 @@
 
 #define WEFT__MAX_BACKENDS 4
 
+/* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
+ * (dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
+#define WEFT__WAIT_SPIN_NS 200000ull
+
 typedef struct weft__pool weft__pool;
 typedef struct weft__blockpool weft__blockpool;
 

@@ -35,13 +35,23 @@
 /* With nothing to poll, the thread watches its queue for IDLE_NS before it sleeps on it: a
  * program that runs graph after graph then queues its next run's requests to a thread that is
  * awake. Waking it cost the drain 5-10 us on the H100's VMs, on the path of every short run
- * (docs/benchmarks.md, "Where a short run's time goes"). */
+ * (docs/benchmarks.md, "Where a short run's time goes"). While an eager run that uses the device
+ * is in flight, its drain is coming: the thread watches on, yielding its core between looks (as
+ * it does while an event is pending), up to SPIN_NS; asleep, it took 12-25 us to wake for the
+ * drain of runs of 100 products ("Sleeping threads"). */
 #define IDLE_NS 200000ull
 
 static void idle_watch(cu_device *d) {
   uint64_t t0 = weft__now_ns();
-  while (atomic_load_explicit(&d->qcount, memory_order_acquire) == 0 && weft__now_ns() - t0 < IDLE_NS)
-    for (int k = 0; k < 16; k++) weft__cpu_relax();
+  while (atomic_load_explicit(&d->qcount, memory_order_acquire) == 0) {
+    uint64_t t = weft__now_ns() - t0;
+    if (t < IDLE_NS)
+      for (int k = 0; k < 16; k++) weft__cpu_relax();
+    else if (t < SPIN_NS && atomic_load_explicit(&d->eager_runs, memory_order_relaxed) > 0)
+      weft__thread_yield();
+    else
+      break;
+  }
 }
 
 int weft__cu_push(cu_device *d, const cu_item *items, size_t n) {
@@ -280,8 +290,8 @@ int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
   }
   if (total == 0) return WEFT_OK;
   atomic_store(&cp->drains_left, (int)total);
-  int pending = 0;
-  for (int d = 0; d < st->ndev; d++) {
+  int pending = 0, done = 0;
+  for (int d = 0; d < st->ndev && !done; d++) {
     if (n[d] == 0) continue;
     if (weft__cu_push(&st->dev[d], it[d], n[d]) == WEFT_OK) {
       pending = 1;
@@ -293,8 +303,12 @@ int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
     cudaGetLastError();
     if (atomic_fetch_sub(&cp->drains_left, (int)n[d]) == (int)n[d]) {
       if (cp->tm != NULL && atomic_load(&cp->drain_status) == WEFT_OK) weft__cu_timing_run(cp, p->run);
-      return WEFT_OK;
+      done = 1;
     }
   }
-  return pending ? WEFT__PENDING : WEFT_OK;
+  /* The drain is queued (or done): the completion threads need not watch for it any more. Only
+   * what is local is read here: once queued, the run (and its plan) may end at any moment. */
+  for (int d = 0; d < st->ndev; d++)
+    if (n[d] > 0) atomic_fetch_sub_explicit(&st->dev[d].eager_runs, 1, memory_order_relaxed);
+  return done ? WEFT_OK : pending ? WEFT__PENDING : WEFT_OK;
 }

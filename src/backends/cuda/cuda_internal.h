@@ -122,6 +122,7 @@ typedef struct cu_device {
   cu_item *queue;
   size_t qlen, qcap;
   atomic_int qcount;
+  atomic_int eager_runs;     /* eager runs in flight here whose drain is not yet queued */
   int stop;
   int have_qlock, have_qcond;
 } cu_device;

@@ -212,5 +212,8 @@ int weft__cu_run_begin(weft__backend *b, weft__plan *p) {
     return WEFT__PENDING;
   }
   atomic_fetch_add(&st->eager_runs, 1);
+  /* Their completion threads watch for the drain instead of sleeping (cuda_complete.c). */
+  for (int d = 0; d < st->ndev; d++)
+    if (cp->used[d] != 0) atomic_fetch_add_explicit(&st->dev[d].eager_runs, 1, memory_order_relaxed);
   return WEFT_OK;
 }

@@ -14,7 +14,9 @@
  *                    over a chain of K), a launch's extra cost while other launches wait
  *                    (independent tiny products over a chain of them, eager), the cost of a
  *                    temporary (a chain whose every node makes one over the plain chain, eager
- *                    and replayed).
+ *                    and replayed);
+ *   the wake-up      how much later weft_run_wait returns after a run long enough for its caller
+ *                    to fall asleep than after a short one.
  * A simulated runtime's runs take virtual time, so calibrating one gives its profile back —
  * which is how CI checks this file without a GPU. */
 #include <math.h>
@@ -112,14 +114,21 @@ static int time_graph(const cal *c, build_fn build, const void *arg, int k, int 
 }
 
 /* The cost of one node: graphs of k and 2k nodes, their median times' difference over k. The
- * count k is chosen so that the longer graph takes about `target` seconds (4 to 2000 nodes). */
+ * count k is chosen so that the longer graph takes about `target` seconds (4 to 2000 nodes),
+ * and the shorter one outlasts weft_run_wait's watch twice (up to MAX_K nodes): a caller then
+ * sleeps through both runs, and its wake-up cancels with the other fixed costs. */
+enum { MAX_K = 20000 };
 static int per_node(const cal *c, build_fn build, const void *arg, int first, double target,
                     double *out) {
-  double t1, t2, probe;
+  double t1, t2, probe, watch = 2e-9 * (double)WEFT__WAIT_SPIN_NS;
   int rc = time_graph(c, build, arg, 4, first, &probe);
   if (rc != WEFT_OK) return rc;
   int k = (int)WEFT__MIN(2000.0, WEFT__MAX(4.0, target / WEFT__MAX(probe / 4, 1e-9) / 2));
   if ((rc = time_graph(c, build, arg, k, first, &t1)) != WEFT_OK) return rc;
+  if (t1 < watch && k < MAX_K) {
+    k = (int)WEFT__MIN((double)MAX_K, ceil(k * watch / WEFT__MAX(t1, 1e-9)));
+    if ((rc = time_graph(c, build, arg, k, first, &t1)) != WEFT_OK) return rc;
+  }
   if ((rc = time_graph(c, build, arg, 2 * k, first, &t2)) != WEFT_OK) return rc;
   double d = (t2 - t1) / k;
   *out = d > 0 ? d : t2 / (2 * k); /* noise larger than the signal: the plain mean */
@@ -620,6 +629,61 @@ static int fit_run(const cal *c, weft__sim_profile *p) {
   return WEFT_OK;
 }
 
+/* How long weft_run_wait takes to return once a run has ended (the run's end is stamped on the
+ * clock of node timing): the median over SPREAD rounds SPREAD_GAP_MS apart of the median of
+ * MAX_REPS re-runs of one graph of k nodes. */
+static int return_med(const cal *c, const void *arg, int k, double *out) {
+  double v[SPREAD];
+  for (int i = 0; i < SPREAD; i++) {
+    if (i > 0) pause_between();
+    weft_graph *g;
+    int rc = weft_graph_create(c->rt, &g);
+    if (rc != WEFT_OK) return rc;
+    double t[MAX_REPS];
+    if ((rc = build_add(g, arg, k)) == WEFT_OK) rc = weft_graph_run(g); /* the warm-up */
+    for (int r = 0; r < MAX_REPS && rc == WEFT_OK; r++) {
+      weft_run *run;
+      if ((rc = weft_graph_launch(g, &run)) != WEFT_OK) break;
+      rc = weft_run_wait(run);
+      uint64_t back = weft__clock_now();
+      t[r] = back > run->t_end ? (double)(back - run->t_end) * 1e-9 : 0;
+      weft_run_destroy(run);
+    }
+    weft_graph_destroy(g);
+    if (rc != WEFT_OK) return rc;
+    v[i] = median(t, MAX_REPS);
+  }
+  *out = median_of(v, SPREAD);
+  return WEFT_OK;
+}
+
+/* A sleeping caller's wake-up (host.wake_s): weft_run_wait's return after a chain of CPU
+ * additions long enough for the caller to fall asleep (milliseconds), less the same after one
+ * tiny addition, which it watches awake. On a simulated machine (no real caller): the long
+ * chain's makespan less the same simulated without the figure. */
+static int fit_wake(const cal *c, weft__sim_profile *p) {
+  enum { LONG_K = 64 };
+  vec_arg big = {weft_cpu(), 1 << 16, 0}, tiny = {weft_cpu(), 1, 0};
+  double slept, awake;
+  int rc;
+  if (c->simulated) {
+    weft__sim_profile q = *p;
+    q.host.wake_s = 0;
+    cal sc;
+    if ((rc = time_graph(c, build_add, &big, LONG_K, 0, &slept)) != WEFT_OK || (rc = model(c, &q, &sc)) != WEFT_OK)
+      return rc;
+    rc = time_graph(&sc, build_add, &big, LONG_K, 0, &awake);
+    weft_runtime_destroy(sc.rt);
+  } else if ((rc = return_med(c, &big, LONG_K, &slept)) == WEFT_OK) {
+    rc = return_med(c, &tiny, 1, &awake);
+  }
+  if (rc != WEFT_OK) return rc;
+  p->host.wake_s = WEFT__MAX(0.0, slept - awake);
+  say(c, "cpu: a caller asleep in weft_run_wait takes %.3g us more to return (%.3g us after a long run, %.3g after a short one)",
+      p->host.wake_s * 1e6, slept * 1e6, awake * 1e6);
+  return WEFT_OK;
+}
+
 /* The GPU-to-host notification: a round trip measured, minus the same graph simulated with
  * every other figure as measured and no notification cost; one notification an iteration. */
 static int fit_notify(const cal *c, weft__sim_profile *p) {
@@ -657,7 +721,7 @@ int weft_calibrate(weft_runtime *rt, const weft_calibrate_options *o, const char
   int ngpus = weft_device_count(rt, WEFT_DEVICE_CUDA);
   say(&c, "measuring %s with %d GPU%s (%s)", c.simulated ? "a simulated machine" : "this machine",
       ngpus, ngpus == 1 ? "" : "s", c.quick ? "quick" : "full");
-  if ((rc = measure_host(&c, &p->host)) != WEFT_OK) goto done;
+  if ((rc = measure_host(&c, &p->host)) != WEFT_OK || (rc = fit_wake(&c, p)) != WEFT_OK) goto done;
   p->ngpus = ngpus;
   if (ngpus > 0) {
     batching(&c, 0);

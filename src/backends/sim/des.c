@@ -37,6 +37,8 @@
  *   a run's fixed    a run with GPU nodes ends run_s (eager) or replay_run_s (replayed) after
  *   cost             its last GPU node: the wake-ups and the drain between the launch call and
  *                    the caller's return, measured on a graph of one tiny node.
+ *   the caller       a run that outlasts weft_run_wait's watch (WEFT__WAIT_SPIN_NS) finds its
+ *                    caller asleep: the host's wake_s more before the caller returns.
  *   CPU workers      host_lanes virtual workers run CPU nodes, first ready first; a CPU node
  *                    that waits for a GPU node sees its end notify_s later.
  *   memory           per GPU, its resident tensors plus the live temporaries: a temporary is
@@ -518,6 +520,7 @@ static int statistics(sim *s) {
     res->hidden_copy_s += overlap2(spans + count[a], len[a], spans + count[b], len[b], sp->start[i],
                                    sp->end[i]);
   }
+  if (res->makespan_s > (double)WEFT__WAIT_SPIN_NS * 1e-9) res->makespan_s += s->m->prof.host.wake_s;
   weft__free(count);
   weft__free(spans);
   weft__free(fill);

@@ -69,6 +69,7 @@ static const field host_fields[] = {
     {"memory_bandwidth", F_NUM, OFF(host.memory_bandwidth), 1, 1, BIG, 0},
     {"fill_rate", F_NUM, OFF(host.fill_rate), 1, 1, BIG, 0},
     {"node_s", F_NUM, OFF(host.node_s), 1, 0, 1, 0},
+    {"wake_s", F_NUM, OFF(host.wake_s), 0, 0, 1, 0},
 };
 
 static const field gpu_fields[] = {
@@ -450,8 +451,10 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   put_curve(f, "gemm_f32_flops", &h->gemm[0]);
   fprintf(f, ",\n");
   put_curve(f, "gemm_f64_flops", &h->gemm[1]);
-  fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_rate\": %.6g,\n    \"node_s\": %.4g\n  },\n",
+  fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_rate\": %.6g,\n    \"node_s\": %.4g",
           h->memory_bandwidth, h->fill_rate, h->node_s);
+  if (h->wake_s > 0) fprintf(f, ",\n    \"wake_s\": %.4g", h->wake_s);
+  fprintf(f, "\n  },\n");
   fprintf(f, "  \"gpu\": {\n    \"count\": %d,\n    \"name\": ", p->ngpus);
   put_str(f, g->name);
   fprintf(f, ",\n    \"memory_bytes\": %zu,\n    \"compute_capability\": [%d, %d],\n"

@@ -43,6 +43,9 @@ typedef struct weft__sim_host {
   double memory_bandwidth;   /* bytes/s one thread streams (elementwise ops, copies) */
   double fill_rate;          /* elements/s one thread fills with random values */
   double node_s;             /* the dispatcher's cost per CPU node */
+  double wake_s;             /* optional (0: not priced): a sleeping thread's wake-up, which the
+                              * caller of weft_run_wait pays when a run outlasts its watch
+                              * (WEFT__WAIT_SPIN_NS) */
 } weft__sim_host;
 
 typedef struct weft__sim_gpu {
