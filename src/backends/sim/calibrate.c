@@ -83,6 +83,7 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* The median of v[0..n) (v is reordered). */
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -135,17 +136,6 @@ static int per_node(const cal *c, build_fn build, const void *arg, int first, do
   return WEFT_OK;
 }
 
-/* The median of v[0..n) (n small; v is reordered). */
-static double median_of(double *v, int n) {
-  for (int i = 1; i < n; i++)
-    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
-      double t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* The host costs of small nodes, and the links, are what these VMs disturb most, and not only
  * from one measurement to the next: one calibration on the H100 measured independent tiny
  * products at 15.4 us each where the call before measured 2.6, and on one VM bursts of the
@@ -167,7 +157,7 @@ static int per_node_med(const cal *c, build_fn build, const void *arg, int first
     int rc = per_node(c, build, arg, first, target, &v[i]);
     if (rc != WEFT_OK) return rc;
   }
-  *out = median_of(v, n);
+  *out = median(v, n);
   return WEFT_OK;
 }
 
@@ -180,7 +170,7 @@ static int time_spread(const cal *c, build_fn build, const void *arg, int k, int
     int rc = time_graph(c, build, arg, k, first, &v[i]);
     if (rc != WEFT_OK) return rc;
   }
-  *out = median_of(v, n);
+  *out = median(v, n);
   return WEFT_OK;
 }
 
@@ -653,7 +643,7 @@ static int return_med(const cal *c, const void *arg, int k, double *out) {
     if (rc != WEFT_OK) return rc;
     v[i] = median(t, MAX_REPS);
   }
-  *out = median_of(v, SPREAD);
+  *out = median(v, SPREAD);
   return WEFT_OK;
 }
 
