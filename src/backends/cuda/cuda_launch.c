@@ -151,16 +151,25 @@ static int kernel_status(weft_kernel_ctx *ctx, int e, const char *what) {
 
 /* Batches (cuda_plan.c): the node's op goes into its batch, and the batch's last node launches
  * all of them as one kernel. A node's arguments are final when it is dispatched (temporaries
- * were allocated just before), so its descriptor can be written now and run later. */
-static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const cu_node *x, lane *l, int kind, double alpha) {
+ * were allocated just before), so its descriptor can be written now and run later. `l` is
+ * used by the last node only. */
+static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const cu_node *x, lane *l) {
   cu_batch *bt = &cp->batches[x->batch];
   const weft_node *nd = ctx->node;
+  int kind;
+  switch (nd->kind) { /* the batchable ops: plan_rules.h, weft__plan_batchable */
+    case WEFT__OP_ADD: kind = WEFT__CU_ADD; break;
+    case WEFT__OP_SUB: kind = WEFT__CU_SUB; break;
+    case WEFT__OP_MUL: kind = WEFT__CU_MUL; break;
+    case WEFT__OP_SCALE: kind = WEFT__CU_SCALE; break;
+    default: kind = WEFT__CU_RELU; break;
+  }
   WEFT_ASSERT(bt->count < bt->len);
   weft__cu_bop *o = &bt->ops[bt->count++];
   o->a = ctx->data[0];
   o->b = kind <= WEFT__CU_MUL ? ctx->data[1] : NULL;
   o->c = ctx->data[nd->nargs - 1];
-  o->alpha = alpha;
+  o->alpha = kind == WEFT__CU_SCALE ? nd->alpha : 0;
   o->n = (uint32_t)nd->args[0].t->numel;
   o->kind = (uint8_t)kind;
   o->dtype = (uint8_t)nd->args[0].t->dtype;
@@ -168,6 +177,15 @@ static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const cu_node *x, lane *
   uint32_t count = bt->count;
   bt->count = 0;
   return kernel_status(ctx, weft__cu_batch(bt->ops, count, l->s), "the batch kernel");
+}
+
+/* The node's arguments that are temporaries of the plan: their memory in this run. */
+static void temp_args(const cu_plan *cp, weft_kernel_ctx *ctx) {
+  const weft_node *nd = ctx->node;
+  for (int a = 0; a < nd->nargs; a++) {
+    uint32_t t = nd->args[a].t->id;
+    if (cp->temp[t]) ctx->data[a] = cp->tptr[t];
+  }
 }
 
 cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt) {
@@ -242,6 +260,7 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
       snprintf(ctx->err, ctx->err_size, "the op's CUDA kernel returned %s", weft_status_name(rc));
     return rc;
   }
+  if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l);
   const weft_tensor *t0 = nd->args[0].t;
   int dt = t0->dtype;
   void **d = ctx->data;
@@ -269,16 +288,13 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
     case WEFT__OP_SUB:
     case WEFT__OP_MUL: {
       int k = nd->kind == WEFT__OP_ADD ? WEFT__CU_ADD : nd->kind == WEFT__OP_SUB ? WEFT__CU_SUB : WEFT__CU_MUL;
-      if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l, k, 0);
       return kernel_status(ctx, weft__cu_elementwise(k, dt, t0->numel, d[0], d[1], d[2], 0, l->s),
                            "the elementwise kernel");
     }
     case WEFT__OP_SCALE:
-      if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l, WEFT__CU_SCALE, nd->alpha);
       return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_SCALE, dt, t0->numel, d[0], NULL, d[1], nd->alpha, l->s),
                            "the scale kernel");
     case WEFT__OP_RELU:
-      if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l, WEFT__CU_RELU, 0);
       return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_RELU, dt, t0->numel, d[0], NULL, d[1], 0, l->s),
                            "the relu kernel");
     case WEFT__OP_SUM:
@@ -304,7 +320,9 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
   lane_open(st, cp, cap, x->start_dev, x->start_stream, locked, &l);
   int rc = WEFT_OK;
   cudaError_t e = cudaSuccess;
-  if (cp->tm != NULL && cap == NULL && (e = weft__cu_timing_open(cp, i, l.s)) != cudaSuccess)
+  /* A held member of a batch is timed with its batch's last node (cuda_timing.c). */
+  int timed = cp->tm != NULL && !(x->flags & CU_DEFER);
+  if (timed && cap == NULL && (e = weft__cu_timing_open(cp, i, l.s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaEventRecord (node timing)");
   for (uint32_t k = x->wait_b; k < x->wait_e && e == cudaSuccess && rc == WEFT_OK; k++)
     if (!((x->flags & CU_SPLIT_COPY) && L[k] == x->split_of)) /* the copy waits in two steps */
@@ -333,11 +351,8 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
     cp->tptr[L[k]] = p;
   }
   if (rc == WEFT_OK) {
-    for (int a = 0; a < nd->nargs; a++) {
-      uint32_t t = nd->args[a].t->id;
-      if (cp->temp[t]) ctx->data[a] = cp->tptr[t];
-    }
-    if (cp->tm != NULL && cap == NULL) weft__cu_timing_before(cp, i, l.s);
+    temp_args(cp, ctx);
+    if (timed && cap == NULL) weft__cu_timing_before(cp, i, l.s);
     rc = work(ctx, st, cp, x, &l, cap);
   }
   /* The event goes on the lane the work ended on. Temporaries left allocated by a failure are
@@ -345,7 +360,7 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
   if (rc == WEFT_OK && (x->flags & CU_RECORD) && (e = cudaEventRecord(x->event, l.s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaEventRecord");
   /* Node timing: the tick that marks the end of the node's work (cuda_timing.c). */
-  if (rc == WEFT_OK && cp->tm != NULL && (e = weft__cu_timing_tick(cp, i, l.s, cap != NULL)) != cudaSuccess)
+  if (rc == WEFT_OK && timed && (e = weft__cu_timing_tick(cp, i, l.s, cap != NULL)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaEventRecord (node timing)");
   lane_close(&l);
   if (cap == NULL) atomic_store_explicit(&cp->last_issued[x->dev], i, memory_order_relaxed);
@@ -448,6 +463,16 @@ int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   cu_state *st = b->state;
   cu_plan *cp = weft__cu_plan_of(b, ctx->run->plan);
   cu_node *x = &cp->x[ctx->index];
+  /* A held member of a batch that waits for, frees and allocates nothing makes no CUDA call:
+   * it writes its op into its batch and is done, without its stream's lock. The batch is its
+   * chain's alone, and the chain is issued one node at a time, each after its predecessor has
+   * returned (it is that node's only successor). On the H100 this took the CUDA calls and the
+   * lock out of 127 of every 128 nodes of a chain of one-element adds (docs/benchmarks.md,
+   * "Held members"). */
+  if ((x->flags & CU_DEFER) && x->wait_b == x->wait_e && x->free_b == x->free_e && x->alloc_b == x->alloc_e) {
+    temp_args(cp, ctx);
+    return batch_add(ctx, cp, x, NULL);
+  }
   if (st->launch_blocking || x->start_dev != x->dev || x->start_stream != x->stream) return issue(st, cp, ctx, 0);
   cu_stream *own = &st->dev[x->dev].streams[x->stream];
   if (weft__cu_trylock(own)) {

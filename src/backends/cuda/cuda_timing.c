@@ -52,8 +52,9 @@
  * per device at the run's start (the pool's bytes in use) and at the starts of the nodes that
  * free or allocate temporaries (the plan's bytes), coalesced to changes of 64 KiB or more.
  *
- * Threads: the eager fields of a node are written by the worker that enqueues it (under its
- * stream's lock) and read after its completion was observed; the drain's computation runs on
+ * Threads: the eager fields of a node are written by the worker that enqueues it, under its
+ * stream's lock (those of a node held in a batch by the worker that enqueues the batch's last
+ * node, which launches its op), and read after its completion was observed; the drain's computation runs on
  * one completion thread once every node of the run has completed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,12 +168,15 @@ int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
     if (cp->x[i].dev >= 0) tm->est[i] = estimate_ns(cp->p->x[i].node);
   }
   int rc;
+  /* A node held in a batch never ticks: its batch's last node does (and plan_groups below). */
   for (uint32_t i = 0; i < cp->n; i++)
-    if (cp->x[i].dev >= 0 && (rc = timing_event(st, cp->x[i].dev, &tm->tick[i])) != WEFT_OK) return rc;
+    if (cp->x[i].dev >= 0 && !(cp->x[i].flags & CU_DEFER) &&
+        (rc = timing_event(st, cp->x[i].dev, &tm->tick[i])) != WEFT_OK)
+      return rc;
   if (st->timing_check) {
     if ((tm->tick0 = weft__calloc(n, sizeof *tm->tick0)) == NULL) return weft__oom("the node timing of a CUDA plan");
     for (uint32_t i = 0; i < cp->n; i++)
-      if (cp->x[i].dev >= 0 && !(cp->x[i].flags & CU_STAGED) &&
+      if (cp->x[i].dev >= 0 && !(cp->x[i].flags & (CU_STAGED | CU_DEFER)) &&
           (rc = timing_event(st, cp->x[i].dev, &tm->tick0[i])) != WEFT_OK)
         return rc;
   }
@@ -308,13 +312,22 @@ cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int ca
    * node on another stream or the host waits for it, or when its group's estimate reaches
    * eager_group_ns; the others share their group's interval (cuda_timing.c, top). */
   int d = x->dev, k = x->stream;
+  /* The members held in its batch were issued without a note (cuda_launch.c): their ops run in
+   * this node's kernel, so they join the stream's order here, in their chain's order, and none
+   * could start before the kernel was launched. */
+  if (x->flags & CU_FLUSH) {
+    const weft__plan *p = cp->p;
+    for (uint32_t m = cp->batches[x->batch].first; m != i; m = p->succ[p->x[m].succ_begin]) {
+      tm->t_enq[m] = tm->t_enq[i];
+      tm->eprev[m] = tm->elast[d][k];
+      tm->elast[d][k] = m;
+      tm->eacc[d][k] += tm->est[m];
+    }
+  }
   tm->eprev[i] = tm->elast[d][k];
   tm->elast[d][k] = i;
   uint64_t acc = tm->eacc[d][k] + tm->est[i];
-  /* A node held in a batch has not been launched: its group closes at or after the batch's
-   * last node. */
-  if ((x->flags & CU_DEFER) ||
-      (!(x->flags & (CU_RECORD | CU_NOTIFY)) && !eager_alone(cp, i) && acc < cp->st->eager_group_ns)) {
+  if (!(x->flags & (CU_RECORD | CU_NOTIFY)) && !eager_alone(cp, i) && acc < cp->st->eager_group_ns) {
     tm->eacc[d][k] = acc;
     return cudaSuccess;
   }
