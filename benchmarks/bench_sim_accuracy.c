@@ -405,8 +405,8 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
 /* The measured column: `passes` whole passes over the workloads, one after the other, and each
  * figure the median of its passes. On the H100's VMs a process's host costs move by 20-40% for
  * seconds at a time, and the first seconds of a fresh VM run slower still (docs/benchmarks.md,
- * "Sleeping threads", "Passes"): a figure taken within one second (time_short) can land inside
- * such a spell, three passes some 20 seconds apart rarely all do. On a simulated machine
+ * "Sleeping threads", "Held members, and passes"): a figure taken within one second
+ * (time_short) can land inside such a spell, three passes some 20 seconds apart rarely all do. On a simulated machine
  * standing in for the real one a pass is exact: one is enough. */
 static void measure_passes(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, table *t) {
   int passes = weft_sim_active(rt) ? 1 : o->passes;

@@ -468,7 +468,7 @@ int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
    * chain's alone, and the chain is issued one node at a time, each after its predecessor has
    * returned (it is that node's only successor). On the H100 this took the CUDA calls and the
    * lock out of 127 of every 128 nodes of a chain of one-element adds (docs/benchmarks.md,
-   * "Held members"). */
+   * "Held members, and passes"). */
   if ((x->flags & CU_DEFER) && x->wait_b == x->wait_e && x->free_b == x->free_e && x->alloc_b == x->alloc_e) {
     temp_args(cp, ctx);
     return batch_add(ctx, cp, x, NULL);

@@ -54,8 +54,8 @@
  *
  * Threads: the eager fields of a node are written by the worker that enqueues it, under its
  * stream's lock (those of a node held in a batch by the worker that enqueues the batch's last
- * node, which launches its op), and read after its completion was observed; the drain's computation runs on
- * one completion thread once every node of the run has completed. */
+ * node, which launches its op), and read after its completion was observed; the drain's
+ * computation runs on one completion thread once every node of the run has completed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
