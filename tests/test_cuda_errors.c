@@ -153,6 +153,68 @@ static void a_failing_kernel_names_its_node(void **state) {
 #endif
 }
 
+/* A node with a turn on its stream (cuda_plan.c, "turns") that a failure upstream skips gives
+ * its turn up: the copies to the host after it in program order still run, and the run ends
+ * (it would wait forever for the skipped copy otherwise). A cancelled run likewise. */
+static void a_skipped_copy_gives_up_its_turn(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+#if WEFT_HAVE_CUDA
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_op_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.name = "fails";
+  desc.nargs = 1;
+  desc.access[0] = WEFT_READ_WRITE;
+  desc.cuda = failing_kernel;
+  const weft_op *op;
+  CHECK(weft_op_register(rt, &desc, &op));
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a, *ha = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &a));
+  CHECK(weft_call(g, op, &a, 1, NULL, 0));
+  CHECK(weft_copy(g, a, weft_cpu(), &ha)); /* the first turn of the copy stream: skipped */
+  enum { K = 4 };
+  weft_tensor *b[K], *h[K];
+  for (int k = 0; k < K; k++) {
+    h[k] = NULL;
+    CHECK(weft_tensor_create(g, "b", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_full(k + 1), &b[k]));
+    CHECK(weft_copy(g, b[k], weft_cpu(), &h[k]));
+  }
+  for (int r = 0; r < 2; r++) {
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
+    weft_run_destroy(run);
+    for (int k = 0; k < K; k++) {
+      double v = 0;
+      CHECK(weft_tensor_get(h[k], 5, &v));
+      assert_true(v == k + 1.0);
+    }
+  }
+  /* Cancelled before it starts: every node is skipped, and the run still ends. */
+  weft_graph *g2;
+  CHECK(weft_graph_create(rt, &g2));
+  weft_tensor *c, *hc = NULL;
+  CHECK(weft_tensor_create(g2, "c", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &c));
+  for (int k = 0; k < K; k++) {
+    hc = NULL;
+    CHECK(weft_copy(g2, c, weft_cpu(), &hc));
+  }
+  CHECK(weft_graph_run(g2)); /* materialised, planned */
+  weft_run *run;
+  CHECK(weft_graph_launch(g2, &run));
+  weft_run_cancel(run);
+  int st = weft_run_wait(run);
+  assert_true(st == WEFT_OK || st == WEFT_ECANCELED);
+  weft_run_destroy(run);
+  weft_graph_destroy(g2);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+#endif
+}
+
 /* In the child: a graph whose third node faults. Prints what the run reported. */
 static int child_fault(void) {
 #if WEFT_TEST_FAULT_KERNEL
@@ -239,6 +301,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(devices_that_do_not_exist),
       cmocka_unit_test(no_visible_gpu_means_the_cpu),
       cmocka_unit_test(a_failing_kernel_names_its_node),
+      cmocka_unit_test(a_skipped_copy_gives_up_its_turn),
       cmocka_unit_test(a_kernel_fault_is_reported_at_wait),
       cmocka_unit_test(launch_blocking_runs_are_correct),
   };

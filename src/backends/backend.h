@@ -111,6 +111,10 @@ typedef struct weft__backend_vtable {
    * WEFT__PENDING, and weft__sched_drained is called later. Called on the thread that
    * completed the run's last node; must not block. */
   int (*run_drain)(struct weft__backend *b, struct weft__plan *p);
+  /* Version 2. Node `index` of `run` will not be launched (a failure upstream, a cancel): the
+   * scheduler tells its backend when it skips it, so that nothing the backend holds back waits
+   * for it. May be NULL. */
+  void (*skip)(struct weft__backend *b, weft_run *run, uint32_t index);
 } weft__backend_vtable;
 
 typedef struct weft__backend {

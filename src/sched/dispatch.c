@@ -150,6 +150,7 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
         atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
       st = SKIPPED;
       weft__timing_skip(pl, x->id);
+      if (x->backend->vt->skip != NULL) x->backend->vt->skip(x->backend, r, x->id);
     } else {
       /* A node of an asynchronous backend may complete on another thread before launch even
        * returns, and that completion may be the run's last: the issuing worker holds one

@@ -714,4 +714,5 @@ const weft__backend_vtable weft__cuda_backend = {
     .explain = weft__cu_explain,
     .plan_edges = weft__cu_plan_edges,
     .run_drain = weft__cu_run_drain,
+    .skip = weft__cu_skip,
 };

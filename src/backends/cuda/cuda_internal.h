@@ -241,6 +241,14 @@ typedef struct cu_plan {
   cu_timing *tm;             /* node timing; NULL when timing is off */
   int has_user;              /* a user op among them */
   cu_defer *defer;           /* per node: its record when it is left to its stream's holder */
+  /* Turns (cuda_launch.c): the nodes that take their stream in the plan's order. */
+  uint32_t *turn_of;         /* per node: its turn on its stream, or UINT32_MAX (none) */
+  uint32_t *parked;          /* per turn (turn_base + turn): this run's node parked there, or
+                                CU_TURN_OPEN, or CU_TURN_SKIPPED */
+  uint32_t turn_base[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
+  uint32_t turns[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];     /* turns per stream */
+  uint32_t turn_next[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3]; /* this run: the turn to enqueue next */
+  uint32_t nturns;
   cu_batch *batches;         /* chains of small elementwise nodes launched as one kernel */
   uint32_t nbatches;
   uint16_t used[CU_MAX_DEVICES]; /* per device: bit mask of the streams the plan uses */
@@ -264,6 +272,8 @@ typedef struct cu_plan {
   void *replay_workspace[CU_MAX_DEVICES][CU_MAX_COMPUTE];
   cublasHandle_t replay_blas[CU_MAX_DEVICES][CU_MAX_COMPUTE];
 } cu_plan;
+
+enum { CU_TURN_OPEN = UINT32_MAX, CU_TURN_SKIPPED = UINT32_MAX - 1 };
 
 /* ---- calls between the files ------------------------------------------------------------ */
 
@@ -307,6 +317,7 @@ typedef struct cu_streams {
  * or an error with the message in ctx->err. `locked`: the caller holds the node's stream. */
 int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_streams *cap, int locked);
 int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx);
+void weft__cu_skip(weft__backend *b, weft_run *run, uint32_t index);
 /* Lets go of a compute or copy stream the caller holds, after enqueueing the nodes other
  * workers left on it meanwhile and before reporting their issue ("Combining"). Every holder of
  * such a stream lets it go through this call. */

@@ -426,6 +426,72 @@ static void deferred_ctx(const cu_defer *d, weft_kernel_ctx *ctx, char *err, siz
   ctx->err_size = err_size;
 }
 
+/* Puts d on s's pending list (newest first), for the holder of s to enqueue. */
+static void push_pending(cu_stream *s, cu_defer *d) {
+  d->next = atomic_load_explicit(&s->pending, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&s->pending, &d->next, d, memory_order_seq_cst,
+                                                memory_order_relaxed))
+    ;
+}
+
+/* ---- Turns ----------------------------------------------------------------------------------
+ *
+ * A node with a turn on its stream (cuda_plan.c, "turns") is enqueued in its turn only. All of
+ * it happens under the stream's lock: a node that comes before its turn is parked in its place
+ * and its launch returns WEFT__DEFERRED, as for a node left to the holder; the thread that
+ * enqueues the turn before it puts it on the stream's pending list, which that thread empties
+ * before it lets the stream go (weft__cu_release), and reports its issue. A node that will not
+ * be launched gives up its turn (weft__cu_skip), so no turn waits for one that never comes. */
+
+static uint32_t *turn_slot(cu_plan *cp, const cu_node *x, uint32_t turn) {
+  return &cp->parked[cp->turn_base[x->dev][x->stream] + turn];
+}
+
+/* The turn of x's stream that was due is taken: the next one is due, past the ones given up;
+ * a node parked in it goes to the pending list. Under s's lock. */
+static void turn_taken(cu_plan *cp, const cu_node *x, cu_stream *s) {
+  uint32_t *next = &cp->turn_next[x->dev][x->stream], turns = cp->turns[x->dev][x->stream];
+  while (++*next < turns && *turn_slot(cp, x, *next) == CU_TURN_SKIPPED)
+    ;
+  if (*next >= turns) return;
+  uint32_t *slot = turn_slot(cp, x, *next);
+  if (*slot == CU_TURN_OPEN) return;
+  push_pending(s, &cp->defer[*slot]);
+  *slot = CU_TURN_OPEN;
+}
+
+/* Under s's lock: issues the node if it has no turn or its turn is due (and passes the turn
+ * on), or parks it in its turn (WEFT__DEFERRED). */
+static int issue_in_turn(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, cu_stream *s) {
+  uint32_t i = ctx->index, turn = cp->turn_of[i];
+  const cu_node *x = &cp->x[i];
+  if (turn != NONE && turn != cp->turn_next[x->dev][x->stream]) {
+    cu_defer *d = &cp->defer[i];
+    d->cp = cp;
+    d->run = ctx->run;
+    d->index = i;
+    *turn_slot(cp, x, turn) = i;
+    return WEFT__DEFERRED;
+  }
+  int rc = issue(st, cp, ctx, 1);
+  if (turn != NONE) turn_taken(cp, x, s);
+  return rc;
+}
+
+void weft__cu_skip(weft__backend *b, weft_run *run, uint32_t index) {
+  cu_state *st = b->state;
+  cu_plan *cp = weft__cu_plan_of(b, run->plan);
+  if (cp == NULL || cp->turn_of[index] == NONE) return;
+  const cu_node *x = &cp->x[index];
+  cu_stream *s = &st->dev[x->dev].streams[x->stream];
+  weft__cu_lock(s);
+  if (cp->turn_of[index] == cp->turn_next[x->dev][x->stream])
+    turn_taken(cp, x, s);
+  else
+    *turn_slot(cp, x, cp->turn_of[index]) = CU_TURN_SKIPPED;
+  weft__cu_release(st, s);
+}
+
 /* Called with s held: enqueues what was left on s, lets s go, reports; again while nodes come.
  * The unlock is an exchange, not a store, and the look after it sequentially consistent: the
  * look cannot then be ordered before the unlock (and costs no fence on x86). */
@@ -440,12 +506,18 @@ void weft__cu_release(cu_state *st, cu_stream *s) {
       fifo = l;
       l = next;
     }
-    for (cu_defer *d = fifo; d != NULL; d = d->next) {
+    for (cu_defer **link = &fifo; *link != NULL;) {
+      cu_defer *d = *link;
       weft_kernel_ctx ctx;
       char err[512];
       deferred_ctx(d, &ctx, err, sizeof err);
-      d->status = issue(st, d->cp, &ctx, 1);
+      d->status = issue_in_turn(st, d->cp, &ctx, s);
+      if (d->status == WEFT__DEFERRED) { /* parked: reported in its turn */
+        *link = d->next;
+        continue;
+      }
       d->msg = d->status != WEFT_OK && d->status != WEFT__PENDING ? weft__strdup(err) : NULL;
+      link = &d->next;
     }
     atomic_exchange_explicit(&s->lock, 0, memory_order_seq_cst);
     /* Nothing of a record is read after its report: the report may end its run. */
@@ -476,7 +548,7 @@ int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   if (st->launch_blocking || x->start_dev != x->dev || x->start_stream != x->stream) return issue(st, cp, ctx, 0);
   cu_stream *own = &st->dev[x->dev].streams[x->stream];
   if (weft__cu_trylock(own)) {
-    int rc = issue(st, cp, ctx, 1);
+    int rc = issue_in_turn(st, cp, ctx, own);
     weft__cu_release(st, own);
     return rc;
   }
@@ -485,10 +557,7 @@ int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   d->cp = cp;
   d->run = ctx->run;
   d->index = ctx->index;
-  d->next = atomic_load_explicit(&own->pending, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(&own->pending, &d->next, d, memory_order_seq_cst,
-                                                memory_order_relaxed))
-    ;
+  push_pending(own, d);
   /* The try after the push: an exchange, sequentially consistent like the push. */
   if (!atomic_exchange_explicit(&own->lock, 1, memory_order_seq_cst)) weft__cu_release(st, own);
   return WEFT__DEFERRED;

@@ -513,6 +513,74 @@ static void build_free(build *bd) {
   weft__vec_fini(&bd->readers);
 }
 
+/* ---- turns --------------------------------------------------------------------------------
+ *
+ * A stream runs its work in the order the host enqueued it, and in an eager run the workers
+ * enqueue the nodes that are ready together in whatever order they take them. For the
+ * products of the reference graph 50 x (y = x.x; copy y to the host) that order followed the
+ * claims of the memory plan in three interleaved runs (product i + 3 becomes ready when copy i
+ * is issued), so a copy enqueued early waited for a product enqueued early, the copies of
+ * finished products queued behind it, and products that claim their buffers waited for those
+ * copies: 9.6 ms of a 140 ms run on the H100 (docs/benchmarks.md, "Turns"). So the nodes that
+ * hold a stream long take it in the plan's order: large products on the main stream (CU_BIG)
+ * and copies on the copy streams, each given a *turn* on its stream in the walk's order; one
+ * that comes before its turn is parked and enqueued by the thread that enqueues the turn
+ * before it (cuda_launch.c, "Turns").
+ *
+ * Only nodes that become ready through GPU nodes alone get turns ("host-free": every
+ * predecessor, by data or by claim, is a host-free CUDA node): a turn could otherwise keep
+ * the nodes after it waiting for a CPU node, when they could run meanwhile. Among host-free
+ * nodes no turn can wait for a later one: a node's predecessors all come before it in the
+ * walk, so the earliest node not yet enqueued is ready, and its turn has come. */
+static int plan_turns(build *bd, const weft__vec *extra) {
+  cu_plan *cp = bd->cp;
+  uint32_t n = bd->n;
+  cp->turn_of = weft__malloc((n ? n : 1) * sizeof *cp->turn_of);
+  uint8_t *hf = weft__calloc(n ? n : 1, 1);
+  uint32_t *eoff = weft__calloc((size_t)n + 1, sizeof *eoff);
+  uint32_t *epred = weft__malloc((extra->len ? extra->len : 1) * sizeof *epred);
+  int rc = WEFT_OK;
+  if (cp->turn_of == NULL || hf == NULL || eoff == NULL || epred == NULL) {
+    rc = weft__oom("the CUDA plan's turns");
+    goto done;
+  }
+  /* The backends' edges (the claims), by target. */
+  const weft__edge *e = extra->data;
+  for (size_t k = 0; k < extra->len; k++) eoff[e[k].to + 1]++;
+  for (uint32_t i = 0; i < n; i++) eoff[i + 1] += eoff[i];
+  for (size_t k = 0; k < extra->len; k++) epred[eoff[e[k].to]++] = e[k].from; /* eoff[i]: i's end */
+  for (uint32_t i = n; i > 0; i--) eoff[i] = eoff[i - 1];
+  eoff[0] = 0;
+  for (uint32_t i = 0; i < n; i++) cp->turn_of[i] = NONE;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = cp->order[k];
+    int ok = is_cuda(bd, i);
+    for (uint32_t q = bd->poff[i]; q < bd->poff[i + 1] && ok; q++) ok = hf[bd->pred[q]];
+    for (uint32_t q = eoff[i]; q < eoff[i + 1] && ok; q++) ok = hf[epred[q]];
+    hf[i] = (uint8_t)ok;
+    const cu_node *x = &cp->x[i];
+    int why = x->why;
+    if (!ok || bd->st->launch_blocking ||
+        !(why == CU_WHY_BIG || why == CU_WHY_H2D || why == CU_WHY_D2H || why == CU_WHY_PEER))
+      continue;
+    cp->turn_of[i] = cp->turns[x->dev][x->stream]++;
+    cp->nturns++;
+  }
+  uint32_t base = 0;
+  for (int d = 0; d < CU_MAX_DEVICES; d++)
+    for (int k = 0; k < CU_MAX_COMPUTE + 3; k++) {
+      cp->turn_base[d][k] = base;
+      base += cp->turns[d][k];
+    }
+  if ((cp->parked = weft__malloc((cp->nturns ? cp->nturns : 1) * sizeof *cp->parked)) == NULL)
+    rc = weft__oom("the CUDA plan's turns");
+done:
+  weft__free(hf);
+  weft__free(eoff);
+  weft__free(epred);
+  return rc;
+}
+
 int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   cu_state *st = b->state;
   uint32_t n = p->n, mine = 0;
@@ -578,7 +646,7 @@ int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra) {
   choose_heirs(&bd);
   assign_streams(&bd);
   if ((rc = plan_temporaries(&bd)) != WEFT_OK || (rc = plan_window(&bd, extra)) != WEFT_OK ||
-      (rc = plan_waits(&bd)) != WEFT_OK)
+      (rc = plan_waits(&bd)) != WEFT_OK || (rc = plan_turns(&bd, extra)) != WEFT_OK)
     goto done;
   plan_tail_split(&bd);
   uint32_t *lists = NULL;
@@ -757,6 +825,8 @@ void weft__cu_plan_free(weft__backend *b, weft__plan *p) {
   if (cp->have_msg_lock) weft__mutex_destroy(&cp->msg_lock);
   weft__free(cp->x);
   weft__free(cp->defer);
+  weft__free(cp->turn_of);
+  weft__free(cp->parked);
   weft__free(cp->batches);
   weft__free(cp->lists);
   weft__free(cp->order);

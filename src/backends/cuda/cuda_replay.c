@@ -190,6 +190,8 @@ int weft__cu_run_begin(weft__backend *b, weft__plan *p) {
   if (cp == NULL) return WEFT_OK;
   cp->replaying = 0;
   cp->runs++;
+  memset(cp->turn_next, 0, sizeof cp->turn_next); /* turns (cuda_launch.c) */
+  for (uint32_t t = 0; t < cp->nturns; t++) cp->parked[t] = CU_TURN_OPEN;
   for (int d = 0; d < CU_MAX_DEVICES; d++) atomic_store_explicit(&cp->last_issued[d], UINT32_MAX, memory_order_relaxed);
   if (cp->tm != NULL) weft__cu_timing_run_begin(st, cp);
   if (cp->runs >= st->capture_run && !cp->capture_failed && (cp->exec != NULL || replayable(st, cp)) &&
