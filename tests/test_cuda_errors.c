@@ -113,13 +113,9 @@ static int child_no_gpu(void) {
 
 #if WEFT_HAVE_CUDA
 static int failing_kernel(weft_kernel_ctx *ctx) { return weft_ctx_fail(ctx, "boom at element %d", 42); }
-#endif
 
-static void a_failing_kernel_names_its_node(void **state) {
-  (void)state;
-  GT_NEED_GPUS(1);
-#if WEFT_HAVE_CUDA
-  weft_runtime *rt = gt_runtime(2, 0);
+/* The op "fails": one argument, read and written on a CUDA device, whose kernel fails. */
+static const weft_op *register_failing(weft_runtime *rt) {
   weft_op_desc desc;
   memset(&desc, 0, sizeof desc);
   desc.name = "fails";
@@ -128,6 +124,16 @@ static void a_failing_kernel_names_its_node(void **state) {
   desc.cuda = failing_kernel;
   const weft_op *op;
   CHECK(weft_op_register(rt, &desc, &op));
+  return op;
+}
+#endif
+
+static void a_failing_kernel_names_its_node(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+#if WEFT_HAVE_CUDA
+  weft_runtime *rt = gt_runtime(2, 0);
+  const weft_op *op = register_failing(rt);
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
   weft_tensor *a, *b, *after = NULL, *indep = NULL;
@@ -161,14 +167,7 @@ static void a_skipped_copy_gives_up_its_turn(void **state) {
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
   weft_runtime *rt = gt_runtime(2, 0);
-  weft_op_desc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.name = "fails";
-  desc.nargs = 1;
-  desc.access[0] = WEFT_READ_WRITE;
-  desc.cuda = failing_kernel;
-  const weft_op *op;
-  CHECK(weft_op_register(rt, &desc, &op));
+  const weft_op *op = register_failing(rt);
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
   weft_tensor *a, *ha = NULL;
