@@ -13,9 +13,9 @@
  *   - a compute node with no stream to continue goes to the device's main stream 0 when it
  *     fills the GPU on its own (a product with at least one 128x128 output tile per SM, or an
  *     elementwise op over 2048 elements per SM): independent large products run one after
- *     the other, in program order, which is as fast as running them at once and lets each
- *     result's copy start as soon as it is done; a small node goes round-robin to the compute
- *     streams, where several run at once.
+ *     the other, in program order (their turns, below), which is as fast as running them at
+ *     once and lets each result's copy start as soon as it is done; a small node goes
+ *     round-robin to the compute streams, where several run at once.
  * Events: a node records its event only when a successor (or a later free of one of its
  * temporaries) is on another stream, or when a CPU node waits for it (CU_NOTIFY); a node waits
  * (cudaStreamWaitEvent) only for its predecessors on other streams.
