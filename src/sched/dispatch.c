@@ -357,7 +357,6 @@ int weft_graph_launch_cb(weft_graph *g, weft_run_cb cb, void *arg, weft_run **ou
  * benchmarks.md, "Where a short run's time goes"), so it first watches the run for
  * WEFT__WAIT_SPIN_NS, yielding its core to whoever wants it. It then still takes the lock: the
  * run's end publishes `done` under it, and the run may be destroyed as soon as this returns. */
-
 int weft_run_wait(weft_run *r) {
   if (r == NULL) return weft__err(WEFT_EINVAL, "weft_run_wait: run is NULL");
   uint64_t t0 = weft__now_ns();

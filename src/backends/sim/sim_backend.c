@@ -246,18 +246,18 @@ static double peak_of(const weft__sim_curve *c) {
   return best;
 }
 
-/* The cost of a node on a GPU (or on a copy engine), without the host's submission. *share
- * receives the part of the device a kernel needs to run at full speed (des.c shares the device
- * in start order): a product's from the profile's measured gemm_f32_share where it has one,
- * otherwise the time its work would take at the device's peak over its modelled time, so a
- * kernel held up by the launch floor leaves room for others on other streams, and a large one
- * fills the device. Copies between devices run on copy engines (share 0). */
 /* A product's size: the cube root of its m n k. */
 static double product_side(const weft_node *n) {
   int64_t cols = n->kind == WEFT__OP_MM ? n->args[1].t->shape[1] : n->args[1].t->shape[0];
   return cbrt((double)n->args[0].t->shape[0] * (double)cols * (double)n->args[0].t->shape[1]);
 }
 
+/* The cost of a node on a GPU (or on a copy engine), without the host's submission. *share
+ * receives the part of the device a kernel needs to run at full speed (des.c shares the device
+ * in start order): a product's from the profile's measured gemm_f32_share where it has one,
+ * otherwise the time its work would take at the device's peak over its modelled time, so a
+ * kernel held up by the launch floor leaves room for others on other streams, and a large one
+ * fills the device. Copies between devices run on copy engines (share 0). */
 static double gpu_cost(const weft__sim *m, const weft_node *n, double *share) {
   const weft__sim_profile *p = &m->prof;
   const weft__sim_gpu *g = &p->gpu;
@@ -533,7 +533,8 @@ static void assign_streams(const weft__sim *m, weft__sim_plan *sp, plan_box *box
  * GPU stream (record there, wait here). With others ready, workers launch on several streams at
  * once (des.c divides by launch_lanes), but an f32 product that does not fill the device, of a
  * size within gemm_f32_wide_s, adds no less than that curve to an eager run: the measured time
- * of each of many independent ones (smaller products are what launch_lanes is measured on). Those calls contend in cuBLAS and the driver: on the H100 four threads launched 400^2
+ * of each of many independent ones (smaller products are what launch_lanes is measured on).
+ * Those calls contend in cuBLAS and the driver: on the H100 four threads launched 400^2
  * products at 0.16-0.28 a microsecond together (docs/benchmarks.md), where launch_lanes,
  * measured on 16^2 products, gave 0.33; 100 such products took 0.75 ms eager where the device
  * needs 0.61. */
