@@ -15,7 +15,7 @@
 
 #include "backends/sim/json.h"
 #include "sched/sched.h"
-#include "backends/sim/profile.h"
+#include "sched/cost/profile.h"
 #include "backends/sim/sim_internal.h"
 #include "oracle_gen.h"
 #include "testutil.h"

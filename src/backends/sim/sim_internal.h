@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "backends/sim/profile.h"
+#include "sched/cost/profile.h"
 
 struct weft__plan;
 

@@ -5,7 +5,7 @@
  * required and their valid range. A key the table does not know is an error that names it —
  * a misspelt field must not silently fall back to a default — except "notes" and keys that
  * start with '_', which are free for people. Every message names the field by its path. */
-#include "backends/sim/profile.h"
+#include "sched/cost/profile.h"
 
 #include <errno.h>
 #include <math.h>
