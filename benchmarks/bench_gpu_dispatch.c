@@ -1,7 +1,7 @@
 /* bench_gpu_dispatch.c — per-node cost of tiny GPU nodes: a chain of 10 000 in-place adds on a
  * one-element tensor (x = x + 1), as PyTorch's `x.add_(1)` loop. Eager runs dispatch every node
  * (target <= 3 us per node): the CUDA backend batches such chains, 128 nodes to a kernel
- * (cuda_plan.c, "Batches"); replayed runs launch one CUDA graph (target <= 1 us per node).
+ * (src/sched/plan/batches.c); replayed runs launch one CUDA graph (target <= 1 us per node).
  * Also measured: the cold first run of a fresh graph (analysis, plan, materialisation and the
  * eager run), and eager runs with batching off (weft_cuda_set_batching: a launch per node). The
  * result is checked (x grows by the node count each run). The floor of an unbatched eager run

@@ -256,20 +256,16 @@ static void in_place_products(void **state) {
 /* ---- streams, through the plan's explanation --------------------------------------------- */
 
 static void lane_of(weft_graph *g, weft_node *n, char *lane, size_t size) {
-  weft_runtime *rt = weft_graph_runtime(g);
-  weft__backend *b = rt->by_kind[WEFT_DEVICE_CUDA];
-  weft__placement pl;
-  CHECK(b->vt->explain(b, g->plan, (uint32_t)weft_node_id(n), &pl));
+  weft_placement pl;
+  CHECK(weft_node_placement(g, n, &pl));
   snprintf(lane, size, "%s", pl.lane);
 }
 
 #if WEFT_HAVE_CUDA
 /* The batch node n belongs to, from the plan's explanation: 1 and its bounds, or 0. */
 static int batch_of(weft_graph *g, weft_node *n, unsigned *first, unsigned *last) {
-  weft_runtime *rt = weft_graph_runtime(g);
-  weft__backend *b = rt->by_kind[WEFT_DEVICE_CUDA];
-  weft__placement pl;
-  CHECK(b->vt->explain(b, g->plan, (uint32_t)weft_node_id(n), &pl));
+  weft_placement pl;
+  CHECK(weft_node_placement(g, n, &pl));
   const char *s = strstr(pl.why, "batched: nodes ");
   return s != NULL && sscanf(s, "batched: nodes %u..%u", first, last) == 2;
 }
@@ -530,9 +526,8 @@ static void the_tail_product_is_split(void **state) {
     free(a);
     free(b);
   }
-  weft__backend *b = rt->by_kind[WEFT_DEVICE_CUDA];
-  weft__placement pl;
-  CHECK(b->vt->explain(b, g->plan, (uint32_t)weft_node_id(last), &pl));
+  weft_placement pl;
+  CHECK(weft_node_placement(g, last, &pl));
   assert_non_null(strstr(pl.why, "two row halves"));
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);

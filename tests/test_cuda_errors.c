@@ -159,7 +159,7 @@ static void a_failing_kernel_names_its_node(void **state) {
 #endif
 }
 
-/* A node with a turn on its stream (cuda_plan.c, "turns") that a failure upstream skips gives
+/* A node with a turn on its stream (src/sched/plan/sync.c, "Turns") that a failure upstream skips gives
  * its turn up: the copies to the host after it in program order still run, and the run ends
  * (it would wait forever for the skipped copy otherwise). A cancelled run likewise. */
 static void a_skipped_copy_gives_up_its_turn(void **state) {

@@ -84,7 +84,7 @@ static weft_run_stats *check_overlap_run(overlap *o) {
     mm[i] = m;
   }
   /* Large products run one at a time on the main stream, and the copies on the copy stream,
-   * each in program order, eager as replayed: each waits for its turn (cuda_plan.c, "turns"),
+   * each in program order, eager as replayed: each waits for its turn (src/sched/plan/sync.c, "Turns"),
    * whatever order the workers take them in. */
   for (int i = 1; i < o->n; i++) {
     weft_node_timing c0 = node_time(st, o->cp[i - 1]), c1 = node_time(st, o->cp[i]);

@@ -720,7 +720,7 @@ static void test_report_of_simulated_run(void **state) {
   /* The report's makespan runs from the first node's start to the last one's end; the
    * simulator's from the launch to the host seeing the end (the run's fixed cost included):
    * they differ by host latencies. */
-  const weft__sim_gpu *gp = &((const weft__sim *)rt->by_kind[WEFT_DEVICE_CPU]->state)->prof.gpu;
+  const weft__sim_gpu *gp = &((const weft__sim *)rt->by_kind[WEFT_DEVICE_CPU]->state)->cost.prof.gpu;
   assert_true(rs.makespan_s <= s.makespan_s && rs.makespan_s > 0.999 * (s.makespan_s - gp->run_s));
   assert_true(rs.wall_s < rs.makespan_s); /* the simulation itself took real microseconds */
   assert_true(near(rs.hidden_copy_fraction, s.hidden_copy_fraction, 1e-4));
@@ -954,12 +954,10 @@ static void test_device_memory_limit(void **state) {
 
 /* Streams follow the CUDA backend's rules: a chain stays on its stream, a fork's side branch
  * goes to another, a product that fills the device starts on stream 0, copies go to the copy
- * streams. Read through the backend's `explain` entry. */
+ * streams. Read through the plan's explanation (weft_node_placement). */
 static void lane_of(weft_graph *g, size_t node, char *lane, size_t size) {
-  weft_runtime *rt = weft_graph_runtime(g);
-  weft__backend *b = rt->by_kind[WEFT_DEVICE_CUDA];
-  weft__placement pl;
-  CHECK(b->vt->explain(b, g->plan, (uint32_t)node, &pl));
+  weft_placement pl;
+  CHECK(weft_node_placement(g, weft_graph_node(g, node), &pl));
   snprintf(lane, size, "%s", pl.lane);
 }
 

@@ -176,6 +176,10 @@ typedef struct weft_runtime_options {
   /* NULL for real devices; else a machine profile (a JSON file path or a shipped name such as
    * "h100" or "h200x8") whose virtual devices the runtime simulates instead. */
   const char *simulate;
+  /* The placement policy, by name; NULL for the default, "fixed": every node runs on the device
+   * the program gave it (docs/architecture.md, "Plan"). An unknown name fails
+   * weft_runtime_create with WEFT_EINVAL and the list of policies. */
+  const char *policy;
 } weft_runtime_options;
 
 /* Fills `o` with the defaults. */
@@ -474,6 +478,25 @@ typedef struct weft_edge {
  * (a writer waits for the readers since the last write, not also for that write). */
 WEFT_API size_t weft_graph_edge_count(const weft_graph *g);
 WEFT_NODISCARD WEFT_API int weft_graph_edge(const weft_graph *g, size_t i, weft_edge *out);
+
+/* Stores in *out the number of nodes on the longest chain of dependent nodes (0 for an empty
+ * graph), analysing the graph first if it changed. Returns WEFT_OK, or the analysis's error.
+ * Thread-safe: no (not while the graph is being changed or launched). */
+WEFT_NODISCARD WEFT_API int weft_graph_depth(weft_graph *g, size_t *out);
+
+/* Where the plan runs a node, and why (what `weft explain` prints). */
+typedef struct weft_placement {
+  weft_device device; /* the node's device */
+  char lane[64];      /* "cpu workers", "cuda:0 stream 2", "cuda:0 copy d2h", with
+                         " (simulated)" on a simulated machine */
+  char why[320];      /* the rule of the plan that put it there, in a sentence or two */
+} weft_placement;
+
+/* Fills *out with where node n runs and why, building the graph's plan as a launch would
+ * (nothing runs). Returns WEFT_OK,
+ * WEFT_EBUSY while a run of the graph is in flight, WEFT_EINVAL for a node of another graph,
+ * or the error of the analysis or the plan. Thread-safe: no (one thread per graph). */
+WEFT_NODISCARD WEFT_API int weft_node_placement(weft_graph *g, const weft_node *n, weft_placement *out);
 
 WEFT_API size_t weft_node_id(const weft_node *n);
 /* The op's name: "mm", "add", ..., "copy", "fill", or the user op's name. */

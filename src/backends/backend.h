@@ -1,6 +1,7 @@
 /* backend.h — the table every device backend fills (cpu, cuda, sim), in the manner of
  * SQLite's sqlite3_io_methods: versioned, append-only, one designated-initializer instance
- * per backend. The scheduler reaches devices only through this table.
+ * per backend. The scheduler reaches devices only through this table, and a backend sees of
+ * the scheduler only this header and the plan (sched/plan/plan.h): never sched/sched.h.
  *
  * Storage: `alloc` gives a tensor storage on its device (t->data) and `free` releases it; a
  * backend may leave t->data NULL for tensors it manages per run (GPU temporaries). `read` and
@@ -15,14 +16,12 @@
  * as the predecessor is *issued*, so a GPU node's GPU successors are enqueued without the host
  * waiting. All other edges are released at completion.
  *
- * Plans: `plan` is called when a graph's plan is (re)built, to attach per-node backend state
- * (streams, events, memory plan) to plan->x[i].bstate; `plan_free` undoes it. `run_begin` and
- * `run_end` bracket each run.
+ * Plans: the planner (src/sched/plan/) decides every node's lane, events, memory and batches,
+ * for the machine the GPUs' backend describes through `gpu_target`; each backend's `plan`
+ * hook then attaches its own objects (events, staging buffers, costs) to p->bstate[b->index],
+ * and `plan_free` undoes it. `run_begin` and `run_end` bracket each run.
  *
- * Version 2 adds three things for asynchronous backends:
- *   - `plan_edges` lets a backend order its own nodes further, for resources the dependency
- *     analysis does not see (a device buffer that a later node reuses waits for the last
- *     reader of its previous tenant). The edges are early ones (both ends on the backend).
+ * Asynchronous backends:
  *   - A node whose launch enqueued its work and that has no late successors may return
  *     WEFT_OK at once ("issued"): the scheduler counts it done, and the backend promises that
  *     the run does not end before the work has finished, through `run_drain`: called once
@@ -32,24 +31,32 @@
  *   - `run_begin` may return WEFT__PENDING to say "this backend runs the whole plan" (a
  *     replayed CUDA graph): the scheduler then dispatches no node and ends the run through
  *     `run_drain`. A backend may do so only when every node of the plan is its own.
- *   - `launch` of an asynchronous backend may return WEFT__DEFERRED: the backend keeps the node
- *     and reports its issue later through weft__sched_issued (from any thread); until then the
- *     scheduler releases none of its edges and does not count it done. */
+ *   - `launch` may return WEFT__DEFERRED: the backend keeps the node and reports its issue
+ *     later through weft__sched_issued (from any thread); until then the scheduler releases
+ *     none of its edges and does not count it done.
+ *
+ * The protocol of one run, as a sequence (docs/architecture.md draws it):
+ *   plan build:  gpu_target -> (planner) -> plan (each backend)
+ *   launch:      run_begin (each backend) -> launch (each node, in dependency order)
+ *                -> weft__sched_complete / weft__sched_issued (asynchronous nodes)
+ *   end:         run_drain (each asynchronous backend) -> weft__sched_drained
+ *                -> run_end (each backend) -> the run is done */
 #ifndef WEFT_BACKEND_H
 #define WEFT_BACKEND_H
 
-#include "graph/graph.h"
+#include "sched/plan/plan.h"
 
-#define WEFT__BACKEND_VERSION 2
+#define WEFT__BACKEND_VERSION 3
 
-/* The hazard of an edge a backend adds through plan_edges (internal; never shown to users). */
-#define WEFT__HAZARD_RESOURCE 5
+/* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
+ * (src/sched/dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
+#define WEFT__WAIT_SPIN_NS 200000ull
 
 enum {
-  WEFT__BACKEND_ASYNC = 1u << 0, /* launch may return WEFT__PENDING; orders its nodes itself */
+  WEFT__BACKEND_ASYNC = 1u << 0,     /* launch may return WEFT__PENDING; orders its nodes itself */
+  WEFT__BACKEND_SIMULATED = 1u << 1, /* its devices are a simulated machine's */
 };
 
-struct weft__plan;
 struct weft__backend;
 
 /* What a kernel sees. Built by the scheduler on the worker's stack for each node. */
@@ -67,12 +74,6 @@ struct weft_kernel_ctx {
   size_t err_size;
 };
 
-/* Where a planned node runs and why, for `weft explain` (see `explain` below). */
-typedef struct weft__placement {
-  char lane[64];  /* "cpu workers", "cuda:0 stream 2", "cuda:0 copy d2h", ... */
-  char why[256];  /* one sentence: the rule of the plan that put the node there */
-} weft__placement;
-
 typedef struct weft__backend_vtable {
   int version; /* WEFT__BACKEND_VERSION */
   const char *name;
@@ -88,40 +89,47 @@ typedef struct weft__backend_vtable {
   int (*read)(struct weft__backend *b, weft_tensor *t, void *dst);
   int (*write)(struct weft__backend *b, weft_tensor *t, const void *src);
   int (*init_tensor)(struct weft__backend *b, weft_tensor *t);
-  int (*plan)(struct weft__backend *b, struct weft__plan *p);
-  void (*plan_free)(struct weft__backend *b, struct weft__plan *p);
-  int (*run_begin)(struct weft__backend *b, struct weft__plan *p);
-  void (*run_end)(struct weft__backend *b, struct weft__plan *p);
+  int (*plan)(struct weft__backend *b, weft__plan *p);
+  void (*plan_free)(struct weft__backend *b, weft__plan *p);
+  int (*run_begin)(struct weft__backend *b, weft__plan *p, weft_run *run);
+  void (*run_end)(struct weft__backend *b, weft__plan *p, weft_run *run);
   int (*launch)(struct weft__backend *b, weft_kernel_ctx *ctx);
   /* Pinned host memory for CPU tensors that GPUs copy to or from (NULL: none). */
   void *(*host_alloc)(struct weft__backend *b, size_t bytes);
   void (*host_free)(struct weft__backend *b, void *p);
-  /* Describes the lane (stream, copy engine) the plan gave node `index` and why, from the
-   * backend's plan state, for `weft explain`. NULL: the scheduler describes the node by the
-   * dispatcher's rules. Called on a built plan, with no run in flight. */
-  int (*explain)(const struct weft__backend *b, const struct weft__plan *p, uint32_t index,
-                 weft__placement *out);
-  /* Version 2. Appends edges (weft__edge, hazard WEFT__HAZARD_RESOURCE) between two of the
-   * backend's own nodes to `extra`. Called while the plan is built, when p->x[i].node, id and
-   * backend are set and nothing else is; the backend may keep state in p->bstate[its index]
-   * for its `plan` hook. Every edge must point forward in one topological order of the
-   * graph's edges (so none can close a cycle). */
-  int (*plan_edges)(struct weft__backend *b, struct weft__plan *p, weft__vec *extra);
-  /* Version 2. See above: WEFT_OK when nothing of the run is in flight on the backend, or
+  /* See above: WEFT_OK when nothing of the run is in flight on the backend, or
    * WEFT__PENDING, and weft__sched_drained is called later. Called on the thread that
    * completed the run's last node; must not block. */
-  int (*run_drain)(struct weft__backend *b, struct weft__plan *p);
-  /* Version 2. Node `index` of `run` will not be launched (a failure upstream, a cancel): the
-   * scheduler tells its backend when it skips it, so that nothing the backend holds back waits
-   * for it. May be NULL. */
+  int (*run_drain)(struct weft__backend *b, weft__plan *p, weft_run *run);
+  /* Node `index` of `run` will not be launched (a failure upstream, a cancel): the scheduler
+   * tells its backend when it skips it, so that nothing the backend holds back waits for it.
+   * May be NULL. */
   void (*skip)(struct weft__backend *b, weft_run *run, uint32_t index);
+  /* The backend serving GPUs describes them for the planner (streams, SMs, peer access, the
+   * batching and window knobs as they are now). May be NULL for a backend without GPUs. */
+  int (*gpu_target)(const struct weft__backend *b, weft__gpu_target *out);
 } weft__backend_vtable;
 
 typedef struct weft__backend {
   const weft__backend_vtable *vt;
   weft_runtime *rt;
+  int index;   /* in the runtime's table: its slot in weft__plan.bstate */
   void *state; /* the backend's own */
 } weft__backend;
+
+/* The backend serving device kind `kind` in rt (WEFT_DEVICE_CPU or WEFT_DEVICE_CUDA), or NULL. */
+weft__backend *weft__runtime_backend(const weft_runtime *rt, int kind);
+
+/* What a backend may know of a run besides its plan. */
+/* The plan the run executes. */
+weft__plan *weft__run_plan(const weft_run *run);
+/* The time of the run's launch, weft__clock_ns() base. */
+uint64_t weft__run_launch_ns(const weft_run *run);
+/* The plan of a finished run that is still its graph's latest, for the results a backend
+ * keeps in its plan state; else an error naming `what` (still in flight: WEFT_EAGAIN; launched
+ * again since: WEFT_ESTATE). */
+int weft__run_latest_plan(const weft_run *run, const char *what, const weft__plan **out);
+
 
 extern const weft__backend_vtable weft__cpu_backend;
 #if WEFT_HAVE_CUDA
@@ -200,6 +208,9 @@ enum {
 /* The time base of node timing, in nanoseconds. Thread-safe: yes. */
 uint64_t weft__clock_ns(void);
 
+/* Whether the runs of plan p record node times (timing is on for its runtime). */
+int weft__timing_on(const weft__plan *p);
+
 /* Reports node `index`'s interval [start_ns, end_ns] (weft__clock_ns base) on `lane`
  * (WEFT__LANE(...)), replacing the dispatcher's record; see above for when to call it.
  * Does nothing when timing is off. Callable from any thread, for distinct nodes at once. */
@@ -209,8 +220,9 @@ void weft__sched_node_time(weft_run *run, uint32_t index, uint64_t start_ns, uin
 /* Reports that `bytes` of device `device`'s memory were in use at time `t_ns` (weft__clock_ns
  * base), for the memory track of the trace and the peak per device in the statistics. A
  * backend calls it where its allocator's use changes (or once per run with its peak); the
- * statistics take the largest sample as the peak. Samples beyond a bound per run (65 536) are
- * dropped, and the statistics say so. Callable from any thread; takes a leaf lock. */
+ * statistics take the largest sample as the peak. Samples beyond a bound per run
+ * (WEFT__MEM_SAMPLES_MAX) are dropped, and the statistics say so. Callable from any thread; takes a leaf lock. */
+enum { WEFT__MEM_SAMPLES_MAX = 65536 };
 void weft__sched_mem_sample(weft_run *run, weft_device device, uint64_t t_ns, uint64_t bytes);
 
 /* The CPU kernels, shared by the CPU backend, the serial interpreter and (for host-side

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "sched/sched.h" /* the plan: where each node runs (see placement below) */
 
 static const char *hazard_name(int h) {
   switch (h) {
@@ -86,47 +85,6 @@ static dev_count *dev_slot(dev_count *dc, int *ndc, int cap, weft_device d) {
   return &dc[(*ndc)++];
 }
 
-/* Longest dependency chain, in nodes (Kahn's order over the analysed edges). */
-static size_t graph_depth(const weft_graph *g) {
-  size_t n = weft_graph_node_count(g), m = weft_graph_edge_count(g), depth = 0;
-  if (n == 0) return 0;
-  size_t *indeg = calloc(n, sizeof *indeg), *level = calloc(n, sizeof *level);
-  size_t *start = calloc(n + 1, sizeof *start), *adj = malloc((m ? m : 1) * sizeof *adj);
-  size_t *queue = malloc(n * sizeof *queue);
-  if (!indeg || !level || !start || !adj || !queue) goto done;
-  weft_edge e;
-  for (size_t k = 0; k < m; k++)
-    if (weft_graph_edge(g, k, &e) == WEFT_OK) start[weft_node_id(e.from) + 1]++;
-  for (size_t i = 0; i < n; i++) start[i + 1] += start[i];
-  size_t *fill = level; /* reused as a cursor, reset below */
-  for (size_t k = 0; k < m; k++)
-    if (weft_graph_edge(g, k, &e) == WEFT_OK) {
-      size_t f = weft_node_id(e.from), t = weft_node_id(e.to);
-      adj[start[f] + fill[f]++] = t;
-      indeg[t]++;
-    }
-  memset(level, 0, n * sizeof *level);
-  size_t head = 0, tail = 0;
-  for (size_t i = 0; i < n; i++)
-    if (indeg[i] == 0) queue[tail++] = i, level[i] = 1;
-  while (head < tail) {
-    size_t v = queue[head++];
-    if (level[v] > depth) depth = level[v];
-    for (size_t k = start[v]; k < start[v + 1]; k++) {
-      size_t w = adj[k];
-      if (level[v] + 1 > level[w]) level[w] = level[v] + 1;
-      if (--indeg[w] == 0) queue[tail++] = w;
-    }
-  }
-done:
-  free(indeg);
-  free(level);
-  free(start);
-  free(adj);
-  free(queue);
-  return depth;
-}
-
 static int check_option(int c, const char *arg, void *ctx) {
   (void)arg;
   if (c != CLI_OPT_LOCAL) return -1;
@@ -168,7 +126,11 @@ int cli_cmd_check(int argc, char **argv) {
     weft_edge e;
     if (weft_graph_edge(g, k, &e) == WEFT_OK && e.hazard >= 1 && e.hazard <= 4) hz[e.hazard]++;
   }
-  size_t depth = graph_depth(g);
+  size_t depth = 0;
+  if (weft_graph_depth(g, &depth) != WEFT_OK) {
+    code = cli_error(CLI_EXIT_FAILED, "%s: %s", file, weft_last_error());
+    goto done;
+  }
   cli_buf b;
   cli_buf_init(&b);
   char dev[32];
@@ -240,36 +202,6 @@ static void node_call(cli_buf *b, const weft_node *n) {
     first = 0;
   }
   cli_buf_puts(b, ")");
-}
-
-/* Where the plan puts node `index` and why: its backend's `explain` entry where it has one
- * (the CUDA backend: stream and copy engine from its plan state); otherwise the CPU
- * dispatcher's rules (dispatch.c): roots go to any idle worker, a worker that releases a node's
- * last dependency runs that node next itself, and other ready nodes are stolen. Builds the plan
- * as a launch would; nothing runs. */
-static int placement(weft_graph *g, size_t index, weft__placement *out) {
-  int rc = weft__plan_build(g);
-  if (rc != WEFT_OK) return rc;
-  const weft__plan *p = g->plan;
-  memset(out, 0, sizeof *out);
-  if (index >= p->n) return WEFT_EINVAL;
-  const weft__xnode *x = &p->x[index];
-  if (x->backend->vt->explain != NULL)
-    return x->backend->vt->explain(x->backend, p, (uint32_t)index, out);
-  snprintf(out->lane, sizeof out->lane, "%s workers", x->backend->vt->name);
-  uint32_t npred = x->pred_end - x->pred_begin;
-  if (npred == 0)
-    snprintf(out->why, sizeof out->why,
-             "no dependencies: any idle worker takes it as soon as the run starts");
-  else if (npred == 1)
-    snprintf(out->why, sizeof out->why,
-             "continues #%u's chain on the worker that ran it (an idle worker steals it when #%u "
-             "readies several nodes at once)",
-             p->pred[x->pred_begin], p->pred[x->pred_begin]);
-  else
-    snprintf(out->why, sizeof out->why,
-             "joins %u dependencies: runs on the worker that finishes the last of them", npred);
-  return WEFT_OK;
 }
 
 /* Why the node runs on its device. */
@@ -354,8 +286,8 @@ int cli_cmd_explain(int argc, char **argv) {
     cli_buf_printf(&b, "\n         device %s: ",
                    weft_device_str(weft_node_device(n), dev, sizeof dev));
     device_reason(&b, g, n);
-    weft__placement pl;
-    int rc = placement(g, i, &pl);
+    weft_placement pl;
+    int rc = weft_node_placement(g, n, &pl);
     if (rc == WEFT_OK)
       cli_buf_printf(&b, "\n         lane   %s: %s\n", pl.lane, pl.why);
     else

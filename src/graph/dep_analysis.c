@@ -101,48 +101,48 @@ done:
   return rc;
 }
 
-static int check_cycles(weft_graph *g) {
+/* Orders the graph (Kahn) when an explicit edge points backward: the order goes to g->order,
+ * and nodes it cannot order lie on or below a cycle, which is reported. */
+static int order_or_cycle(weft_graph *g) {
   size_t n = g->nodes.len, m = g->edges.len;
-  weft__edge *e = g->edges.data;
+  const weft__edge *e = g->edges.data;
   uint32_t *off = weft__calloc(n + 1, sizeof *off);
   uint32_t *succ = weft__malloc((m ? m : 1) * sizeof *succ);
-  uint32_t *indeg = weft__calloc(n ? n : 1, sizeof *indeg);
-  uint32_t *queue = weft__malloc((n ? n : 1) * sizeof *queue);
+  uint32_t *work = weft__malloc((n ? n : 1) * sizeof *work);
   uint8_t *left = weft__malloc(n ? n : 1);
   int rc = WEFT_OK;
-  if (!off || !succ || !indeg || !queue || !left) {
+  g->order.len = 0;
+  if (!off || !succ || !work || !left || (rc = weft__vec_reserve(&g->order, n)) != WEFT_OK) {
     rc = weft__oom("the cycle check");
     goto done;
   }
-  for (size_t i = 0; i < m; i++) {
-    off[e[i].from + 1]++;
-    indeg[e[i].to]++;
-  }
+  for (size_t i = 0; i < m; i++) off[e[i].from + 1]++;
   for (size_t i = 0; i < n; i++) off[i + 1] += off[i];
-  {
-    uint32_t *fill = queue; /* reuse as cursor array temporarily */
-    for (size_t i = 0; i < n; i++) fill[i] = off[i];
-    for (size_t i = 0; i < m; i++) succ[fill[e[i].from]++] = e[i].to;
+  for (size_t i = 0; i < n; i++) work[i] = off[i];
+  for (size_t i = 0; i < m; i++) succ[work[e[i].from]++] = e[i].to;
+  uint32_t *order = g->order.data;
+  uint32_t done = weft__topo_order((uint32_t)n, off, succ, work, order);
+  if (done < n) {
+    memset(left, 1, n);
+    for (uint32_t k = 0; k < done; k++) left[order[k]] = 0;
+    rc = report_cycle(g, left);
+  } else {
+    g->order.len = n;
   }
-  size_t qh = 0, qt = 0;
-  for (size_t i = 0; i < n; i++) {
-    left[i] = 1;
-    if (indeg[i] == 0) queue[qt++] = (uint32_t)i;
-  }
-  while (qh < qt) {
-    uint32_t v = queue[qh++];
-    left[v] = 0;
-    for (uint32_t k = off[v]; k < off[v + 1]; k++)
-      if (--indeg[succ[k]] == 0) queue[qt++] = succ[k];
-  }
-  if (qt < n) rc = report_cycle(g, left);
 done:
   weft__free(off);
   weft__free(succ);
-  weft__free(indeg);
-  weft__free(queue);
+  weft__free(work);
   weft__free(left);
   return rc;
+}
+
+void weft__graph_order(const weft_graph *g, uint32_t *out) {
+  size_t n = g->nodes.len;
+  if (g->order.len == n && n > 0)
+    memcpy(out, g->order.data, n * sizeof *out);
+  else
+    for (size_t i = 0; i < n; i++) out[i] = (uint32_t)i;
 }
 
 int weft__graph_analyse(weft_graph *g) {
@@ -240,7 +240,8 @@ int weft__graph_analyse(weft_graph *g) {
   for (size_t t = 0; t < nt; t++)
     if ((tensors[t]->flags & WEFT__T_AUTO) && !(tensors[t]->flags & WEFT__T_KEEP) && s.head[t] != NONE)
       tensors[t]->flags |= WEFT__T_TEMP;
-  if (backward && (rc = check_cycles(g)) != WEFT_OK) goto done;
+  g->order.len = 0;
+  if (backward && (rc = order_or_cycle(g)) != WEFT_OK) goto done;
   g->analysed_version = g->version;
 done:
   weft__mem_put(g->mem, s.last_writer, tbytes);
@@ -273,4 +274,42 @@ int weft_graph_edge(const weft_graph *g, size_t i, weft_edge *out) {
   out->hazard = e.hazard;
   out->tensor = e.tensor == NONE ? NULL : WEFT__VEC_AT(&g->tensors, weft_tensor *, e.tensor);
   return WEFT_OK;
+}
+
+int weft_graph_depth(weft_graph *g, size_t *out) {
+  if (g == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_depth: NULL argument");
+  int rc = weft__graph_analyse(g);
+  if (rc != WEFT_OK) return rc;
+  size_t n = g->nodes.len, m = g->edges.len, depth = 0;
+  *out = 0;
+  if (n == 0) return WEFT_OK;
+  /* level[v]: the nodes on the longest chain ending at v; in a topological order, each
+   * node's level is final before its successors read it. */
+  uint32_t *order = weft__malloc(n * sizeof *order), *level = weft__calloc(n, sizeof *level);
+  uint32_t *poff = weft__calloc(n + 1, sizeof *poff), *pred = weft__malloc((m ? m : 1) * sizeof *pred);
+  if (!order || !level || !poff || !pred) {
+    rc = weft__oom("the graph's depth");
+    goto done;
+  }
+  const weft__edge *e = g->edges.data;
+  for (size_t k = 0; k < m; k++) poff[e[k].to + 1]++;
+  for (size_t i = 0; i < n; i++) poff[i + 1] += poff[i];
+  for (size_t k = 0; k < m; k++) pred[poff[e[k].to]++] = e[k].from; /* poff[i]: i's end */
+  for (size_t i = n; i > 0; i--) poff[i] = poff[i - 1];
+  poff[0] = 0;
+  weft__graph_order(g, order);
+  for (size_t k = 0; k < n; k++) {
+    uint32_t v = order[k], best = 0;
+    for (uint32_t q = poff[v]; q < poff[v + 1]; q++)
+      if (level[pred[q]] > best) best = level[pred[q]];
+    level[v] = best + 1;
+    if (level[v] > depth) depth = level[v];
+  }
+  *out = depth;
+done:
+  weft__free(order);
+  weft__free(level);
+  weft__free(poff);
+  weft__free(pred);
+  return rc;
 }

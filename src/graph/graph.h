@@ -124,6 +124,8 @@ struct weft_graph {
   weft__vec nodes;    /* weft_node * */
   weft__vec explicit_edges; /* weft__edge */
   weft__vec edges;    /* weft__edge: the analysis result */
+  weft__vec order;    /* uint32_t: the analysis's topological order where insertion order is not
+                         one (an explicit edge points backward); empty where it is */
   int strict;
   uint64_t version, analysed_version;
   /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
@@ -147,6 +149,10 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
 
 /* Runs the analysis if the graph changed. */
 int weft__graph_analyse(weft_graph *g);
+
+/* Writes a topological order of the analysed graph's nodes into out (n entries): insertion
+ * order, or the analysis's order where explicit edges point backward. */
+void weft__graph_order(const weft_graph *g, uint32_t *out);
 
 /* Returns the tensor's display name. */
 const char *weft__tensor_name(const weft_tensor *t);

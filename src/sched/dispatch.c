@@ -81,11 +81,13 @@ enum { RELEASE_LATE = 0, RELEASE_EARLY = 1, RELEASE_ALL = 2 };
 
 static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which, int poisoned,
                     weft__xnode **next) {
+  atomic_uint *pending = pl->exec->pending;
+  atomic_uchar *poison = pl->exec->poison;
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
     if (which != RELEASE_ALL && pl->succ_early[k] != which) continue;
     uint32_t s = pl->succ[k];
-    if (poisoned) atomic_store_explicit(&pl->poison[s], 1, memory_order_relaxed);
-    if (atomic_fetch_sub_explicit(&pl->pending[s], 1, memory_order_acq_rel) == 1) {
+    if (poisoned) atomic_store_explicit(&poison[s], 1, memory_order_relaxed);
+    if (atomic_fetch_sub_explicit(&pending[s], 1, memory_order_acq_rel) == 1) {
       weft__xnode *xs = &pl->x[s];
       if (next != NULL && *next == NULL)
         *next = xs;
@@ -120,7 +122,7 @@ static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t e
   err[0] = '\0';
   ctx.err = err;
   ctx.err_size = err_size;
-  weft__ntime *tm = x->plan->times;
+  weft__ntime *tm = x->plan->exec->times;
   if (tm == NULL) return x->backend->vt->launch(x->backend, &ctx);
   tm += x->id;
   /* A node of another device gets its host-side launch interval, marked as such, until its
@@ -140,13 +142,13 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
   char err[512];
   while (x != NULL) {
     weft__plan *pl = x->plan;
-    weft_run *r = pl->run;
+    weft_run *r = pl->exec->run;
     if (tls.run != r) {
       weft__dispatch_flush();
       tls.run = r;
     }
     int st, held = 0;
-    if (atomic_load_explicit(&pl->poison[x->id], memory_order_relaxed) ||
+    if (atomic_load_explicit(&pl->exec->poison[x->id], memory_order_relaxed) ||
         atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
       st = SKIPPED;
       weft__timing_skip(pl, x->id);
@@ -183,8 +185,8 @@ void weft__sched_issued(weft_run *r, uint32_t index, int status, const char *mes
   weft__plan *pl = r->plan;
   weft__xnode *x = &pl->x[index];
   weft__pool *pool = r->graph->rt->pool;
-  if (pl->times != NULL && status != WEFT__PENDING)
-    atomic_store_explicit(&pl->times[index].end, weft__clock_now(), memory_order_relaxed);
+  if (pl->exec->times != NULL && status != WEFT__PENDING)
+    atomic_store_explicit(&pl->exec->times[index].end, weft__clock_now(), memory_order_relaxed);
   if (status == WEFT__PENDING) {
     release(pool, pl, x, RELEASE_EARLY, 0, NULL);
   } else {
@@ -237,7 +239,7 @@ static void finish_run(weft_run *r) {
   for (int b = 0; b < rt->nbackends; b++) {
     if (rt->backends[b].vt->run_drain == NULL) continue;
     atomic_fetch_add_explicit(&r->drains, 1, memory_order_relaxed);
-    if (rt->backends[b].vt->run_drain(&rt->backends[b], r->plan) != WEFT__PENDING) drain_done(r);
+    if (rt->backends[b].vt->run_drain(&rt->backends[b], r->plan, r) != WEFT__PENDING) drain_done(r);
   }
   drain_done(r);
 }
@@ -253,7 +255,7 @@ static void end_run(weft_run *r) {
   weft__plan *pl = r->plan;
   weft_runtime *rt = g->rt;
   for (int b = 0; b < rt->nbackends; b++)
-    if (rt->backends[b].vt->run_end != NULL) rt->backends[b].vt->run_end(&rt->backends[b], pl);
+    if (rt->backends[b].vt->run_end != NULL) rt->backends[b].vt->run_end(&rt->backends[b], pl, r);
   int st = atomic_load_explicit(&r->status, memory_order_acquire);
   if (st == WEFT_OK && atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
     st = WEFT_ECANCELED;
@@ -263,7 +265,7 @@ static void end_run(weft_run *r) {
     weft__mutex_unlock(&r->lock);
   }
   r->t_end = weft__clock_now();
-  pl->run = NULL;
+  pl->exec->run = NULL;
   atomic_store_explicit(&g->busy, 0, memory_order_release);
   /* The callback may ask for the run's error and failed node: publish them first. */
   atomic_store_explicit(&r->ended, 1, memory_order_release);
@@ -272,6 +274,46 @@ static void end_run(weft_run *r) {
   atomic_store_explicit(&r->done, 1, memory_order_release);
   weft__cond_broadcast(&r->cond);
   weft__mutex_unlock(&r->lock);
+}
+
+/* ---- the plan's per-run state, and what backends may know of a run ------------------------ */
+
+#define EXEC_U32(n) ((size_t)((n) ? (n) : 1) * sizeof(uint32_t))
+#define EXEC_U8(n) ((size_t)((n) ? (n) : 1))
+
+int weft__exec_init(weft__plan *p) {
+  weft__plan_exec *e = weft__calloc(1, sizeof *e);
+  if (e == NULL) return weft__oom("a plan");
+  p->exec = e;
+  e->pending = weft__mem_get(p->mem, EXEC_U32(p->n));
+  e->poison = weft__mem_get(p->mem, EXEC_U8(p->n));
+  if (e->pending == NULL || e->poison == NULL) return weft__oom("a plan");
+  return weft__timing_plan_init(p);
+}
+
+void weft__exec_free(weft__plan *p) {
+  weft__plan_exec *e = p->exec;
+  if (e == NULL) return;
+  weft__timing_plan_free(p);
+  weft__mem_put(p->mem, e->pending, EXEC_U32(p->n));
+  weft__mem_put(p->mem, e->poison, EXEC_U8(p->n));
+  weft__free(e);
+  p->exec = NULL;
+}
+
+weft__plan *weft__run_plan(const weft_run *run) { return run->plan; }
+
+uint64_t weft__run_launch_ns(const weft_run *run) { return run->t_launch; }
+
+int weft__run_latest_plan(const weft_run *run, const char *what, const weft__plan **out) {
+  if (run == NULL) return weft__err(WEFT_EINVAL, "%s: run is NULL", what);
+  if (!atomic_load_explicit(&run->done, memory_order_acquire))
+    return weft__err(WEFT_EAGAIN, "%s: the run is still in flight; wait for it first", what);
+  const weft__plan *p = run->graph->plan;
+  if (p != run->plan || p->exec->last_run != run->id)
+    return weft__err(WEFT_ESTATE, "%s: the graph was launched again since this run", what);
+  *out = p;
+  return WEFT_OK;
 }
 
 static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
@@ -300,24 +342,24 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   weft_runtime *rt = g->rt;
   r->id = weft__timing_run_begin(pl);
   r->t_launch = weft__clock_now();
+  r->graph = g;
+  r->plan = pl;
   int owned = 0; /* a backend runs the whole plan (a replayed CUDA graph) */
   for (int b = 0; b < rt->nbackends; b++) {
     if (rt->backends[b].vt->run_begin == NULL) continue;
-    rc = rt->backends[b].vt->run_begin(&rt->backends[b], pl);
+    rc = rt->backends[b].vt->run_begin(&rt->backends[b], pl, r);
     if (rc == WEFT__PENDING) {
       owned = 1;
       rc = WEFT_OK;
     }
     if (rc != WEFT_OK) {
       for (int k = 0; k < b; k++)
-        if (rt->backends[k].vt->run_end != NULL) rt->backends[k].vt->run_end(&rt->backends[k], pl);
+        if (rt->backends[k].vt->run_end != NULL) rt->backends[k].vt->run_end(&rt->backends[k], pl, r);
       weft__cond_destroy(&r->cond);
       weft__mutex_destroy(&r->lock);
       goto fail;
     }
   }
-  r->graph = g;
-  r->plan = pl;
   r->cb = cb;
   r->cb_arg = arg;
   r->failed_node = UINT32_MAX;
@@ -329,10 +371,10 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   atomic_init(&r->done, 0);
   atomic_init(&r->drains, 0);
   for (uint32_t i = 0; i < pl->n; i++) {
-    atomic_store_explicit(&pl->pending[i], pl->x[i].indeg, memory_order_relaxed);
-    atomic_store_explicit(&pl->poison[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&pl->exec->pending[i], pl->x[i].indeg, memory_order_relaxed);
+    atomic_store_explicit(&pl->exec->poison[i], 0, memory_order_relaxed);
   }
-  pl->run = r;
+  pl->exec->run = r;
   *out = r;
   if (pl->n == 0 || owned) {
     atomic_store_explicit(&r->remaining, 0, memory_order_relaxed);

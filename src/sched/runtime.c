@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/plan/policy.h"
 #include "sched/sched.h"
 
 /* The simulated machine's backend (src/backends/sim/sim_backend.c). */
@@ -28,10 +29,15 @@ weft__backend *weft__backend_for(weft_runtime *rt, weft_device d) {
   return (d.kind >= 0 && d.kind <= 1) ? rt->by_kind[d.kind] : NULL;
 }
 
+weft__backend *weft__runtime_backend(const weft_runtime *rt, int kind) {
+  return rt != NULL && kind >= 0 && kind <= 1 ? rt->by_kind[kind] : NULL;
+}
+
 static int add_backend(weft_runtime *rt, const weft__backend_vtable *vt, const weft_runtime_options *o) {
   weft__backend *b = &rt->backends[rt->nbackends];
   b->vt = vt;
   b->rt = rt;
+  b->index = rt->nbackends;
   b->state = NULL;
   int rc = vt->init != NULL ? vt->init(b, o) : WEFT_OK;
   if (rc != WEFT_OK) return rc;
@@ -54,6 +60,12 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
                      o.cpu_workers);
   if (o.blas_threads < 0)
     return weft__err(WEFT_EINVAL, "weft_runtime_create: blas_threads is %d (0 for the policy)", o.blas_threads);
+  const weft__policy *policy = weft__policy_find(o.policy);
+  if (policy == NULL) {
+    char names[128];
+    weft__policy_names(names, sizeof names);
+    return weft__err(WEFT_EINVAL, "weft_runtime_create: no placement policy '%s' (there are: %s)", o.policy, names);
+  }
   int workers = o.cpu_workers ? o.cpu_workers : cores;
   int blas = o.blas_threads ? o.blas_threads : (cores / workers > 1 ? cores / workers : 1);
   if (o.blas_threads && workers * o.blas_threads > cores && workers <= cores)
@@ -67,6 +79,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if (rt == NULL) return weft__oom("the runtime");
   rt->opts = o;
   rt->opts.simulate = NULL;
+  rt->opts.policy = NULL;
+  rt->policy = policy;
   rt->cores = cores;
   rt->blas_threads = blas;
   atomic_init(&rt->graphs, 0);

@@ -9,15 +9,10 @@
 #include <stdatomic.h>
 
 #include "backends/backend.h"
+#include "sched/plan/plan.h"
 #include "sched/report/timing.h"
 #include "sched/thread.h"
 #include "sched/wsq.h"
-
-#define WEFT__MAX_BACKENDS 4
-
-/* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
- * (dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
-#define WEFT__WAIT_SPIN_NS 200000ull
 
 typedef struct weft__pool weft__pool;
 typedef struct weft__blockpool weft__blockpool;
@@ -35,6 +30,7 @@ struct weft_runtime {
   int nbackends;
   weft__backend *by_kind[2]; /* CPU, CUDA */
   weft__backend *pinned;     /* the backend whose host_alloc gives pinned memory, or NULL */
+  const struct weft__policy *policy; /* placement (src/sched/plan/policy.h) */
   weft__pool *pool;
   weft__blockpool *blocks;
   weft__mutex ops_lock;
@@ -42,40 +38,20 @@ struct weft_runtime {
   atomic_int graphs; /* live graphs, to catch destroy-before-graphs */
 };
 
-/* One node of a plan. Ready nodes are queued by pointer (work-stealing deques) or linked
- * through `next_ready` (the injection list), so queuing never allocates. */
-typedef struct weft__xnode {
-  weft_node *node;
-  struct weft__plan *plan;
-  weft__backend *backend;
-  uint32_t succ_begin, succ_end;
-  uint32_t pred_begin, pred_end;
-  uint32_t indeg;
-  uint32_t id;
-  struct weft__xnode *next_ready;
-  void *bstate; /* the backend's per-node plan state */
-} weft__xnode;
-
-typedef struct weft__plan {
-  weft_graph *graph;
-  uint64_t version;
-  uint32_t n;
-  size_t m;             /* edges */
-  const weft__mem *mem; /* where the arrays come from */
-  weft__xnode *x;
-  uint32_t *succ;       /* CSR of successors; succ_early[k] marks edges released at issue */
-  uint8_t *succ_early;
-  uint32_t *pred;       /* CSR of predecessors */
-  uint32_t *roots;
-  uint32_t nroots;
+/* The dispatcher's per-run state of a plan (plan.h holds the plan itself), allocated with it
+ * and reused by every run of it. */
+typedef struct weft__plan_exec {
   atomic_uint *pending; /* per node: predecessors not yet released in this run */
   atomic_uchar *poison; /* per node: a predecessor failed or was skipped */
   weft_run *run;        /* the run in flight, if any */
-  void *bstate[WEFT__MAX_BACKENDS]; /* per backend plan state */
   weft__ntime *times;   /* per node: start, end, lane of the latest run; NULL: timing off */
   weft__timing *timing; /* memory samples of the latest run (src/sched/report/timing.c) */
   uint64_t last_run;    /* id of the latest run launched from this plan */
-} weft__plan;
+} weft__plan_exec;
+
+/* dispatch.c: p->exec, for a plan being built (its nodes and edges need not exist yet). */
+int weft__exec_init(weft__plan *p);
+void weft__exec_free(weft__plan *p);
 
 struct weft_run {
   weft_graph *graph;
@@ -97,10 +73,6 @@ struct weft_run {
   uint64_t id;              /* unique in the process; plan->last_run while it is the latest */
   struct weft_run *next_rootrun; /* pool's list of runs with unclaimed roots */
 };
-
-/* plan.c */
-int weft__plan_build(weft_graph *g);
-void weft__plan_free(weft_runtime *rt, weft__plan *p);
 
 /* storage.c */
 int weft__storage_materialise(weft_graph *g);

@@ -106,4 +106,10 @@ char *weft__arena_strdup(weft__arena *a, const char *s);
 /* Monotonic clock in nanoseconds. */
 uint64_t weft__now_ns(void);
 
+/* Kahn's topological order of a graph of n nodes given as successor lists (CSR: node v's
+ * successors are succ[off[v] .. off[v + 1])): roots in ascending order, then first in first
+ * out. Writes the nodes into order and returns how many it could order (n unless there is a
+ * cycle). indeg is scratch of n entries. */
+uint32_t weft__topo_order(uint32_t n, const uint32_t *off, const uint32_t *succ, uint32_t *indeg, uint32_t *order);
+
 #endif

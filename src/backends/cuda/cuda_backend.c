@@ -13,7 +13,7 @@
  *     `join` stream on which a run's drain waits for every stream;
  *   - one memory pool (cudaMemPoolCreate) that keeps what it reserves (release threshold at
  *     the maximum) and reuses memory across streams only where stream order or events allow it
- *     (internal dependencies off: the plan orders reuse itself, see cuda_plan.c);
+ *     (internal dependencies off: the plan orders reuse itself, see src/sched/plan/memory.c);
  *   - a completion thread (cuda_complete.c).
  * Peer access is enabled for every pair that supports it, for both the devices and the pools.
  *
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
-#include "backends/plan_rules.h"
+#include "sched/plan/plan.h"
 #include "weft/cuda.h"
 
 enum {
@@ -38,7 +38,6 @@ enum {
 };
 #define PINNED_CACHE ((size_t)2 << 30)
 
-int weft__cu_index(const weft__backend *b) { return (int)(b - b->rt->backends); }
 
 const char *weft__cu_errname(cudaError_t e) { return cudaGetErrorName(e); }
 
@@ -54,7 +53,7 @@ int weft__cu_set_device(cu_device *d) {
   return WEFT_OK;
 }
 
-static int cuda_fail(cudaError_t e, const char *call, int dev) {
+int weft__cu_error(cudaError_t e, const char *call, int dev) {
   cudaGetLastError(); /* clear a non-sticky error */
   return weft__err(e == cudaErrorMemoryAllocation ? WEFT_EDEVMEM : WEFT_ECUDA,
                    "%s on cuda:%d failed: %s (%s)", call, dev, cudaGetErrorName(e), cudaGetErrorString(e));
@@ -224,15 +223,15 @@ static void cu_host_free(weft__backend *b, void *p) { weft__cu_pinned_free(b->st
  * reduction scratch buffer. */
 static int stream_init(cu_stream *s, int dev, int kind, size_t workspace, cublasMath_t math) {
   cudaError_t e = cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaStreamCreate", dev);
+  if (e != cudaSuccess) return weft__cu_error(e, "cudaStreamCreate", dev);
   s->kind = kind;
   atomic_init(&s->lock, 0);
   atomic_init(&s->pending, NULL);
   if (kind != CU_S_COMPUTE) return WEFT_OK;
   if ((e = cudaMalloc((void **)&s->scratch, WEFT__CU_REDUCE_BLOCKS * sizeof(double))) != cudaSuccess)
-    return cuda_fail(e, "cudaMalloc (reduction scratch)", dev);
+    return weft__cu_error(e, "cudaMalloc (reduction scratch)", dev);
   if (workspace > 0 && (e = cudaMalloc(&s->workspace, workspace)) != cudaSuccess)
-    return cuda_fail(e, "cudaMalloc (cuBLAS workspace)", dev);
+    return weft__cu_error(e, "cudaMalloc (cuBLAS workspace)", dev);
   cublasStatus_t bs = cublasCreate(&s->blas);
   if (bs != CUBLAS_STATUS_SUCCESS) {
     s->blas = NULL;
@@ -260,7 +259,7 @@ static int device_init(cu_state *st, cu_device *d, int ordinal, int ncompute) {
   if (rc != WEFT_OK) return rc;
   struct cudaDeviceProp prop;
   cudaError_t e = cudaGetDeviceProperties(&prop, ordinal);
-  if (e != cudaSuccess) return cuda_fail(e, "cudaGetDeviceProperties", ordinal);
+  if (e != cudaSuccess) return weft__cu_error(e, "cudaGetDeviceProperties", ordinal);
   snprintf(d->name, sizeof d->name, "%.127s", prop.name);
   d->memory_bytes = prop.totalGlobalMem;
   d->copy_engines = prop.asyncEngineCount;
@@ -273,12 +272,12 @@ static int device_init(cu_state *st, cu_device *d, int ordinal, int ncompute) {
   props.allocType = cudaMemAllocationTypePinned;
   props.location.type = cudaMemLocationTypeDevice;
   props.location.id = ordinal;
-  if ((e = cudaMemPoolCreate(&d->pool, &props)) != cudaSuccess) return cuda_fail(e, "cudaMemPoolCreate", ordinal);
+  if ((e = cudaMemPoolCreate(&d->pool, &props)) != cudaSuccess) return weft__cu_error(e, "cudaMemPoolCreate", ordinal);
   uint64_t keep = UINT64_MAX;
   int off = 0;
   if ((e = cudaMemPoolSetAttribute(d->pool, cudaMemPoolAttrReleaseThreshold, &keep)) != cudaSuccess ||
       (e = cudaMemPoolSetAttribute(d->pool, cudaMemPoolReuseAllowInternalDependencies, &off)) != cudaSuccess)
-    return cuda_fail(e, "cudaMemPoolSetAttribute", ordinal);
+    return weft__cu_error(e, "cudaMemPoolSetAttribute", ordinal);
 
   /* Exact fp32 products by default; TF32 tensor cores only when the runtime allows them. */
   cublasMath_t math = st->allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
@@ -381,7 +380,7 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   atomic_init(&st->replay, env_int("WEFT_CUDA_REPLAY", 0, 1, 1));
   weft__cu_set_pdl(env_int("WEFT_CUDA_PDL", 0, 1, 1));
   st->capture_run = (unsigned)env_int("WEFT_CUDA_CAPTURE_RUN", 1, 1000, 2);
-  /* Batches of small elementwise nodes (cuda_plan.c); never under WEFT_LAUNCH_BLOCKING, which
+  /* Batches of small elementwise nodes (src/sched/plan/batches.c); never under WEFT_LAUNCH_BLOCKING, which
    * must pin a fault on one node. */
   atomic_init(&st->batch, !st->launch_blocking && env_int("WEFT_CUDA_BATCH", 0, 1, 1));
   st->window_count = WEFT__PLAN_WINDOW_COUNT;
@@ -524,7 +523,7 @@ static int sync_finish(cu_device *d, cudaError_t e, const char *what, const weft
 }
 
 /* Storage for a tensor at materialisation. A temporary of the current plan gets none: its
- * storage is made in each run (cuda_plan.c). */
+ * storage is made in each run (src/sched/plan/memory.c). */
 static int cu_alloc(weft__backend *b, weft_tensor *t) {
   weft_graph *g = t->graph;
   if (g->plan != NULL) {
@@ -605,8 +604,8 @@ static int cu_init_tensor(weft__backend *b, weft_tensor *t) {
 /* ---- weft/cuda.h ----------------------------------------------------------------------------- */
 
 static cu_state *state_of(const weft_runtime *rt) {
-  const weft__backend *b = rt != NULL ? rt->by_kind[WEFT_DEVICE_CUDA] : NULL;
-  return b != NULL ? b->state : NULL;
+  const weft__backend *b = weft__runtime_backend(rt, WEFT_DEVICE_CUDA);
+  return b != NULL && b->vt == &weft__cuda_backend ? b->state : NULL;
 }
 
 static int device_arg(weft_runtime *rt, int device, const char *what, cu_device **out) {
@@ -664,7 +663,7 @@ int weft_cuda_memory_trim(weft_runtime *rt, int device, size_t keep_bytes) {
     cudaError_t e = cudaDeviceSynchronize();
     if (e == cudaSuccess) e = cudaDeviceGraphMemTrim(d->ordinal);
     if (e == cudaSuccess) e = cudaMemPoolTrimTo(d->pool, keep_bytes);
-    if (e != cudaSuccess) return cuda_fail(e, "weft_cuda_memory_trim", d->ordinal);
+    if (e != cudaSuccess) return weft__cu_error(e, "weft_cuda_memory_trim", d->ordinal);
   }
   return WEFT_OK;
 }
@@ -711,8 +710,7 @@ const weft__backend_vtable weft__cuda_backend = {
     .launch = weft__cu_launch,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
-    .explain = weft__cu_explain,
-    .plan_edges = weft__cu_plan_edges,
     .run_drain = weft__cu_run_drain,
     .skip = weft__cu_skip,
+    .gpu_target = weft__cu_gpu_target,
 };

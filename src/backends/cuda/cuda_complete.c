@@ -228,7 +228,7 @@ static void drain_failed(cu_plan *cp, cudaError_t e, uint32_t node) {
  * event instead: an event record costs the host 2-4 us on the H100's VMs, and a drain of four
  * streams through the join stream (three calls a stream) took 25-32 us, on the path of every
  * short run (docs/benchmarks.md). */
-static void drain_device(cu_state *st, cu_plan *cp, int dev, cu_item *it, size_t *n) {
+static void drain_device(cu_state *st, cu_plan *cp, weft_run *run, int dev, cu_item *it, size_t *n) {
   cu_device *d = &st->dev[dev];
   weft_tensor **ts = cp->p->graph->tensors.data;
   /* Batches a failure or a cancel left unlaunched: their nodes were reported done. */
@@ -252,7 +252,7 @@ static void drain_device(cu_state *st, cu_plan *cp, int dev, cu_item *it, size_t
     if (temps)
       cudaStreamWaitEvent(d->join.s, ev, 0);
     else
-      it[(*n)++] = (cu_item){ev, cp->p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
+      it[(*n)++] = (cu_item){ev, run, cp, UINT32_MAX, CU_ITEM_DRAIN};
   }
   if (!temps) return;
   for (uint32_t t = 0; t < cp->ntensors; t++)
@@ -262,20 +262,20 @@ static void drain_device(cu_state *st, cu_plan *cp, int dev, cu_item *it, size_t
     }
   cudaEventRecord(cp->drained[dev], d->join.s);
   weft__cu_unlock(&d->join);
-  it[(*n)++] = (cu_item){cp->drained[dev], cp->p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
+  it[(*n)++] = (cu_item){cp->drained[dev], run, cp, UINT32_MAX, CU_ITEM_DRAIN};
 }
 
-int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
+int weft__cu_run_drain(weft__backend *b, weft__plan *p, weft_run *run) {
   cu_state *st = b->state;
   cu_plan *cp = weft__cu_plan_of(b, p);
   if (cp == NULL) return WEFT_OK;
   atomic_store(&cp->drain_status, WEFT_OK);
   if (cp->replaying) {
     atomic_store(&cp->drains_left, 1);
-    cu_item it = {cp->replay_done, p->run, cp, UINT32_MAX, CU_ITEM_DRAIN};
+    cu_item it = {cp->replay_done, run, cp, UINT32_MAX, CU_ITEM_DRAIN};
     if (weft__cu_push(&st->dev[cp->origin_dev], &it, 1) == WEFT_OK) return WEFT__PENDING;
     cudaSetDevice(st->dev[cp->origin_dev].ordinal);
-    if (cudaEventSynchronize(cp->replay_done) == cudaSuccess && cp->tm != NULL) weft__cu_timing_run(cp, p->run);
+    if (cudaEventSynchronize(cp->replay_done) == cudaSuccess && cp->tm != NULL) weft__cu_timing_run(cp, run);
     cudaGetLastError();
     return WEFT_OK;
   }
@@ -285,7 +285,7 @@ int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
   size_t n[CU_MAX_DEVICES] = {0}, total = 0;
   for (int d = 0; d < st->ndev; d++) {
     if (cp->used[d] == 0) continue;
-    drain_device(st, cp, d, it[d], &n[d]);
+    drain_device(st, cp, run, d, it[d], &n[d]);
     total += n[d];
   }
   if (total == 0) return WEFT_OK;
@@ -302,7 +302,7 @@ int weft__cu_run_drain(weft__backend *b, weft__plan *p) {
     for (size_t k = 0; k < n[d]; k++) cudaEventSynchronize(it[d][k].ev);
     cudaGetLastError();
     if (atomic_fetch_sub(&cp->drains_left, (int)n[d]) == (int)n[d]) {
-      if (cp->tm != NULL && atomic_load(&cp->drain_status) == WEFT_OK) weft__cu_timing_run(cp, p->run);
+      if (cp->tm != NULL && atomic_load(&cp->drain_status) == WEFT_OK) weft__cu_timing_run(cp, run);
       done = 1;
     }
   }

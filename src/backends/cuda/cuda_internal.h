@@ -4,7 +4,7 @@
  * the calls between the files. Only src/backends/cuda includes CUDA headers.
  *
  *   cuda_backend.c   devices, streams, pools, storage hooks, pinned host pool, statistics
- *   cuda_plan.c      stream assignment, events, the memory plan (plan_edges / plan hooks)
+ *   cuda_plan.c      the CUDA objects of a plan (events, staging buffers, batches), gpu_target
  *   cuda_launch.c    enqueueing one node (kernels, copies, waits, allocations, frees)
  *   cuda_complete.c  the completion threads and run_drain
  *   cuda_replay.c    capturing a plan into a CUDA graph and replaying it
@@ -20,11 +20,13 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_kernels.h"
-#include "sched/sched.h"
+#include "backends/backend.h"
+#include "sched/report/clock.h"
+#include "sched/thread.h"
 
 /* Streams of a device, by index: compute streams first, then the copy streams. */
 enum {
-  CU_MAX_COMPUTE = 8,
+  CU_MAX_COMPUTE = WEFT__PLAN_MAX_COMPUTE,
   CU_DEFAULT_COMPUTE = 4,
   CU_MAX_DEVICES = 16,
 };
@@ -149,24 +151,15 @@ typedef struct cu_state {
   atomic_ullong captures, replays, eager_runs, capture_failures, combined;
 } cu_state;
 
-/* ---- per plan -------------------------------------------------------------------------- */
+/* ---- per plan --------------------------------------------------------------------------
+ *
+ * The planner (src/sched/plan/) has decided each node's stream, events, memory, turn and batch
+ * (weft__gnode, WEFT__G_* flags); the backend keeps the CUDA objects those decisions need and
+ * its per-run state. */
 
-enum {
-  CU_RECORD = 1u << 0, /* records its event after its work (a successor on another stream) */
-  CU_NOTIFY = 1u << 1, /* has a CPU successor: its completion is reported on its own */
-  CU_STAGED = 1u << 2, /* device-to-device copy staged through pinned host memory */
-  CU_BIG = 1u << 3,    /* fills the device on its own: kept in order on the main stream */
-  CU_SPLIT = 1u << 4,  /* a product at the end of its stream whose result goes to the host:
-                          computed in two row halves, an event between them */
-  CU_SPLIT_COPY = 1u << 5, /* a copy of such a product's result: copies the first half as soon
-                              as it is done, then the second */
-  CU_DEFER = 1u << 6,  /* in a batch, not its last: its op is added to the batch, not launched */
-  CU_FLUSH = 1u << 7,  /* the last of a batch: adds its op and launches the batch */
-};
-
-/* A batch (cuda_plan.c, "Batches"): a chain of small elementwise nodes on one stream, launched
- * as one kernel by its last node. Its nodes run one after the other (each the only successor
- * of the one before), so one thread at a time fills `ops`. */
+/* A batch (src/sched/plan/batches.c): a chain of small elementwise nodes on one stream,
+ * launched as one kernel by its last node. Its nodes run one after the other (each the only
+ * successor of the one before), so one thread at a time fills `ops`. */
 typedef struct cu_batch {
   uint32_t first, last; /* its first and last nodes */
   uint32_t count;       /* ops added in this run and not launched yet */
@@ -174,26 +167,12 @@ typedef struct cu_batch {
   weft__cu_bop *ops;
 } cu_batch;
 
-/* CU_SPLIT: the rows of a split product's first half (a multiple of 128). */
+/* WEFT__G_SPLIT: the rows of a split product's first half (a multiple of 128). */
 static inline int64_t weft__cu_split_rows(int64_t m) { return (m / 2 + 127) / 128 * 128; }
 
-/* Why a node got its stream, for `weft explain`. */
-enum { CU_WHY_CHAIN = 0, CU_WHY_BIG, CU_WHY_SPREAD, CU_WHY_H2D, CU_WHY_D2H, CU_WHY_PEER, CU_WHY_STAGED, CU_WHY_LOCAL_COPY };
-
+/* The CUDA objects of one GPU node. */
 typedef struct cu_node {
-  int16_t dev;           /* device of the stream it ends on; -1: not a CUDA node */
-  int16_t start_dev;     /* staged copies start on the source device */
-  uint8_t stream;        /* stream it ends on (index in the device) */
-  uint8_t start_stream;  /* stream it starts on */
-  uint8_t flags;
-  uint8_t why;
-  uint32_t heir_of;      /* the predecessor whose stream it continues, or UINT32_MAX */
-  uint32_t split_of;     /* CU_SPLIT_COPY: the split product it copies */
-  uint32_t batch;        /* CU_DEFER, CU_FLUSH: index of its batch in cu_plan.batches */
-  uint32_t wait_b, wait_e;   /* cu_plan.lists: nodes whose events it waits for first */
-  uint32_t free_b, free_e;   /* dead temporaries (tensor ids) it frees, after the waits */
-  uint32_t alloc_b, alloc_e; /* temporaries it allocates, after the frees, before its work */
-  cudaEvent_t event;
+  cudaEvent_t event;         /* WEFT__G_RECORD: recorded after its work */
   cudaEvent_t stage_event;   /* staged copies: the source half is done; split products: the
                                 first row half is done */
   void *stage;               /* staged copies: the pinned buffer */
@@ -231,10 +210,11 @@ typedef struct cu_plan {
   cu_state *st;
   weft__plan *p;
   uint32_t n, ntensors;
-  cu_node *x;                /* per node of the plan */
-  uint32_t *lists;
-  uint32_t *order;           /* a topological order of all nodes */
-  uint8_t *temp;             /* per tensor: 1 if its storage is made and freed in each run */
+  const weft__gnode *x;      /* per node of the plan: the planner's decisions */
+  cu_node *ev;               /* per node: its events and staging buffer */
+  const uint32_t *lists;     /* the planner's waits, frees and allocations */
+  const uint32_t *order;     /* the plan's topological order */
+  const uint8_t *temp;       /* per tensor: 1 if its storage is made and freed in each run */
   void **tptr;               /* per tensor: this run's device pointer of a temporary */
   uint32_t ncuda;            /* CUDA nodes */
   int all_cuda;              /* every node of the plan is a CUDA node */
@@ -242,16 +222,15 @@ typedef struct cu_plan {
   int has_user;              /* a user op among them */
   cu_defer *defer;           /* per node: its record when it is left to its stream's holder */
   /* Turns (cuda_launch.c): the nodes that take their stream in the plan's order. */
-  uint32_t *turn_of;         /* per node: its turn on its stream, or UINT32_MAX (none) */
   uint32_t *parked;          /* per turn (turn_base + turn): this run's node parked there, or
                                 CU_TURN_OPEN, or CU_TURN_SKIPPED */
-  uint32_t turn_base[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
-  uint32_t turns[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];     /* turns per stream */
+  const uint32_t (*turn_base)[CU_MAX_COMPUTE + 3]; /* the planner's */
+  const uint32_t (*turns)[CU_MAX_COMPUTE + 3];     /* turns per stream (the planner's) */
   uint32_t turn_next[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3]; /* this run: the turn to enqueue next */
   uint32_t nturns;
   cu_batch *batches;         /* chains of small elementwise nodes launched as one kernel */
   uint32_t nbatches;
-  uint16_t used[CU_MAX_DEVICES]; /* per device: bit mask of the streams the plan uses */
+  const uint16_t *used;      /* per device: bit mask of the streams the plan uses */
   cudaEvent_t tail[CU_MAX_DEVICES][CU_MAX_COMPUTE + 3];
   cudaEvent_t drained[CU_MAX_DEVICES];
   /* This run. */
@@ -277,15 +256,16 @@ enum { CU_TURN_OPEN = UINT32_MAX, CU_TURN_SKIPPED = UINT32_MAX - 1 };
 
 /* ---- calls between the files ------------------------------------------------------------ */
 
-/* The backend's index in the runtime (for p->bstate[]). */
-int weft__cu_index(const weft__backend *b);
 /* The plan's CUDA state, or NULL when it has no CUDA node. */
 static inline cu_plan *weft__cu_plan_of(const weft__backend *b, const weft__plan *p) {
-  return (cu_plan *)p->bstate[weft__cu_index(b)];
+  return (cu_plan *)p->bstate[b->index];
 }
 
 /* cuda_backend.c */
 int weft__cu_set_device(cu_device *d);
+/* A failed CUDA call as a weft status: WEFT_EDEVMEM for an allocation, else WEFT_ECUDA, with
+ * "WHAT on cuda:DEV failed: NAME (DESCRIPTION)" as the message. Clears a non-sticky error. */
+int weft__cu_error(cudaError_t e, const char *what, int dev);
 const char *weft__cu_errname(cudaError_t e);
 const char *weft__cu_blasname(cublasStatus_t s);
 /* Bytes the device's pool has in use now, at its peak, and reserved (graph memory included). */
@@ -301,11 +281,9 @@ void *weft__cu_pinned_alloc(cu_state *st, size_t bytes);
 void weft__cu_pinned_free(cu_state *st, void *p);
 
 /* cuda_plan.c */
-int weft__cu_plan_edges(weft__backend *b, weft__plan *p, weft__vec *extra);
 int weft__cu_plan(weft__backend *b, weft__plan *p);
 void weft__cu_plan_free(weft__backend *b, weft__plan *p);
-int weft__cu_explain(const weft__backend *b, const weft__plan *p, uint32_t index,
-                     weft__placement *out);
+int weft__cu_gpu_target(const weft__backend *b, weft__gpu_target *out);
 
 /* cuda_launch.c */
 /* Streams a node is enqueued on: the devices' own (eager runs) or a capture's private ones. */
@@ -331,7 +309,7 @@ int weft__cu_threads_start(cu_state *st);
 void weft__cu_threads_stop(cu_state *st);
 /* Queues a completion request on device d's thread. Returns WEFT_OK or WEFT_ENOMEM. */
 int weft__cu_push(cu_device *d, const cu_item *items, size_t n); /* all or none */
-int weft__cu_run_drain(weft__backend *b, weft__plan *p);
+int weft__cu_run_drain(weft__backend *b, weft__plan *p, weft_run *run);
 
 /* cuda_timing.c */
 /* Sets up the plan's node timing when the runtime times nodes (cp->tm; NULL otherwise). */
@@ -357,7 +335,7 @@ void weft__cu_timing_node(cu_plan *cp, uint32_t i, weft_run *run);
 void weft__cu_timing_run(cu_plan *cp, weft_run *run);
 
 /* cuda_replay.c */
-int weft__cu_run_begin(weft__backend *b, weft__plan *p);
+int weft__cu_run_begin(weft__backend *b, weft__plan *p, weft_run *run);
 void weft__cu_replay_free(cu_plan *cp);
 
 #endif

@@ -26,7 +26,7 @@ int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *a, const vo
 /* Batches: consecutive small elementwise ops of one stream launched as one kernel
  * (cuda_launch.c, "Batches"). An op reads and writes elements of one index only; the ops of a
  * batch run in order, element i of each on the same thread. The plan's rule
- * (backends/plan_rules.h) says which ops form a batch; cuda_plan.c checks that its size fits. */
+ * (src/sched/plan/batches.c) says which ops form a batch; cuda_plan.c checks that its size fits. */
 #define WEFT__CU_BATCH_MAX 128
 typedef struct weft__cu_bop {
   const void *a, *b; /* b: binary ops only */

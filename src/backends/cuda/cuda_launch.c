@@ -149,15 +149,15 @@ static int kernel_status(weft_kernel_ctx *ctx, int e, const char *what) {
   return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, (cudaError_t)e, what);
 }
 
-/* Batches (cuda_plan.c): the node's op goes into its batch, and the batch's last node launches
+/* Batches (src/sched/plan/batches.c): the node's op goes into its batch, and the batch's last node launches
  * all of them as one kernel. A node's arguments are final when it is dispatched (temporaries
  * were allocated just before), so its descriptor can be written now and run later. `l` is
  * used by the last node only. */
-static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const cu_node *x, lane *l) {
+static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const weft__gnode *x, lane *l) {
   cu_batch *bt = &cp->batches[x->batch];
   const weft_node *nd = ctx->node;
   int kind;
-  switch (nd->kind) { /* the batchable ops: plan_rules.h, weft__plan_batchable */
+  switch (nd->kind) { /* the batchable ops (src/sched/plan/batches.c) */
     case WEFT__OP_ADD: kind = WEFT__CU_ADD; break;
     case WEFT__OP_SUB: kind = WEFT__CU_SUB; break;
     case WEFT__OP_MUL: kind = WEFT__CU_MUL; break;
@@ -173,7 +173,7 @@ static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const cu_node *x, lane *
   o->n = (uint32_t)nd->args[0].t->numel;
   o->kind = (uint8_t)kind;
   o->dtype = (uint8_t)nd->args[0].t->dtype;
-  if (x->flags & CU_DEFER) return WEFT_OK;
+  if (x->flags & WEFT__G_DEFER) return WEFT_OK;
   uint32_t count = bt->count;
   bt->count = 0;
   return kernel_status(ctx, weft__cu_batch(bt->ops, count, l->s), "the batch kernel");
@@ -192,7 +192,7 @@ cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt) {
   uint32_t count = bt->count;
   if (count == 0) return cudaSuccess;
   bt->count = 0;
-  const cu_node *x = &cp->x[bt->last];
+  const weft__gnode *x = &cp->x[bt->last];
   cu_stream *own = &st->dev[x->dev].streams[x->stream];
   cudaError_t e = cudaSetDevice(st->dev[x->dev].ordinal);
   if (e != cudaSuccess) return e;
@@ -202,7 +202,7 @@ cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt) {
   return e;
 }
 
-static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lane *l, const cu_streams *cap) {
+static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, const weft__gnode *x, lane *l, const cu_streams *cap) {
   const weft_node *nd = ctx->node;
   const weft_tensor *src = nd->args[0].t, *dst = nd->args[1].t;
   size_t bytes = src->bytes;
@@ -212,9 +212,9 @@ static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
   cudaError_t e;
   if (src->device.kind == WEFT_DEVICE_CPU) {
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, l->s);
-  } else if (dst->device.kind == WEFT_DEVICE_CPU && (x->flags & CU_SPLIT_COPY)) {
+  } else if (dst->device.kind == WEFT_DEVICE_CPU && (x->flags & WEFT__G_SPLIT_COPY)) {
     /* The product's first row half is done at its stage event: copy it, then the rest. */
-    const cu_node *m = &cp->x[x->split_of];
+    const cu_node *m = &cp->ev[x->split_of];
     int64_t rows = src->shape[0], h = weft__cu_split_rows(rows);
     size_t first = bytes / (size_t)rows * (size_t)h;
     if ((e = cudaStreamWaitEvent(l->s, m->stage_event, 0)) == cudaSuccess &&
@@ -225,7 +225,7 @@ static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, l->s);
   } else if (src->device.index == dst->device.index) {
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, l->s);
-  } else if (!(x->flags & CU_STAGED)) {
+  } else if (!(x->flags & WEFT__G_STAGED)) {
     /* Between GPUs with peer access: a plain copy under unified addressing goes over the link,
      * and unlike cudaMemcpyPeerAsync it can be captured into a CUDA graph. */
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, l->s);
@@ -233,20 +233,21 @@ static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
     /* No peer access: device to pinned host memory on the source's D2H stream, then host to
      * device on the destination's H2D stream, ordered by the staging event. The lane moves to
      * the destination; the caller frees and records there. */
-    if ((e = cudaMemcpyAsync(x->stage, from, bytes, cudaMemcpyDeviceToHost, l->s)) != cudaSuccess ||
-        (e = cudaEventRecord(x->stage_event, l->s)) != cudaSuccess)
+    const cu_node *o = &cp->ev[ctx->index];
+    if ((e = cudaMemcpyAsync(o->stage, from, bytes, cudaMemcpyDeviceToHost, l->s)) != cudaSuccess ||
+        (e = cudaEventRecord(o->stage_event, l->s)) != cudaSuccess)
       return FAIL_CUDA(ctx, e, "staging a device-to-device copy through the host");
     lane_close(l);
     lane_open(st, cp, cap, x->dev, x->stream, 0, l);
-    if ((e = cudaStreamWaitEvent(l->s, x->stage_event, 0)) != cudaSuccess ||
-        (e = cudaMemcpyAsync(to, x->stage, bytes, cudaMemcpyHostToDevice, l->s)) != cudaSuccess)
+    if ((e = cudaStreamWaitEvent(l->s, o->stage_event, 0)) != cudaSuccess ||
+        (e = cudaMemcpyAsync(to, o->stage, bytes, cudaMemcpyHostToDevice, l->s)) != cudaSuccess)
       return FAIL_CUDA(ctx, e, "staging a device-to-device copy through the host");
     return WEFT_OK;
   }
   return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "cudaMemcpyAsync");
 }
 
-static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lane *l, const cu_streams *cap) {
+static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, const weft__gnode *x, lane *l, const cu_streams *cap) {
   weft_node *nd = ctx->node;
   if (nd->kind == WEFT__OP_USER) {
     ctx->stream = l->s;
@@ -260,19 +261,19 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
       snprintf(ctx->err, ctx->err_size, "the op's CUDA kernel returned %s", weft_status_name(rc));
     return rc;
   }
-  if (x->flags & (CU_DEFER | CU_FLUSH)) return batch_add(ctx, cp, x, l);
+  if (x->flags & (WEFT__G_DEFER | WEFT__G_FLUSH)) return batch_add(ctx, cp, x, l);
   const weft_tensor *t0 = nd->args[0].t;
   int dt = t0->dtype;
   void **d = ctx->data;
   switch (nd->kind) {
     case WEFT__OP_MM: {
       int64_t m = t0->shape[0], n = nd->args[1].t->shape[1], k = t0->shape[1];
-      if (!(x->flags & CU_SPLIT)) return gemm(ctx, l, dt, m, n, k, d[0], d[1], 0, d[2]);
+      if (!(x->flags & WEFT__G_SPLIT)) return gemm(ctx, l, dt, m, n, k, d[0], d[1], 0, d[2]);
       /* Two row halves (a multiple of 128 rows first), the first marked by its event. */
       int64_t h = weft__cu_split_rows(m);
       size_t es = dt == WEFT_F32 ? 4 : 8;
       int rc = gemm(ctx, l, dt, h, n, k, d[0], d[1], 0, d[2]);
-      cudaError_t e = rc == WEFT_OK ? cudaEventRecord(x->stage_event, l->s) : cudaSuccess;
+      cudaError_t e = rc == WEFT_OK ? cudaEventRecord(cp->ev[ctx->index].stage_event, l->s) : cudaSuccess;
       if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "cudaEventRecord");
       if (rc != WEFT_OK) return rc;
       return gemm(ctx, l, dt, m - h, n, k, (const char *)d[0] + (size_t)(h * k) * es, d[1], 0,
@@ -313,7 +314,7 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, cu_node *x, lan
 
 int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_streams *cap, int locked) {
   uint32_t i = ctx->index;
-  cu_node *x = &cp->x[i];
+  const weft__gnode *x = &cp->x[i];
   const uint32_t *L = cp->lists;
   weft_node *nd = ctx->node;
   lane l;
@@ -321,12 +322,12 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
   int rc = WEFT_OK;
   cudaError_t e = cudaSuccess;
   /* A held member of a batch is timed with its batch's last node (cuda_timing.c). */
-  int timed = cp->tm != NULL && !(x->flags & CU_DEFER);
+  int timed = cp->tm != NULL && !(x->flags & WEFT__G_DEFER);
   if (timed && cap == NULL && (e = weft__cu_timing_open(cp, i, l.s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaEventRecord (node timing)");
   for (uint32_t k = x->wait_b; k < x->wait_e && e == cudaSuccess && rc == WEFT_OK; k++)
-    if (!((x->flags & CU_SPLIT_COPY) && L[k] == x->split_of)) /* the copy waits in two steps */
-      e = cudaStreamWaitEvent(l.s, cp->x[L[k]].event, 0);
+    if (!((x->flags & WEFT__G_SPLIT_COPY) && L[k] == x->split_of)) /* the copy waits in two steps */
+      e = cudaStreamWaitEvent(l.s, cp->ev[L[k]].event, 0);
   if (e != cudaSuccess && rc == WEFT_OK) rc = FAIL_CUDA(ctx, e, "cudaStreamWaitEvent");
   /* Dead temporaries this node claimed: their readers are done (waited for above), so their
    * memory goes back to the pool in this stream's order, for the allocations below. */
@@ -357,7 +358,7 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
   }
   /* The event goes on the lane the work ended on. Temporaries left allocated by a failure are
    * freed by the run's drain. */
-  if (rc == WEFT_OK && (x->flags & CU_RECORD) && (e = cudaEventRecord(x->event, l.s)) != cudaSuccess)
+  if (rc == WEFT_OK && (x->flags & WEFT__G_RECORD) && (e = cudaEventRecord(cp->ev[i].event, l.s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaEventRecord");
   /* Node timing: the tick that marks the end of the node's work (cuda_timing.c). */
   if (rc == WEFT_OK && timed && (e = weft__cu_timing_tick(cp, i, l.s, cap != NULL)) != cudaSuccess)
@@ -390,7 +391,8 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
 /* Enqueues a node and, unless it is done as far as the scheduler is concerned (WEFT_OK),
  * arranges its completion: WEFT__PENDING or an error. */
 static int issue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, int locked) {
-  cu_node *x = &cp->x[ctx->index];
+  const weft__gnode *x = &cp->x[ctx->index];
+  cudaEvent_t event = cp->ev[ctx->index].event;
   int rc = weft__cu_enqueue(st, cp, ctx, NULL, locked);
   if (rc != WEFT_OK) return rc;
   if (st->launch_blocking) {
@@ -399,11 +401,11 @@ static int issue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, int locked) {
     if (e == cudaSuccess) e = cudaGetLastError();
     return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "the node's work (WEFT_LAUNCH_BLOCKING)");
   }
-  if (!(x->flags & CU_NOTIFY)) return WEFT_OK;
-  cu_item it = {x->event, ctx->run, cp, ctx->index, CU_ITEM_NODE};
+  if (!(x->flags & WEFT__G_NOTIFY)) return WEFT_OK;
+  cu_item it = {event, ctx->run, cp, ctx->index, CU_ITEM_NODE};
   if (weft__cu_push(&st->dev[x->dev], &it, 1) != WEFT_OK) {
     /* No memory to queue the request: wait here instead (rare; blocks this worker only). */
-    cudaError_t e = cudaEventSynchronize(x->event);
+    cudaError_t e = cudaEventSynchronize(event);
     return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "cudaEventSynchronize");
   }
   return WEFT__PENDING;
@@ -436,20 +438,20 @@ static void push_pending(cu_stream *s, cu_defer *d) {
 
 /* ---- Turns ----------------------------------------------------------------------------------
  *
- * A node with a turn on its stream (cuda_plan.c, "turns") is enqueued in its turn only. All of
+ * A node with a turn on its stream (src/sched/plan/sync.c, "Turns") is enqueued in its turn only. All of
  * it happens under the stream's lock: a node that comes before its turn is parked in its place
  * and its launch returns WEFT__DEFERRED, as for a node left to the holder; the thread that
  * enqueues the turn before it puts it on the stream's pending list, which that thread empties
  * before it lets the stream go (weft__cu_release), and reports its issue. A node that will not
  * be launched gives up its turn (weft__cu_skip), so no turn waits for one that never comes. */
 
-static uint32_t *turn_slot(cu_plan *cp, const cu_node *x, uint32_t turn) {
+static uint32_t *turn_slot(cu_plan *cp, const weft__gnode *x, uint32_t turn) {
   return &cp->parked[cp->turn_base[x->dev][x->stream] + turn];
 }
 
 /* The turn of x's stream that was due is taken: the next one is due, past the ones given up;
  * a node parked in it goes to the pending list. Under s's lock. */
-static void turn_taken(cu_plan *cp, const cu_node *x, cu_stream *s) {
+static void turn_taken(cu_plan *cp, const weft__gnode *x, cu_stream *s) {
   uint32_t *next = &cp->turn_next[x->dev][x->stream], turns = cp->turns[x->dev][x->stream];
   while (++*next < turns && *turn_slot(cp, x, *next) == CU_TURN_SKIPPED)
     ;
@@ -463,8 +465,8 @@ static void turn_taken(cu_plan *cp, const cu_node *x, cu_stream *s) {
 /* Under s's lock: issues the node if it has no turn or its turn is due (and passes the turn
  * on), or parks it in its turn (WEFT__DEFERRED). */
 static int issue_in_turn(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, cu_stream *s) {
-  uint32_t i = ctx->index, turn = cp->turn_of[i];
-  const cu_node *x = &cp->x[i];
+  uint32_t i = ctx->index, turn = cp->x[i].turn;
+  const weft__gnode *x = &cp->x[i];
   if (turn != NONE && turn != cp->turn_next[x->dev][x->stream]) {
     cu_defer *d = &cp->defer[i];
     d->cp = cp;
@@ -480,15 +482,15 @@ static int issue_in_turn(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, cu_str
 
 void weft__cu_skip(weft__backend *b, weft_run *run, uint32_t index) {
   cu_state *st = b->state;
-  cu_plan *cp = weft__cu_plan_of(b, run->plan);
-  if (cp == NULL || cp->turn_of[index] == NONE) return;
-  const cu_node *x = &cp->x[index];
+  cu_plan *cp = weft__cu_plan_of(b, weft__run_plan(run));
+  if (cp == NULL || cp->x[index].turn == NONE) return;
+  const weft__gnode *x = &cp->x[index];
   cu_stream *s = &st->dev[x->dev].streams[x->stream];
   weft__cu_lock(s);
-  if (cp->turn_of[index] == cp->turn_next[x->dev][x->stream])
+  if (x->turn == cp->turn_next[x->dev][x->stream])
     turn_taken(cp, x, s);
   else
-    *turn_slot(cp, x, cp->turn_of[index]) = CU_TURN_SKIPPED;
+    *turn_slot(cp, x, x->turn) = CU_TURN_SKIPPED;
   weft__cu_release(st, s);
 }
 
@@ -533,15 +535,15 @@ void weft__cu_release(cu_state *st, cu_stream *s) {
 
 int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   cu_state *st = b->state;
-  cu_plan *cp = weft__cu_plan_of(b, ctx->run->plan);
-  cu_node *x = &cp->x[ctx->index];
+  cu_plan *cp = weft__cu_plan_of(b, weft__run_plan(ctx->run));
+  const weft__gnode *x = &cp->x[ctx->index];
   /* A held member of a batch that waits for, frees and allocates nothing makes no CUDA call:
    * it writes its op into its batch and is done, without its stream's lock. The batch is its
    * chain's alone, and the chain is issued one node at a time, each after its predecessor has
    * returned (it is that node's only successor). On the H100 this took the CUDA calls and the
    * lock out of 127 of every 128 nodes of a chain of one-element adds (docs/benchmarks.md,
    * "Held members, and passes"). */
-  if ((x->flags & CU_DEFER) && x->wait_b == x->wait_e && x->free_b == x->free_e && x->alloc_b == x->alloc_e) {
+  if ((x->flags & WEFT__G_DEFER) && x->wait_b == x->wait_e && x->free_b == x->free_e && x->alloc_b == x->alloc_e) {
     temp_args(cp, ctx);
     return batch_add(ctx, cp, x, NULL);
   }

@@ -184,7 +184,8 @@ static int capture(cu_state *st, cu_plan *cp) {
   return WEFT_ECUDA;
 }
 
-int weft__cu_run_begin(weft__backend *b, weft__plan *p) {
+int weft__cu_run_begin(weft__backend *b, weft__plan *p, weft_run *run) {
+  (void)run;
   cu_state *st = b->state;
   cu_plan *cp = weft__cu_plan_of(b, p);
   if (cp == NULL) return WEFT_OK;

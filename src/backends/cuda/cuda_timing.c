@@ -61,7 +61,7 @@
 #include <string.h>
 
 #include "backends/cuda/cuda_internal.h"
-#include "backends/plan_rules.h"
+#include "sched/plan/plan.h"
 
 #define NONE UINT32_MAX
 #define MEM_GRAIN ((uint64_t)64 << 10)
@@ -81,12 +81,12 @@ static uint64_t estimate_ns(const weft_node *nd) {
 }
 
 /* The lane a node is reported on: the stream it ends on, by role. */
-static uint32_t lane_of(const cu_node *x) {
+static uint32_t lane_of(const weft__gnode *x) {
   switch (x->why) {
-    case CU_WHY_H2D:
-    case CU_WHY_STAGED: return WEFT__LANE(WEFT__LANE_H2D, x->dev, 0);
-    case CU_WHY_D2H: return WEFT__LANE(WEFT__LANE_D2H, x->dev, 0);
-    case CU_WHY_PEER: return WEFT__LANE(WEFT__LANE_PEER, x->dev, 0);
+    case WEFT__WHY_H2D:
+    case WEFT__WHY_STAGED: return WEFT__LANE(WEFT__LANE_H2D, x->dev, 0);
+    case WEFT__WHY_D2H: return WEFT__LANE(WEFT__LANE_D2H, x->dev, 0);
+    case WEFT__WHY_PEER: return WEFT__LANE(WEFT__LANE_PEER, x->dev, 0);
     default: return WEFT__LANE(WEFT__LANE_COMPUTE, x->dev, x->stream);
   }
 }
@@ -100,7 +100,7 @@ static void plan_groups(cu_state *st, cu_plan *cp) {
   memset(acc, 0, sizeof acc);
   for (uint32_t k = 0; k < cp->n; k++) {
     uint32_t i = cp->order[k];
-    const cu_node *x = &cp->x[i];
+    const weft__gnode *x = &cp->x[i];
     if (x->dev < 0) continue;
     int d = x->dev, s = x->stream;
     uint32_t prev = last[d][s];
@@ -119,7 +119,7 @@ static void plan_groups(cu_state *st, cu_plan *cp) {
   /* A node held in a batch cannot tick (its op runs in the batch's kernel): its batch's last
    * node does. */
   for (uint32_t i = 0; i < cp->n; i++)
-    if ((cp->x[i].flags & CU_DEFER) && tm->rtick[i]) {
+    if ((cp->x[i].flags & WEFT__G_DEFER) && tm->rtick[i]) {
       tm->rtick[i] = 0;
       tm->rtick[cp->batches[cp->x[i].batch].last] = 1;
     }
@@ -127,22 +127,16 @@ static void plan_groups(cu_state *st, cu_plan *cp) {
 
 /* ---- plan ----------------------------------------------------------------------------------- */
 
-static int timing_err(cudaError_t e, const char *what, int dev) {
-  cudaGetLastError();
-  return weft__err(e == cudaErrorMemoryAllocation ? WEFT_EDEVMEM : WEFT_ECUDA, "%s on cuda:%d failed: %s (%s)",
-                   what, dev, cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
 /* Creates a timing event on device d (made current). */
 static int timing_event(cu_state *st, int d, cudaEvent_t *ev) {
   int rc = weft__cu_set_device(&st->dev[d]);
   if (rc != WEFT_OK) return rc;
   cudaError_t e = cudaEventCreateWithFlags(ev, cudaEventDefault);
-  return e == cudaSuccess ? WEFT_OK : timing_err(e, "cudaEventCreate (node timing)", st->dev[d].ordinal);
+  return e == cudaSuccess ? WEFT_OK : weft__cu_error(e, "cudaEventCreate (node timing)", st->dev[d].ordinal);
 }
 
 int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
-  if (!st->device_timing || cp->p->times == NULL || cp->ncuda == 0) return WEFT_OK;
+  if (!st->device_timing || !weft__timing_on(cp->p) || cp->ncuda == 0) return WEFT_OK;
   cu_timing *tm = weft__calloc(1, sizeof *tm);
   if (tm == NULL) return weft__oom("the node timing of a CUDA plan");
   cp->tm = tm; /* from here on weft__cu_timing_free cleans up */
@@ -170,13 +164,13 @@ int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
   int rc;
   /* A node held in a batch never ticks: its batch's last node does (and plan_groups below). */
   for (uint32_t i = 0; i < cp->n; i++)
-    if (cp->x[i].dev >= 0 && !(cp->x[i].flags & CU_DEFER) &&
+    if (cp->x[i].dev >= 0 && !(cp->x[i].flags & WEFT__G_DEFER) &&
         (rc = timing_event(st, cp->x[i].dev, &tm->tick[i])) != WEFT_OK)
       return rc;
   if (st->timing_check) {
     if ((tm->tick0 = weft__calloc(n, sizeof *tm->tick0)) == NULL) return weft__oom("the node timing of a CUDA plan");
     for (uint32_t i = 0; i < cp->n; i++)
-      if (cp->x[i].dev >= 0 && !(cp->x[i].flags & (CU_STAGED | CU_DEFER)) &&
+      if (cp->x[i].dev >= 0 && !(cp->x[i].flags & (WEFT__G_STAGED | WEFT__G_DEFER)) &&
           (rc = timing_event(st, cp->x[i].dev, &tm->tick0[i])) != WEFT_OK)
         return rc;
   }
@@ -193,7 +187,7 @@ int weft__cu_timing_plan(cu_state *st, cu_plan *cp) {
   tm->mem_delta = weft__malloc(n * sizeof *tm->mem_delta);
   if (tm->mem == NULL || tm->mem_delta == NULL) return weft__oom("the node timing of a CUDA plan");
   for (uint32_t k = 0; k < cp->n; k++) {
-    const cu_node *x = &cp->x[cp->order[k]];
+    const weft__gnode *x = &cp->x[cp->order[k]];
     if (x->dev < 0 || (x->free_e == x->free_b && x->alloc_e == x->alloc_b)) continue;
     /* The bytes it frees and allocates, summed now: the drain then reads no tensor. */
     int64_t delta = 0;
@@ -291,7 +285,7 @@ static int eager_alone(const cu_plan *cp, uint32_t i) {
 
 cudaError_t weft__cu_timing_open(cu_plan *cp, uint32_t i, cudaStream_t s) {
   cu_timing *tm = cp->tm;
-  const cu_node *x = &cp->x[i];
+  const weft__gnode *x = &cp->x[i];
   if (x->start_dev != x->dev || x->start_stream != x->stream || !eager_alone(cp, i)) return cudaSuccess;
   uint32_t prev = tm->elast[x->dev][x->stream];
   if (prev == NONE || tm->stamp[prev] == cp->runs) return cudaSuccess;
@@ -306,7 +300,7 @@ cudaError_t weft__cu_timing_open(cu_plan *cp, uint32_t i, cudaStream_t s) {
 
 cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int capture) {
   cu_timing *tm = cp->tm;
-  const cu_node *x = &cp->x[i];
+  const weft__gnode *x = &cp->x[i];
   if (capture) return tm->rtick[i] ? cudaEventRecordWithFlags(tm->tick[i], s, cudaEventRecordExternal) : cudaSuccess;
   /* Under the lock of the stream the node ends on. A node ticks when it ticks alone, when a
    * node on another stream or the host waits for it, or when its group's estimate reaches
@@ -315,7 +309,7 @@ cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int ca
   /* The members held in its batch were issued without a note (cuda_launch.c): their ops run in
    * this node's kernel, so they join the stream's order here, in their chain's order, and none
    * could start before the kernel was launched. */
-  if (x->flags & CU_FLUSH) {
+  if (x->flags & WEFT__G_FLUSH) {
     const weft__plan *p = cp->p;
     for (uint32_t m = cp->batches[x->batch].first; m != i; m = p->succ[p->x[m].succ_begin]) {
       tm->t_enq[m] = tm->t_enq[i];
@@ -327,7 +321,7 @@ cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int ca
   tm->eprev[i] = tm->elast[d][k];
   tm->elast[d][k] = i;
   uint64_t acc = tm->eacc[d][k] + tm->est[i];
-  if (!(x->flags & (CU_RECORD | CU_NOTIFY)) && !eager_alone(cp, i) && acc < cp->st->eager_group_ns) {
+  if (!(x->flags & (WEFT__G_RECORD | WEFT__G_NOTIFY)) && !eager_alone(cp, i) && acc < cp->st->eager_group_ns) {
     tm->eacc[d][k] = acc;
     return cudaSuccess;
   }
@@ -379,13 +373,13 @@ static uint64_t split_start(cu_plan *cp, uint32_t i) {
 /* The latest end among the node's cross-stream waits (those whose ends are known) and s. */
 static uint64_t waits_end(cu_plan *cp, uint32_t i, uint64_t s) {
   cu_timing *tm = cp->tm;
-  const cu_node *x = &cp->x[i];
+  const weft__gnode *x = &cp->x[i];
   for (uint32_t k = x->wait_b; k < x->wait_e; k++) {
     uint32_t w = cp->lists[k];
-    if ((x->flags & CU_SPLIT_COPY) && w == x->split_of) continue;
+    if ((x->flags & WEFT__G_SPLIT_COPY) && w == x->split_of) continue;
     if (tm->have[w] & 1) s = max_u64(s, tm->end[w]);
   }
-  if (x->flags & CU_SPLIT_COPY) s = max_u64(s, split_start(cp, i));
+  if (x->flags & WEFT__G_SPLIT_COPY) s = max_u64(s, split_start(cp, i));
   return s;
 }
 
@@ -473,7 +467,7 @@ static void eager_stream(cu_plan *cp, int d, int k) {
 
 void weft__cu_timing_node(cu_plan *cp, uint32_t i, weft_run *run) {
   cu_timing *tm = cp->tm;
-  const cu_node *x = &cp->x[i];
+  const weft__gnode *x = &cp->x[i];
   int cur = -1;
   if (cudaGetDevice(&cur) != cudaSuccess) cur = -1;
   /* Its stream predecessor and its waits completed before it, so their ticks are readable.
@@ -563,7 +557,7 @@ static void mem_samples(cu_plan *cp, weft_run *run) {
     if (tm->temp_bytes[d] < MEM_GRAIN) continue;
     for (uint32_t k = 0; k < tm->nmem; k++) {
       uint32_t i = tm->mem[k];
-      const cu_node *x = &cp->x[i];
+      const weft__gnode *x = &cp->x[i];
       if (x->dev != d || (tm->have[i] & 3) != 3) continue;
       int64_t delta = tm->mem_delta[k];
       cur = delta >= 0 || cur >= (uint64_t)-delta ? cur + (uint64_t)delta : 0;
@@ -629,7 +623,7 @@ void weft__cu_timing_run(cu_plan *cp, weft_run *run) {
         if (cp->used[d] >> k & 1) eager_stream(cp, d, k);
     /* A split copy starts once its product's first half is done (known now). */
     for (uint32_t i = 0; i < cp->n; i++)
-      if ((cp->x[i].flags & CU_SPLIT_COPY) && (tm->have[i] & 3) == 3) {
+      if ((cp->x[i].flags & WEFT__G_SPLIT_COPY) && (tm->have[i] & 3) == 3) {
         uint64_t b = max_u64(tm->start[i], split_start(cp, i));
         tm->start[i] = b < tm->end[i] ? b : tm->end[i];
       }

@@ -26,7 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/plan_rules.h"
+#include "sched/plan/plan.h"
 #include "backends/sim/sim_internal.h"
 #include "sched/sched.h"
 #include "weft/sim.h"
@@ -465,7 +465,7 @@ static int measure_host(const cal *c, weft__sim_host *h) {
   h->cores = info.multiprocessors;
   h->memory_bytes = info.memory_bytes;
   /* One chain runs on one worker, whose GEMMs use the runtime's BLAS threads. */
-  double threads = c->simulated ? ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->blas_threads
+  double threads = c->simulated ? ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->cost.blas_threads
                                  : c->rt->blas_threads;
   vec_arg big = {cpu, 4 << 20}, tiny = {cpu, 1};
   double t, t_tiny;
@@ -503,7 +503,7 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
   g->cc_minor = info.compute_minor;
   g->multiprocessors = info.multiprocessors;
   g->copy_engines = WEFT__MIN(3, WEFT__MAX(1, info.copy_engines));
-  if (c->simulated) g->compute_streams = ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->prof.gpu.compute_streams;
+  if (c->simulated) g->compute_streams = ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->cost.prof.gpu.compute_streams;
   if ((rc = gemm_curve(c, dev, WEFT_F32, c->quick ? quick : full, c->quick ? 3 : 14, 0.2, 1, 0, &g->gemm[0])) != WEFT_OK ||
       (rc = gemm_curve(c, dev, WEFT_F64, c->quick ? quick64 : full64, c->quick ? 1 : 3, 0.2, 1, 0, &g->gemm[1])) != WEFT_OK ||
       (rc = gemm_shares(c, dev, g)) != WEFT_OK)

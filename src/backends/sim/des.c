@@ -10,7 +10,7 @@
  *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
  *                    node can be submitted once its GPU predecessors are submitted (the device
  *                    orders them through streams and events) and its CPU predecessors ended.
- *   batches          a node of a batch (sim_backend.c, plan_batches) costs its submission
+ *   batches          a node of a batch (src/sched/plan/batches.c; sim_backend.c prices it) costs its submission
  *                    batch_node_s and the batch's last node a launch too; the batch's nodes
  *                    join their stream when the last is submitted (its kernel is launched
  *                    then), and in a replay only the last costs replay_node_s (the graph holds
@@ -45,7 +45,7 @@
  *                    allocated when its first writer starts and freed, as the CUDA backend
  *                    does, when the later node that claims it starts (or when its last user
  *                    ends, if that is later); one nobody claims lives to the end of the run
- *                    (plan_rules.h, "the window").
+ *                    (src/sched/plan/memory.c, "the window").
  * Nodes that did not run (skipped after a failure, or cancelled) take no time and no resource.
  *
  * The event loop pops the earliest event (ties in the order the events were made, so the
@@ -62,7 +62,7 @@
 #include <string.h>
 
 #include "backends/sim/sim_internal.h"
-#include "sched/sched.h"
+#include "backends/backend.h"
 
 /* ---- a binary heap of (time, sequence) items --------------------------------------------- */
 
@@ -191,7 +191,7 @@ static void mem_change(sim *s, int d, int64_t delta, uint32_t node) {
   uint64_t total = s->sp->resident[d] + ds->live;
   if (total > s->sp->peak[d]) s->sp->peak[d] = total;
   weft__sim_result *res = &s->sp->res;
-  if (delta > 0 && total > s->m->prof.gpu.memory_bytes && res->oom_dev < 0) {
+  if (delta > 0 && total > s->m->cost.prof.gpu.memory_bytes && res->oom_dev < 0) {
     res->oom_dev = d;
     res->oom_node = node;
     res->oom_asked = (uint64_t)delta;
@@ -265,7 +265,7 @@ static void on_end(sim *s, uint32_t i) {
     int gj = gpu_node(s, j), rj = ran(s, j);
     if (s->replay && r && g && gj && rj && sp->nodes[j].dev == sn->dev && (k == x->succ_begin || s->p->succ[k - 1] != j)) {
       if (slot > 0) {
-        double at = s->now + slot * s->m->prof.gpu.replay_node_s;
+        double at = s->now + slot * s->m->cost.prof.gpu.replay_node_s;
         if (at > s->not_before[j]) {
           s->not_before[j] = at;
           push(s, at, EV_WAKE, j);
@@ -273,7 +273,7 @@ static void on_end(sim *s, uint32_t i) {
       }
       slot++;
     }
-    double seen = s->now + (r && g && !gj && rj ? s->m->prof.gpu.notify_s : 0);
+    double seen = s->now + (r && g && !gj && rj ? s->m->cost.prof.gpu.notify_s : 0);
     s->ready_at[j] = WEFT__MAX(s->ready_at[j], seen);
     if (gj && rj && !(r && g)) issue_dep_done(s, j, s->now);
     if (--s->done_left[j] != 0) continue;
@@ -348,7 +348,7 @@ static void run_device(sim *s, int d) {
   devstate *ds = &s->dev[d];
   weft__sim_plan *sp = s->sp;
   ds->dirty = 0;
-  const weft__sim_gpu *g = &s->m->prof.gpu;
+  const weft__sim_gpu *g = &s->m->cost.prof.gpu;
   if (!ds->submit_busy && ds->submitq.len > 0) {
     uint32_t i = heap_pop(&ds->submitq).node;
     const weft__sim_node *sn = &sp->nodes[i];
@@ -368,7 +368,7 @@ static void run_device(sim *s, int d) {
     ds->submit_busy = 1;
     push(s, s->now + c, EV_SUBMITTED, i);
   }
-  int engines = 1 + s->m->prof.gpu.copy_engines;
+  int engines = 1 + s->m->cost.prof.gpu.copy_engines;
   for (int e = 0; e < engines; e++) {
     /* The compute engine admits every head that may start, in the order they were submitted;
      * a copy engine starts one copy at a time. */
@@ -504,14 +504,14 @@ static int statistics(sim *s) {
   res->nodes_run = 0;
   /* A replayed graph ends with the frees of the temporaries nobody claimed, memory nodes one
    * after the other (cuda_replay.c), before the host can see its end. */
-  double tail = s->replay ? (double)(sp->ntemps - sp->claim_off[sp->n]) * s->m->prof.gpu.replay_temp_s : 0;
+  double tail = s->replay ? (double)(sp->ntemps - sp->claim_off[sp->n]) * s->m->cost.prof.gpu.replay_temp_s : 0;
   /* And a run with GPU nodes costs its fixed part (wake-ups, the drain) once. */
-  tail += s->replay ? s->m->prof.gpu.replay_run_s : s->m->prof.gpu.run_s;
+  tail += s->replay ? s->m->cost.prof.gpu.replay_run_s : s->m->cost.prof.gpu.run_s;
   for (uint32_t i = 0; i < p->n; i++) {
     if (!ran(s, i)) continue;
     res->nodes_run++;
     res->critical_path_s = WEFT__MAX(res->critical_path_s, s->cp[i]);
-    double seen = sp->end[i] + (gpu_node(s, i) ? tail + s->m->prof.gpu.notify_s : 0);
+    double seen = sp->end[i] + (gpu_node(s, i) ? tail + s->m->cost.prof.gpu.notify_s : 0);
     res->makespan_s = WEFT__MAX(res->makespan_s, seen);
     if (!sp->nodes[i].is_copy) continue;
     const weft_node *nd_ = p->x[i].node;
@@ -520,7 +520,7 @@ static int statistics(sim *s) {
     res->hidden_copy_s += overlap2(spans + count[a], len[a], spans + count[b], len[b], sp->start[i],
                                    sp->end[i]);
   }
-  if (res->makespan_s > (double)WEFT__WAIT_SPIN_NS * 1e-9) res->makespan_s += s->m->prof.host.wake_s;
+  if (res->makespan_s > (double)WEFT__WAIT_SPIN_NS * 1e-9) res->makespan_s += s->m->cost.prof.host.wake_s;
   weft__free(count);
   weft__free(spans);
   weft__free(fill);
@@ -562,18 +562,18 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
                        weft_run *run, uint64_t t0_ns) {
   uint32_t n = p->n;
   size_t nn = n ? n : 1;
-  int ng = sp->ngpus, S = m->prof.gpu.compute_streams;
+  int ng = sp->ngpus, S = m->cost.prof.gpu.compute_streams;
   sim s;
   memset(&s, 0, sizeof s);
   s.m = m;
   s.sp = sp;
   s.p = p;
-  s.nstreams = S + SIM_COPY_STREAMS;
-  s.replay = sp->all_gpu && sp->runs > 1 && m->prof.gpu.replay_node_s > 0;
+  s.nstreams = S + WEFT__COPY_STREAMS;
+  s.replay = sp->all_gpu && sp->runs > 1 && m->cost.prof.gpu.replay_node_s > 0;
   weft__vec_init(&s.samples, sizeof(sample));
   s.dev = weft__calloc(ng ? (size_t)ng : 1, sizeof *s.dev);
   s.dirty = weft__malloc((ng ? (size_t)ng : 1) * sizeof *s.dirty);
-  s.free_workers = weft__malloc((size_t)m->host_lanes * sizeof *s.free_workers);
+  s.free_workers = weft__malloc((size_t)m->cost.host_lanes * sizeof *s.free_workers);
   s.issue_left = weft__malloc(nn * sizeof *s.issue_left);
   s.done_left = weft__malloc(nn * sizeof *s.done_left);
   s.next = weft__malloc(nn * sizeof *s.next);
@@ -608,12 +608,12 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
   }
   sp->res.oom_dev = -1;
   for (int d = 0; d < ng && sp->res.oom_dev < 0; d++)
-    if (sp->resident[d] > m->prof.gpu.memory_bytes) {
+    if (sp->resident[d] > m->cost.prof.gpu.memory_bytes) {
       sp->res.oom_dev = d;
       sp->res.oom_node = UINT32_MAX;
       sp->res.oom_asked = sp->res.oom_total = sp->resident[d];
     }
-  for (int w = m->host_lanes - 1; w >= 0; w--) s.free_workers[s.nfree++] = w;
+  for (int w = m->cost.host_lanes - 1; w >= 0; w--) s.free_workers[s.nfree++] = w;
   /* Each temporary is freed once its users have ended and its claimer has started. */
   for (uint32_t t = 0; t < sp->ntemps; t++) s.temp_left[t] = sp->temp_users[t] + 1;
   for (uint32_t i = 0; i < n; i++) {

@@ -1,10 +1,11 @@
 /* sim_internal.h — what the files of the simulator share: the simulated machine (the backend's
- * state), the per-plan model of a graph (each node's cost, stream and engine, the temporaries'
- * lifetimes) and the results of its latest run in virtual time.
+ * state), the per-plan model of a graph (each node's cost, stream and engine from the plan and
+ * the cost model, the temporaries' lifetimes) and the results of its latest run in virtual
+ * time.
  *
- * Files: sim_backend.c (the vtable: devices, storage, planning, launch, drain), des.c (the
- * discrete-event simulation of a planned run), profile.c (profiles), json.c (their reader),
- * calibrate.c (`weft calibrate`), profiles_data.c (generated: the shipped profiles). */
+ * Files: sim_backend.c (the vtable: devices, storage, pricing the plan, launch, drain) and
+ * des.c (the discrete-event simulation of a planned run). The plan is the planner's
+ * (src/sched/plan/), the prices the cost model's (src/sched/cost/). */
 #ifndef WEFT_SIM_INTERNAL_H
 #define WEFT_SIM_INTERNAL_H
 
@@ -12,16 +13,14 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
-#include "sched/cost/profile.h"
-
-struct weft__plan;
+#include "sched/cost/cost.h"
 
 /* The simulated machine. Read-only after init, so any thread may read it. */
 typedef struct weft__sim {
-  weft__sim_profile prof;
+  weft__cost_model cost; /* the profile; host_lanes: the runtime's cpu_workers option, else the
+                            cores; blas_threads: of one CPU GEMM (all cores with one worker) */
   int compute;      /* 1: nodes also compute their results on the CPU (the oracle's mode) */
-  int host_lanes;   /* virtual CPU workers: the runtime's cpu_workers option, else the cores */
-  int blas_threads; /* virtual BLAS threads of one CPU GEMM (all cores with one worker) */
+  int turns;        /* plans give turns, as the CUDA backend's do (not under launch blocking) */
   atomic_int batch; /* 1: GPU plans batch as the CUDA backend does (weft__sim_set_batching;
                        the one field that changes after init) */
 } weft__sim;
@@ -29,9 +28,6 @@ typedef struct weft__sim {
 /* Batching on or off for graphs planned afterwards, as weft_cuda_set_batching does on GPUs
  * (a runtime that does not simulate: nothing). Thread-safe: yes. */
 void weft__sim_set_batching(weft_runtime *rt, int on);
-
-/* Streams of one device, in this order: compute streams, then the copy streams. */
-enum { SIM_STREAM_H2D = 0, SIM_STREAM_D2H = 1, SIM_STREAM_PEER = 2, SIM_COPY_STREAMS = 3 };
 
 /* The model of one node, fixed when the plan is built. */
 typedef struct weft__sim_node {
@@ -46,7 +42,7 @@ typedef struct weft__sim_node {
   uint32_t lane;     /* GPU: WEFT__LANE(...) of its stream */
   double share;      /* GPU compute: the part of the device it needs to run at full speed,
                       * (0, 1] (des.c shares the device in start order) */
-  uint32_t batch_last; /* in a batch (cuda_plan.c, "Batches"): the batch's last node, which
+  uint32_t batch_last; /* in a batch (src/sched/plan/batches.c): the batch's last node, which
                           launches it; UINT32_MAX: not in a batch */
   uint32_t batch_next; /* in a batch but not its last: the next node of the batch */
   uint32_t batch_first; /* in a batch: its first node */
@@ -97,13 +93,13 @@ typedef struct weft__sim_plan {
 extern const weft__backend_vtable weft__sim_backend;
 
 /* The plan state of the sim backend `b` for plan `p`. */
-weft__sim_plan *weft__sim_plan_of(const weft__backend *b, const struct weft__plan *p);
+weft__sim_plan *weft__sim_plan_of(const weft__backend *b, const weft__plan *p);
 
 /* Runs the plan's latest run in virtual time: fills sp->start, end, cpu_lane, peak and res.
  * `run` (may be NULL) receives the node times and memory samples (weft__sched_node_time and
  * weft__sched_mem_sample, at `t0_ns` plus the virtual offsets). Returns WEFT_OK or
  * WEFT_ENOMEM. */
-int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const struct weft__plan *p,
+int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan *p,
                        weft_run *run, uint64_t t0_ns);
 
 #endif

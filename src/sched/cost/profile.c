@@ -78,7 +78,7 @@ static const field gpu_fields[] = {
     {"memory_bytes", F_SIZE, OFF(gpu.memory_bytes), 1, 1, BIG, 0},
     {"compute_capability", F_CC, OFF(gpu.cc_major), 1, 0, 0, 0},
     {"multiprocessors", F_INT, OFF(gpu.multiprocessors), 1, 1, 1 << 20, 0},
-    {"compute_streams", F_INT, OFF(gpu.compute_streams), 1, 1, 64, 0},
+    {"compute_streams", F_INT, OFF(gpu.compute_streams), 1, 1, 8, 0},
     {"copy_engines", F_INT, OFF(gpu.copy_engines), 1, 1, 3, 0},
     {"gemm_f32_flops", F_CURVE, OFF(gpu.gemm[0]), 1, 1, BIG, 0},
     {"gemm_f64_flops", F_CURVE, OFF(gpu.gemm[1]), 1, 1, BIG, 0},

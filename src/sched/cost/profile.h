@@ -76,7 +76,7 @@ typedef struct weft__sim_gpu {
   double launch_lanes;       /* launches the host makes at once on one device when several
                               * nodes are ready (workers enqueue on different streams in
                               * parallel); 0 or 1: one at a time */
-  double batch_node_s;       /* host time per node of a batch (cuda_plan.c, "Batches") in an
+  double batch_node_s;       /* host time per node of a batch (src/sched/plan/batches.c) in an
                               * eager run; 0 (with batch_op_s): batches are not modelled */
   double batch_op_s;         /* device time per op inside a batch's kernel */
   double run_s;              /* a run's fixed cost when it has GPU nodes, eager: from the

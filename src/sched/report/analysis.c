@@ -163,16 +163,14 @@ int weft__rep_critical_path(weft__rep *r) {
     rc = weft__oom("the critical path");
     goto done;
   }
-  uint32_t qh = 0, qt = 0;
   for (uint32_t i = 0; i < n; i++) {
-    indeg[i] = r->pred_off[i + 1] - r->pred_off[i];
     dist[i] = dur(&r->node[i]);
     from[i] = WEFT__REP_NONE;
-    if (indeg[i] == 0) queue[qt++] = i;
   }
-  /* Kahn's order: dist[v] is final when v leaves the queue. */
-  while (qh < qt) {
-    uint32_t v = queue[qh++];
+  /* In a topological order dist[v] is final when v is reached. */
+  uint32_t qt = weft__topo_order(n, r->succ_off, r->succ, indeg, queue);
+  for (uint32_t q = 0; q < qt; q++) {
+    uint32_t v = queue[q];
     for (uint32_t k = r->succ_off[v]; k < r->succ_off[v + 1]; k++) {
       uint32_t s = r->succ[k];
       uint64_t d = dist[v] + dur(&r->node[s]);
@@ -180,7 +178,6 @@ int weft__rep_critical_path(weft__rep *r) {
         dist[s] = d;
         from[s] = v;
       }
-      if (--indeg[s] == 0) queue[qt++] = s;
     }
   }
   WEFT_ASSERT(qt == n); /* the analysed graph has no cycle */

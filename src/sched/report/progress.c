@@ -25,7 +25,7 @@ int weft_run_progress(const weft_run *run, size_t *done, size_t *total) {
     *done = p->n;
     return WEFT_OK;
   }
-  if (p->times == NULL) {
+  if (p->exec->times == NULL) {
     unsigned left = atomic_load_explicit(&run->remaining, memory_order_relaxed);
     *done = left <= p->n ? p->n - left : 0;
     return WEFT_OK;
@@ -33,7 +33,7 @@ int weft_run_progress(const weft_run *run, size_t *done, size_t *total) {
   size_t k = 0;
   uint64_t t0 = run->t_launch;
   for (uint32_t i = 0; i < p->n; i++)
-    k += atomic_load_explicit(&p->times[i].end, memory_order_relaxed) >= t0;
+    k += atomic_load_explicit(&p->exec->times[i].end, memory_order_relaxed) >= t0;
   *done = k;
   return WEFT_OK;
 }

@@ -104,7 +104,7 @@ static int number_lanes(weft_run_stats *st, const weft__plan *p, uint64_t t0, ui
   if (codes == NULL) return weft__oom("the statistics of a run");
   for (uint32_t w = 0; w < nworkers; w++) codes[k++] = WEFT__LANE(WEFT__LANE_CPU, 0, w);
   for (uint32_t i = 0; i < n; i++)
-    if (current(&p->times[i], t0)) codes[k++] = atomic_load_explicit(&p->times[i].lane, memory_order_relaxed);
+    if (current(&p->exec->times[i], t0)) codes[k++] = atomic_load_explicit(&p->exec->times[i].lane, memory_order_relaxed);
   qsort(codes, k, sizeof *codes, cmp_u32);
   uint32_t u = 0;
   for (uint32_t j = 0; j < k; j++)
@@ -162,7 +162,7 @@ static int build_memory(weft_run_stats *st, const weft__plan *p, uint64_t t0) {
   for (size_t i = 0; i < g->nodes.len; i++)
     if ((rc = add_device(st, WEFT__VEC_AT(&g->nodes, weft_node *, i)->device, &cap)) != WEFT_OK)
       return rc;
-  weft__timing *tm = p->timing;
+  weft__timing *tm = p->exec->timing;
   weft__mutex_lock(&tm->lock);
   st->dropped = tm->dropped;
   if (tm->nsamples > 0) {
@@ -326,7 +326,7 @@ static void fill_model(weft_run_stats *st, const weft__plan *p, uint64_t t0, con
       st->copies++;
     }
     if (n->flags & WEFT__N_INSERTED) st->inserted++;
-    const weft__ntime *t = &p->times[i];
+    const weft__ntime *t = &p->exec->times[i];
     if (!current(t, t0)) continue;
     uint64_t s = atomic_load_explicit(&t->start, memory_order_relaxed);
     uint64_t e = atomic_load_explicit(&t->end, memory_order_relaxed);
@@ -368,10 +368,10 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
     return weft__err(WEFT_EAGAIN, "weft_run_stats_create: the run is still in flight; wait for it first");
   weft_graph *g = run->graph;
   const weft__plan *p = g->plan;
-  if (p == NULL || p->last_run != run->id)
+  if (p == NULL || p->exec->last_run != run->id)
     return weft__err(WEFT_ESTATE, "weft_run_stats_create: the graph was launched again (or "
                                   "changed) after this run; take the statistics before the next launch");
-  if (p->times == NULL)
+  if (p->exec->times == NULL)
     return weft__err(WEFT_ENOTSUP, "weft_run_stats_create: timing is off for this runtime "
                                    "(WEFT_RUNTIME_NO_TIMING or WEFT_TIMING=0)");
   uint64_t t0 = run->t_launch;

@@ -21,8 +21,8 @@ static int timing_enabled(const weft_runtime *rt) {
 
 int weft__timing_plan_init(weft__plan *p) {
   weft__clock_init();
-  p->times = NULL;
-  p->timing = NULL;
+  p->exec->times = NULL;
+  p->exec->timing = NULL;
   if (!timing_enabled(p->graph->rt)) return WEFT_OK;
   weft__timing *t = weft__calloc(1, sizeof *t);
   if (t == NULL) return weft__oom("the timing records of a plan");
@@ -31,44 +31,46 @@ int weft__timing_plan_init(weft__plan *p) {
     weft__free(t);
     return rc;
   }
-  p->times = weft__mem_get(p->mem, TIMES_BYTES(p->n));
-  if (p->times == NULL) {
+  p->exec->times = weft__mem_get(p->mem, TIMES_BYTES(p->n));
+  if (p->exec->times == NULL) {
     weft__mutex_destroy(&t->lock);
     weft__free(t);
     return weft__oom("the timing records of a plan");
   }
   /* Zero ends mark every record as "not from this run" (see timing.h). */
-  memset(p->times, 0, TIMES_BYTES(p->n));
-  p->timing = t;
+  memset(p->exec->times, 0, TIMES_BYTES(p->n));
+  p->exec->timing = t;
   return WEFT_OK;
 }
 
 void weft__timing_plan_free(weft__plan *p) {
-  if (p->timing == NULL) return;
-  weft__mem_put(p->mem, p->times, TIMES_BYTES(p->n));
-  weft__mutex_destroy(&p->timing->lock);
-  weft__free(p->timing->samples);
-  weft__free(p->timing);
-  p->times = NULL;
-  p->timing = NULL;
+  if (p->exec->timing == NULL) return;
+  weft__mem_put(p->mem, p->exec->times, TIMES_BYTES(p->n));
+  weft__mutex_destroy(&p->exec->timing->lock);
+  weft__free(p->exec->timing->samples);
+  weft__free(p->exec->timing);
+  p->exec->times = NULL;
+  p->exec->timing = NULL;
 }
 
+int weft__timing_on(const weft__plan *p) { return p->exec->times != NULL; }
+
 uint64_t weft__timing_run_begin(weft__plan *p) {
-  if (p->timing != NULL) {
-    weft__mutex_lock(&p->timing->lock);
-    p->timing->nsamples = 0;
-    p->timing->dropped = 0;
-    weft__mutex_unlock(&p->timing->lock);
+  if (p->exec->timing != NULL) {
+    weft__mutex_lock(&p->exec->timing->lock);
+    p->exec->timing->nsamples = 0;
+    p->exec->timing->dropped = 0;
+    weft__mutex_unlock(&p->exec->timing->lock);
     weft__clock_refine();
   }
   uint64_t id = atomic_fetch_add_explicit(&next_run_id, 1, memory_order_relaxed);
-  p->last_run = id;
+  p->exec->last_run = id;
   return id;
 }
 
 void weft__timing_skip(weft__plan *p, uint32_t index) {
-  if (p->times == NULL) return;
-  weft__ntime *t = &p->times[index];
+  if (p->exec->times == NULL) return;
+  weft__ntime *t = &p->exec->times[index];
   uint64_t now = weft__clock_now();
   atomic_store_explicit(&t->lane, WEFT__LANE_NONE, memory_order_relaxed);
   atomic_store_explicit(&t->start, now, memory_order_relaxed);
@@ -76,8 +78,8 @@ void weft__timing_skip(weft__plan *p, uint32_t index) {
 }
 
 void weft__timing_complete(weft__plan *p, uint32_t index) {
-  if (p->times == NULL) return;
-  weft__ntime *t = &p->times[index];
+  if (p->exec->times == NULL) return;
+  weft__ntime *t = &p->exec->times[index];
   if (atomic_load_explicit(&t->end, memory_order_relaxed) <
       atomic_load_explicit(&t->start, memory_order_relaxed))
     atomic_store_explicit(&t->end, weft__clock_now(), memory_order_relaxed);
@@ -90,15 +92,15 @@ uint64_t weft__clock_ns(void) { return weft__clock_now(); }
 void weft__sched_node_time(weft_run *run, uint32_t index, uint64_t start_ns, uint64_t end_ns,
                            uint32_t lane) {
   weft__plan *p = run->plan;
-  if (p->times == NULL || index >= p->n) return;
-  weft__ntime *t = &p->times[index];
+  if (p->exec->times == NULL || index >= p->n) return;
+  weft__ntime *t = &p->exec->times[index];
   atomic_store_explicit(&t->lane, lane, memory_order_relaxed);
   atomic_store_explicit(&t->start, start_ns, memory_order_relaxed);
   atomic_store_explicit(&t->end, end_ns, memory_order_relaxed);
 }
 
 void weft__sched_mem_sample(weft_run *run, weft_device device, uint64_t t_ns, uint64_t bytes) {
-  weft__timing *tm = run->plan->timing;
+  weft__timing *tm = run->plan->exec->timing;
   if (tm == NULL) return;
   weft__mutex_lock(&tm->lock);
   if (tm->nsamples == tm->cap && tm->cap < WEFT__MEM_SAMPLES_MAX) {

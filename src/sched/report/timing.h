@@ -37,7 +37,6 @@ typedef struct weft__mem_sample {
   weft_device device;
 } weft__mem_sample;
 
-enum { WEFT__MEM_SAMPLES_MAX = 65536 };
 
 /* The plan's timing state besides the per-node records. */
 typedef struct weft__timing {

@@ -1,0 +1,173 @@
+/* build.c — turns an analysed graph into a plan (plan.h): the order, each node's backend, the
+ * GPU part (gpu.c, through the runtime's policy), the successor and predecessor lists (CSR)
+ * over the graph's edges and the claims, the roots, the batches, and for each edge whether it
+ * is released at issue ("early": both ends on the same asynchronous backend, which orders
+ * them) or at completion. Then each backend attaches its own objects (events, buffers, costs)
+ * through its `plan` hook.
+ *
+ * A plan is rebuilt only when the graph's version moved; re-running an unchanged graph reuses
+ * it, including the dispatcher's per-run state, which launch resets in one pass. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sched/plan/planner.h"
+#include "sched/sched.h"
+
+/* Array sizes, in one place for allocation and release. */
+#define X_BYTES(n) ((size_t)((n) ? (n) : 1) * sizeof(weft__xnode))
+#define U32_BYTES(k) ((size_t)((k) ? (k) : 1) * sizeof(uint32_t))
+#define U8_BYTES(k) ((size_t)((k) ? (k) : 1))
+
+static void gpu_free(weft__gpu_plan *gp) {
+  weft__free(gp->target.dev);
+  weft__free(gp->turns);
+  weft__free(gp->turn_base);
+  weft__free(gp->used);
+  weft__free(gp->node);
+  weft__free(gp->lists);
+  weft__free(gp->temp);
+  weft__free(gp->batches);
+  memset(gp, 0, sizeof *gp);
+}
+
+static void plan_free_arrays(weft__plan *p) {
+  const weft__mem *mem = p->mem;
+  weft__mem_put(mem, p->x, X_BYTES(p->n));
+  weft__mem_put(mem, p->order, U32_BYTES(p->n));
+  weft__mem_put(mem, p->succ, U32_BYTES(p->m));
+  weft__mem_put(mem, p->succ_early, U8_BYTES(p->m));
+  weft__mem_put(mem, p->pred, U32_BYTES(p->m));
+  weft__mem_put(mem, p->roots, U32_BYTES(p->n));
+  gpu_free(&p->gpu);
+  weft__exec_free(p);
+}
+
+/* Frees a plan whose backends' hooks ran for backends [0, hooked). */
+static void plan_free(weft_runtime *rt, weft__plan *p, int hooked) {
+  for (int b = 0; b < hooked; b++)
+    if (rt->backends[b].vt->plan_free != NULL) rt->backends[b].vt->plan_free(&rt->backends[b], p);
+  plan_free_arrays(p);
+  weft__free(p);
+}
+
+void weft__plan_free(weft_runtime *rt, weft__plan *p) {
+  if (p != NULL) plan_free(rt, p, rt->nbackends);
+}
+
+/* Adds each edge of `e` to the CSR arrays; x[].succ_end and pred_end are the fill cursors. */
+static void fill_edges(weft__plan *p, const weft__edge *e, size_t len) {
+  for (size_t k = 0; k < len; k++) {
+    weft__xnode *from = &p->x[e[k].from], *to = &p->x[e[k].to];
+    uint32_t s = from->succ_end++;
+    p->succ[s] = e[k].to;
+    p->succ_early[s] = from->backend == to->backend &&
+                       (from->backend->vt->flags & WEFT__BACKEND_ASYNC) != 0;
+    p->pred[to->pred_end++] = e[k].from;
+  }
+}
+
+static void count_edges(weft__plan *p, const weft__edge *e, size_t len) {
+  for (size_t k = 0; k < len; k++) {
+    p->x[e[k].from].succ_end++;
+    p->x[e[k].to].pred_end++;
+  }
+}
+
+static int build_edges(weft__plan *p, const weft__vec *extra) {
+  weft_graph *g = p->graph;
+  size_t m = g->edges.len + extra->len;
+  p->m = m;
+  p->succ = weft__mem_get(p->mem, U32_BYTES(m));
+  p->succ_early = weft__mem_get(p->mem, U8_BYTES(m));
+  p->pred = weft__mem_get(p->mem, U32_BYTES(m));
+  if (!p->succ || !p->succ_early || !p->pred) return weft__oom("a plan");
+  /* Counts, then prefix sums; x[i].succ_end and pred_end serve as fill cursors. */
+  count_edges(p, g->edges.data, g->edges.len);
+  count_edges(p, extra->data, extra->len);
+  uint32_t so = 0, po = 0;
+  for (uint32_t i = 0; i < p->n; i++) {
+    weft__xnode *x = &p->x[i];
+    x->indeg = x->pred_end;
+    uint32_t sc = x->succ_end, pc = x->pred_end;
+    x->succ_begin = x->succ_end = so;
+    x->pred_begin = x->pred_end = po;
+    so += sc;
+    po += pc;
+  }
+  fill_edges(p, g->edges.data, g->edges.len);
+  fill_edges(p, extra->data, extra->len);
+  for (uint32_t i = 0; i < p->n; i++)
+    if (p->x[i].indeg == 0) p->roots[p->nroots++] = i;
+  return WEFT_OK;
+}
+
+/* The GPU part, when the plan has GPU nodes: planned for the machine the GPUs' backend
+ * describes. */
+static int plan_gpus(weft__plan *p, weft__vec *extra) {
+  weft_runtime *rt = p->graph->rt;
+  const weft__backend *gb = rt->by_kind[WEFT_DEVICE_CUDA];
+  int any = 0;
+  for (uint32_t i = 0; i < p->n && !any; i++) any = p->x[i].node->device.kind == WEFT_DEVICE_CUDA;
+  if (!any || gb == NULL || gb->vt->gpu_target == NULL) return WEFT_OK;
+  weft__gpu_target t;
+  memset(&t, 0, sizeof t);
+  t.ngpus = gb->vt->device_count(gb);
+  t.backend = gb;
+  if ((t.dev = weft__calloc(t.ngpus > 0 ? (size_t)t.ngpus : 1, sizeof *t.dev)) == NULL) return weft__oom("a plan");
+  int rc = gb->vt->gpu_target(gb, &t);
+  if (rc == WEFT_OK) return weft__plan_gpu(p, &t, extra); /* takes t.dev */
+  weft__free(t.dev);
+  return rc;
+}
+
+int weft__plan_build(weft_graph *g) {
+  if (g->plan != NULL && g->plan->version == g->version) return WEFT_OK;
+  int rc = weft__graph_analyse(g);
+  if (rc != WEFT_OK) return rc;
+  weft_runtime *rt = g->rt;
+  uint32_t n = (uint32_t)g->nodes.len;
+  weft__vec extra; /* weft__edge: the claims' edges */
+  weft__vec_init(&extra, sizeof(weft__edge));
+  int hooked = 0; /* backends whose plan hook ran, for the cleanup */
+  weft__plan *p = weft__calloc(1, sizeof *p);
+  if (p == NULL) return weft__oom("a plan");
+  p->graph = g;
+  p->n = n;
+  p->mem = g->mem;
+  p->x = weft__mem_get(p->mem, X_BYTES(n));
+  p->order = weft__mem_get(p->mem, U32_BYTES(n));
+  p->roots = weft__mem_get(p->mem, U32_BYTES(n));
+  if (!p->x || !p->order || !p->roots) {
+    rc = weft__oom("a plan");
+    goto fail;
+  }
+  memset(p->x, 0, X_BYTES(n));
+  if ((rc = weft__exec_init(p)) != WEFT_OK) goto fail;
+  weft__graph_order(g, p->order);
+  weft_node **nodes = g->nodes.data;
+  for (uint32_t i = 0; i < n; i++) {
+    weft__xnode *x = &p->x[i];
+    x->node = nodes[i];
+    x->plan = p;
+    x->id = i;
+    x->backend = weft__backend_for(rt, nodes[i]->device);
+  }
+  if ((rc = plan_gpus(p, &extra)) != WEFT_OK || (rc = build_edges(p, &extra)) != WEFT_OK) goto fail;
+  if (p->gpu.node != NULL && (rc = weft__plan_batches(p)) != WEFT_OK) goto fail;
+  weft__vec_fini(&extra);
+  for (int b = 0; b < rt->nbackends; b++) {
+    hooked = b + 1;
+    if (rt->backends[b].vt->plan != NULL && (rc = rt->backends[b].vt->plan(&rt->backends[b], p)) != WEFT_OK)
+      goto fail;
+  }
+  weft__plan_free(rt, g->plan);
+  p->version = g->version;
+  g->plan = p;
+  return WEFT_OK;
+fail:
+  /* plan_free undoes whatever part of `plan` a backend got through (it must accept a plan it
+   * attached nothing to). */
+  weft__vec_fini(&extra);
+  plan_free(rt, p, hooked);
+  return rc;
+}
