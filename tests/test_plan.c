@@ -1,0 +1,256 @@
+/* test_plan.c — src/sched/plan: the policy table (chosen by name, an unknown name refused with
+ * the list), the order the analysis gives the planner (explicit edges that point backward),
+ * weft_graph_depth, weft_node_placement for CPU nodes and for the GPU nodes of a simulated
+ * machine (copy engines, the main stream, chains, the window's waits, batches), its bad
+ * arguments, and a plan build that runs out of memory at each allocation in turn. */
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "weft/sim.h"
+
+static weft_runtime *sim_runtime(const char *profile) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = profile;
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  return rt;
+}
+
+static weft_tensor *square(weft_graph *g, const char *name, int64_t n, weft_device d) {
+  weft_tensor *t;
+  CHECK(weft_tensor_create(g, name, WEFT_F32, 2, (int64_t[]){n, n}, d, weft_uniform(-1, 1, 7), &t));
+  return t;
+}
+
+/* ---- policies ------------------------------------------------------------------------------ */
+
+static void policies_are_chosen_by_name(void **state) {
+  (void)state;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 1;
+  o.max_gpus = 0;
+  o.flags = WEFT_RUNTIME_QUIET;
+  o.policy = "no-such-policy";
+  weft_runtime *rt = NULL;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  assert_null(rt);
+  assert_true(tu_contains(weft_last_error(), "no-such-policy"));
+  assert_true(tu_contains(weft_last_error(), "fixed"));
+  o.policy = "fixed";
+  CHECK(weft_runtime_create(&o, &rt));
+  weft_runtime_destroy(rt);
+}
+
+/* ---- order and depth ----------------------------------------------------------------------- */
+
+static void depth_follows_every_edge(void **state) {
+  tu_fixture *f = *state;
+  size_t depth = 99;
+  CHECK(weft_graph_depth(f->g, &depth));
+  assert_int_equal(depth, 0);
+  weft_tensor *a = tu_scalar(f->g, "a", 1), *b = tu_scalar(f->g, "b", 2);
+  CHECK(weft_add(f->g, a, b, &a)); /* 0: a += b */
+  weft_node *n0 = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, a, 2, &a)); /* 1: reads 0 */
+  CHECK(weft_scale(f->g, b, 3, &b)); /* 2: writes b, which 0 read: after 0 */
+  weft_node *n2 = weft_graph_last_node(f->g);
+  CHECK(weft_graph_depth(f->g, &depth));
+  assert_int_equal(depth, 2);
+  /* An independent node, then an explicit edge from a later node back to it: the chain is
+   * now 0 -> 2 -> 3 (the explicit edge points backward in insertion order). */
+  weft_tensor *c = tu_scalar(f->g, "c", 5);
+  CHECK(weft_scale(f->g, c, 2, &c)); /* 3 */
+  weft_node *n3 = weft_graph_last_node(f->g);
+  CHECK(weft_graph_add_edge(f->g, n2, n3));
+  CHECK(weft_graph_depth(f->g, &depth));
+  assert_int_equal(depth, 3);
+  /* n3 before n0: 3 -> 0 -> 1, and 0 -> 2 -> 3 would close a cycle. */
+  CHECK(weft_graph_add_edge(f->g, n3, n0));
+  assert_int_equal(weft_graph_depth(f->g, &depth), WEFT_ECYCLE);
+  assert_int_equal(weft_graph_depth(NULL, &depth), WEFT_EINVAL);
+  assert_int_equal(weft_graph_depth(f->g, NULL), WEFT_EINVAL);
+}
+
+/* Explicit edges that point backward: the run follows them (the planner's order is the
+ * analysis's), so the later node in insertion order runs first. */
+static void backward_edges_order_the_run(void **state) {
+  tu_fixture *f = *state;
+  weft_tensor *x = tu_scalar(f->g, "x", 1), *y = tu_scalar(f->g, "y", 0);
+  CHECK(weft_copy(f->g, x, weft_cpu(), &y)); /* 0: y = x */
+  weft_node *first = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, x, 10, &x)); /* 1: x *= 10, which must wait for 0 (WAR) anyway */
+  weft_tensor *z = tu_scalar(f->g, "z", 3);
+  CHECK(weft_scale(f->g, z, 2, &z)); /* 2 */
+  weft_node *last = weft_graph_last_node(f->g);
+  CHECK(weft_graph_add_edge(f->g, last, first)); /* 2 before 0 */
+  size_t depth = 0;
+  CHECK(weft_graph_depth(f->g, &depth));
+  assert_int_equal(depth, 3);
+  CHECK(weft_graph_run(f->g));
+  assert_true(tu_value(y) == 1 && tu_value(x) == 10 && tu_value(z) == 6);
+  weft_placement pl;
+  CHECK(weft_node_placement(f->g, first, &pl));
+  assert_true(tu_contains(pl.why, "continues #2's chain"));
+}
+
+/* ---- placement of CPU nodes ---------------------------------------------------------------- */
+
+static void cpu_placement_says_the_dispatcher_rule(void **state) {
+  tu_fixture *f = *state;
+  weft_tensor *a = tu_scalar(f->g, "a", 1), *b = tu_scalar(f->g, "b", 2), *c = NULL;
+  CHECK(weft_scale(f->g, a, 2, &a));
+  weft_node *root = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, b, 2, &b));
+  CHECK(weft_add(f->g, a, b, &c));
+  weft_node *join = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, c, 2, &c));
+  weft_node *chain = weft_graph_last_node(f->g);
+  weft_placement pl;
+  CHECK(weft_node_placement(f->g, root, &pl));
+  assert_string_equal(pl.lane, "cpu workers");
+  assert_true(weft_device_equal(pl.device, weft_cpu()));
+  assert_true(tu_contains(pl.why, "no dependencies"));
+  CHECK(weft_node_placement(f->g, join, &pl));
+  assert_true(tu_contains(pl.why, "joins 2 dependencies"));
+  CHECK(weft_node_placement(f->g, chain, &pl));
+  assert_true(tu_contains(pl.why, "continues #2's chain"));
+}
+
+static void placement_refuses_bad_arguments(void **state) {
+  tu_fixture *f = *state;
+  weft_tensor *a = tu_scalar(f->g, "a", 1);
+  CHECK(weft_scale(f->g, a, 2, &a));
+  weft_node *n = weft_graph_last_node(f->g);
+  weft_placement pl;
+  assert_int_equal(weft_node_placement(NULL, n, &pl), WEFT_EINVAL);
+  assert_int_equal(weft_node_placement(f->g, NULL, &pl), WEFT_EINVAL);
+  assert_int_equal(weft_node_placement(f->g, n, NULL), WEFT_EINVAL);
+  weft_graph *other;
+  CHECK(weft_graph_create(f->rt, &other));
+  assert_int_equal(weft_node_placement(other, n, &pl), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "not a node of this graph"));
+  weft_graph_destroy(other);
+}
+
+/* ---- placement of GPU nodes, on a simulated machine --------------------------------------- */
+
+/* The reference graph 50 x (y = x.x; copy y to the host) on a simulated H100: each product
+ * fills the device (the main stream, in turn), each copy goes to the D2H copy engine, and
+ * products later in the graph wait for the copies of the buffers they claim (the window). */
+static void gpu_placement_names_lanes_and_waits(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100");
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 4000, weft_cuda(0));
+  weft_node *mm[50], *cp[50];
+  for (int i = 0; i < 50; i++) {
+    weft_tensor *y = NULL, *h = NULL;
+    CHECK(weft_mm(g, x, x, &y));
+    mm[i] = weft_graph_last_node(g);
+    CHECK(weft_copy(g, y, weft_cpu(), &h));
+    cp[i] = weft_graph_last_node(g);
+  }
+  weft_placement pl;
+  CHECK(weft_node_placement(g, mm[0], &pl));
+  assert_string_equal(pl.lane, "cuda:0 stream 0 (simulated)");
+  assert_true(weft_device_equal(pl.device, weft_cuda(0)));
+  assert_true(tu_contains(pl.why, "fills the GPU on its own"));
+  CHECK(weft_node_placement(g, cp[0], &pl));
+  assert_string_equal(pl.lane, "cuda:0 copy d2h (simulated)");
+  assert_true(tu_contains(pl.why, "device-to-host copy"));
+  /* A 64 MB result: the window keeps max(2 x 64 MB, 64 MB) unclaimed, so product i claims the
+   * result of product i - 3 and waits for its copy. */
+  CHECK(weft_node_placement(g, mm[10], &pl));
+  assert_true(tu_contains(pl.why, "waits for 1 event"));
+  /* The last product of the stream, whose result goes to the host: the tail split. */
+  CHECK(weft_node_placement(g, mm[49], &pl));
+  assert_true(tu_contains(pl.why, "two row halves"));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* A chain of small elementwise GPU nodes is batched, and the explanation names the batch. */
+static void gpu_placement_names_batches(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_runtime("h100");
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x = square(g, "x", 8, weft_cuda(0));
+  weft_node *n[10];
+  for (int i = 0; i < 10; i++) {
+    CHECK(weft_relu(g, x, &x));
+    n[i] = weft_graph_last_node(g);
+  }
+  weft_placement pl;
+  CHECK(weft_node_placement(g, n[4], &pl));
+  assert_true(tu_contains(pl.why, "batched: nodes 0..9 (10 small elementwise ops)"));
+  CHECK(weft_node_placement(g, n[1], &pl));
+  assert_true(tu_contains(pl.why, "continues the stream of node 0"));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* ---- out of memory ------------------------------------------------------------------------- */
+
+/* Building the plan of a GPU graph fails cleanly at each allocation in turn: WEFT_ENOMEM, the
+ * graph plans once memory is back, and nothing leaks. Everything is made under the counting
+ * allocator, so that the live count covers the runtime's cached blocks too. */
+static void plan_build_survives_every_failed_allocation(void **state) {
+  (void)state;
+  int failures = 0;
+  for (long at = 0;; at++) {
+    tu_alloc_install(-1);
+    weft_runtime *rt = sim_runtime("h100");
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    weft_tensor *a = square(g, "a", 512, weft_cuda(0));
+    weft_node *end = NULL;
+    for (int i = 0; i < 6; i++) {
+      weft_tensor *y = NULL, *h = NULL;
+      CHECK(weft_mm(g, a, a, &y));
+      CHECK(weft_relu(g, y, &y));
+      CHECK(weft_copy(g, y, weft_cpu(), &h));
+      end = weft_graph_last_node(g);
+    }
+    weft_placement pl;
+    tu_alloc_fail_at(at);
+    int rc = weft_node_placement(g, end, &pl);
+    int failed = tu_alloc_failed();
+    tu_alloc_fail_at(-1);
+    if (failed) {
+      assert_int_equal(rc, WEFT_ENOMEM);
+      failures++;
+      CHECK(weft_node_placement(g, end, &pl)); /* memory is back: it plans */
+    } else {
+      CHECK(rc);
+    }
+    assert_string_equal(pl.lane, "cuda:0 copy d2h (simulated)");
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+    long live = tu_alloc_live();
+    tu_alloc_uninstall();
+    if (live != 0) fail_msg("failing allocation %ld of the plan build leaked %ld blocks", at, live);
+    if (!failed) break;
+  }
+  assert_true(failures > 10);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(policies_are_chosen_by_name),
+      cmocka_unit_test_setup_teardown(depth_follows_every_edge, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(backward_edges_order_the_run, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(cpu_placement_says_the_dispatcher_rule, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(placement_refuses_bad_arguments, tu_setup, tu_teardown),
+      cmocka_unit_test(gpu_placement_names_lanes_and_waits),
+      cmocka_unit_test(gpu_placement_names_batches),
+      cmocka_unit_test(plan_build_survives_every_failed_allocation),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
