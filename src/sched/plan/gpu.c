@@ -3,6 +3,7 @@
  * waits and records, the turns, the tail split, and the per-node lists. The steps read the
  * graph's data edges (a CSR built here) and the plan's order; the claims' edges go to `extra`,
  * which build.c merges into the plan's final edges. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/plan/policy.h"
@@ -11,6 +12,15 @@
 int weft__pair_push(weft__vec *v, uint32_t owner, uint32_t value) {
   weft__pair pr = {owner, value};
   return weft__vec_push(v, &pr);
+}
+
+static int by_owner(const void *a, const void *b) {
+  const weft__pair *x = a, *y = b;
+  return x->owner < y->owner ? -1 : x->owner > y->owner;
+}
+
+void weft__pairs_sort(weft__vec *v) {
+  if (v->len > 1) qsort(v->data, v->len, sizeof(weft__pair), by_owner);
 }
 
 static int data_csr(weft__pbuild *bd) {

@@ -18,8 +18,6 @@
  * graph). The reference graph 50 x (y = x.x; copy y to the host) runs in x plus three buffers
  * and no product waits (a copy takes half a product's time); 1000 small logged products free
  * nothing during the run. */
-#include <stdlib.h>
-
 #include "sched/plan/planner.h"
 
 int weft__memory_temporaries(weft__pbuild *bd) {
@@ -98,11 +96,6 @@ typedef struct dead_temp {
   size_t bytes;
 } dead_temp;
 
-static int by_owner(const void *a, const void *b) {
-  const weft__pair *x = a, *y = b;
-  return x->owner < y->owner ? -1 : x->owner > y->owner;
-}
-
 /* Counts pairs per owner into off[owner + 1] and turns the counts into offsets (off has n + 2
  * entries); v must be sorted by owner. */
 static uint32_t *offsets(const weft__vec *v, uint32_t n) {
@@ -117,8 +110,8 @@ static uint32_t *offsets(const weft__vec *v, uint32_t n) {
 int weft__memory_window(weft__pbuild *bd) {
   weft_tensor **ts = bd->g->tensors.data;
   const uint8_t *temp = bd->p->gpu.temp;
-  qsort(bd->allocs.data, bd->allocs.len, sizeof(weft__pair), by_owner);
-  qsort(bd->readers.data, bd->readers.len, sizeof(weft__pair), by_owner);
+  weft__pairs_sort(&bd->allocs);
+  weft__pairs_sort(&bd->readers);
   const weft__pair *al = bd->allocs.data, *rd = bd->readers.data;
   /* dying[node]: the temporaries whose last final reader it is. */
   weft__vec dying;
@@ -130,7 +123,7 @@ int weft__memory_window(weft__pbuild *bd) {
     weft__vec_fini(&dying);
     return rc;
   }
-  qsort(dying.data, dying.len, sizeof(weft__pair), by_owner);
+  weft__pairs_sort(&dying);
   const weft__pair *dy = dying.data;
   uint32_t *aoff = offsets(&bd->allocs, bd->n), *doff = offsets(&dying, bd->n), *roff = offsets(&bd->readers, bd->nt);
   dead_temp *fifo = weft__malloc((dying.len ? dying.len : 1) * sizeof *fifo);

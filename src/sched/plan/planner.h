@@ -45,6 +45,8 @@ typedef struct weft__pbuild {
 static inline int weft__pbuild_is_gpu(const weft__pbuild *bd, uint32_t i) { return bd->x[i].dev >= 0; }
 
 int weft__pair_push(weft__vec *v, uint32_t owner, uint32_t value);
+/* Sorts pairs by owner (ties in any order). */
+void weft__pairs_sort(weft__vec *v);
 
 /* gpu.c: plans the GPU nodes of p for target t (p->gpu, which takes t's dev array), appending
  * the claims' edges to extra. */

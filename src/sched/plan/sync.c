@@ -127,19 +127,14 @@ done:
   return rc;
 }
 
-static int by_owner(const void *a, const void *b) {
-  const weft__pair *x = a, *y = b;
-  return x->owner < y->owner ? -1 : x->owner > y->owner;
-}
-
 /* Sorts `v` by owner, drops repeated (owner, value) pairs and, for waits, those on the lane
  * the owner starts on; appends the values to the plan's lists and sets the owners' ranges
  * through `field` (offset of the begin index; the end follows it). Marks the waited-for nodes
  * WEFT__G_RECORD. */
 static int pack(weft__pbuild *bd, weft__vec *v, size_t field, int waits, size_t *len, size_t *cap) {
   weft__gpu_plan *gp = &bd->p->gpu;
+  weft__pairs_sort(v);
   weft__pair *pr = v->data;
-  qsort(pr, v->len, sizeof(weft__pair), by_owner);
   size_t k = 0;
   while (k < v->len) {
     uint32_t owner = pr[k].owner;
