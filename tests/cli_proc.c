@@ -213,6 +213,13 @@ void tp_out_fini(tp_out *r) {
   memset(r, 0, sizeof *r);
 }
 
+const tp_out *tp_cmd(int code, const char *input, const char *const *args) {
+  static tp_out last;
+  tp_out_fini(&last);
+  tp_expect(&last, code, input, args);
+  return &last;
+}
+
 void tp_spawn(tp_proc *p, const char *const *args) {
   memset(p, 0, sizeof *p);
   static int counter;

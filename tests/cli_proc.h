@@ -27,6 +27,11 @@ void tp_out_fini(tp_out *r);
 /* tp_run in tp_dir() with a 60 s limit, then fails the test (showing what the command wrote)
  * unless it exited with `code`. */
 void tp_expect(tp_out *r, int code, const char *input, const char *const *args);
+/* tp_expect into a result held here: it stays valid until the next tp_cmd, which frees it, so
+ * a test checks one command after another without freeing each. */
+const tp_out *tp_cmd(int code, const char *input, const char *const *args);
+/* The NULL-terminated arguments of a command: TP_ARGS("run", "ok.weft"). */
+#define TP_ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* A fresh temporary directory for this test process, removed at exit. */
 const char *tp_dir(void);

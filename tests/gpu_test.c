@@ -1,9 +1,11 @@
 /* gpu_test.c — see gpu_test.h. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "gpu_test.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int gpus = -1;
 
@@ -20,13 +22,12 @@ int gt_gpus(void) {
   return gpus;
 }
 
-weft_runtime *gt_runtime(int workers, unsigned flags) {
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = workers;
-  o.flags |= WEFT_RUNTIME_QUIET | flags;
-  weft_runtime *rt = NULL;
-  CHECK(weft_runtime_create(&o, &rt));
+weft_runtime *gt_runtime(int workers, unsigned flags) { return tu_runtime_with(workers, -1, flags); }
+
+weft_runtime *gt_runtime_env(int workers, unsigned flags, const char *name, const char *value) {
+  setenv(name, value, 1);
+  weft_runtime *rt = gt_runtime(workers, flags);
+  unsetenv(name);
   return rt;
 }
 
@@ -38,6 +39,40 @@ int gt_main(const struct CMUnitTest *tests, size_t n, const char *name) {
   }
   return failed;
 }
+
+int gt_setup(void **state) {
+  *state = NULL;
+  if (gt_gpus() == 0) return 0;
+  tu_fixture *f = calloc(1, sizeof *f);
+  if (f == NULL) return -1;
+  f->rt = gt_runtime(2, 0);
+  f->g = tu_graph(f->rt);
+  *state = f;
+  return 0;
+}
+
+int gt_teardown(void **state) { return tu_teardown(state); }
+
+const weft_op *gt_op(weft_runtime *rt, const char *name, weft_access mode, weft_kernel_fn cpu,
+                     weft_kernel_fn cuda) {
+  weft_op_desc d = tu_op_desc(name, 1, &mode, cpu, cuda, NULL);
+  const weft_op *op = NULL;
+  CHECK(weft_op_register(rt, &d, &op));
+  return op;
+}
+
+int gt_under_sanitizer(void) {
+  const char *v = getenv("WEFT_TEST_SANITIZER");
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
+#if WEFT_HAVE_CUDA
+weft_cuda_run_stats gt_run_stats(weft_runtime *rt) {
+  weft_cuda_run_stats s;
+  weft_cuda_run_stats_get(rt, &s);
+  return s;
+}
+#endif
 
 double gt_rel_err(const void *a, const void *b, size_t n, int dtype) {
   double num = 0, den = 1e-30;

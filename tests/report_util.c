@@ -13,6 +13,12 @@ weft_run_stats *tr_run_stats(weft_graph *g) {
   return st;
 }
 
+weft_stats_summary tr_summary(const weft_run_stats *st) {
+  weft_stats_summary s;
+  weft_run_stats_summary(st, &s);
+  return s;
+}
+
 double tr_exposed(const weft_run_stats *st, int why, double *of_why) {
   double all = 0, part = 0;
   for (size_t i = 0; i < weft_run_stats_diagnostic_count(st); i++) {

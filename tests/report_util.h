@@ -6,6 +6,8 @@
 
 /* Launches g, waits for it (CHECKed), and returns the snapshot of that run. */
 weft_run_stats *tr_run_stats(weft_graph *g);
+/* The snapshot's summary. */
+weft_stats_summary tr_summary(const weft_run_stats *st);
 
 /* The exposed time of every diagnostic, summed; *of_why (may be NULL) receives the part of
  * reason `why`. Checks that each diagnostic has a reason, copies and a message. */

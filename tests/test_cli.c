@@ -41,341 +41,257 @@
 
 static const double T = 60;
 
-static void setup_files(void) {
-  static int done;
-  if (done) return;
-  done = 1;
+/* The group's setup: the programs above, as files in tp_dir(), where the commands run. */
+static int write_programs(void **state) {
+  (void)state;
   free(tp_write("ok.weft", PROG_OK));
   free(tp_write("hazards.weft", PROG_HAZARDS));
   free(tp_write("bad.weft", PROG_BAD));
   free(tp_write("fails.weft", PROG_FAILS));
   free(tp_write("notcanon.weft", PROG_NOT_CANON));
   free(tp_write("gpu.weft", PROG_GPU));
+  return 0;
 }
 
 /* ---- global ------------------------------------------------------------------------------ */
 
 static void test_global(void **state) {
   (void)state;
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"--version", NULL});
-  assert_true(tp_has(r.out, "weft 0."));
-  tp_out_fini(&r);
-  tp_expect(&r, 0, NULL, (const char *[]){"--help", NULL});
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("--version"));
+  assert_true(tp_has(r->out, "weft 0."));
+  r = tp_cmd(0, NULL, TP_ARGS("--help"));
   static const char *subs[] = {"run", "check",   "explain", "dot",
                                "fmt", "devices", "serve",   "submit"};
-  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) assert_true(tp_has(r.out, subs[i]));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){NULL});
-  assert_true(tp_has(r.err, "Usage: weft"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"frobnicate", NULL});
-  assert_true(tp_has(r.err, "unknown command 'frobnicate'"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"--frobnicate", NULL});
-  tp_out_fini(&r);
+  for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) assert_true(tp_has(r->out, subs[i]));
+  r = tp_cmd(2, NULL, (const char *[]){NULL}); /* no arguments at all */
+  assert_true(tp_has(r->err, "Usage: weft"));
+  r = tp_cmd(2, NULL, TP_ARGS("frobnicate"));
+  assert_true(tp_has(r->err, "unknown command 'frobnicate'"));
+  tp_cmd(2, NULL, TP_ARGS("--frobnicate"));
   /* Every subcommand's help: exit 0, its usage line, on standard output. */
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
     char usage[64];
     snprintf(usage, sizeof usage, "Usage: weft %s", subs[i]);
-    tp_expect(&r, 0, NULL, (const char *[]){subs[i], "--help", NULL});
-    assert_true(tp_has(r.out, usage));
-    tp_out_fini(&r);
-    tp_expect(&r, 0, NULL, (const char *[]){"help", subs[i], NULL});
-    assert_true(tp_has(r.out, usage));
-    tp_out_fini(&r);
+    r = tp_cmd(0, NULL, TP_ARGS(subs[i], "--help"));
+    assert_true(tp_has(r->out, usage));
+    r = tp_cmd(0, NULL, TP_ARGS("help", subs[i]));
+    assert_true(tp_has(r->out, usage));
     /* An unknown flag: exit 2, a message and a hint, nothing on standard output. */
-    tp_expect(&r, 2, NULL, (const char *[]){subs[i], "--no-such-flag", NULL});
-    assert_true(tp_has(r.err, "unknown option '--no-such-flag'"));
-    assert_true(tp_has(r.err, "--help"));
-    assert_int_equal(r.out_len, 0);
-    tp_out_fini(&r);
+    r = tp_cmd(2, NULL, TP_ARGS(subs[i], "--no-such-flag"));
+    assert_true(tp_has(r->err, "unknown option '--no-such-flag'"));
+    assert_true(tp_has(r->err, "--help"));
+    assert_int_equal(r->out_len, 0);
   }
-  tp_expect(&r, 2, NULL, (const char *[]){"help", "nothing", NULL});
-  tp_out_fini(&r);
+  tp_cmd(2, NULL, TP_ARGS("help", "nothing"));
 }
 
 /* ---- run ---------------------------------------------------------------------------------- */
 
 static void test_run(void **state) {
   (void)state;
-  setup_files();
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"run", "ok.weft", NULL});
-  assert_true(tp_has(r.out, PROG_OK_OUT8));
-  assert_int_equal(r.err_len, 0);
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("run", "ok.weft"));
+  assert_true(tp_has(r->out, PROG_OK_OUT8));
+  assert_int_equal(r->err_len, 0);
   /* -D, in either position, and --define=. */
-  tp_expect(&r, 0, NULL, (const char *[]){"run", "-D", "N=3", "ok.weft", NULL});
-  assert_true(tp_has(r.out, PROG_OK_OUT3));
-  tp_out_fini(&r);
-  tp_expect(&r, 0, NULL, (const char *[]){"run", "ok.weft", "--define=N=3", NULL});
-  assert_true(tp_has(r.out, PROG_OK_OUT3));
-  tp_out_fini(&r);
+  r = tp_cmd(0, NULL, TP_ARGS("run", "-D", "N=3", "ok.weft"));
+  assert_true(tp_has(r->out, PROG_OK_OUT3));
+  r = tp_cmd(0, NULL, TP_ARGS("run", "ok.weft", "--define=N=3"));
+  assert_true(tp_has(r->out, PROG_OK_OUT3));
   /* --device cpu works everywhere; a device that is not there is bad input. */
-  tp_expect(&r, 0, NULL, (const char *[]){"run", "--device", "cpu", "ok.weft", NULL});
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "--device", "tpu", "ok.weft", NULL});
-  assert_true(tp_has(r.err, "--device"));
-  tp_out_fini(&r);
+  tp_cmd(0, NULL, TP_ARGS("run", "--device", "cpu", "ok.weft"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "--device", "tpu", "ok.weft"));
+  assert_true(tp_has(r->err, "--device"));
   /* --repeat and --time: one timing line per run on standard error. */
-  tp_expect(&r, 0, NULL, (const char *[]){"run", "--repeat", "4", "--time", "ok.weft", NULL});
-  assert_true(tp_has(r.err, "run 4:"));
-  assert_false(tp_has(r.err, "run 5:"));
-  tp_out_fini(&r);
+  r = tp_cmd(0, NULL, TP_ARGS("run", "--repeat", "4", "--time", "ok.weft"));
+  assert_true(tp_has(r->err, "run 4:"));
+  assert_false(tp_has(r->err, "run 5:"));
   /* Standard input. */
-  tp_expect(&r, 0, PROG_OK, (const char *[]){"run", "-", NULL});
-  assert_true(tp_has(r.out, PROG_OK_OUT8));
-  tp_out_fini(&r);
+  r = tp_cmd(0, PROG_OK, TP_ARGS("run", "-"));
+  assert_true(tp_has(r->out, PROG_OK_OUT8));
 }
 
 static void test_run_json(void **state) {
   (void)state;
-  setup_files();
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"run", "--json", "--repeat", "3", "ok.weft", NULL});
-  assert_true(tp_has(r.out, "{\"file\": \"ok.weft\", \"status\": \"ok\", \"exit_code\": 0"));
-  assert_true(tp_has(r.out, "\"runs\": [{\"status\": \"OK\", \"wall_ms\": "));
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("run", "--json", "--repeat", "3", "ok.weft"));
+  assert_true(tp_has(r->out, "{\"file\": \"ok.weft\", \"status\": \"ok\", \"exit_code\": 0"));
+  assert_true(tp_has(r->out, "\"runs\": [{\"status\": \"OK\", \"wall_ms\": "));
   int runs = 0;
-  for (const char *p = r.out; (p = strstr(p, "wall_ms")) != NULL; p++) runs++;
+  for (const char *p = r->out; (p = strstr(p, "wall_ms")) != NULL; p++) runs++;
   assert_int_equal(runs, 3);
-  assert_true(tp_has(r.out, "\"outputs\": {"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "--json", "bad.weft", NULL});
-  assert_true(tp_has(r.out, "\"status\": \"invalid\", \"exit_code\": 2"));
-  assert_true(tp_has(r.out, "\"phase\": \"load\""));
-  assert_true(tp_has(r.out, "{\"file\": \"bad.weft\", \"line\": 2, \"col\": 1"));
-  assert_true(tp_has(r.out, "{\"file\": \"bad.weft\", \"line\": 4, \"col\": 11"));
-  assert_true(tp_has(r.out, "\"outputs\": null"));
-  assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1)); /* and on stderr for a human */
-  tp_out_fini(&r);
-  tp_expect(&r, 1, NULL, (const char *[]){"run", "--json", "fails.weft", NULL});
-  assert_true(tp_has(r.out, "\"status\": \"failed\", \"exit_code\": 1"));
-  assert_true(tp_has(r.out, "\"phase\": \"outputs\""));
-  assert_true(tp_has(r.out, "no-such-dir/y.bin"));
-  assert_true(tp_has(r.out, "\"runs\": [{\"status\": \"OK\""));
-  tp_out_fini(&r);
+  assert_true(tp_has(r->out, "\"outputs\": {"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "--json", "bad.weft"));
+  assert_true(tp_has(r->out, "\"status\": \"invalid\", \"exit_code\": 2"));
+  assert_true(tp_has(r->out, "\"phase\": \"load\""));
+  assert_true(tp_has(r->out, "{\"file\": \"bad.weft\", \"line\": 2, \"col\": 1"));
+  assert_true(tp_has(r->out, "{\"file\": \"bad.weft\", \"line\": 4, \"col\": 11"));
+  assert_true(tp_has(r->out, "\"outputs\": null"));
+  assert_true(tp_has(r->err, "bad.weft" PROG_BAD_AT1)); /* and on stderr for a human */
+  r = tp_cmd(1, NULL, TP_ARGS("run", "--json", "fails.weft"));
+  assert_true(tp_has(r->out, "\"status\": \"failed\", \"exit_code\": 1"));
+  assert_true(tp_has(r->out, "\"phase\": \"outputs\""));
+  assert_true(tp_has(r->out, "no-such-dir/y.bin"));
+  assert_true(tp_has(r->out, "\"runs\": [{\"status\": \"OK\""));
 }
 
 static void test_run_errors(void **state) {
   (void)state;
-  setup_files();
-  tp_out r;
   /* Every error of the file, each with file:line:col. */
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "bad.weft", NULL});
-  assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1));
-  assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT2));
-  assert_int_equal(r.out_len, 0);
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "missing.weft", NULL});
-  assert_true(tp_has(r.err, "missing.weft"));
-  tp_out_fini(&r);
-  tp_expect(&r, 1, NULL, (const char *[]){"run", "fails.weft", NULL});
-  assert_true(tp_has(r.err, "cannot write the outputs"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", NULL});
-  assert_true(tp_has(r.err, "missing FILE"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "ok.weft", "bad.weft", NULL});
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "--repeat", "0", "ok.weft", NULL});
-  assert_true(tp_has(r.err, "--repeat"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "--repeat", "x", "ok.weft", NULL});
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "ok.weft", "--repeat", NULL});
-  assert_true(tp_has(r.err, "needs a value"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "-D", "N", "ok.weft", NULL});
-  assert_true(tp_has(r.err, "NAME=VALUE"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"run", "--json=yes", "ok.weft", NULL});
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(2, NULL, TP_ARGS("run", "bad.weft"));
+  assert_true(tp_has(r->err, "bad.weft" PROG_BAD_AT1));
+  assert_true(tp_has(r->err, "bad.weft" PROG_BAD_AT2));
+  assert_int_equal(r->out_len, 0);
+  r = tp_cmd(2, NULL, TP_ARGS("run", "missing.weft"));
+  assert_true(tp_has(r->err, "missing.weft"));
+  r = tp_cmd(1, NULL, TP_ARGS("run", "fails.weft"));
+  assert_true(tp_has(r->err, "cannot write the outputs"));
+  r = tp_cmd(2, NULL, TP_ARGS("run"));
+  assert_true(tp_has(r->err, "missing FILE"));
+  tp_cmd(2, NULL, TP_ARGS("run", "ok.weft", "bad.weft"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "--repeat", "0", "ok.weft"));
+  assert_true(tp_has(r->err, "--repeat"));
+  tp_cmd(2, NULL, TP_ARGS("run", "--repeat", "x", "ok.weft"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "ok.weft", "--repeat"));
+  assert_true(tp_has(r->err, "needs a value"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "-D", "N", "ok.weft"));
+  assert_true(tp_has(r->err, "NAME=VALUE"));
+  tp_cmd(2, NULL, TP_ARGS("run", "--json=yes", "ok.weft"));
   /* A directory, not a file. */
-  tp_expect(&r, 2, NULL, (const char *[]){"run", ".", NULL});
-  tp_out_fini(&r);
+  tp_cmd(2, NULL, TP_ARGS("run", "."));
 }
 
 /* ---- check, explain, dot ----------------------------------------------------------------- */
 
 static void test_check(void **state) {
   (void)state;
-  setup_files();
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"check", "hazards.weft", NULL});
-  assert_true(tp_has(r.out, "hazards.weft: ok"));
-  assert_true(tp_has(r.out, "nodes    3"));
-  assert_true(tp_has(r.out, "RAW 0, WAR 1, WAW 1"));
-  assert_true(tp_has(r.out, "devices  cpu (3 nodes"));
-  tp_out_fini(&r);
-  tp_expect(&r, 0, NULL, (const char *[]){"check", "--json", "hazards.weft", NULL});
-  assert_true(tp_has(r.out, "\"nodes\": 3"));
-  assert_true(tp_has(r.out, "\"WAR\": 1, \"WAW\": 1"));
-  assert_true(tp_has(r.out, "{\"device\": \"cpu\", \"nodes\": 3"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"check", "bad.weft", NULL});
-  assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1));
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("check", "hazards.weft"));
+  assert_true(tp_has(r->out, "hazards.weft: ok"));
+  assert_true(tp_has(r->out, "nodes    3"));
+  assert_true(tp_has(r->out, "RAW 0, WAR 1, WAW 1"));
+  assert_true(tp_has(r->out, "devices  cpu (3 nodes"));
+  r = tp_cmd(0, NULL, TP_ARGS("check", "--json", "hazards.weft"));
+  assert_true(tp_has(r->out, "\"nodes\": 3"));
+  assert_true(tp_has(r->out, "\"WAR\": 1, \"WAW\": 1"));
+  assert_true(tp_has(r->out, "{\"device\": \"cpu\", \"nodes\": 3"));
+  r = tp_cmd(2, NULL, TP_ARGS("check", "bad.weft"));
+  assert_true(tp_has(r->err, "bad.weft" PROG_BAD_AT1));
   /* check never runs: a program whose run would fail is valid. */
-  tp_expect(&r, 0, NULL, (const char *[]){"check", "fails.weft", NULL});
-  tp_out_fini(&r);
+  tp_cmd(0, NULL, TP_ARGS("check", "fails.weft"));
 }
 
 static void test_explain(void **state) {
   (void)state;
-  setup_files();
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"explain", "hazards.weft", NULL});
-  assert_true(tp_has(r.out, "3 nodes, 2 edges, 0 inserted copies"));
-  assert_true(tp_has(r.out, "#0 -> #1  WAR      x"));
-  assert_true(tp_has(r.out, "#1 -> #2  WAW      x"));
-  assert_true(tp_has(r.out, "overwrites x, which #0 reads first"));
-  assert_true(tp_has(r.out, "device cpu"));
-  assert_true(tp_has(r.out, "lane   cpu workers"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"explain", "bad.weft", NULL});
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("explain", "hazards.weft"));
+  assert_true(tp_has(r->out, "3 nodes, 2 edges, 0 inserted copies"));
+  assert_true(tp_has(r->out, "#0 -> #1  WAR      x"));
+  assert_true(tp_has(r->out, "#1 -> #2  WAW      x"));
+  assert_true(tp_has(r->out, "overwrites x, which #0 reads first"));
+  assert_true(tp_has(r->out, "device cpu"));
+  assert_true(tp_has(r->out, "lane   cpu workers"));
+  tp_cmd(2, NULL, TP_ARGS("explain", "bad.weft"));
 }
 
 static void test_dot(void **state) {
   (void)state;
-  setup_files();
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"dot", "hazards.weft", NULL});
-  assert_true(strncmp(r.out, "digraph \"hazards.weft\" {", 24) == 0);
-  assert_true(tp_has(r.out, "subgraph \"cluster_cpu\""));
-  assert_true(tp_has(r.out, "n0 -> n1 [label=\"WAR x\", style=dashed];"));
-  assert_true(tp_has(r.out, "n1 -> n2 [label=\"WAW x\", style=dotted];"));
-  assert_true(r.out_len > 2 && strcmp(r.out + r.out_len - 2, "}\n") == 0);
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"dot", "missing.weft", NULL});
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("dot", "hazards.weft"));
+  assert_true(strncmp(r->out, "digraph \"hazards.weft\" {", 24) == 0);
+  assert_true(tp_has(r->out, "subgraph \"cluster_cpu\""));
+  assert_true(tp_has(r->out, "n0 -> n1 [label=\"WAR x\", style=dashed];"));
+  assert_true(tp_has(r->out, "n1 -> n2 [label=\"WAW x\", style=dotted];"));
+  assert_true(r->out_len > 2 && strcmp(r->out + r->out_len - 2, "}\n") == 0);
+  tp_cmd(2, NULL, TP_ARGS("dot", "missing.weft"));
 }
 
 /* On a simulated machine with a GPU (weft's simulator, so this runs without one): the copy
  * weft inserts, what it serves, and the streams and copy engines the plan chose. */
 static void test_explain_simulated(void **state) {
   (void)state;
-  setup_files();
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"explain", "--simulate", "h100", "gpu.weft", NULL});
-  assert_true(tp_has(r.out, "3 nodes, 2 edges, 1 inserted copy"));
-  assert_true(tp_has(r.out, "#0    y@cuda:0 = copy(y)  [inserted]  at gpu.weft:4:1"));
-  assert_true(tp_has(r.out, "inserted by weft: node 1 'add' (z) on cuda:0"));
-  assert_true(tp_has(r.out, "reads y, which lives on cpu"));
-  assert_true(tp_has(r.out, "lane   cuda:0 copy h2d"));
-  assert_true(tp_has(r.out, "lane   cuda:0 stream"));
-  assert_true(tp_has(r.out, "lane   cuda:0 copy d2h"));
-  assert_true(tp_has(r.out, "#0 -> #1  RAW      y@cuda:0"));
-  tp_out_fini(&r);
-  tp_expect(&r, 0, NULL, (const char *[]){"check", "--simulate", "h100", "gpu.weft", NULL});
-  assert_true(tp_has(r.out, "nodes    3 (2 copies, 1 inserted by weft)"));
-  assert_true(tp_has(r.out, "cuda:0 (3 nodes"));
-  tp_out_fini(&r);
-  tp_expect(&r, 0, NULL, (const char *[]){"dot", "--simulate", "h100", "gpu.weft", NULL});
-  assert_true(tp_has(r.out, "subgraph \"cluster_cuda:0\""));
-  assert_true(tp_has(r.out, "inserted copy to cuda:0\", style=dashed"));
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("explain", "--simulate", "h100", "gpu.weft"));
+  assert_true(tp_has(r->out, "3 nodes, 2 edges, 1 inserted copy"));
+  assert_true(tp_has(r->out, "#0    y@cuda:0 = copy(y)  [inserted]  at gpu.weft:4:1"));
+  assert_true(tp_has(r->out, "inserted by weft: node 1 'add' (z) on cuda:0"));
+  assert_true(tp_has(r->out, "reads y, which lives on cpu"));
+  assert_true(tp_has(r->out, "lane   cuda:0 copy h2d"));
+  assert_true(tp_has(r->out, "lane   cuda:0 stream"));
+  assert_true(tp_has(r->out, "lane   cuda:0 copy d2h"));
+  assert_true(tp_has(r->out, "#0 -> #1  RAW      y@cuda:0"));
+  r = tp_cmd(0, NULL, TP_ARGS("check", "--simulate", "h100", "gpu.weft"));
+  assert_true(tp_has(r->out, "nodes    3 (2 copies, 1 inserted by weft)"));
+  assert_true(tp_has(r->out, "cuda:0 (3 nodes"));
+  r = tp_cmd(0, NULL, TP_ARGS("dot", "--simulate", "h100", "gpu.weft"));
+  assert_true(tp_has(r->out, "subgraph \"cluster_cuda:0\""));
+  assert_true(tp_has(r->out, "inserted copy to cuda:0\", style=dashed"));
   /* --device cpu: no GPU, no copy to insert. */
-  tp_expect(&r, 0, NULL,
-         (const char *[]){"explain", "--simulate", "h100", "--device", "cpu", "gpu.weft", NULL});
-  assert_true(tp_has(r.out, "0 inserted copies"));
-  tp_out_fini(&r);
-  tp_expect(&r, 0, NULL, (const char *[]){"devices", "--simulate", "h200x2", NULL});
-  assert_true(tp_has(r.out, "cuda:1 "));
-  assert_true(tp_has(r.out, "simulated"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"devices", "--simulate", "no-such-machine", NULL});
-  assert_true(tp_has(r.err, "no-such-machine"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL,
-         (const char *[]){"explain", "--simulate", "no-such-machine", "gpu.weft", NULL});
-  tp_out_fini(&r);
+  r = tp_cmd(0, NULL, TP_ARGS("explain", "--simulate", "h100", "--device", "cpu", "gpu.weft"));
+  assert_true(tp_has(r->out, "0 inserted copies"));
+  r = tp_cmd(0, NULL, TP_ARGS("devices", "--simulate", "h200x2"));
+  assert_true(tp_has(r->out, "cuda:1 "));
+  assert_true(tp_has(r->out, "simulated"));
+  r = tp_cmd(2, NULL, TP_ARGS("devices", "--simulate", "no-such-machine"));
+  assert_true(tp_has(r->err, "no-such-machine"));
+  tp_cmd(2, NULL, TP_ARGS("explain", "--simulate", "no-such-machine", "gpu.weft"));
 }
 
 /* ---- calibrate ----------------------------------------------------------------------------- */
 
 static void test_calibrate(void **state) {
   (void)state;
-  tp_out r;
   /* A simulated machine calibrates in virtual time: the method is checked without a GPU, and
    * the profile it writes must load as a profile again. */
-  tp_expect(&r, 0, NULL,
-            (const char *[]){"calibrate", "--simulate", "h100", "--quick", "-q", "-o", "cal.json", NULL});
-  tp_out_fini(&r);
+  tp_cmd(0, NULL, TP_ARGS("calibrate", "--simulate", "h100", "--quick", "-q", "-o", "cal.json"));
   char path[4200];
   snprintf(path, sizeof path, "%s/cal.json", tp_dir()); /* the commands run in tp_dir() */
   assert_int_equal(weft_sim_profile_check(path), WEFT_OK);
-  tp_expect(&r, 0, NULL, (const char *[]){"devices", "--simulate", "cal.json", NULL});
-  assert_true(tp_has(r.out, "cuda:0 "));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"calibrate", NULL});
-  assert_true(tp_has(r.err, "missing -o FILE"));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"calibrate", "-o", "x.json", "--simulate", "no-such", NULL});
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("devices", "--simulate", "cal.json"));
+  assert_true(tp_has(r->out, "cuda:0 "));
+  r = tp_cmd(2, NULL, TP_ARGS("calibrate"));
+  assert_true(tp_has(r->err, "missing -o FILE"));
+  tp_cmd(2, NULL, TP_ARGS("calibrate", "-o", "x.json", "--simulate", "no-such"));
 }
 
 /* ---- fmt ---------------------------------------------------------------------------------- */
 
 static void test_fmt(void **state) {
   (void)state;
-  setup_files();
-  tp_out r, again;
-  tp_expect(&r, 0, NULL, (const char *[]){"fmt", "notcanon.weft", NULL});
-  assert_true(r.out_len > 0);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("fmt", "notcanon.weft"));
+  assert_true(r->out_len > 0);
+  char *canon = strdup(r->out);
+  assert_non_null(canon);
   /* The canonical text is a fixed point. */
-  free(tp_write("fmt1.weft", r.out));
-  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "fmt1.weft", NULL});
-  assert_string_equal(again.out, r.out);
-  tp_out_fini(&again);
-  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "--check", "fmt1.weft", NULL});
-  assert_int_equal(again.out_len, 0);
-  tp_out_fini(&again);
-  tp_expect(&again, 1, NULL, (const char *[]){"fmt", "--check", "notcanon.weft", NULL});
-  assert_true(tp_has(again.err, "not in canonical form"));
-  tp_out_fini(&again);
+  free(tp_write("fmt1.weft", canon));
+  r = tp_cmd(0, NULL, TP_ARGS("fmt", "fmt1.weft"));
+  assert_string_equal(r->out, canon);
+  r = tp_cmd(0, NULL, TP_ARGS("fmt", "--check", "fmt1.weft"));
+  assert_int_equal(r->out_len, 0);
+  r = tp_cmd(1, NULL, TP_ARGS("fmt", "--check", "notcanon.weft"));
+  assert_true(tp_has(r->err, "not in canonical form"));
   /* --write rewrites the file; then --check passes. */
   char *path = tp_write("w.weft", PROG_NOT_CANON);
-  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "--write", "w.weft", NULL});
-  tp_out_fini(&again);
-  FILE *f = fopen(path, "rb");
-  char buf[4096] = {0};
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  assert_string_equal(buf, r.out);
+  tp_cmd(0, NULL, TP_ARGS("fmt", "--write", "w.weft"));
+  char *written = tu_read_file(path, NULL);
+  assert_string_equal(written, canon);
+  free(written);
   free(path);
-  tp_expect(&again, 0, NULL, (const char *[]){"fmt", "--check", "w.weft", NULL});
-  tp_out_fini(&again);
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"fmt", "--check", "--write", "w.weft", NULL});
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"fmt", "bad.weft", NULL});
-  assert_true(tp_has(r.err, "bad.weft" PROG_BAD_AT1));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, PROG_OK, (const char *[]){"fmt", "--write", "-", NULL});
-  tp_out_fini(&r);
-  tp_expect(&r, 0, PROG_NOT_CANON, (const char *[]){"fmt", "-", NULL});
-  assert_true(tp_has(r.out, "y = mm(x, x)"));
-  tp_out_fini(&r);
+  free(canon);
+  tp_cmd(0, NULL, TP_ARGS("fmt", "--check", "w.weft"));
+  tp_cmd(2, NULL, TP_ARGS("fmt", "--check", "--write", "w.weft"));
+  r = tp_cmd(2, NULL, TP_ARGS("fmt", "bad.weft"));
+  assert_true(tp_has(r->err, "bad.weft" PROG_BAD_AT1));
+  tp_cmd(2, PROG_OK, TP_ARGS("fmt", "--write", "-"));
+  r = tp_cmd(0, PROG_NOT_CANON, TP_ARGS("fmt", "-"));
+  assert_true(tp_has(r->out, "y = mm(x, x)"));
 }
 
 /* ---- devices ------------------------------------------------------------------------------ */
 
 static void test_devices(void **state) {
   (void)state;
-  tp_out r;
-  tp_expect(&r, 0, NULL, (const char *[]){"devices", NULL});
-  assert_true(strncmp(r.out, "cpu ", 4) == 0);
-  assert_true(tp_has(r.out, "cores"));
-  tp_out_fini(&r);
-  tp_expect(&r, 0, NULL, (const char *[]){"devices", "--json", NULL});
-  assert_true(tp_has(r.out, "[\n  {\"device\": \"cpu\", \"name\": "));
-  assert_true(tp_has(r.out, "\"memory_bytes\": "));
-  tp_out_fini(&r);
-  tp_expect(&r, 2, NULL, (const char *[]){"devices", "extra", NULL});
-  tp_out_fini(&r);
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("devices"));
+  assert_true(strncmp(r->out, "cpu ", 4) == 0);
+  assert_true(tp_has(r->out, "cores"));
+  r = tp_cmd(0, NULL, TP_ARGS("devices", "--json"));
+  assert_true(tp_has(r->out, "[\n  {\"device\": \"cpu\", \"name\": "));
+  assert_true(tp_has(r->out, "\"memory_bytes\": "));
+  tp_cmd(2, NULL, TP_ARGS("devices", "extra"));
 }
 
 /* ---- examples ------------------------------------------------------------------------------ */
@@ -423,5 +339,5 @@ int main(void) {
       cmocka_unit_test(test_fmt),      cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_devices),  cmocka_unit_test(test_examples),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, write_programs, NULL);
 }

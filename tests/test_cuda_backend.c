@@ -22,57 +22,45 @@
 /* ---- devices ------------------------------------------------------------------------------ */
 
 static void devices_are_discovered(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  int n = weft_device_count(rt, WEFT_DEVICE_CUDA);
+  tu_fixture *f = *state;
+  int n = weft_device_count(f->rt, WEFT_DEVICE_CUDA);
   assert_int_equal(n, gt_gpus());
   for (int i = 0; i < n; i++) {
     weft_device_info info;
-    CHECK(weft_device_info_get(rt, weft_cuda(i), &info));
+    CHECK(weft_device_info_get(f->rt, weft_cuda(i), &info));
     assert_true(info.name[0] != '\0');
     assert_true(info.memory_bytes > ((size_t)1 << 30));
     assert_true(info.copy_engines >= 1);
     assert_true(info.compute_major >= 3);
     assert_true(info.multiprocessors > 0);
     assert_int_equal(info.simulated, 0);
-    assert_int_equal(weft_device_can_access_peer(rt, weft_cuda(i), weft_cuda(i)), 0);
+    assert_int_equal(weft_device_can_access_peer(f->rt, weft_cuda(i), weft_cuda(i)), 0);
   }
-  assert_true(weft_device_equal(weft_try_gpu(rt, 0), weft_cuda(0)));
-  assert_true(weft_device_equal(weft_try_gpu(rt, n), weft_cpu()));
+  assert_true(weft_device_equal(weft_try_gpu(f->rt, 0), weft_cuda(0)));
+  assert_true(weft_device_equal(weft_try_gpu(f->rt, n), weft_cpu()));
   weft_device all[16];
-  assert_int_equal(weft_all_gpus(rt, all, 16), n);
+  assert_int_equal(weft_all_gpus(f->rt, all, 16), n);
   assert_true(weft_device_equal(all[n - 1], weft_cuda(n - 1)));
-  assert_int_equal(weft_device_exists(rt, weft_cuda(n)), 0);
+  assert_int_equal(weft_device_exists(f->rt, weft_cuda(n)), 0);
   weft_device_info info;
-  assert_int_equal(weft_device_info_get(rt, weft_cuda(n), &info), WEFT_EDEVICE);
+  assert_int_equal(weft_device_info_get(f->rt, weft_cuda(n), &info), WEFT_EDEVICE);
   /* A tensor on a GPU that does not exist is a clear error. */
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
   weft_tensor *t = NULL;
-  assert_int_equal(weft_tensor_create(g, "t", WEFT_F32, 1, (int64_t[]){4}, weft_cuda(n), weft_zeros(), &t),
+  assert_int_equal(weft_tensor_create(f->g, "t", WEFT_F32, 1, (int64_t[]){4}, weft_cuda(n), weft_zeros(), &t),
                    WEFT_EDEVICE);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 static void max_gpus_limits_the_devices(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.flags |= WEFT_RUNTIME_QUIET;
-  o.cpu_workers = 1;
-  o.max_gpus = 0;
-  weft_runtime *rt;
-  CHECK(weft_runtime_create(&o, &rt));
+  weft_runtime *rt = tu_runtime_with(1, 0, 0);
   assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 0);
   weft_device d;
   assert_int_equal(weft_all_gpus(rt, &d, 1), 1);
   assert_true(weft_device_equal(d, weft_cpu()));
   weft_runtime_destroy(rt);
-  o.max_gpus = 1;
-  CHECK(weft_runtime_create(&o, &rt));
+  rt = tu_runtime_with(1, 1, 0);
   assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 1);
   weft_runtime_destroy(rt);
 }
@@ -88,8 +76,7 @@ typedef struct op_case {
 
 /* Builds one op on `dev` from seeded inputs and returns the result's contents. */
 static void *run_case(weft_runtime *rt, weft_device dev, const op_case *c, int dtype, size_t *numel) {
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *a, *b, *bias, *out = NULL;
   int64_t sa[2] = {c->m, c->k}, sb[2] = {c->k, c->n}, sw[2] = {c->n, c->k}, sbias[1] = {c->n};
   int mm_like = c->kind == 0 || c->kind == 8 || c->kind == 9;
@@ -153,17 +140,14 @@ static void ops_agree_with_the_cpu(void **state) {
 
 /* The creation initialiser runs on the GPU for a GPU tensor; the values must be the CPU's. */
 static void random_initialisers_match_the_cpu(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
   weft_tensor *u, *uc, *nrm, *nc;
   int64_t shape[2] = {301, 97};
-  CHECK(weft_tensor_create(g, "u", WEFT_F32, 2, shape, weft_cuda(0), weft_uniform(-1, 3, 7), &u));
-  CHECK(weft_tensor_create(g, "uc", WEFT_F32, 2, shape, weft_cpu(), weft_uniform(-1, 3, 7), &uc));
-  CHECK(weft_tensor_create(g, "n", WEFT_F64, 2, shape, weft_cuda(0), weft_normal(0, 1, 8), &nrm));
-  CHECK(weft_tensor_create(g, "nc", WEFT_F64, 2, shape, weft_cpu(), weft_normal(0, 1, 8), &nc));
+  CHECK(weft_tensor_create(f->g, "u", WEFT_F32, 2, shape, weft_cuda(0), weft_uniform(-1, 3, 7), &u));
+  CHECK(weft_tensor_create(f->g, "uc", WEFT_F32, 2, shape, weft_cpu(), weft_uniform(-1, 3, 7), &uc));
+  CHECK(weft_tensor_create(f->g, "n", WEFT_F64, 2, shape, weft_cuda(0), weft_normal(0, 1, 8), &nrm));
+  CHECK(weft_tensor_create(f->g, "nc", WEFT_F64, 2, shape, weft_cpu(), weft_normal(0, 1, 8), &nc));
   void *a = gt_read(u), *b = gt_read(uc), *c = gt_read(nrm), *d = gt_read(nc);
   assert_memory_equal(a, b, weft_tensor_bytes(u));
   assert_true(gt_rel_err(c, d, (size_t)weft_tensor_numel(nrm), WEFT_F64) < 1e-14);
@@ -171,8 +155,6 @@ static void random_initialisers_match_the_cpu(void **state) {
   free(b);
   free(c);
   free(d);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 static void copies_in_every_direction(void **state) {
@@ -180,8 +162,7 @@ static void copies_in_every_direction(void **state) {
   GT_NEED_GPUS(1);
   int ngpu = gt_gpus();
   weft_runtime *rt = gt_runtime(4, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   int64_t shape[2] = {513, 257};
   weft_tensor *h = tu_matrix(g, "h", 513, 257, 5), *d0 = NULL, *dd = NULL, *peer = NULL, *back = NULL,
               *back2 = NULL, *empty, *empty_d = NULL;
@@ -230,8 +211,7 @@ static void in_place_products(void **state) {
   for (int k = 0; k < 2; k++) {
     weft_runtime *rt = k ? cpu : gpu;
     weft_device dev = k ? weft_cpu() : weft_cuda(0);
-    weft_graph *g;
-    CHECK(weft_graph_create(rt, &g));
+    weft_graph *g = tu_graph(rt);
     weft_tensor *a, *b;
     CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){48, 48}, dev, weft_uniform(-1, 1, 3), &a));
     CHECK(weft_tensor_create(g, "b", WEFT_F32, 2, (int64_t[]){48, 48}, dev, weft_uniform(-1, 1, 4), &b));
@@ -255,17 +235,21 @@ static void in_place_products(void **state) {
 
 /* ---- streams, through the plan's explanation --------------------------------------------- */
 
-static void lane_of(weft_graph *g, weft_node *n, char *lane, size_t size) {
+/* Where the plan put node n, and why (CHECKed). */
+static weft_placement placement(weft_graph *g, weft_node *n) {
   weft_placement pl;
   CHECK(weft_node_placement(g, n, &pl));
-  snprintf(lane, size, "%s", pl.lane);
+  return pl;
+}
+
+static void lane_of(weft_graph *g, weft_node *n, char *lane, size_t size) {
+  snprintf(lane, size, "%s", placement(g, n).lane);
 }
 
 #if WEFT_HAVE_CUDA
 /* The batch node n belongs to, from the plan's explanation: 1 and its bounds, or 0. */
 static int batch_of(weft_graph *g, weft_node *n, unsigned *first, unsigned *last) {
-  weft_placement pl;
-  CHECK(weft_node_placement(g, n, &pl));
+  weft_placement pl = placement(g, n);
   const char *s = strstr(pl.why, "batched: nodes ");
   return s != NULL && sscanf(s, "batched: nodes %u..%u", first, last) == 2;
 }
@@ -287,42 +271,39 @@ static void chain_step(int k, float *x, const float *y, int n) {
  * temporary: batched in pieces of at most 128 nodes, and bit-identical to the host's result in
  * eager runs and replays. */
 static void small_chains_are_batched(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
   enum { N = 1000, STEPS = 300 };
   /* On the GPU from the start, so that nothing keeps the graph from being captured. */
   weft_tensor *x0, *y, *x = NULL;
-  CHECK(weft_tensor_create(g, "x0", WEFT_F32, 1, (int64_t[]){N}, weft_cuda(0), weft_uniform(-1, 1, 1), &x0));
-  CHECK(weft_tensor_create(g, "y", WEFT_F32, 1, (int64_t[]){N}, weft_cuda(0), weft_uniform(-1, 1, 2), &y));
+  CHECK(weft_tensor_create(f->g, "x0", WEFT_F32, 1, (int64_t[]){N}, weft_cuda(0), weft_uniform(-1, 1, 1), &x0));
+  CHECK(weft_tensor_create(f->g, "y", WEFT_F32, 1, (int64_t[]){N}, weft_cuda(0), weft_uniform(-1, 1, 2), &y));
   weft_node *chain[STEPS];
   for (int k = 0; k < STEPS; k++) {
     switch (k % 5) {
-      case 0: CHECK(weft_add(g, k == 0 ? x0 : x, y, &x)); break;
+      case 0: CHECK(weft_add(f->g, k == 0 ? x0 : x, y, &x)); break;
       case 1:
         if (k == 151) { /* through a temporary: t = 0.5 x; x = relu(t) is step 152's */
           weft_tensor *t = NULL;
-          CHECK(weft_scale(g, x, 0.5, &t));
-          chain[k] = weft_graph_last_node(g);
+          CHECK(weft_scale(f->g, x, 0.5, &t));
+          chain[k] = weft_graph_last_node(f->g);
           k++;
-          CHECK(weft_sub(g, t, y, &x));
+          CHECK(weft_sub(f->g, t, y, &x));
           break;
         }
-        CHECK(weft_scale(g, x, 0.5, &x));
+        CHECK(weft_scale(f->g, x, 0.5, &x));
         break;
-      case 2: CHECK(weft_sub(g, x, y, &x)); break;
-      case 3: CHECK(weft_relu(g, x, &x)); break;
-      default: CHECK(weft_mul(g, x, y, &x)); break;
+      case 2: CHECK(weft_sub(f->g, x, y, &x)); break;
+      case 3: CHECK(weft_relu(f->g, x, &x)); break;
+      default: CHECK(weft_mul(f->g, x, y, &x)); break;
     }
-    chain[k] = weft_graph_last_node(g);
+    chain[k] = weft_graph_last_node(f->g);
   }
   float *want = NULL, *y0 = NULL;
   for (int r = 0; r < 5; r++) {
-    weft_cuda_set_replay(rt, r >= 2); /* two eager runs, then a capture and two replays */
-    CHECK(weft_graph_run(g));
+    weft_cuda_set_replay(f->rt, r >= 2); /* two eager runs, then a capture and two replays */
+    CHECK(weft_graph_run(f->g));
     if (r == 0) {
       want = gt_read(x0);
       y0 = gt_read(y);
@@ -332,13 +313,11 @@ static void small_chains_are_batched(void **state) {
     assert_memory_equal(got, want, N * sizeof *want);
     free(got);
   }
-  weft_cuda_run_stats rs;
-  weft_cuda_run_stats_get(rt, &rs);
-  assert_true(rs.replays >= 2);
+  assert_true(gt_run_stats(f->rt).replays >= 2);
   /* Every node of the chain is in a batch of at most 128; consecutive batches cover it. */
   unsigned first, last, prev_last = 0, batches = 0;
   for (int k = 0; k < STEPS; k++) {
-    assert_true(batch_of(g, chain[k], &first, &last));
+    assert_true(batch_of(f->g, chain[k], &first, &last));
     assert_true(last - first + 1 <= 128);
     assert_true(first <= weft_node_id(chain[k]) && weft_node_id(chain[k]) <= last);
     if (first != (unsigned)weft_node_id(chain[k])) continue; /* not the first of its batch */
@@ -348,33 +327,28 @@ static void small_chains_are_batched(void **state) {
   assert_true(batches >= 3);
   free(y0);
   free(want);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
 /* A node read by another stream (a copy to the host) ends its batch, and the node after it
  * (which must wait for that copy to have read x) starts the next. */
 static void a_reader_ends_a_batch(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *hx = tu_matrix(g, "hx", 4, 8, 3), *x = NULL, *one, *mid = NULL, *out = NULL;
-  CHECK(weft_copy(g, hx, weft_cuda(0), &x));
-  CHECK(weft_tensor_create(g, "one", WEFT_F32, 2, (int64_t[]){4, 8}, weft_cuda(0), weft_ones(), &one));
+  tu_fixture *f = *state;
+  weft_tensor *hx = tu_matrix(f->g, "hx", 4, 8, 3), *x = NULL, *one, *mid = NULL, *out = NULL;
+  CHECK(weft_copy(f->g, hx, weft_cuda(0), &x));
+  CHECK(weft_tensor_create(f->g, "one", WEFT_F32, 2, (int64_t[]){4, 8}, weft_cuda(0), weft_ones(), &one));
   weft_node *adds[10];
   for (int k = 0; k < 10; k++) {
-    CHECK(weft_add(g, x, one, &x));
-    adds[k] = weft_graph_last_node(g);
-    if (k == 5) CHECK(weft_copy(g, x, weft_cpu(), &mid));
+    CHECK(weft_add(f->g, x, one, &x));
+    adds[k] = weft_graph_last_node(f->g);
+    if (k == 5) CHECK(weft_copy(f->g, x, weft_cpu(), &mid));
   }
-  CHECK(weft_copy(g, x, weft_cpu(), &out));
+  CHECK(weft_copy(f->g, x, weft_cpu(), &out));
   for (int r = 0; r < 3; r++) {
-    weft_cuda_set_replay(rt, r == 2);
-    CHECK(weft_graph_run(g));
+    weft_cuda_set_replay(f->rt, r == 2);
+    CHECK(weft_graph_run(f->g));
     float *x0 = gt_read(hx), *m = gt_read(mid), *o = gt_read(out);
     for (int i = 0; i < 32; i++) {
       assert_true(m[i] == x0[i] + 1 + 1 + 1 + 1 + 1 + 1);
@@ -384,39 +358,34 @@ static void a_reader_ends_a_batch(void **state) {
     free(m);
     free(o);
   }
-  unsigned f, l;
-  assert_true(batch_of(g, adds[0], &f, &l));
-  assert_int_equal(f, weft_node_id(adds[0]));
-  assert_int_equal(l, weft_node_id(adds[5]));
-  assert_true(batch_of(g, adds[6], &f, &l));
-  assert_int_equal(f, weft_node_id(adds[6]));
-  assert_int_equal(l, weft_node_id(adds[9]));
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
+  unsigned first, last;
+  assert_true(batch_of(f->g, adds[0], &first, &last));
+  assert_int_equal(first, weft_node_id(adds[0]));
+  assert_int_equal(last, weft_node_id(adds[5]));
+  assert_true(batch_of(f->g, adds[6], &first, &last));
+  assert_int_equal(first, weft_node_id(adds[6]));
+  assert_int_equal(last, weft_node_id(adds[9]));
 #endif
 }
 
 /* A cancelled run stops a chain of one-element adds part way, possibly inside a batch: every
  * node the run reports as run has run (the drain launches what a batch holds), and no other. */
 static void a_cancelled_batch_still_runs_what_ran(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_cuda_set_replay(rt, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
+  weft_cuda_set_replay(f->rt, 0);
   enum { N = 20000 };
   weft_tensor *x, *one;
-  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &x));
-  CHECK(weft_tensor_create(g, "one", WEFT_F64, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
-  for (int k = 0; k < N; k++) CHECK(weft_add(g, x, one, &x)); /* in place: x stays x */
-  CHECK(weft_graph_run(g));
+  CHECK(weft_tensor_create(f->g, "x", WEFT_F64, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &x));
+  CHECK(weft_tensor_create(f->g, "one", WEFT_F64, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
+  for (int k = 0; k < N; k++) CHECK(weft_add(f->g, x, one, &x)); /* in place: x stays x */
+  CHECK(weft_graph_run(f->g));
   int partial = 0;
   double before = N;
   for (int r = 0; r < 12; r++) {
     weft_run *run;
-    CHECK(weft_graph_launch(g, &run));
+    CHECK(weft_graph_launch(f->g, &run));
     for (volatile long spin = 0; spin < (long)r * r * 20000; spin++) {
     }
     weft_run_cancel(run);
@@ -435,53 +404,48 @@ static void a_cancelled_batch_still_runs_what_ran(void **state) {
     partial += sum.nodes_run > 0 && sum.nodes_run < N;
   }
   print_message("cancelled runs that stopped inside the chain: %d of 12\n", partial);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
 static void streams_follow_the_graph(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *h = tu_matrix(g, "h", 64, 64, 1), *x = NULL;
-  CHECK(weft_copy(g, h, weft_cuda(0), &x));
-  weft_node *up = weft_graph_last_node(g);
+  tu_fixture *f = *state;
+  weft_tensor *h = tu_matrix(f->g, "h", 64, 64, 1), *x = NULL;
+  CHECK(weft_copy(f->g, h, weft_cuda(0), &x));
+  weft_node *up = weft_graph_last_node(f->g);
   /* Two independent small chains, then a join. */
   weft_tensor *a = NULL, *b = NULL, *c = NULL;
-  CHECK(weft_relu(g, x, &a));
-  weft_node *a1 = weft_graph_last_node(g);
-  CHECK(weft_scale(g, a, 2, &a));
-  weft_node *a2 = weft_graph_last_node(g);
-  CHECK(weft_scale(g, x, 3, &b));
-  weft_node *b1 = weft_graph_last_node(g);
-  CHECK(weft_scale(g, b, 0.5, &b));
-  weft_node *b2 = weft_graph_last_node(g);
-  CHECK(weft_add(g, a, b, &c));
-  weft_node *join = weft_graph_last_node(g);
+  CHECK(weft_relu(f->g, x, &a));
+  weft_node *a1 = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, a, 2, &a));
+  weft_node *a2 = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, x, 3, &b));
+  weft_node *b1 = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, b, 0.5, &b));
+  weft_node *b2 = weft_graph_last_node(f->g);
+  CHECK(weft_add(f->g, a, b, &c));
+  weft_node *join = weft_graph_last_node(f->g);
   weft_tensor *hc = NULL;
-  CHECK(weft_copy(g, c, weft_cpu(), &hc));
-  weft_node *down = weft_graph_last_node(g);
+  CHECK(weft_copy(f->g, c, weft_cpu(), &hc));
+  weft_node *down = weft_graph_last_node(f->g);
   /* Two large independent products: the main stream, in order. */
   weft_tensor *big, *p1 = NULL, *p2 = NULL;
-  CHECK(weft_tensor_create(g, "big", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_cuda(0), weft_uniform(0, 1, 2), &big));
-  CHECK(weft_mm(g, big, big, &p1));
-  weft_node *m1 = weft_graph_last_node(g);
-  CHECK(weft_mm(g, big, big, &p2));
-  weft_node *m2 = weft_graph_last_node(g);
-  CHECK(weft_graph_run(g));
+  CHECK(weft_tensor_create(f->g, "big", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_cuda(0), weft_uniform(0, 1, 2), &big));
+  CHECK(weft_mm(f->g, big, big, &p1));
+  weft_node *m1 = weft_graph_last_node(f->g);
+  CHECK(weft_mm(f->g, big, big, &p2));
+  weft_node *m2 = weft_graph_last_node(f->g);
+  CHECK(weft_graph_run(f->g));
   char l[10][64];
-  lane_of(g, up, l[0], 64);
-  lane_of(g, a1, l[1], 64);
-  lane_of(g, a2, l[2], 64);
-  lane_of(g, b1, l[3], 64);
-  lane_of(g, b2, l[4], 64);
-  lane_of(g, join, l[5], 64);
-  lane_of(g, down, l[6], 64);
-  lane_of(g, m1, l[7], 64);
-  lane_of(g, m2, l[8], 64);
+  lane_of(f->g, up, l[0], 64);
+  lane_of(f->g, a1, l[1], 64);
+  lane_of(f->g, a2, l[2], 64);
+  lane_of(f->g, b1, l[3], 64);
+  lane_of(f->g, b2, l[4], 64);
+  lane_of(f->g, join, l[5], 64);
+  lane_of(f->g, down, l[6], 64);
+  lane_of(f->g, m1, l[7], 64);
+  lane_of(f->g, m2, l[8], 64);
   assert_string_equal(l[0], "cuda:0 copy h2d");
   assert_string_equal(l[6], "cuda:0 copy d2h");
   assert_string_equal(l[1], l[2]);     /* a chain stays on its stream */
@@ -498,39 +462,30 @@ static void streams_follow_the_graph(void **state) {
   }
   free(hv);
   free(cv);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* The last large product of a stream whose result goes to the host is split in two row halves
  * so the copy of the first overlaps the second; the copy must still be the whole product. */
 static void the_tail_product_is_split(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
   weft_tensor *x, *y = NULL, *h = NULL, *ref = NULL;
-  CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){2000, 2048}, weft_cuda(0), weft_uniform(-1, 1, 4), &x));
+  CHECK(weft_tensor_create(f->g, "x", WEFT_F32, 2, (int64_t[]){2000, 2048}, weft_cuda(0), weft_uniform(-1, 1, 4), &x));
   weft_tensor *w;
-  CHECK(weft_tensor_create(g, "w", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_cuda(0), weft_uniform(-1, 1, 5), &w));
-  CHECK(weft_mm(g, x, w, &ref)); /* the same product, kept on the GPU */
-  CHECK(weft_mm(g, x, w, &y));
-  weft_node *last = weft_graph_last_node(g);
-  CHECK(weft_copy(g, y, weft_cpu(), &h));
+  CHECK(weft_tensor_create(f->g, "w", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_cuda(0), weft_uniform(-1, 1, 5), &w));
+  CHECK(weft_mm(f->g, x, w, &ref)); /* the same product, kept on the GPU */
+  CHECK(weft_mm(f->g, x, w, &y));
+  weft_node *last = weft_graph_last_node(f->g);
+  CHECK(weft_copy(f->g, y, weft_cpu(), &h));
   for (int r = 0; r < 3; r++) { /* eager, captured, replayed */
-    CHECK(weft_graph_run(g));
+    CHECK(weft_graph_run(f->g));
     float *a = gt_read(h), *b = gt_read(ref);
     double err = gt_rel_err(a, b, 2000 * 2048, WEFT_F32);
     if (err > 1e-5) fail_msg("run %d: the split product's copy differs from the product (relative %g)", r, err);
     free(a);
     free(b);
   }
-  weft_placement pl;
-  CHECK(weft_node_placement(g, last, &pl));
-  assert_non_null(strstr(pl.why, "two row halves"));
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
+  assert_non_null(strstr(placement(f->g, last).why, "two row halves"));
 }
 
 /* ---- user ops ------------------------------------------------------------------------------- */
@@ -581,29 +536,10 @@ static void user_ops_and_cpu_neighbours(void **state) {
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
   weft_runtime *rt = gt_runtime(4, 0);
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "scal";
-  d.nargs = 1;
-  d.access[0] = WEFT_READ_WRITE;
-  d.cuda = scal_kernel;
-  d.cpu = scal_cpu;
-  const weft_op *scal, *hsum, *hset;
-  CHECK(weft_op_register(rt, &d, &scal));
-  d.name = "host_sum";
-  d.nargs = 2;
-  d.access[0] = WEFT_READ;
-  d.access[1] = WEFT_WRITE;
-  d.cuda = NULL;
-  d.cpu = host_sum;
-  CHECK(weft_op_register(rt, &d, &hsum));
-  d.name = "host_set";
-  d.nargs = 1;
-  d.access[0] = WEFT_WRITE;
-  d.cpu = host_set;
-  CHECK(weft_op_register(rt, &d, &hset));
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  const weft_op *scal = gt_op(rt, "scal", WEFT_READ_WRITE, scal_cpu, scal_kernel);
+  const weft_op *hsum = tu_op(rt, "host_sum", 2, (weft_access[]){WEFT_READ, WEFT_WRITE}, host_sum, NULL);
+  const weft_op *hset = gt_op(rt, "host_set", WEFT_WRITE, host_set, NULL);
+  weft_graph *g = tu_graph(rt);
   weft_tensor *h, *s;
   CHECK(weft_tensor_create(g, "h", WEFT_F32, 1, (int64_t[]){1000}, weft_cpu(), weft_zeros(), &h));
   CHECK(weft_tensor_create(g, "s", WEFT_F64, 0, NULL, weft_cpu(), weft_zeros(), &s));
@@ -630,9 +566,7 @@ static void user_ops_and_cpu_neighbours(void **state) {
     CHECK(weft_tensor_get(h, 5, &hv)); /* the last writer of h ran after the copy read it */
     assert_true(hv == 7.0);
   }
-  weft_cuda_run_stats rs;
-  weft_cuda_run_stats_get(rt, &rs);
-  assert_int_equal(rs.captures, 0); /* CPU nodes and a user op: never replayed */
+  assert_int_equal(gt_run_stats(rt).captures, 0); /* CPU nodes and a user op: never replayed */
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
 #endif
@@ -648,7 +582,7 @@ static void graphs_run_at_once(void **state) {
   weft_graph *g[G];
   weft_tensor *out[G];
   for (int k = 0; k < G; k++) {
-    CHECK(weft_graph_create(rt, &g[k]));
+    g[k] = tu_graph(rt);
     weft_device dev = weft_cuda(k % gt_gpus());
     weft_tensor *x;
     CHECK(weft_tensor_create(g[k], "x", WEFT_F32, 2, (int64_t[]){128, 128}, dev, weft_uniform(-0.1, 0.1, (uint64_t)k), &x));
@@ -706,13 +640,10 @@ static void busy_streams_are_combined(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
-  setenv("WEFT_CUDA_STREAMS", "1", 1);
-  weft_runtime *rt = gt_runtime(8, 0);
-  unsetenv("WEFT_CUDA_STREAMS");
+  weft_runtime *rt = gt_runtime_env(8, 0, "WEFT_CUDA_STREAMS", "1");
   weft_cuda_set_replay(rt, 0);
   enum { P = 200, C = 50, U = 100, N = 32 };
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *x, *y[P], *sums[C];
   CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){N, N}, weft_cuda(0), weft_uniform(-1, 1, 5), &x));
   for (int i = 0; i < P; i++) {
@@ -750,21 +681,13 @@ static void busy_streams_are_combined(void **state) {
       assert_true(fabs(v - want_sum) <= 1e-3 * (1 + fabs(want_sum)));
     }
   }
-  weft_cuda_run_stats rs;
-  weft_cuda_run_stats_get(rt, &rs);
+  weft_cuda_run_stats rs = gt_run_stats(rt);
   print_message("%llu of %d nodes combined in 3 runs\n", rs.combined, 3 * (P + C));
   assert_true(rs.combined > 0);
   weft_graph_destroy(g);
   /* A failure on the combined path is its node's. */
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "add_k";
-  d.nargs = 1;
-  d.access[0] = WEFT_WRITE;
-  d.cuda = add_k_kernel;
-  const weft_op *add_k;
-  CHECK(weft_op_register(rt, &d, &add_k));
-  CHECK(weft_graph_create(rt, &g));
+  const weft_op *add_k = gt_op(rt, "add_k", WEFT_WRITE, NULL, add_k_kernel);
+  g = tu_graph(rt);
   weft_tensor *t[U];
   for (int k = 0; k < U; k++) {
     char name[16];
@@ -793,19 +716,19 @@ static void busy_streams_are_combined(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(devices_are_discovered),
+      cmocka_unit_test_setup_teardown(devices_are_discovered, gt_setup, gt_teardown),
       cmocka_unit_test(max_gpus_limits_the_devices),
       cmocka_unit_test(ops_agree_with_the_cpu),
-      cmocka_unit_test(random_initialisers_match_the_cpu),
+      cmocka_unit_test_setup_teardown(random_initialisers_match_the_cpu, gt_setup, gt_teardown),
       cmocka_unit_test(copies_in_every_direction),
       cmocka_unit_test(in_place_products),
-      cmocka_unit_test(streams_follow_the_graph),
-      cmocka_unit_test(the_tail_product_is_split),
+      cmocka_unit_test_setup_teardown(streams_follow_the_graph, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(the_tail_product_is_split, gt_setup, gt_teardown),
       cmocka_unit_test(user_ops_and_cpu_neighbours),
       cmocka_unit_test(graphs_run_at_once),
-      cmocka_unit_test(small_chains_are_batched),
-      cmocka_unit_test(a_reader_ends_a_batch),
-      cmocka_unit_test(a_cancelled_batch_still_runs_what_ran),
+      cmocka_unit_test_setup_teardown(small_chains_are_batched, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(a_reader_ends_a_batch, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(a_cancelled_batch_still_runs_what_ran, gt_setup, gt_teardown),
       cmocka_unit_test(busy_streams_are_combined),
   };
   return GT_RUN(tests);

@@ -24,12 +24,6 @@ int weft_test_fault_kernel(weft_kernel_ctx *ctx);
 
 static const char *self_path;
 
-/* Under compute-sanitizer a child process inherits the tool, which changes its output. */
-static int under_sanitizer(void) {
-  const char *v = getenv("WEFT_TEST_SANITIZER");
-  return v != NULL && strcmp(v, "1") == 0;
-}
-
 /* Runs this program again with `arg` and the environment variable `env` (NAME=VALUE or NULL);
  * returns its exit status and its output (stdout and stderr) in out. */
 static int run_child(const char *arg, const char *env, char *out, size_t size) {
@@ -67,8 +61,7 @@ static void devices_that_do_not_exist(void **state) {
   GT_NEED_GPUS(1);
   weft_runtime *rt = gt_runtime(1, 0);
   int n = gt_gpus();
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *h = tu_matrix(g, "h", 4, 4, 1), *o = NULL;
   assert_int_equal(weft_copy(g, h, weft_cuda(n), &o), WEFT_EDEVICE);
   assert_non_null(strstr(weft_last_error(), "cuda:"));
@@ -82,7 +75,7 @@ static void devices_that_do_not_exist(void **state) {
 /* Without a visible GPU the runtime starts on the CPU alone and says so once. */
 static void no_visible_gpu_means_the_cpu(void **state) {
   (void)state;
-  if (under_sanitizer()) skip();
+  if (gt_under_sanitizer()) skip(); /* a child inherits compute-sanitizer: its output changes */
   char out[4096];
   int rc = run_child("--no-gpu", "CUDA_VISIBLE_DEVICES=", out, sizeof out);
   if (rc != 0) fail_msg("child exited %d: %s", rc, out);
@@ -116,35 +109,24 @@ static int failing_kernel(weft_kernel_ctx *ctx) { return weft_ctx_fail(ctx, "boo
 
 /* The op "fails": one argument, read and written on a CUDA device, whose kernel fails. */
 static const weft_op *register_failing(weft_runtime *rt) {
-  weft_op_desc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.name = "fails";
-  desc.nargs = 1;
-  desc.access[0] = WEFT_READ_WRITE;
-  desc.cuda = failing_kernel;
-  const weft_op *op;
-  CHECK(weft_op_register(rt, &desc, &op));
-  return op;
+  return gt_op(rt, "fails", WEFT_READ_WRITE, NULL, failing_kernel);
 }
 #endif
 
 static void a_failing_kernel_names_its_node(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
-  weft_runtime *rt = gt_runtime(2, 0);
-  const weft_op *op = register_failing(rt);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
+  const weft_op *op = register_failing(f->rt);
   weft_tensor *a, *b, *after = NULL, *indep = NULL;
-  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &a));
-  CHECK(weft_tensor_create(g, "b", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &b));
-  CHECK(weft_call(g, op, &a, 1, NULL, 0));
-  weft_node *bad = weft_graph_last_node(g);
-  CHECK(weft_scale(g, a, 2, &after)); /* depends on the failure: skipped */
-  CHECK(weft_scale(g, b, 5, &indep)); /* independent: runs */
+  CHECK(weft_tensor_create(f->g, "a", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &a));
+  CHECK(weft_tensor_create(f->g, "b", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &b));
+  CHECK(weft_call(f->g, op, &a, 1, NULL, 0));
+  weft_node *bad = weft_graph_last_node(f->g);
+  CHECK(weft_scale(f->g, a, 2, &after)); /* depends on the failure: skipped */
+  CHECK(weft_scale(f->g, b, 5, &indep)); /* independent: runs */
   weft_run *r;
-  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_graph_launch(f->g, &r));
   assert_int_equal(weft_run_wait(r), WEFT_EKERNEL);
   assert_ptr_equal(weft_run_failed_node(r), bad);
   assert_non_null(strstr(weft_run_error(r), "boom at element 42"));
@@ -154,8 +136,6 @@ static void a_failing_kernel_names_its_node(void **state) {
   double v;
   CHECK(weft_tensor_get(indep, 0, &v));
   assert_true(v == 5.0);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
@@ -163,27 +143,24 @@ static void a_failing_kernel_names_its_node(void **state) {
  * its turn up: the copies to the host after it in program order still run, and the run ends
  * (it would wait forever for the skipped copy otherwise). A cancelled run likewise. */
 static void a_skipped_copy_gives_up_its_turn(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
-  weft_runtime *rt = gt_runtime(2, 0);
-  const weft_op *op = register_failing(rt);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
+  const weft_op *op = register_failing(f->rt);
   weft_tensor *a, *ha = NULL;
-  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &a));
-  CHECK(weft_call(g, op, &a, 1, NULL, 0));
-  CHECK(weft_copy(g, a, weft_cpu(), &ha)); /* the first turn of the copy stream: skipped */
+  CHECK(weft_tensor_create(f->g, "a", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &a));
+  CHECK(weft_call(f->g, op, &a, 1, NULL, 0));
+  CHECK(weft_copy(f->g, a, weft_cpu(), &ha)); /* the first turn of the copy stream: skipped */
   enum { K = 4 };
   weft_tensor *b[K], *h[K];
   for (int k = 0; k < K; k++) {
     h[k] = NULL;
-    CHECK(weft_tensor_create(g, "b", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_full(k + 1), &b[k]));
-    CHECK(weft_copy(g, b[k], weft_cpu(), &h[k]));
+    CHECK(weft_tensor_create(f->g, "b", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_full(k + 1), &b[k]));
+    CHECK(weft_copy(f->g, b[k], weft_cpu(), &h[k]));
   }
   for (int r = 0; r < 2; r++) {
     weft_run *run;
-    CHECK(weft_graph_launch(g, &run));
+    CHECK(weft_graph_launch(f->g, &run));
     assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
     weft_run_destroy(run);
     for (int k = 0; k < K; k++) {
@@ -193,8 +170,7 @@ static void a_skipped_copy_gives_up_its_turn(void **state) {
     }
   }
   /* Cancelled before it starts: every node is skipped, and the run still ends. */
-  weft_graph *g2;
-  CHECK(weft_graph_create(rt, &g2));
+  weft_graph *g2 = tu_graph(f->rt);
   weft_tensor *c, *hc = NULL;
   CHECK(weft_tensor_create(g2, "c", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_ones(), &c));
   for (int k = 0; k < K; k++) {
@@ -209,8 +185,6 @@ static void a_skipped_copy_gives_up_its_turn(void **state) {
   assert_true(st == WEFT_OK || st == WEFT_ECANCELED);
   weft_run_destroy(run);
   weft_graph_destroy(g2);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
@@ -222,12 +196,8 @@ static int child_fault(void) {
   weft_runtime_options_init(&o);
   o.flags |= WEFT_RUNTIME_QUIET;
   if (weft_runtime_create(&o, &rt) != WEFT_OK) return 2;
-  weft_op_desc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.name = "fault";
-  desc.nargs = 1;
-  desc.access[0] = WEFT_READ_WRITE;
-  desc.cuda = weft_test_fault_kernel;
+  weft_op_desc desc =
+      tu_op_desc("fault", 1, (weft_access[]){WEFT_READ_WRITE}, NULL, weft_test_fault_kernel, NULL);
   const weft_op *op;
   weft_graph *g;
   if (weft_op_register(rt, &desc, &op) != WEFT_OK || weft_graph_create(rt, &g) != WEFT_OK) return 3;
@@ -253,7 +223,7 @@ static void a_kernel_fault_is_reported_at_wait(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
 #if WEFT_TEST_FAULT_KERNEL
-  if (under_sanitizer()) skip();
+  if (gt_under_sanitizer()) skip();
   char out[8192];
   /* Exactly at the node under WEFT_LAUNCH_BLOCKING=1. */
   int rc = run_child("--fault", "WEFT_LAUNCH_BLOCKING=1", out, sizeof out);
@@ -273,8 +243,7 @@ static void launch_blocking_runs_are_correct(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
   weft_runtime *rt = gt_runtime(2, WEFT_RUNTIME_LAUNCH_BLOCKING);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *h = tu_matrix(g, "h", 32, 32, 9), *d = NULL, *back = NULL, *s = NULL;
   CHECK(weft_copy(g, h, weft_cuda(0), &d));
   CHECK(weft_mm(g, d, d, &d));
@@ -299,8 +268,8 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(devices_that_do_not_exist),
       cmocka_unit_test(no_visible_gpu_means_the_cpu),
-      cmocka_unit_test(a_failing_kernel_names_its_node),
-      cmocka_unit_test(a_skipped_copy_gives_up_its_turn),
+      cmocka_unit_test_setup_teardown(a_failing_kernel_names_its_node, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(a_skipped_copy_gives_up_its_turn, gt_setup, gt_teardown),
       cmocka_unit_test(a_kernel_fault_is_reported_at_wait),
       cmocka_unit_test(launch_blocking_runs_are_correct),
   };

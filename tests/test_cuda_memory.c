@@ -3,7 +3,6 @@
  * after a run, statistics and trim, out-of-memory errors that name the node, the device, the
  * bytes and the peak and leave the runtime usable, and graphs that change between runs.
  * WEFT_TEST_SANITIZER=1 (compute-sanitizer runs) leaves the out-of-memory test out. */
-#define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +27,11 @@ static void overlap_graph_runs_in_few_buffers(void **state) {
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
   enum { N = 1024, COUNT = 50 };
-  setenv("WEFT_CUDA_WINDOW_MIB", "0", 1);
-  weft_runtime *rt = gt_runtime(0, 0);
-  unsetenv("WEFT_CUDA_WINDOW_MIB");
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *x, *h[COUNT], *y[COUNT];
-  CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){N, N}, weft_cuda(0), weft_uniform(-1, 1, 42), &x));
-  for (int i = 0; i < COUNT; i++) {
-    y[i] = NULL;
-    h[i] = NULL;
-    CHECK(weft_mm(g, x, x, &y[i]));
-    CHECK(weft_copy(g, y[i], weft_cpu(), &h[i]));
-  }
-  size_t buf = weft_tensor_bytes(x);
+  weft_runtime *rt = gt_runtime_env(0, 0, "WEFT_CUDA_WINDOW_MIB", "0");
+  weft_graph *g = tu_graph(rt);
+  tu_overlap o;
+  tu_overlap_build(&o, g, weft_cuda(0), N, weft_uniform(-1, 1, 42), COUNT);
+  size_t buf = weft_tensor_bytes(o.x);
   CHECK(weft_graph_run(g)); /* first run: the pool grows to what the plan needs */
   CHECK(weft_cuda_memory_trim(rt, 0, 0));
   CHECK(weft_cuda_memory_reset_peak(rt, 0));
@@ -59,15 +49,13 @@ static void overlap_graph_runs_in_few_buffers(void **state) {
   s = stats(rt);
   print_message("overlap graph, replayed: peak %.2f buffers in use, %.2f reserved\n", (double)s.peak / buf,
                 (double)s.reserved_peak / buf);
-  weft_cuda_run_stats rs;
-  weft_cuda_run_stats_get(rt, &rs);
-  assert_int_equal(rs.captures, 1);
+  assert_int_equal(gt_run_stats(rt).captures, 1);
   /* Every copy holds x.x: equal to each other, and one element checked in double. */
-  float *first = gt_read(h[0]), *xv = gt_read(x);
+  float *first = gt_read(o.h[0]), *xv = gt_read(o.x);
   for (int i = 1; i < COUNT; i++) {
-    float *o = gt_read(h[i]);
-    assert_memory_equal(first, o, buf);
-    free(o);
+    float *other = gt_read(o.h[i]);
+    assert_memory_equal(first, other, buf);
+    free(other);
   }
   for (int probe = 0; probe < 4; probe++) {
     int r = (probe * 977) % N, c = (probe * 1231 + 5) % N;
@@ -79,7 +67,7 @@ static void overlap_graph_runs_in_few_buffers(void **state) {
   free(xv);
   /* A temporary's storage lives only during a run. */
   void *big = malloc(buf);
-  assert_int_equal(weft_tensor_read(y[3], big, buf), WEFT_ESTATE);
+  assert_int_equal(weft_tensor_read(o.y[3], big, buf), WEFT_ESTATE);
   free(big);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
@@ -93,8 +81,7 @@ static void statistics_and_trim(void **state) {
   weft_runtime *rt = gt_runtime(2, 0);
   weft_cuda_memory_stats s0 = stats(rt), s1, s2;
   assert_true(s0.workspace > 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *t;
   CHECK(weft_tensor_create(g, "t", WEFT_F32, 1, (int64_t[]){1 << 24}, weft_cuda(0), weft_ones(), &t));
   double v;
@@ -120,8 +107,7 @@ static void statistics_and_trim(void **state) {
 
 /* Runs a small graph to show the runtime still works. */
 static void small_graph_works(weft_runtime *rt) {
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *a, *n = NULL;
   CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){64, 64}, weft_cuda(0), weft_ones(), &a));
   weft_tensor *p = NULL;
@@ -138,14 +124,12 @@ static void out_of_memory_is_an_error_and_recoverable(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
   /* compute-sanitizer reports the failing allocations this test makes on purpose. */
-  const char *sanitizer = getenv("WEFT_TEST_SANITIZER");
-  if (sanitizer != NULL && strcmp(sanitizer, "1") == 0) skip();
+  if (gt_under_sanitizer()) skip();
   weft_runtime *rt = gt_runtime(2, 0);
   weft_device_info info;
   CHECK(weft_device_info_get(rt, weft_cuda(0), &info));
   /* A kept tensor larger than the device: the launch fails at materialisation. */
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   int64_t huge = (int64_t)(info.memory_bytes / 4) * 2;
   weft_tensor *t, *o = NULL;
   CHECK(weft_tensor_create(g, "huge", WEFT_F32, 1, &huge, weft_cuda(0), weft_zeros(), &t));
@@ -159,7 +143,7 @@ static void out_of_memory_is_an_error_and_recoverable(void **state) {
   weft_graph_destroy(g);
   small_graph_works(rt);
   /* A temporary larger than the device: the node that allocates it fails, named. */
-  CHECK(weft_graph_create(rt, &g));
+  g = tu_graph(rt);
   int64_t side = (int64_t)sqrt((double)info.memory_bytes / 4.0 * 1.5);
   weft_tensor *col, *row, *prod = NULL, *nrm = NULL, *other, *ok = NULL;
   CHECK(weft_tensor_create(g, "col", WEFT_F32, 2, (int64_t[]){side, 1}, weft_cuda(0), weft_ones(), &col));
@@ -189,33 +173,28 @@ static void out_of_memory_is_an_error_and_recoverable(void **state) {
 
 /* A result that becomes a temporary when a later node reads it, and back. */
 static void graphs_that_change_between_runs(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
   weft_tensor *a, *b = NULL, *c = NULL, *d = NULL;
-  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){1000}, weft_cuda(0), weft_full(2), &a));
-  CHECK(weft_scale(g, a, 3, &b)); /* b: a result */
-  CHECK(weft_graph_run(g));
+  CHECK(weft_tensor_create(f->g, "a", WEFT_F32, 1, (int64_t[]){1000}, weft_cuda(0), weft_full(2), &a));
+  CHECK(weft_scale(f->g, a, 3, &b)); /* b: a result */
+  CHECK(weft_graph_run(f->g));
   double v;
   CHECK(weft_tensor_get(b, 0, &v));
   assert_true(v == 6.0);
-  CHECK(weft_scale(g, b, 2, &c)); /* b is now read later: a temporary (but it has storage) */
-  CHECK(weft_scale(g, c, 0.5, &d)); /* c: a temporary managed per run */
-  CHECK(weft_graph_run(g));
-  CHECK(weft_graph_run(g));
+  CHECK(weft_scale(f->g, b, 2, &c)); /* b is now read later: a temporary (but it has storage) */
+  CHECK(weft_scale(f->g, c, 0.5, &d)); /* c: a temporary managed per run */
+  CHECK(weft_graph_run(f->g));
+  CHECK(weft_graph_run(f->g));
   CHECK(weft_tensor_get(d, 999, &v));
   assert_true(v == 6.0);
-  CHECK(weft_scale(g, c, 1.0, &c)); /* c's final value is now unread: c is a result again */
-  CHECK(weft_graph_run(g));
+  CHECK(weft_scale(f->g, c, 1.0, &c)); /* c's final value is now unread: c is a result again */
+  CHECK(weft_graph_run(f->g));
   CHECK(weft_tensor_get(c, 5, &v));
   assert_true(v == 12.0);
-  CHECK(weft_graph_run(g));
+  CHECK(weft_graph_run(f->g));
   CHECK(weft_tensor_get(c, 5, &v));
   assert_true(v == 12.0);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 int main(void) {
@@ -223,7 +202,7 @@ int main(void) {
       cmocka_unit_test(overlap_graph_runs_in_few_buffers),
       cmocka_unit_test(statistics_and_trim),
       cmocka_unit_test(out_of_memory_is_an_error_and_recoverable),
-      cmocka_unit_test(graphs_that_change_between_runs),
+      cmocka_unit_test_setup_teardown(graphs_that_change_between_runs, gt_setup, gt_teardown),
   };
   return GT_RUN(tests);
 }

@@ -161,9 +161,7 @@ static void programs_over_cpu_and_gpus_agree_with_the_cpu(void **state) {
   int compared = 0;
   for (int k = 0; k < programs; k++) {
     int gpu_only = k % 3 == 0;
-    prog pg, pc;
-    CHECK(weft_graph_create(gpu, &pg.g));
-    CHECK(weft_graph_create(cpu, &pc.g));
+    prog pg = {.g = tu_graph(gpu)}, pc = {.g = tu_graph(cpu)};
     build(&pg, (uint64_t)k, ndev, gpu_only, 0);
     build(&pc, (uint64_t)k, ndev, gpu_only, 1);
     assert_int_equal(pg.nt, pc.nt);

@@ -4,7 +4,6 @@
  * ops, or with replay switched off, stay eager; a changed graph is captured afresh. */
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "gpu_test.h"
 #if WEFT_HAVE_CUDA
@@ -38,9 +37,7 @@ static void second_run_is_captured_and_replayed(void **state) {
   GT_NEED_GPUS(1);
 #if WEFT_HAVE_CUDA
   weft_runtime *gpu = gt_runtime(2, 0), *cpu = tu_runtime_cpu(1);
-  weft_graph *g, *gc;
-  CHECK(weft_graph_create(gpu, &g));
-  CHECK(weft_graph_create(cpu, &gc));
+  weft_graph *g = tu_graph(gpu), *gc = tu_graph(cpu);
   weft_tensor *x, *hn, *xc, *hnc;
   build_step(g, weft_cuda(0), &x, &hn);
   build_step(gc, weft_cpu(), &xc, &hnc);
@@ -56,8 +53,7 @@ static void second_run_is_captured_and_replayed(void **state) {
   assert_true(gt_rel_err(xa, xb, 96 * 96, WEFT_F32) < 1e-4);
   free(xa);
   free(xb);
-  weft_cuda_run_stats s;
-  weft_cuda_run_stats_get(gpu, &s);
+  weft_cuda_run_stats s = gt_run_stats(gpu);
   assert_int_equal(s.eager_runs, 1);
   assert_int_equal(s.captures, 1);
   assert_int_equal(s.replays, 4);
@@ -68,7 +64,7 @@ static void second_run_is_captured_and_replayed(void **state) {
   CHECK(weft_graph_run(g));
   CHECK(weft_graph_run(g));
   CHECK(weft_graph_run(g));
-  weft_cuda_run_stats_get(gpu, &s);
+  s = gt_run_stats(gpu);
   assert_int_equal(s.eager_runs, 2);
   assert_int_equal(s.captures, 2);
   assert_int_equal(s.replays, 6);
@@ -88,15 +84,12 @@ static void replay_matches_eager_bit_for_bit(void **state) {
   for (int mode = 0; mode < 2; mode++) {
     weft_runtime *rt = gt_runtime(2, 0);
     weft_cuda_set_replay(rt, mode);
-    weft_graph *g;
-    CHECK(weft_graph_create(rt, &g));
+    weft_graph *g = tu_graph(rt);
     weft_tensor *x, *hn;
     build_step(g, weft_cuda(0), &x, &hn);
     for (int r = 0; r < 4; r++) CHECK(weft_graph_run(g));
     res[mode] = gt_read(x);
-    weft_cuda_run_stats s;
-    weft_cuda_run_stats_get(rt, &s);
-    assert_int_equal(s.replays, mode ? 3 : 0);
+    assert_int_equal(gt_run_stats(rt).replays, mode ? 3 : 0);
     weft_graph_destroy(g);
     weft_runtime_destroy(rt);
   }
@@ -119,8 +112,7 @@ static void graphs_that_stay_eager(void **state) {
 #if WEFT_HAVE_CUDA
   weft_runtime *rt = gt_runtime(2, 0);
   /* A CPU node in the graph. */
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *h = tu_matrix(g, "h", 16, 16, 3), *d = NULL, *back = NULL, *cpu2 = NULL;
   CHECK(weft_copy(g, h, weft_cuda(0), &d));
   CHECK(weft_scale(g, d, 2, &d));
@@ -133,22 +125,14 @@ static void graphs_that_stay_eager(void **state) {
   assert_true(v == 4 * hv);
   weft_graph_destroy(g);
   /* A user op. */
-  weft_op_desc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.name = "noop";
-  desc.nargs = 1;
-  desc.access[0] = WEFT_READ_WRITE;
-  desc.cuda = noop_cuda;
-  const weft_op *op;
-  CHECK(weft_op_register(rt, &desc, &op));
-  CHECK(weft_graph_create(rt, &g));
+  const weft_op *op = gt_op(rt, "noop", WEFT_READ_WRITE, NULL, noop_cuda);
+  g = tu_graph(rt);
   weft_tensor *t;
   CHECK(weft_tensor_create(g, "t", WEFT_F32, 1, (int64_t[]){8}, weft_cuda(0), weft_ones(), &t));
   CHECK(weft_call(g, op, &t, 1, NULL, 0));
   for (int r = 0; r < 3; r++) CHECK(weft_graph_run(g));
   weft_graph_destroy(g);
-  weft_cuda_run_stats s;
-  weft_cuda_run_stats_get(rt, &s);
+  weft_cuda_run_stats s = gt_run_stats(rt);
   assert_int_equal(s.captures, 0);
   assert_int_equal(s.replays, 0);
   assert_int_equal(s.eager_runs, 6);
@@ -163,8 +147,7 @@ static void replay_of_many_small_nodes(void **state) {
 #if WEFT_HAVE_CUDA
   weft_runtime *rt = gt_runtime(4, 0);
   int ngpu = gt_gpus() > 1 ? 2 : 1;
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *acc[2], *one[2];
   for (int d = 0; d < ngpu; d++) {
     CHECK(weft_tensor_create(g, d ? "acc1" : "acc0", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(d), weft_zeros(), &acc[d]));
@@ -187,8 +170,7 @@ static void replay_of_many_small_nodes(void **state) {
       assert_true(v == 500.0 * r);
     }
   }
-  weft_cuda_run_stats s;
-  weft_cuda_run_stats_get(rt, &s);
+  weft_cuda_run_stats s = gt_run_stats(rt);
   if (s.replays != 3) fail_msg("%llu replays, %llu capture failures (WEFT_CUDA_DEBUG=1 says why)", s.replays, s.capture_failures);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);

@@ -4,9 +4,8 @@
  * main stream, a chain in order), within the run's wall time; a node with a CPU successor is
  * timed before the CPU node starts; the memory track comes from the backend; timing off and
  * WEFT_CUDA_TIMING=0 behave as documented. */
-#define _POSIX_C_SOURCE 200809L /* setenv, nanosleep */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "gpu_test.h"
@@ -21,25 +20,9 @@
 #define DEV_SLACK_S 2e-6
 #define HOST_SLACK_S 100e-6
 
-typedef struct overlap {
-  weft_graph *g;
-  size_t mm[8], cp[8];
-  int n;
-} overlap;
-
-/* n x (y = x.x; copy y to the host), x of side `side` on cuda:0. */
-static void build_overlap(weft_runtime *rt, overlap *o, int n, int64_t side) {
-  CHECK(weft_graph_create(rt, &o->g));
-  weft_tensor *x;
-  CHECK(weft_tensor_create(o->g, "x", WEFT_F32, 2, (int64_t[]){side, side}, weft_cuda(0), weft_uniform(0, 1, 7), &x));
-  o->n = n;
-  for (int i = 0; i < n; i++) {
-    weft_tensor *y = NULL, *h = NULL;
-    CHECK(weft_mm(o->g, x, x, &y));
-    o->mm[i] = weft_node_id(weft_graph_last_node(o->g));
-    CHECK(weft_copy(o->g, y, weft_cpu(), &h));
-    o->cp[i] = weft_node_id(weft_graph_last_node(o->g));
-  }
+/* n x (y = x.x; copy y to the host) in g, x of side `side` on cuda:0. */
+static void build_overlap(tu_overlap *o, weft_graph *g, int n, int64_t side) {
+  tu_overlap_build(o, g, weft_cuda(0), side, weft_uniform(0, 1, 7), n);
 }
 
 static weft_node_timing node_time(const weft_run_stats *st, size_t id) {
@@ -61,18 +44,18 @@ static const char *lane_kind(const weft_run_stats *st, long lane) {
  * that every GPU node that ran was timed on the device; *sum receives the summary. */
 static weft_run_stats *timed_run(weft_graph *g, weft_stats_summary *sum) {
   weft_run_stats *st = tr_run_stats(g);
-  weft_run_stats_summary(st, sum);
+  *sum = tr_summary(st);
   assert_int_equal(sum->host_timed_nodes, 0);
   assert_true(sum->makespan_s <= sum->wall_s + HOST_SLACK_S);
   return st;
 }
 
 /* The checks every run of the overlap graph must pass; returns the run's stats. */
-static weft_run_stats *check_overlap_run(overlap *o) {
+static weft_run_stats *check_overlap_run(const tu_overlap *o) {
   weft_stats_summary s;
   weft_run_stats *st = timed_run(o->g, &s);
   assert_int_equal(s.nodes_run, (size_t)(2 * o->n));
-  weft_node_timing mm[8];
+  weft_node_timing mm[TU_OVERLAP_MAX];
   for (int i = 0; i < o->n; i++) {
     weft_node_timing m = node_time(st, o->mm[i]), c = node_time(st, o->cp[i]);
     assert_string_equal(lane_kind(st, m.lane), "compute");
@@ -97,14 +80,12 @@ static weft_run_stats *check_overlap_run(overlap *o) {
 }
 
 static void eager_run_is_timed_on_the_device(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  overlap o;
-  build_overlap(rt, &o, 6, 4096);
+  tu_fixture *f = *state;
+  tu_overlap o;
+  build_overlap(&o, f->g, 6, 4096);
   weft_run_stats *st = check_overlap_run(&o);
-  weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
+  weft_stats_summary s = tr_summary(st);
   /* Five of six copies run under the next product. */
   assert_true(s.hidden_copy_fraction > 0.5);
   /* The memory track comes from the backend: x plus at least one result at the peak. */
@@ -119,22 +100,15 @@ static void eager_run_is_timed_on_the_device(void **state) {
   }
   assert_true(found);
   weft_run_stats_destroy(st);
-  weft_graph_destroy(o.g);
-  weft_runtime_destroy(rt);
 }
 
 static void replayed_runs_are_timed_on_the_device(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  overlap o;
-  build_overlap(rt, &o, 4, 2048);
+  tu_fixture *f = *state;
+  tu_overlap o;
+  build_overlap(&o, f->g, 4, 2048);
   for (int r = 0; r < 3; r++) weft_run_stats_destroy(check_overlap_run(&o));
-  weft_cuda_run_stats rs;
-  weft_cuda_run_stats_get(rt, &rs);
-  assert_true(rs.replays >= 2);
-  weft_graph_destroy(o.g);
-  weft_runtime_destroy(rt);
+  assert_true(gt_run_stats(f->rt).replays >= 2);
 }
 
 /* A chain of tiny adds, batched 128 to a kernel: the held members of a batch are issued
@@ -143,24 +117,21 @@ static void replayed_runs_are_timed_on_the_device(void **state) {
  * follow the chain without overlapping, in two eager runs (the second on the plan's recorded
  * state of the first) and two replays. */
 static void chain_in_order(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
+  tu_fixture *f = *state;
   enum { N = 3000 };
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
   weft_tensor *x, *one;
-  CHECK(weft_tensor_create(g, "x", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &x));
-  CHECK(weft_tensor_create(g, "one", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
+  CHECK(weft_tensor_create(f->g, "x", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_zeros(), &x));
+  CHECK(weft_tensor_create(f->g, "one", WEFT_F32, 1, (int64_t[]){1}, weft_cuda(0), weft_ones(), &one));
   size_t *id = malloc(N * sizeof *id);
   for (int i = 0; i < N; i++) {
-    CHECK(weft_add(g, x, one, &x));
-    id[i] = weft_node_id(weft_graph_last_node(g));
+    CHECK(weft_add(f->g, x, one, &x));
+    id[i] = weft_node_id(weft_graph_last_node(f->g));
   }
   for (int r = 0; r < 4; r++) {
-    weft_cuda_set_replay(rt, r >= 2);
+    weft_cuda_set_replay(f->rt, r >= 2);
     weft_stats_summary s;
-    weft_run_stats *st = timed_run(g, &s);
+    weft_run_stats *st = timed_run(f->g, &s);
     weft_node_timing prev = node_time(st, id[0]);
     assert_string_equal(lane_kind(st, prev.lane), "compute");
     for (int i = 1; i < N; i++) {
@@ -171,35 +142,28 @@ static void chain_in_order(void **state) {
     }
     weft_run_stats_destroy(st);
   }
-  weft_cuda_run_stats rs;
-  weft_cuda_run_stats_get(rt, &rs);
-  assert_true(rs.replays >= 1);
+  assert_true(gt_run_stats(f->rt).replays >= 1);
   double v;
   CHECK(weft_tensor_get(x, 0, &v));
   assert_true(v == 4.0 * N);
   free(id);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* A GPU node with a CPU successor is reported from its event before the CPU node starts. */
 static void cpu_successor_starts_after_the_device_end(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
   weft_tensor *a, *p = NULL, *h = NULL, *r = NULL;
-  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_cuda(0), weft_uniform(-1, 1, 3), &a));
-  CHECK(weft_mm(g, a, a, &p));
-  size_t mm = weft_node_id(weft_graph_last_node(g));
-  CHECK(weft_copy(g, p, weft_cpu(), &h));
-  size_t cp = weft_node_id(weft_graph_last_node(g));
-  CHECK(weft_relu(g, h, &r));
-  size_t cpu = weft_node_id(weft_graph_last_node(g));
+  CHECK(weft_tensor_create(f->g, "a", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_cuda(0), weft_uniform(-1, 1, 3), &a));
+  CHECK(weft_mm(f->g, a, a, &p));
+  size_t mm = weft_node_id(weft_graph_last_node(f->g));
+  CHECK(weft_copy(f->g, p, weft_cpu(), &h));
+  size_t cp = weft_node_id(weft_graph_last_node(f->g));
+  CHECK(weft_relu(f->g, h, &r));
+  size_t cpu = weft_node_id(weft_graph_last_node(f->g));
   for (int k = 0; k < 2; k++) {
     weft_stats_summary s;
-    weft_run_stats *st = timed_run(g, &s);
+    weft_run_stats *st = timed_run(f->g, &s);
     weft_node_timing tm = node_time(st, mm), tc = node_time(st, cp), tr = node_time(st, cpu);
     assert_string_equal(lane_kind(st, tc.lane), "copy");
     assert_string_equal(lane_kind(st, tr.lane), "cpu");
@@ -207,8 +171,6 @@ static void cpu_successor_starts_after_the_device_end(void **state) {
     assert_true(tr.start_s >= tc.end_s - HOST_SLACK_S);
     weft_run_stats_destroy(st);
   }
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 static int sleep_150ms(weft_kernel_ctx *ctx) {
@@ -222,39 +184,29 @@ static int sleep_150ms(weft_kernel_ctx *ctx) {
  * program order, yet the copies after it, which need nothing from the host, run without
  * waiting for it, in their own order. */
 static void a_copy_waiting_for_the_host_holds_back_no_other(void **state) {
-  (void)state;
   GT_NEED_GPUS(1);
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "sleep_150ms";
-  d.nargs = 1;
-  d.access[0] = WEFT_READ_WRITE;
-  d.cpu = sleep_150ms;
-  const weft_op *slow;
-  CHECK(weft_op_register(rt, &d, &slow));
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
+  const weft_op *slow = gt_op(f->rt, "sleep_150ms", WEFT_READ_WRITE, sleep_150ms, NULL);
   weft_tensor *hc, *up = NULL, *sq = NULL, *back = NULL;
-  CHECK(weft_tensor_create(g, "hc", WEFT_F32, 2, (int64_t[]){64, 64}, weft_cpu(), weft_full(1), &hc));
-  CHECK(weft_call(g, slow, &hc, 1, NULL, 0));
-  size_t cpu = weft_node_id(weft_graph_last_node(g));
-  CHECK(weft_copy(g, hc, weft_cuda(0), &up));
-  CHECK(weft_mm(g, up, up, &sq));
-  CHECK(weft_copy(g, sq, weft_cpu(), &back));
-  size_t waiting = weft_node_id(weft_graph_last_node(g));
+  CHECK(weft_tensor_create(f->g, "hc", WEFT_F32, 2, (int64_t[]){64, 64}, weft_cpu(), weft_full(1), &hc));
+  CHECK(weft_call(f->g, slow, &hc, 1, NULL, 0));
+  size_t cpu = weft_node_id(weft_graph_last_node(f->g));
+  CHECK(weft_copy(f->g, hc, weft_cuda(0), &up));
+  CHECK(weft_mm(f->g, up, up, &sq));
+  CHECK(weft_copy(f->g, sq, weft_cpu(), &back));
+  size_t waiting = weft_node_id(weft_graph_last_node(f->g));
   enum { K = 3 };
   weft_tensor *b[K], *h[K];
   size_t cp[K];
   for (int k = 0; k < K; k++) {
     h[k] = NULL;
-    CHECK(weft_tensor_create(g, "b", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_full(k + 1), &b[k]));
-    CHECK(weft_copy(g, b[k], weft_cpu(), &h[k]));
-    cp[k] = weft_node_id(weft_graph_last_node(g));
+    CHECK(weft_tensor_create(f->g, "b", WEFT_F32, 1, (int64_t[]){64}, weft_cuda(0), weft_full(k + 1), &b[k]));
+    CHECK(weft_copy(f->g, b[k], weft_cpu(), &h[k]));
+    cp[k] = weft_node_id(weft_graph_last_node(f->g));
   }
   for (int r = 0; r < 2; r++) {
     weft_stats_summary s;
-    weft_run_stats *st = timed_run(g, &s);
+    weft_run_stats *st = timed_run(f->g, &s);
     weft_node_timing tc = node_time(st, cpu), tw = node_time(st, waiting);
     assert_true(tw.start_s >= tc.end_s - HOST_SLACK_S);
     for (int k = 0; k < K; k++) {
@@ -272,8 +224,6 @@ static void a_copy_waiting_for_the_host_holds_back_no_other(void **state) {
     CHECK(weft_tensor_get(h[k], 63, &v));
     assert_true(v == k + 1.0);
   }
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* Timing off: runs are right and statistics are refused; WEFT_CUDA_TIMING=0: GPU nodes keep
@@ -282,11 +232,10 @@ static void timing_switches(void **state) {
   (void)state;
   GT_NEED_GPUS(1);
   for (int mode = 0; mode < 2; mode++) {
-    if (mode == 1) setenv("WEFT_CUDA_TIMING", "0", 1);
-    weft_runtime *rt = gt_runtime(2, mode == 0 ? WEFT_RUNTIME_NO_TIMING : 0);
-    if (mode == 1) unsetenv("WEFT_CUDA_TIMING");
-    overlap o;
-    build_overlap(rt, &o, 3, 1024);
+    weft_runtime *rt = mode == 0 ? gt_runtime(2, WEFT_RUNTIME_NO_TIMING)
+                                 : gt_runtime_env(2, 0, "WEFT_CUDA_TIMING", "0");
+    tu_overlap o;
+    build_overlap(&o, tu_graph(rt), 3, 1024);
     for (int r = 0; r < 3; r++) {
       weft_run *run;
       CHECK(weft_graph_launch(o.g, &run));
@@ -297,8 +246,7 @@ static void timing_switches(void **state) {
         assert_int_equal(rc, WEFT_ENOTSUP);
       } else {
         CHECK(rc);
-        weft_stats_summary s;
-        weft_run_stats_summary(st, &s);
+        weft_stats_summary s = tr_summary(st);
         /* A replay dispatches no node: nothing is timed then, host-side or not. */
         assert_true(s.host_timed_nodes == (size_t)(2 * o.n) || s.host_timed_nodes == 0);
         if (r == 0) assert_int_equal(s.host_timed_nodes, (size_t)(2 * o.n));
@@ -313,25 +261,22 @@ static void timing_switches(void **state) {
 
 /* Two chains on two GPUs: both devices report, and the chains overlap in time. */
 static void two_devices(void **state) {
-  (void)state;
   GT_NEED_GPUS(2);
-  weft_runtime *rt = gt_runtime(2, 0);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
   size_t first[2], last[2];
   for (int d = 0; d < 2; d++) {
     weft_tensor *x;
-    CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){4096, 4096}, weft_cuda(d), weft_uniform(0, 1, 5), &x));
+    CHECK(weft_tensor_create(f->g, "x", WEFT_F32, 2, (int64_t[]){4096, 4096}, weft_cuda(d), weft_uniform(0, 1, 5), &x));
     for (int i = 0; i < 6; i++) {
       weft_tensor *y = NULL;
-      CHECK(weft_mm(g, x, x, &y));
-      if (i == 0) first[d] = weft_node_id(weft_graph_last_node(g));
-      last[d] = weft_node_id(weft_graph_last_node(g));
+      CHECK(weft_mm(f->g, x, x, &y));
+      if (i == 0) first[d] = weft_node_id(weft_graph_last_node(f->g));
+      last[d] = weft_node_id(weft_graph_last_node(f->g));
     }
   }
   for (int r = 0; r < 3; r++) {
     weft_stats_summary s;
-    weft_run_stats *st = timed_run(g, &s);
+    weft_run_stats *st = timed_run(f->g, &s);
     weft_node_timing a0 = node_time(st, first[0]), a1 = node_time(st, last[0]);
     weft_node_timing b0 = node_time(st, first[1]), b1 = node_time(st, last[1]);
     assert_true(a0.lane != b0.lane);
@@ -340,8 +285,6 @@ static void two_devices(void **state) {
     assert_true(b1.end_s - b0.start_s > 0.7 * s.makespan_s);
     weft_run_stats_destroy(st);
   }
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 #else
 static void eager_run_is_timed_on_the_device(void **state) { (void)state; skip(); }
@@ -355,13 +298,13 @@ static void two_devices(void **state) { (void)state; skip(); }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(eager_run_is_timed_on_the_device),
-      cmocka_unit_test(replayed_runs_are_timed_on_the_device),
-      cmocka_unit_test(chain_in_order),
-      cmocka_unit_test(cpu_successor_starts_after_the_device_end),
-      cmocka_unit_test(a_copy_waiting_for_the_host_holds_back_no_other),
+      cmocka_unit_test_setup_teardown(eager_run_is_timed_on_the_device, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(replayed_runs_are_timed_on_the_device, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(chain_in_order, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(cpu_successor_starts_after_the_device_end, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(a_copy_waiting_for_the_host_holds_back_no_other, gt_setup, gt_teardown),
       cmocka_unit_test(timing_switches),
-      cmocka_unit_test(two_devices),
+      cmocka_unit_test_setup_teardown(two_devices, gt_setup, gt_teardown),
   };
   return GT_RUN(tests);
 }

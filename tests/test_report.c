@@ -77,15 +77,10 @@ static char *render(const weft_run_stats *st, int format, size_t *len) {
   FILE *f = tmpfile();
   assert_non_null(f);
   CHECK(weft_run_stats_write(st, format, f));
-  long n = ftell(f);
-  assert_true(n > 0);
+  assert_true(ftell(f) > 0);
   rewind(f);
-  char *buf = malloc((size_t)n + 1);
-  assert_non_null(buf);
-  assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-  buf[n] = '\0';
+  char *buf = tu_read_stream(f, len);
   fclose(f);
-  if (len) *len = (size_t)n;
   return buf;
 }
 
@@ -94,16 +89,12 @@ static char *render(const weft_run_stats *st, int format, size_t *len) {
 /* Two independent chains of equal length on two workers: each worker runs one chain, the two
  * at the same time, and the critical path is one chain. */
 static void two_equal_chains_keep_two_workers_busy(void **state) {
-  (void)state;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *op = op_rw(rt, "nap", sleep_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  chain(g, op, scalar(g, "a"), 6, 8000);
-  chain(g, op, scalar(g, "b"), 6, 8000);
-  weft_run_stats *st = tr_run_stats(g);
-  weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
+  tu_fixture *f = *state;
+  const weft_op *op = op_rw(f->rt, "nap", sleep_kernel, NULL);
+  chain(f->g, op, scalar(f->g, "a"), 6, 8000);
+  chain(f->g, op, scalar(f->g, "b"), 6, 8000);
+  weft_run_stats *st = tr_run_stats(f->g);
+  weft_stats_summary s = tr_summary(st);
   assert_int_equal(s.nodes, 12);
   assert_int_equal(s.nodes_run, 12);
   assert_int_equal(s.edges, 10);
@@ -152,30 +143,24 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
   CHECK(weft_run_stats_node(st, 5, &t5));
   assert_int_equal(t0.lane, t5.lane);
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* A chain of compute and copies: nothing runs beside a copy, so none is hidden, and every copy
  * is reported as part of a chain. */
 static void a_chain_has_no_overlap(void **state) {
-  (void)state;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *op = op_rw(rt, "nap", sleep_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *t = tu_matrix(g, "t", 256, 256, 1);
+  tu_fixture *f = *state;
+  const weft_op *op = op_rw(f->rt, "nap", sleep_kernel, NULL);
+  weft_tensor *t = tu_matrix(f->g, "t", 256, 256, 1);
   long us = 1000;
   for (int i = 0; i < 4; i++) {
-    CHECK(weft_call(g, op, &t, 1, &us, sizeof us));
+    CHECK(weft_call(f->g, op, &t, 1, &us, sizeof us));
     weft_tensor *c = NULL;
-    CHECK(weft_copy(g, t, weft_cpu(), &c));
+    CHECK(weft_copy(f->g, t, weft_cpu(), &c));
     t = c;
   }
-  CHECK(weft_call(g, op, &t, 1, &us, sizeof us));
-  weft_run_stats *st = tr_run_stats(g);
-  weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
+  CHECK(weft_call(f->g, op, &t, 1, &us, sizeof us));
+  weft_run_stats *st = tr_run_stats(f->g);
+  weft_stats_summary s = tr_summary(st);
   assert_int_equal(s.copies, 4);
   assert_int_equal(s.nodes_run, 9);
   assert_true(s.copy_s > 0);
@@ -194,21 +179,12 @@ static void a_chain_has_no_overlap(void **state) {
   assert_true(tu_contains(text, "chain"));
   free(text);
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* Builds the overlap example's graph on the CPU: y[i] = x . x, h[i] = copy(y[i]). */
 static void overlap_graph(weft_graph *g, int n, int count) {
-  weft_tensor *x = tu_matrix(g, "x", n, n, 42);
-  for (int i = 0; i < count; i++) {
-    weft_tensor *y = NULL, *h = NULL;
-    CHECK(weft_mm(g, x, x, &y));
-    char name[16];
-    snprintf(name, sizeof name, "y%d", i);
-    CHECK(weft_tensor_set_name(y, name));
-    CHECK(weft_copy(g, y, weft_cpu(), &h));
-  }
+  tu_overlap o;
+  tu_overlap_build(&o, g, weft_cpu(), n, weft_uniform(-1, 1, 42), count);
 }
 
 typedef struct ivl {
@@ -259,17 +235,13 @@ static double hidden_fraction_by_hand(const weft_run_stats *st, weft_graph *g) {
 /* The overlap example on two CPU workers: the library's hidden fraction equals the one
  * computed from the node intervals by hand, and the exposed time is explained. */
 static void hidden_fraction_matches_the_intervals(void **state) {
-  (void)state;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  overlap_graph(g, 160, 12);
-  weft_run_stats *st = tr_run_stats(g);
-  weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
+  tu_fixture *f = *state;
+  overlap_graph(f->g, 160, 12);
+  weft_run_stats *st = tr_run_stats(f->g);
+  weft_stats_summary s = tr_summary(st);
   assert_int_equal(s.copies, 12);
   assert_true(s.hidden_copy_fraction >= 0 && s.hidden_copy_fraction <= 1);
-  double by_hand = hidden_fraction_by_hand(st, g);
+  double by_hand = hidden_fraction_by_hand(st, f->g);
   assert_true(fabs(by_hand - s.hidden_copy_fraction) < 1e-6);
   /* Whatever was not hidden has reasons whose times add up to it. */
   double exposed = tr_exposed(st, WEFT_WHY_NONE, NULL);
@@ -281,31 +253,25 @@ static void hidden_fraction_matches_the_intervals(void **state) {
   assert_string_equal(m.source, "tensors");
   assert_true(m.peak_bytes >= (1 + 2 * 12) * 160 * 160 * sizeof(float) - 12 * 160 * 160 * sizeof(float));
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* A failing node: what depends on it does not run and is left out; the rest is reported. */
 static void failed_runs_report_what_ran(void **state) {
-  (void)state;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *nap = op_rw(rt, "nap", sleep_kernel, NULL);
-  const weft_op *bad = op_rw(rt, "bad", fail_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *a = scalar(g, "a"), *b = scalar(g, "b");
-  chain(g, nap, a, 2, 500);
-  CHECK(weft_call(g, bad, &a, 1, NULL, 0));
-  chain(g, nap, a, 3, 500); /* skipped */
-  chain(g, nap, b, 3, 500); /* independent: runs */
+  tu_fixture *f = *state;
+  const weft_op *nap = op_rw(f->rt, "nap", sleep_kernel, NULL);
+  const weft_op *bad = op_rw(f->rt, "bad", fail_kernel, NULL);
+  weft_tensor *a = scalar(f->g, "a"), *b = scalar(f->g, "b");
+  chain(f->g, nap, a, 2, 500);
+  CHECK(weft_call(f->g, bad, &a, 1, NULL, 0));
+  chain(f->g, nap, a, 3, 500); /* skipped */
+  chain(f->g, nap, b, 3, 500); /* independent: runs */
   weft_run *run;
-  CHECK(weft_graph_launch(g, &run));
+  CHECK(weft_graph_launch(f->g, &run));
   assert_int_equal(weft_run_wait(run), WEFT_EKERNEL);
   weft_run_stats *st;
   CHECK(weft_run_stats_create(run, &st));
   weft_run_destroy(run);
-  weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
+  weft_stats_summary s = tr_summary(st);
   assert_int_equal(s.nodes, 9);
   assert_int_equal(s.nodes_run, 6);
   for (size_t i = 3; i < 6; i++) {
@@ -315,8 +281,6 @@ static void failed_runs_report_what_ran(void **state) {
     assert_int_equal(t.lane, -1);
   }
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* ---- outputs, through real parsers -------------------------------------------------------- */
@@ -331,17 +295,14 @@ static json_t *parse_json(const char *text, size_t len) {
 #endif
 
 static void stats_json_has_the_documented_keys(void **state) {
-  (void)state;
 #if !WEFT_TEST_JANSSON
+  (void)state;
   skip();
 #else
-  weft_runtime *rt = tu_runtime_cpu(2);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  overlap_graph(g, 64, 4);
-  weft_run_stats *st = tr_run_stats(g);
-  weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
+  tu_fixture *f = *state;
+  overlap_graph(f->g, 64, 4);
+  weft_run_stats *st = tr_run_stats(f->g);
+  weft_stats_summary s = tr_summary(st);
   size_t len;
   char *text = render(st, WEFT_REPORT_JSON, &len);
   json_t *j = parse_json(text, len);
@@ -374,29 +335,25 @@ static void stats_json_has_the_documented_keys(void **state) {
   json_decref(j);
   free(text);
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
 /* The trace: one named thread per lane, one complete event per node with its op and tensors,
  * flows only along edges between lanes, each flow's start and end with the same id. */
 static void trace_is_chrome_trace_json(void **state) {
-  (void)state;
 #if !WEFT_TEST_JANSSON
+  (void)state;
   skip();
 #else
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *nap = op_rw(rt, "nap", sleep_kernel, NULL);
+  tu_fixture *f = *state;
+  const weft_op *nap = op_rw(f->rt, "nap", sleep_kernel, NULL);
   weft_access jm[3] = {WEFT_READ, WEFT_READ, WEFT_WRITE};
-  const weft_op *join = tu_op(rt, "join", 3, jm, empty_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *a = scalar(g, "a"), *b = scalar(g, "b"), *c = scalar(g, "c");
-  chain(g, nap, a, 3, 2000);
-  chain(g, nap, b, 3, 2000);
-  CHECK(weft_call(g, join, (weft_tensor *[]){a, b, c}, 3, NULL, 0));
-  weft_run_stats *st = tr_run_stats(g);
+  const weft_op *join = tu_op(f->rt, "join", 3, jm, empty_kernel, NULL);
+  weft_tensor *a = scalar(f->g, "a"), *b = scalar(f->g, "b"), *c = scalar(f->g, "c");
+  chain(f->g, nap, a, 3, 2000);
+  chain(f->g, nap, b, 3, 2000);
+  CHECK(weft_call(f->g, join, (weft_tensor *[]){a, b, c}, 3, NULL, 0));
+  weft_run_stats *st = tr_run_stats(f->g);
   size_t len;
   char *text = render(st, WEFT_REPORT_TRACE, &len);
   json_t *j = parse_json(text, len);
@@ -418,7 +375,7 @@ static void trace_is_chrome_trace_json(void **state) {
       size_t node = (size_t)json_integer_value(json_object_get(args, "node"));
       assert_true(node < 7);
       assert_string_equal(json_string_value(json_object_get(e, "name")),
-                          weft_node_op_name(weft_graph_node(g, node)));
+                          weft_node_op_name(weft_graph_node(f->g, node)));
       assert_true(json_is_array(json_object_get(args, "reads")));
       assert_true(json_array_size(json_object_get(args, "writes")) == 1);
       assert_true(json_is_integer(json_object_get(args, "bytes")));
@@ -441,8 +398,7 @@ static void trace_is_chrome_trace_json(void **state) {
   assert_int_equal(slices, 7);
   assert_int_equal(threads, 2);
   /* The join runs after one chain on that chain's worker: exactly one edge crosses lanes. */
-  weft_stats_summary s;
-  weft_run_stats_summary(st, &s);
+  weft_stats_summary s = tr_summary(st);
   assert_int_equal(s.events, 1);
   assert_int_equal(starts, 1);
   assert_int_equal(finishes, 1);
@@ -451,8 +407,6 @@ static void trace_is_chrome_trace_json(void **state) {
   json_decref(j);
   free(text);
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
@@ -496,17 +450,15 @@ static svg_count parse_svg(const char *text, size_t len) {
 
 /* Every node wide enough to see gets its own bar. */
 static void svg_has_one_bar_per_node(void **state) {
-  (void)state;
 #if !WEFT_TEST_LIBXML2
+  (void)state;
   skip();
 #else
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *nap = op_rw(rt, "nap", sleep_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  chain(g, nap, scalar(g, "a<&>"), 5, 2000); /* a name that needs escaping */
-  chain(g, nap, scalar(g, "b"), 4, 2000);
-  weft_run_stats *st = tr_run_stats(g);
+  tu_fixture *f = *state;
+  const weft_op *nap = op_rw(f->rt, "nap", sleep_kernel, NULL);
+  chain(f->g, nap, scalar(f->g, "a<&>"), 5, 2000); /* a name that needs escaping */
+  chain(f->g, nap, scalar(f->g, "b"), 4, 2000);
+  weft_run_stats *st = tr_run_stats(f->g);
   size_t len;
   char *text = render(st, WEFT_REPORT_SVG, &len);
   svg_count c = parse_svg(text, len);
@@ -516,29 +468,25 @@ static void svg_has_one_bar_per_node(void **state) {
   assert_true(tu_contains(text, "critical path"));
   free(text);
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
 /* 10 000 tiny nodes: bars under a pixel are merged, every node is counted exactly once, and the
  * picture stays small. */
 static void svg_merges_bars_thinner_than_a_pixel(void **state) {
-  (void)state;
 #if !WEFT_TEST_LIBXML2
+  (void)state;
   skip();
 #else
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *touch = op_rw(rt, "touch", empty_kernel, NULL);
-  const weft_op *nap = op_rw(rt, "nap", sleep_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  tu_fixture *f = *state;
+  const weft_op *touch = op_rw(f->rt, "touch", empty_kernel, NULL);
+  const weft_op *nap = op_rw(f->rt, "nap", sleep_kernel, NULL);
   for (int i = 0; i < 10000; i++) {
-    weft_tensor *t = scalar(g, NULL);
-    CHECK(weft_call(g, touch, &t, 1, NULL, 0));
+    weft_tensor *t = scalar(f->g, NULL);
+    CHECK(weft_call(f->g, touch, &t, 1, NULL, 0));
   }
-  chain(g, nap, scalar(g, "slow"), 1, 20000); /* one wide bar, so the tiny ones are thin */
-  weft_run_stats *st = tr_run_stats(g);
+  chain(f->g, nap, scalar(f->g, "slow"), 1, 20000); /* one wide bar, so the tiny ones are thin */
+  weft_run_stats *st = tr_run_stats(f->g);
   size_t len;
   char *text = render(st, WEFT_REPORT_SVG, &len);
   svg_count c = parse_svg(text, len);
@@ -547,8 +495,6 @@ static void svg_merges_bars_thinner_than_a_pixel(void **state) {
   assert_true(c.rects < 4000);
   free(text);
   weft_run_stats_destroy(st);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 #endif
 }
 
@@ -556,8 +502,7 @@ static void save_writes_files_and_names_bad_paths(void **state) {
   (void)state;
   weft_runtime *rt = tu_runtime_cpu(1);
   const weft_op *nap = op_rw(rt, "nap", sleep_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   chain(g, nap, scalar(g, "a"), 2, 100);
   weft_run_stats *st = tr_run_stats(g);
   char path[] = "/tmp/weft_report_XXXXXX";
@@ -565,11 +510,9 @@ static void save_writes_files_and_names_bad_paths(void **state) {
   assert_true(fd >= 0);
   for (int fmt = WEFT_REPORT_TEXT; fmt <= WEFT_REPORT_SVG; fmt++) {
     CHECK(weft_run_stats_save(st, fmt, path));
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    assert_true(ftell(f) > 20);
-    fclose(f);
+    size_t len;
+    free(tu_read_file(path, &len));
+    assert_true(len > 20);
   }
   remove(path);
   assert_int_equal(weft_run_stats_save(st, WEFT_REPORT_TRACE, "/nonexistent-dir/t.json"), WEFT_EIO);
@@ -596,23 +539,20 @@ static void save_writes_files_and_names_bad_paths(void **state) {
 /* ---- when statistics are refused ------------------------------------------------------------ */
 
 static void stats_need_the_latest_finished_run_with_timing(void **state) {
-  (void)state;
+  tu_fixture *f = *state;
   atomic_int gate = 0;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *hold = op_rw(rt, "hold", gate_kernel, &gate);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *a = scalar(g, "a");
-  CHECK(weft_call(g, hold, &a, 1, NULL, 0));
+  const weft_op *hold = op_rw(f->rt, "hold", gate_kernel, &gate);
+  weft_tensor *a = scalar(f->g, "a");
+  CHECK(weft_call(f->g, hold, &a, 1, NULL, 0));
   weft_run *run, *again;
   weft_run_stats *st = (weft_run_stats *)&gate; /* must be cleared on failure */
-  CHECK(weft_graph_launch(g, &run));
+  CHECK(weft_graph_launch(f->g, &run));
   assert_int_equal(weft_run_stats_create(run, &st), WEFT_EAGAIN);
   assert_null(st);
   assert_true(tu_contains(weft_last_error(), "in flight"));
   atomic_store(&gate, 1);
   CHECK(weft_run_wait(run));
-  CHECK(weft_graph_launch(g, &again));
+  CHECK(weft_graph_launch(f->g, &again));
   CHECK(weft_run_wait(again));
   assert_int_equal(weft_run_stats_create(run, &st), WEFT_ESTATE);
   assert_true(tu_contains(weft_last_error(), "launched again"));
@@ -622,16 +562,9 @@ static void stats_need_the_latest_finished_run_with_timing(void **state) {
   assert_int_equal(weft_run_stats_create(again, NULL), WEFT_EINVAL);
   weft_run_destroy(run);
   weft_run_destroy(again);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = 1;
-  o.max_gpus = 0;
-  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_NO_TIMING;
-  CHECK(weft_runtime_create(&o, &rt));
-  CHECK(weft_graph_create(rt, &g));
+  weft_runtime *rt = tu_runtime_with(1, 0, WEFT_RUNTIME_NO_TIMING);
+  weft_graph *g = tu_graph(rt);
   a = scalar(g, "a");
   const weft_op *touch = op_rw(rt, "touch", empty_kernel, NULL);
   CHECK(weft_call(g, touch, &a, 1, NULL, 0));
@@ -651,21 +584,18 @@ static void stats_need_the_latest_finished_run_with_timing(void **state) {
 /* ---- progress ---------------------------------------------------------------------------- */
 
 static void progress_counts_finished_nodes(void **state) {
-  (void)state;
+  tu_fixture *f = *state;
   atomic_int gate = 0;
-  weft_runtime *rt = tu_runtime_cpu(2);
-  const weft_op *touch = op_rw(rt, "touch", empty_kernel, NULL);
-  const weft_op *hold = op_rw(rt, "hold", gate_kernel, &gate);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
-  weft_tensor *a = scalar(g, "a");
-  for (int i = 0; i < 4; i++) CHECK(weft_call(g, touch, &a, 1, NULL, 0));
-  CHECK(weft_call(g, hold, &a, 1, NULL, 0));
-  for (int i = 0; i < 3; i++) CHECK(weft_call(g, touch, &a, 1, NULL, 0));
+  const weft_op *touch = op_rw(f->rt, "touch", empty_kernel, NULL);
+  const weft_op *hold = op_rw(f->rt, "hold", gate_kernel, &gate);
+  weft_tensor *a = scalar(f->g, "a");
+  for (int i = 0; i < 4; i++) CHECK(weft_call(f->g, touch, &a, 1, NULL, 0));
+  CHECK(weft_call(f->g, hold, &a, 1, NULL, 0));
+  for (int i = 0; i < 3; i++) CHECK(weft_call(f->g, touch, &a, 1, NULL, 0));
   for (int round = 0; round < 2; round++) { /* the second run must not count the first's nodes */
     atomic_store(&gate, 0);
     weft_run *run;
-    CHECK(weft_graph_launch(g, &run));
+    CHECK(weft_graph_launch(f->g, &run));
     size_t done = 0, total = 0;
     for (int i = 0; i < 20000 && done < 4; i++) {
       CHECK(weft_run_progress(run, &done, &total));
@@ -678,19 +608,17 @@ static void progress_counts_finished_nodes(void **state) {
     assert_int_equal(done, 4);
     atomic_store(&gate, 1);
     /* Not a terminal: waits like weft_run_wait and draws nothing. */
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    CHECK(weft_run_wait_progress(run, f, 0, 1));
-    assert_int_equal(ftell(f), 0);
-    fclose(f);
+    FILE *out = tmpfile();
+    assert_non_null(out);
+    CHECK(weft_run_wait_progress(run, out, 0, 1));
+    assert_int_equal(ftell(out), 0);
+    fclose(out);
     CHECK(weft_run_progress(run, &done, &total));
     assert_int_equal(done, 8);
     assert_int_equal(weft_run_wait_progress(run, NULL, 1, 1), WEFT_EINVAL);
     weft_run_destroy(run);
   }
   assert_int_equal(weft_run_progress(NULL, NULL, NULL), WEFT_EINVAL);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(rt);
 }
 
 /* On a terminal (a pseudo-terminal here) a run longer than 200 ms draws a bar, and erases it
@@ -708,8 +636,7 @@ static void progress_bar_on_a_terminal(void **state) {
   assert_true(isatty(fileno(tty)));
   weft_runtime *rt = tu_runtime_cpu(1);
   const weft_op *nap = op_rw(rt, "nap", sleep_kernel, NULL);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   weft_tensor *a = scalar(g, "a");
   chain(g, nap, a, 2, 250000); /* 0.5 s in two nodes: the bar shows 1/2 at some point */
   weft_run *run;
@@ -764,8 +691,7 @@ static void stats_survive_out_of_memory(void **state) {
   weft_allocator a = {f_malloc, f_realloc, f_free, NULL};
   weft_set_allocator(&a);
   weft_runtime *rt = tu_runtime_cpu(2);
-  weft_graph *g;
-  CHECK(weft_graph_create(rt, &g));
+  weft_graph *g = tu_graph(rt);
   overlap_graph(g, 32, 3);
   weft_run *run;
   CHECK(weft_graph_launch(g, &run));
@@ -1065,17 +991,17 @@ int main(void) {
       cmocka_unit_test(each_reason_on_its_timeline),
       cmocka_unit_test(serialised_copy_accounting),
       cmocka_unit_test(host_side_nodes_are_left_out_of_the_overlap),
-      cmocka_unit_test(two_equal_chains_keep_two_workers_busy),
-      cmocka_unit_test(a_chain_has_no_overlap),
-      cmocka_unit_test(hidden_fraction_matches_the_intervals),
-      cmocka_unit_test(failed_runs_report_what_ran),
-      cmocka_unit_test(stats_json_has_the_documented_keys),
-      cmocka_unit_test(trace_is_chrome_trace_json),
-      cmocka_unit_test(svg_has_one_bar_per_node),
-      cmocka_unit_test(svg_merges_bars_thinner_than_a_pixel),
+      cmocka_unit_test_setup_teardown(two_equal_chains_keep_two_workers_busy, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(a_chain_has_no_overlap, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(hidden_fraction_matches_the_intervals, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(failed_runs_report_what_ran, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(stats_json_has_the_documented_keys, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(trace_is_chrome_trace_json, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(svg_has_one_bar_per_node, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(svg_merges_bars_thinner_than_a_pixel, tu_setup, tu_teardown),
       cmocka_unit_test(save_writes_files_and_names_bad_paths),
-      cmocka_unit_test(stats_need_the_latest_finished_run_with_timing),
-      cmocka_unit_test(progress_counts_finished_nodes),
+      cmocka_unit_test_setup_teardown(stats_need_the_latest_finished_run_with_timing, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(progress_counts_finished_nodes, tu_setup, tu_teardown),
       cmocka_unit_test(progress_bar_on_a_terminal),
       cmocka_unit_test(stats_survive_out_of_memory),
   };

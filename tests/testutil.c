@@ -4,25 +4,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-weft_runtime *tu_runtime(int workers) {
+weft_runtime *tu_runtime_with(int workers, int max_gpus, unsigned flags) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = workers;
-  o.flags |= WEFT_RUNTIME_QUIET;
+  o.max_gpus = max_gpus;
+  o.flags |= WEFT_RUNTIME_QUIET | flags;
   weft_runtime *rt = NULL;
   CHECK(weft_runtime_create(&o, &rt));
   return rt;
 }
 
-weft_runtime *tu_runtime_cpu(int workers) {
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = workers;
-  o.max_gpus = 0;
-  o.flags |= WEFT_RUNTIME_QUIET;
-  weft_runtime *rt = NULL;
-  CHECK(weft_runtime_create(&o, &rt));
-  return rt;
+weft_runtime *tu_runtime(int workers) { return tu_runtime_with(workers, -1, 0); }
+
+weft_runtime *tu_runtime_cpu(int workers) { return tu_runtime_with(workers, 0, 0); }
+
+weft_graph *tu_graph(weft_runtime *rt) {
+  weft_graph *g = NULL;
+  CHECK(weft_graph_create(rt, &g));
+  return g;
 }
 
 weft_tensor *tu_matrix(weft_graph *g, const char *name, int64_t r, int64_t c, uint64_t seed) {
@@ -36,17 +36,36 @@ int tu_setup(void **state) {
   tu_fixture *f = calloc(1, sizeof *f);
   if (f == NULL) return -1;
   f->rt = tu_runtime_cpu(2);
-  CHECK(weft_graph_create(f->rt, &f->g));
+  f->g = tu_graph(f->rt);
   *state = f;
   return 0;
 }
 
 int tu_teardown(void **state) {
   tu_fixture *f = *state;
+  if (f == NULL) return 0;
   weft_graph_destroy(f->g);
   weft_runtime_destroy(f->rt);
   free(f);
   return 0;
+}
+
+void tu_overlap_build(tu_overlap *o, weft_graph *g, weft_device dev, int64_t side, weft_init init,
+                      int n) {
+  assert_true(n >= 0 && n <= TU_OVERLAP_MAX);
+  memset(o, 0, sizeof *o);
+  o->g = g;
+  o->n = n;
+  CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){side, side}, dev, init, &o->x));
+  for (int i = 0; i < n; i++) {
+    CHECK(weft_mm(g, o->x, o->x, &o->y[i]));
+    o->mm[i] = weft_node_id(weft_graph_last_node(g));
+    char name[16];
+    snprintf(name, sizeof name, "y%d", i);
+    CHECK(weft_tensor_set_name(o->y[i], name));
+    CHECK(weft_copy(g, o->y[i], weft_cpu(), &o->h[i]));
+    o->cp[i] = weft_node_id(weft_graph_last_node(g));
+  }
 }
 
 weft_tensor *tu_scalar(weft_graph *g, const char *name, double v) {
@@ -66,15 +85,22 @@ weft_tensor *tu_tensor(weft_graph *g, const char *name, weft_dtype dt, int ndim,
   return t;
 }
 
-const weft_op *tu_op(weft_runtime *rt, const char *name, int nargs, const weft_access *modes,
-                     weft_kernel_fn cpu, void *user) {
+weft_op_desc tu_op_desc(const char *name, int nargs, const weft_access *modes, weft_kernel_fn cpu,
+                        weft_kernel_fn cuda, void *user) {
   weft_op_desc d;
   memset(&d, 0, sizeof d);
   d.name = name;
   d.nargs = nargs;
   for (int i = 0; i < nargs; i++) d.access[i] = modes[i];
   d.cpu = cpu;
+  d.cuda = cuda;
   d.user = user;
+  return d;
+}
+
+const weft_op *tu_op(weft_runtime *rt, const char *name, int nargs, const weft_access *modes,
+                     weft_kernel_fn cpu, void *user) {
+  weft_op_desc d = tu_op_desc(name, nargs, modes, cpu, NULL, user);
   const weft_op *op = NULL;
   CHECK(weft_op_register(rt, &d, &op));
   return op;
@@ -108,6 +134,31 @@ int tu_contains(const char *haystack, const char *needle) {
   if (strstr(haystack, needle) != NULL) return 1;
   print_message("expected \"%s\" in \"%s\"\n", needle, haystack);
   return 0;
+}
+
+char *tu_read_stream(FILE *f, size_t *len) {
+  size_t n = 0, cap = 4096;
+  char *buf = malloc(cap);
+  assert_non_null(buf);
+  for (;;) {
+    n += fread(buf + n, 1, cap - n - 1, f);
+    if (n + 1 < cap) break;
+    cap *= 2;
+    buf = realloc(buf, cap);
+    assert_non_null(buf);
+  }
+  assert_false(ferror(f));
+  buf[n] = '\0';
+  if (len != NULL) *len = n;
+  return buf;
+}
+
+char *tu_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) fail_msg("cannot read %s", path);
+  char *buf = tu_read_stream(f, len);
+  fclose(f);
+  return buf;
 }
 
 /* Each block carries a header so live blocks can be counted. */

@@ -1,5 +1,6 @@
-/* testutil.h — helpers shared by the cmocka tests: a runtime per test, checked calls, a
- * counting allocator that can fail the Nth allocation, and GPU detection for skips. */
+/* testutil.h — helpers shared by the cmocka tests: a runtime and a graph per test, checked
+ * calls, the overlap example's graph, whole files read into memory, and a counting allocator
+ * that can fail the Nth allocation. */
 #ifndef WEFT_TESTUTIL_H
 #define WEFT_TESTUTIL_H
 
@@ -7,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
 #include "weft/weft.h"
@@ -19,10 +21,15 @@
       fail_msg("%s failed: %s (%s)", #call, weft_status_name(check_rc_), weft_last_error()); \
   } while (0)
 
+/* A quiet runtime (CHECKed) with `workers` CPU workers (0: one per core), at most `max_gpus`
+ * GPUs (-1: every visible one; 0: the CPU alone) and the extra WEFT_RUNTIME_* `flags`. */
+weft_runtime *tu_runtime_with(int workers, int max_gpus, unsigned flags);
 /* A runtime with `workers` CPU workers (0: one per core), quiet, GPUs as available. */
 weft_runtime *tu_runtime(int workers);
 /* Same, CPU only. */
 weft_runtime *tu_runtime_cpu(int workers);
+/* A new, empty graph of rt (CHECKed). */
+weft_graph *tu_graph(weft_runtime *rt);
 
 /* A 2-D f32 tensor on the CPU filled from a seed. */
 weft_tensor *tu_matrix(weft_graph *g, const char *name, int64_t r, int64_t c, uint64_t seed);
@@ -34,7 +41,21 @@ typedef struct tu_fixture {
   weft_graph *g;
 } tu_fixture;
 int tu_setup(void **state);
+/* Frees the fixture in *state (graph, then runtime); a NULL *state is left alone. */
 int tu_teardown(void **state);
+
+/* The overlap example's graph (examples/overlap.c), in g: x, side x side f32 on `dev` filled
+ * by `init`, then for each i < n, y[i] = x.x (named "y<i>") and h[i] = a copy of y[i] on the
+ * CPU. Records the tensors and the ids of the products' and the copies' nodes. */
+#define TU_OVERLAP_MAX 64
+typedef struct tu_overlap {
+  weft_graph *g;
+  int n;
+  weft_tensor *x, *y[TU_OVERLAP_MAX], *h[TU_OVERLAP_MAX];
+  size_t mm[TU_OVERLAP_MAX], cp[TU_OVERLAP_MAX];
+} tu_overlap;
+void tu_overlap_build(tu_overlap *o, weft_graph *g, weft_device dev, int64_t side, weft_init init,
+                      int n);
 
 /* A 0-d f64 tensor full of v, and a tensor's element 0 (both CHECKed). */
 weft_tensor *tu_scalar(weft_graph *g, const char *name, double v);
@@ -43,6 +64,10 @@ double tu_value(weft_tensor *t);
 /* A tensor on the CPU (CHECKed): dtype, shape and initialiser as given. */
 weft_tensor *tu_tensor(weft_graph *g, const char *name, weft_dtype dt, int ndim,
                        const int64_t *shape, weft_init init);
+/* The description of user op `name`: `nargs` arguments accessed as modes[i], a CPU and a CUDA
+ * kernel (either may be NULL) and the kernels' user pointer. */
+weft_op_desc tu_op_desc(const char *name, int nargs, const weft_access *modes, weft_kernel_fn cpu,
+                        weft_kernel_fn cuda, void *user);
 /* Registers user op `name` (CHECKed) with `nargs` access modes and a CPU kernel. */
 const weft_op *tu_op(weft_runtime *rt, const char *name, int nargs, const weft_access *modes,
                      weft_kernel_fn cpu, void *user);
@@ -52,6 +77,11 @@ void tu_read_doubles(weft_tensor *t, double *out);
 void tu_write_doubles(weft_tensor *t, const double *in);
 /* 1 if `haystack` contains `needle`; for checking error messages. */
 int tu_contains(const char *haystack, const char *needle);
+
+/* What is left of stream f, or the whole file at `path`, NUL-terminated in a malloc'd buffer;
+ * *len (may be NULL) receives its length. Fails the test if the file cannot be read. */
+char *tu_read_stream(FILE *f, size_t *len);
+char *tu_read_file(const char *path, size_t *len);
 
 /* The counting allocator: counts live blocks and fails allocation number `fail_at`
  * (0-based; -1 never). tu_alloc_install() resets the counters. */
