@@ -1,6 +1,7 @@
 /* cli.h — what the files of the `weft` command share: exit codes, the subcommands, option
- * helpers, a growable text buffer with JSON escaping, and the "job" that loads, runs and
- * reports one .weft program (used by `weft run` and, a step at a time, by `weft serve`).
+ * helpers, and the "job" that loads, runs and reports one .weft program (used by `weft run`
+ * and, a step at a time, by `weft serve`). Text is built in libweft's string buffer
+ * (util/strbuf.h): the one internal header the command uses besides the public API.
  *
  * Exit codes, everywhere: 0 success, 1 the run failed (a node failed, the run was cancelled,
  * out of memory, a server could not be reached or was busy), 2 bad input or usage (an unknown
@@ -12,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util/strbuf.h"
 #include "weft/dsl.h"
 #include "weft/weft.h"
 
@@ -134,27 +136,8 @@ int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options 
 /* Monotonic clock in seconds. */
 double cli_now(void);
 
-/* ---- text buffer ------------------------------------------------------------------------ */
-
-/* A growable NUL-terminated string. Appends never fail visibly: an allocation failure sets
- * `oom`, after which the buffer keeps what it had. */
-typedef struct cli_buf {
-  char *data;
-  size_t len, cap;
-  int oom;
-} cli_buf;
-
-void cli_buf_init(cli_buf *b);
-void cli_buf_fini(cli_buf *b);
-void cli_buf_add(cli_buf *b, const char *s, size_t n);
-void cli_buf_puts(cli_buf *b, const char *s);
-void cli_buf_printf(cli_buf *b, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 /* Appends `s` as a JSON string literal (quotes included); NULL appends `null`. */
-void cli_buf_json_str(cli_buf *b, const char *s);
+void cli_buf_json_str(weft__strbuf *b, const char *s);
 
 /* ---- jobs (job.c) ------------------------------------------------------------------------ */
 
@@ -209,7 +192,7 @@ void cli_job_fini(cli_job *j);
 const char *cli_job_status_word(const cli_job *j);
 /* Appends the JSON document of a submission refused before it ran (busy, too large,
  * malformed): the job document's keys, with `status`, `exit_code` and `error` set. */
-void cli_refusal_json(cli_buf *b, const char *name, const char *status, int exit_code,
+void cli_refusal_json(weft__strbuf *b, const char *name, const char *status, int exit_code,
                       const char *error);
 
 #endif

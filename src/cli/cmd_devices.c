@@ -45,9 +45,9 @@ int cli_cmd_devices(int argc, char **argv) {
     return cli_error(simulate != NULL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED,
                      "cannot start the runtime: %s", weft_last_error());
   int ngpu = weft_device_count(rt, WEFT_DEVICE_CUDA);
-  cli_buf b;
-  cli_buf_init(&b);
-  if (json) cli_buf_puts(&b, "[");
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  if (json) weft__strbuf_puts(&b, "[");
   int code = CLI_EXIT_OK;
   for (int i = -1; i < ngpu; i++) {
     weft_device d = i < 0 ? weft_cpu() : weft_cuda(i);
@@ -59,44 +59,44 @@ int cli_cmd_devices(int argc, char **argv) {
       continue;
     }
     /* Peers this device reads directly. */
-    cli_buf peers;
-    cli_buf_init(&peers);
+    weft__strbuf peers;
+    weft__strbuf_init(&peers);
     for (int k = 0; k < ngpu && d.kind == WEFT_DEVICE_CUDA; k++) {
       if (k == i || !weft_device_can_access_peer(rt, d, weft_cuda(k))) continue;
       if (json)
-        cli_buf_printf(&peers, "%s\"cuda:%d\"", peers.len ? ", " : "", k);
+        weft__strbuf_printf(&peers, "%s\"cuda:%d\"", peers.len ? ", " : "", k);
       else
-        cli_buf_printf(&peers, "%scuda:%d", peers.len ? " " : "", k);
+        weft__strbuf_printf(&peers, "%scuda:%d", peers.len ? " " : "", k);
     }
     if (json) {
-      cli_buf_printf(&b, "%s\n  {\"device\": \"%s\", \"name\": ", i < 0 ? "" : ",", name);
+      weft__strbuf_printf(&b, "%s\n  {\"device\": \"%s\", \"name\": ", i < 0 ? "" : ",", name);
       cli_buf_json_str(&b, info.name);
-      cli_buf_printf(&b,
-                     ", \"memory_bytes\": %zu, \"copy_engines\": %d, \"compute_capability\": "
-                     "\"%d.%d\", \"multiprocessors\": %d, \"simulated\": %s, \"peers\": [%s]}",
-                     info.memory_bytes, info.copy_engines, info.compute_major, info.compute_minor,
-                     info.multiprocessors, info.simulated ? "true" : "false",
-                     peers.data != NULL ? peers.data : "");
+      weft__strbuf_printf(&b,
+                          ", \"memory_bytes\": %zu, \"copy_engines\": %d, \"compute_capability\": "
+                          "\"%d.%d\", \"multiprocessors\": %d, \"simulated\": %s, \"peers\": [%s]}",
+                          info.memory_bytes, info.copy_engines, info.compute_major, info.compute_minor,
+                          info.multiprocessors, info.simulated ? "true" : "false",
+                          peers.data != NULL ? peers.data : "");
     } else if (d.kind == WEFT_DEVICE_CPU) {
-      cli_buf_printf(&b, "%-8s %s\n         %d cores, %.1f GiB memory%s\n", name, info.name,
-                     info.multiprocessors, gib(info.memory_bytes),
-                     info.simulated ? ", simulated" : "");
+      weft__strbuf_printf(&b, "%-8s %s\n         %d cores, %.1f GiB memory%s\n", name, info.name,
+                          info.multiprocessors, gib(info.memory_bytes),
+                          info.simulated ? ", simulated" : "");
     } else {
-      cli_buf_printf(&b,
-                     "%-8s %s\n         compute %d.%d, %d SMs, %.1f GiB memory, %d copy "
-                     "engine%s%s%s%s\n",
-                     name, info.name, info.compute_major, info.compute_minor,
-                     info.multiprocessors, gib(info.memory_bytes), info.copy_engines,
-                     info.copy_engines == 1 ? "" : "s", peers.len ? ", peer access to " : "",
-                     peers.len ? peers.data : "", info.simulated ? ", simulated" : "");
+      weft__strbuf_printf(&b,
+                          "%-8s %s\n         compute %d.%d, %d SMs, %.1f GiB memory, %d copy "
+                          "engine%s%s%s%s\n",
+                          name, info.name, info.compute_major, info.compute_minor,
+                          info.multiprocessors, gib(info.memory_bytes), info.copy_engines,
+                          info.copy_engines == 1 ? "" : "s", peers.len ? ", peer access to " : "",
+                          peers.len ? peers.data : "", info.simulated ? ", simulated" : "");
     }
-    cli_buf_fini(&peers);
+    weft__strbuf_fini(&peers);
   }
-  if (json) cli_buf_puts(&b, "\n]\n");
-  if (ngpu == 0 && !json) cli_buf_puts(&b, "(no GPU found: weft runs everything on the CPU)\n");
+  if (json) weft__strbuf_puts(&b, "\n]\n");
+  if (ngpu == 0 && !json) weft__strbuf_puts(&b, "(no GPU found: weft runs everything on the CPU)\n");
   if (b.data != NULL) fputs(b.data, stdout);
-  if (b.oom) code = cli_error(CLI_EXIT_FAILED, "out of memory");
-  cli_buf_fini(&b);
+  if (b.failed) code = cli_error(CLI_EXIT_FAILED, "out of memory");
+  weft__strbuf_fini(&b);
   weft_runtime_destroy(rt);
   return code;
 }

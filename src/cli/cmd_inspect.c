@@ -50,13 +50,13 @@ done:
 }
 
 /* Prints what a command built on standard output and frees it; returns the exit code. */
-static int emit(cli_buf *b) {
+static int emit(weft__strbuf *b) {
   int code = CLI_EXIT_OK;
-  if (b->oom)
+  if (b->failed)
     code = cli_error(CLI_EXIT_FAILED, "out of memory");
   else if (b->data != NULL && (fputs(b->data, stdout) == EOF || fflush(stdout) != 0))
     code = cli_error(CLI_EXIT_FAILED, "cannot write to standard output");
-  cli_buf_fini(b);
+  weft__strbuf_fini(b);
   return code;
 }
 
@@ -131,38 +131,38 @@ int cli_cmd_check(int argc, char **argv) {
     code = cli_error(CLI_EXIT_FAILED, "%s: %s", file, weft_last_error());
     goto done;
   }
-  cli_buf b;
-  cli_buf_init(&b);
+  weft__strbuf b;
+  weft__strbuf_init(&b);
   char dev[32];
   if (json) {
-    cli_buf_puts(&b, "{\"file\": ");
+    weft__strbuf_puts(&b, "{\"file\": ");
     cli_buf_json_str(&b, file);
-    cli_buf_printf(&b,
-                   ", \"status\": \"ok\", \"tensors\": %zu, \"tensor_bytes\": %zu, \"nodes\": "
-                   "%zu, \"copies\": %zu, \"inserted_copies\": %zu, \"edges\": {\"total\": %zu, "
-                   "\"RAW\": %zu, \"WAR\": %zu, \"WAW\": %zu, \"explicit\": %zu}, \"depth\": %zu, "
-                   "\"devices\": [",
-                   nt, bytes, nn, ncopies, ninserted, ne, hz[1], hz[2], hz[3], hz[4], depth);
+    weft__strbuf_printf(&b,
+                        ", \"status\": \"ok\", \"tensors\": %zu, \"tensor_bytes\": %zu, \"nodes\": "
+                        "%zu, \"copies\": %zu, \"inserted_copies\": %zu, \"edges\": {\"total\": %zu, "
+                        "\"RAW\": %zu, \"WAR\": %zu, \"WAW\": %zu, \"explicit\": %zu}, \"depth\": %zu, "
+                        "\"devices\": [",
+                        nt, bytes, nn, ncopies, ninserted, ne, hz[1], hz[2], hz[3], hz[4], depth);
     for (int i = 0; i < ndc; i++)
-      cli_buf_printf(&b, "%s{\"device\": \"%s\", \"nodes\": %zu, \"tensors\": %zu, \"bytes\": %zu}",
-                     i ? ", " : "", weft_device_str(dc[i].dev, dev, sizeof dev), dc[i].nodes,
-                     dc[i].tensors, dc[i].bytes);
-    cli_buf_puts(&b, "]}\n");
+      weft__strbuf_printf(&b, "%s{\"device\": \"%s\", \"nodes\": %zu, \"tensors\": %zu, \"bytes\": %zu}",
+                          i ? ", " : "", weft_device_str(dc[i].dev, dev, sizeof dev), dc[i].nodes,
+                          dc[i].tensors, dc[i].bytes);
+    weft__strbuf_puts(&b, "]}\n");
   } else {
-    cli_buf_printf(&b, "%s: ok\n", file);
-    cli_buf_printf(&b, "  tensors  %zu (%.2f MiB)\n", nt, (double)bytes / 1048576.0);
-    cli_buf_printf(&b, "  nodes    %zu (%zu copies, %zu inserted by weft)\n", nn, ncopies,
-                   ninserted);
-    cli_buf_printf(&b, "  edges    %zu (RAW %zu, WAR %zu, WAW %zu, explicit %zu)\n", ne, hz[1],
-                   hz[2], hz[3], hz[4]);
-    cli_buf_printf(&b, "  depth    %zu node%s on the longest dependency chain\n", depth,
-                   depth == 1 ? "" : "s");
-    cli_buf_puts(&b, "  devices ");
+    weft__strbuf_printf(&b, "%s: ok\n", file);
+    weft__strbuf_printf(&b, "  tensors  %zu (%.2f MiB)\n", nt, (double)bytes / 1048576.0);
+    weft__strbuf_printf(&b, "  nodes    %zu (%zu copies, %zu inserted by weft)\n", nn, ncopies,
+                        ninserted);
+    weft__strbuf_printf(&b, "  edges    %zu (RAW %zu, WAR %zu, WAW %zu, explicit %zu)\n", ne, hz[1],
+                        hz[2], hz[3], hz[4]);
+    weft__strbuf_printf(&b, "  depth    %zu node%s on the longest dependency chain\n", depth,
+                        depth == 1 ? "" : "s");
+    weft__strbuf_puts(&b, "  devices ");
     for (int i = 0; i < ndc; i++)
-      cli_buf_printf(&b, "%s %s (%zu node%s, %zu tensor%s)", i ? "," : "",
-                     weft_device_str(dc[i].dev, dev, sizeof dev), dc[i].nodes,
-                     dc[i].nodes == 1 ? "" : "s", dc[i].tensors, dc[i].tensors == 1 ? "" : "s");
-    cli_buf_puts(&b, ndc ? "\n" : " none\n");
+      weft__strbuf_printf(&b, "%s %s (%zu node%s, %zu tensor%s)", i ? "," : "",
+                          weft_device_str(dc[i].dev, dev, sizeof dev), dc[i].nodes,
+                          dc[i].nodes == 1 ? "" : "s", dc[i].tensors, dc[i].tensors == 1 ? "" : "s");
+    weft__strbuf_puts(&b, ndc ? "\n" : " none\n");
   }
   code = emit(&b);
 done:
@@ -184,28 +184,28 @@ static const char explain_help[] =
     "Exit status: 0 success, 1 out of memory, 2 bad input or usage.\n";
 
 /* Appends "name(arg, arg)" or "res = name(args)" for a node. */
-static void node_call(cli_buf *b, const weft_node *n) {
+static void node_call(weft__strbuf *b, const weft_node *n) {
   weft_tensor *res = result_of(n);
   int nargs = weft_node_nargs(n);
   /* Built-in ops list their inputs first and their result last; a result that is also read
    * (an in-place update) is shown as an argument too. */
   int user = weft_node_user_op(n) != NULL;
-  if (res != NULL && !user) cli_buf_printf(b, "%s = ", weft_tensor_name(res));
-  cli_buf_printf(b, "%s(", weft_node_op_name(n));
+  if (res != NULL && !user) weft__strbuf_printf(b, "%s = ", weft_tensor_name(res));
+  weft__strbuf_printf(b, "%s(", weft_node_op_name(n));
   int first = 1;
   for (int i = 0; i < nargs; i++) {
     weft_access m;
     weft_tensor *t = weft_node_arg(n, i, &m);
     if (t == res && m == WEFT_WRITE && !user) continue;
     const char *mode = !user ? "" : m == WEFT_READ ? ":r" : m == WEFT_WRITE ? ":w" : ":rw";
-    cli_buf_printf(b, "%s%s%s", first ? "" : ", ", weft_tensor_name(t), mode);
+    weft__strbuf_printf(b, "%s%s%s", first ? "" : ", ", weft_tensor_name(t), mode);
     first = 0;
   }
-  cli_buf_puts(b, ")");
+  weft__strbuf_puts(b, ")");
 }
 
 /* Why the node runs on its device. */
-static void device_reason(cli_buf *b, const weft_graph *g, const weft_node *n) {
+static void device_reason(weft__strbuf *b, const weft_graph *g, const weft_node *n) {
   char d1[32], d2[32], d3[32];
   weft_device dev = weft_node_device(n);
   weft_device_str(dev, d1, sizeof d1);
@@ -226,14 +226,14 @@ static void device_reason(cli_buf *b, const weft_graph *g, const weft_node *n) {
         }
       }
     }
-    cli_buf_printf(b, "inserted by weft: ");
+    weft__strbuf_printf(b, "inserted by weft: ");
     if (user != NULL) {
       char desc[300];
-      cli_buf_printf(b, "%s reads %s, which lives on %s; ",
-                     weft_node_describe(user, desc, sizeof desc), weft_tensor_name(src), d2);
+      weft__strbuf_printf(b, "%s reads %s, which lives on %s; ",
+                          weft_node_describe(user, desc, sizeof desc), weft_tensor_name(src), d2);
     }
-    cli_buf_printf(b, "the copy to %s runs on %s (%s)", d3, d1,
-                   weft_tensor_device(src).kind != WEFT_DEVICE_CPU
+    weft__strbuf_printf(b, "the copy to %s runs on %s (%s)", d3, d1,
+                        weft_tensor_device(src).kind != WEFT_DEVICE_CPU
                        ? "the side that owns the GPU data"
                        : "the GPU side issues host-to-device copies");
     return;
@@ -245,18 +245,18 @@ static void device_reason(cli_buf *b, const weft_graph *g, const weft_node *n) {
     weft_device_str(weft_tensor_device(dst), d3, sizeof d3);
     if (weft_tensor_device(src).kind == WEFT_DEVICE_CPU &&
         weft_tensor_device(dst).kind == WEFT_DEVICE_CPU)
-      cli_buf_printf(b, "a copy of %s to %s within host memory", weft_tensor_name(src),
-                     weft_tensor_name(dst));
+      weft__strbuf_printf(b, "a copy of %s to %s within host memory", weft_tensor_name(src),
+                          weft_tensor_name(dst));
     else
-      cli_buf_printf(b, "a copy of %s (%s) to %s (%s) runs on the GPU side of the transfer",
-                     weft_tensor_name(src), d2, weft_tensor_name(dst), d3);
+      weft__strbuf_printf(b, "a copy of %s (%s) to %s (%s) runs on the GPU side of the transfer",
+                          weft_tensor_name(src), d2, weft_tensor_name(dst), d3);
     return;
   }
   weft_tensor *res = result_of(n);
   if (res != NULL && weft_device_equal(weft_tensor_device(res), dev))
-    cli_buf_printf(b, "an op runs where its result %s lives", weft_tensor_name(res));
+    weft__strbuf_printf(b, "an op runs where its result %s lives", weft_tensor_name(res));
   else
-    cli_buf_printf(b, "runs on the device of its first argument");
+    weft__strbuf_printf(b, "runs on the device of its first argument");
 }
 
 int cli_cmd_explain(int argc, char **argv) {
@@ -269,50 +269,50 @@ int cli_cmd_explain(int argc, char **argv) {
   weft_graph *g = weft_program_graph(prog);
   size_t nn = weft_graph_node_count(g), ne = weft_graph_edge_count(g), ninserted = 0;
   for (size_t i = 0; i < nn; i++) ninserted += (size_t)weft_node_is_inserted(weft_graph_node(g, i));
-  cli_buf b;
-  cli_buf_init(&b);
-  cli_buf_printf(&b, "%s: %zu node%s, %zu edge%s, %zu inserted cop%s\n\n", file, nn,
-                 nn == 1 ? "" : "s", ne, ne == 1 ? "" : "s", ninserted,
-                 ninserted == 1 ? "y" : "ies");
-  cli_buf_puts(&b, "nodes, in program order:\n");
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  weft__strbuf_printf(&b, "%s: %zu node%s, %zu edge%s, %zu inserted cop%s\n\n", file, nn,
+                      nn == 1 ? "" : "s", ne, ne == 1 ? "" : "s", ninserted,
+                      ninserted == 1 ? "y" : "ies");
+  weft__strbuf_puts(&b, "nodes, in program order:\n");
   char dev[32];
-  for (size_t i = 0; i < nn && !b.oom; i++) {
+  for (size_t i = 0; i < nn && !b.failed; i++) {
     weft_node *n = weft_graph_node(g, i);
-    cli_buf_printf(&b, "  #%-4zu ", i);
+    weft__strbuf_printf(&b, "  #%-4zu ", i);
     node_call(&b, n);
-    if (weft_node_is_inserted(n)) cli_buf_puts(&b, "  [inserted]");
+    if (weft_node_is_inserted(n)) weft__strbuf_puts(&b, "  [inserted]");
     const char *origin = weft_node_origin(n);
-    if (origin != NULL && *origin) cli_buf_printf(&b, "  at %s", origin);
-    cli_buf_printf(&b, "\n         device %s: ",
-                   weft_device_str(weft_node_device(n), dev, sizeof dev));
+    if (origin != NULL && *origin) weft__strbuf_printf(&b, "  at %s", origin);
+    weft__strbuf_printf(&b, "\n         device %s: ",
+                        weft_device_str(weft_node_device(n), dev, sizeof dev));
     device_reason(&b, g, n);
     weft_placement pl;
     int rc = weft_node_placement(g, n, &pl);
     if (rc == WEFT_OK)
-      cli_buf_printf(&b, "\n         lane   %s: %s\n", pl.lane, pl.why);
+      weft__strbuf_printf(&b, "\n         lane   %s: %s\n", pl.lane, pl.why);
     else
-      cli_buf_printf(&b, "\n         lane   unknown: %s\n", weft_last_error());
+      weft__strbuf_printf(&b, "\n         lane   unknown: %s\n", weft_last_error());
   }
-  cli_buf_puts(&b, "\nedges (the second node waits for the first):\n");
-  if (ne == 0) cli_buf_puts(&b, "  none: every node is independent\n");
-  for (size_t k = 0; k < ne && !b.oom; k++) {
+  weft__strbuf_puts(&b, "\nedges (the second node waits for the first):\n");
+  if (ne == 0) weft__strbuf_puts(&b, "  none: every node is independent\n");
+  for (size_t k = 0; k < ne && !b.failed; k++) {
     weft_edge e;
     if (weft_graph_edge(g, k, &e) != WEFT_OK) continue;
     size_t f = weft_node_id(e.from), t = weft_node_id(e.to);
     const char *tn = e.tensor != NULL ? weft_tensor_name(e.tensor) : "";
-    cli_buf_printf(&b, "  #%zu -> #%zu  %-8s %-12s ", f, t, hazard_name(e.hazard), tn);
+    weft__strbuf_printf(&b, "  #%zu -> #%zu  %-8s %-12s ", f, t, hazard_name(e.hazard), tn);
     switch (e.hazard) {
       case WEFT_HAZARD_RAW:
-        cli_buf_printf(&b, "#%zu reads %s, which #%zu writes\n", t, tn, f);
+        weft__strbuf_printf(&b, "#%zu reads %s, which #%zu writes\n", t, tn, f);
         break;
       case WEFT_HAZARD_WAR:
-        cli_buf_printf(&b, "#%zu overwrites %s, which #%zu reads first\n", t, tn, f);
+        weft__strbuf_printf(&b, "#%zu overwrites %s, which #%zu reads first\n", t, tn, f);
         break;
       case WEFT_HAZARD_WAW:
-        cli_buf_printf(&b, "#%zu writes %s after #%zu wrote it\n", t, tn, f);
+        weft__strbuf_printf(&b, "#%zu writes %s after #%zu wrote it\n", t, tn, f);
         break;
       default:
-        cli_buf_printf(&b, "added by the program (after)\n");
+        weft__strbuf_printf(&b, "added by the program (after)\n");
     }
   }
   code = emit(&b);
@@ -335,14 +335,14 @@ static const char dot_help[] =
     "Exit status: 0 success, 1 out of memory, 2 bad input or usage.\n";
 
 /* Appends `s` escaped for a DOT double-quoted string. */
-static void dot_str(cli_buf *b, const char *s) {
+static void dot_str(weft__strbuf *b, const char *s) {
   for (; *s; s++) {
     if (*s == '"' || *s == '\\')
-      cli_buf_printf(b, "\\%c", *s);
+      weft__strbuf_printf(b, "\\%c", *s);
     else if (*s == '\n')
-      cli_buf_puts(b, "\\n");
+      weft__strbuf_puts(b, "\\n");
     else
-      cli_buf_add(b, s, 1);
+      weft__strbuf_put(b, s, 1);
   }
 }
 
@@ -354,12 +354,12 @@ int cli_cmd_dot(int argc, char **argv) {
   if (code != CLI_EXIT_OK || prog == NULL) goto done; /* an error, or --help */
   weft_graph *g = weft_program_graph(prog);
   size_t nn = weft_graph_node_count(g), ne = weft_graph_edge_count(g);
-  cli_buf b, label;
-  cli_buf_init(&b);
-  cli_buf_init(&label);
-  cli_buf_puts(&b, "digraph \"");
+  weft__strbuf b, label;
+  weft__strbuf_init(&b);
+  weft__strbuf_init(&label);
+  weft__strbuf_puts(&b, "digraph \"");
   dot_str(&b, file);
-  cli_buf_puts(&b, "\" {\n  node [shape=box, fontname=\"Helvetica\"];\n"
+  weft__strbuf_puts(&b, "\" {\n  node [shape=box, fontname=\"Helvetica\"];\n"
                    "  edge [fontname=\"Helvetica\", fontsize=10];\n");
   /* One cluster per device, in order of first appearance. */
   char dev[32], dev2[32];
@@ -373,40 +373,39 @@ int cli_cmd_dot(int argc, char **argv) {
       }
     if (first != i) continue;
     weft_device_str(d, dev, sizeof dev);
-    cli_buf_printf(&b, "  subgraph \"cluster_%s\" {\n    label=\"%s\";\n", dev, dev);
+    weft__strbuf_printf(&b, "  subgraph \"cluster_%s\" {\n    label=\"%s\";\n", dev, dev);
     for (size_t k = i; k < nn; k++) {
       weft_node *n = weft_graph_node(g, k);
       if (!weft_device_equal(weft_node_device(n), d)) continue;
-      label.len = 0;
-      if (label.data != NULL) label.data[0] = '\0';
-      cli_buf_printf(&label, "#%zu ", k);
+      weft__strbuf_truncate(&label, 0);
+      weft__strbuf_printf(&label, "#%zu ", k);
       node_call(&label, n);
       const char *origin = weft_node_origin(n);
-      if (origin != NULL && *origin) cli_buf_printf(&label, "\n%s", origin);
+      if (origin != NULL && *origin) weft__strbuf_printf(&label, "\n%s", origin);
       if (weft_node_is_inserted(n))
-        cli_buf_printf(&label, "\ninserted copy to %s",
-                       weft_device_str(weft_tensor_device(result_of(n)), dev2, sizeof dev2));
-      cli_buf_printf(&b, "    n%zu [label=\"", k);
+        weft__strbuf_printf(&label, "\ninserted copy to %s",
+                            weft_device_str(weft_tensor_device(result_of(n)), dev2, sizeof dev2));
+      weft__strbuf_printf(&b, "    n%zu [label=\"", k);
       dot_str(&b, label.data != NULL ? label.data : "");
-      cli_buf_printf(&b, "\"%s];\n", weft_node_is_inserted(n) ? ", style=dashed" : "");
+      weft__strbuf_printf(&b, "\"%s];\n", weft_node_is_inserted(n) ? ", style=dashed" : "");
     }
-    cli_buf_puts(&b, "  }\n");
+    weft__strbuf_puts(&b, "  }\n");
   }
   for (size_t k = 0; k < ne; k++) {
     weft_edge e;
     if (weft_graph_edge(g, k, &e) != WEFT_OK) continue;
     static const char *style[] = {"", "solid", "dashed", "dotted", "bold"};
-    cli_buf_printf(&b, "  n%zu -> n%zu [label=\"%s", weft_node_id(e.from), weft_node_id(e.to),
-                   hazard_name(e.hazard));
+    weft__strbuf_printf(&b, "  n%zu -> n%zu [label=\"%s", weft_node_id(e.from), weft_node_id(e.to),
+                        hazard_name(e.hazard));
     if (e.tensor != NULL) {
-      cli_buf_puts(&b, " ");
+      weft__strbuf_puts(&b, " ");
       dot_str(&b, weft_tensor_name(e.tensor));
     }
-    cli_buf_printf(&b, "\", style=%s];\n", style[e.hazard >= 1 && e.hazard <= 4 ? e.hazard : 4]);
+    weft__strbuf_printf(&b, "\", style=%s];\n", style[e.hazard >= 1 && e.hazard <= 4 ? e.hazard : 4]);
   }
-  cli_buf_puts(&b, "}\n");
-  b.oom |= label.oom;
-  cli_buf_fini(&label);
+  weft__strbuf_puts(&b, "}\n");
+  b.failed |= label.failed;
+  weft__strbuf_fini(&label);
   code = emit(&b);
 done:
   weft_program_destroy(prog);

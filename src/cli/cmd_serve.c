@@ -241,17 +241,18 @@ static void work_report(uv_work_t *w) {
     char msg[128];
     snprintf(msg, sizeof msg, "the answer has more than %u bytes; print less (or save it)",
              CLI_MAX_ANSWER);
-    cli_buf out, err;
-    cli_buf_init(&out);
-    cli_buf_init(&err);
+    weft__strbuf out, err;
+    weft__strbuf_init(&out);
+    weft__strbuf_init(&err);
     if (sub->job.json) cli_refusal_json(&out, sub->job.name, "failed", CLI_EXIT_FAILED, msg);
-    cli_buf_printf(&err, "%s: %s: %s\n", cli_progname, sub->job.name, msg);
+    weft__strbuf_printf(&err, "%s: %s: %s\n", cli_progname, sub->job.name, msg);
     free(sub->out);
     free(sub->err);
-    sub->out = out.data;
     sub->out_len = out.len;
-    sub->err = err.data;
     sub->err_len = err.len;
+    /* Out of memory: an empty answer, which the client reports as a broken one. */
+    if (weft__strbuf_take(&out, "an answer", &sub->out) != WEFT_OK) sub->out_len = 0;
+    if (weft__strbuf_take(&err, "an answer", &sub->err) != WEFT_OK) sub->err_len = 0;
     sub->exit_code = CLI_EXIT_FAILED;
     sub->status_word = "failed";
   }
@@ -393,29 +394,29 @@ static void on_note_written(uv_write_t *w, int status) {
 /* Answers a request refused before it ran. */
 static void refuse(conn *c, int json, const char *name, const char *status, int exit_code,
                    const char *msg) {
-  cli_buf out, err, all;
-  cli_buf_init(&out);
-  cli_buf_init(&err);
-  cli_buf_init(&all);
+  weft__strbuf out, err, all;
+  weft__strbuf_init(&out);
+  weft__strbuf_init(&err);
+  weft__strbuf_init(&all);
   if (json) cli_refusal_json(&out, name, status, exit_code, msg);
-  cli_buf_printf(&err, "%s: %s%s%s\n", cli_progname, name != NULL ? name : "",
-                 name != NULL ? ": " : "", msg);
-  cli_buf_printf(&all, "RESULT %d %s %zu %zu\n", exit_code, status, out.len, err.len);
-  cli_buf_add(&all, out.data != NULL ? out.data : "", out.len);
-  cli_buf_add(&all, err.data, err.len);
-  cli_buf_fini(&out);
-  cli_buf_fini(&err);
+  weft__strbuf_printf(&err, "%s: %s%s%s\n", cli_progname, name != NULL ? name : "",
+                      name != NULL ? ": " : "", msg);
+  weft__strbuf_printf(&all, "RESULT %d %s %zu %zu\n", exit_code, status, out.len, err.len);
+  weft__strbuf_put(&all, out.data != NULL ? out.data : "", out.len);
+  weft__strbuf_put(&all, err.data, err.len);
+  weft__strbuf_fini(&out);
+  weft__strbuf_fini(&err);
   say(c->srv, "%s: refused (%s): %s", c->peer, status, msg);
   note *n = malloc(sizeof *n);
-  if (n == NULL || all.oom) {
+  size_t len = all.len;
+  if (n == NULL || weft__strbuf_take(&all, "an answer", &n->data) != WEFT_OK) {
     free(n);
-    cli_buf_fini(&all);
+    weft__strbuf_fini(&all);
     conn_close(c);
     return;
   }
-  n->data = all.data;
   n->wreq.data = n;
-  uv_buf_t buf = uv_buf_init(all.data, (unsigned)all.len);
+  uv_buf_t buf = uv_buf_init(n->data, (unsigned)len);
   if (uv_write(&n->wreq, &c->h.stream, &buf, 1, on_note_written) != 0) {
     free(n->data);
     free(n);

@@ -164,7 +164,7 @@ static int read_line(int fd, char *line, size_t size) {
 
 /* One attempt: connect, send, read the answer. Returns the exit code to use, or -1 for
  * "busy, retry". */
-static int attempt(const cli_addr *addr, const char *to, const cli_buf *request,
+static int attempt(const cli_addr *addr, const char *to, const weft__strbuf *request,
                    const char *source, size_t len, double timeout_s) {
   char err[256], line[256], status[32];
   int fd = connect_to(addr, timeout_s, err, sizeof err);
@@ -205,12 +205,12 @@ done:
 }
 
 /* Appends a header line, refusing values that would break the framing. */
-static int header(cli_buf *b, const char *key, const char *value) {
+static int header(weft__strbuf *b, const char *key, const char *value) {
   if (strpbrk(value, "\r\n") != NULL) {
     cli_usage_error("submit", "%s '%s' contains a line break", key, value);
     return -1;
   }
-  cli_buf_printf(b, "%s: %s\n", key, value);
+  weft__strbuf_printf(b, "%s: %s\n", key, value);
   return 0;
 }
 
@@ -225,8 +225,8 @@ int cli_cmd_submit(int argc, char **argv) {
   submit_flags f = {.repeat = 1, .wait_s = 30};
   char *src = NULL;
   size_t len = 0;
-  cli_buf req;
-  cli_buf_init(&req);
+  weft__strbuf req;
+  weft__strbuf_init(&req);
   int code;
   const char *file = cli_parse_prog_args(argc, argv, "submit", submit_help, extra,
                                          submit_option, &f, &po, &code);
@@ -258,13 +258,13 @@ int cli_cmd_submit(int argc, char **argv) {
     goto done;
   }
   const char *name = strcmp(file, "-") == 0 ? "<stdin>" : file;
-  cli_buf_printf(&req, "SUBMIT %zu\n", len);
+  weft__strbuf_printf(&req, "SUBMIT %zu\n", len);
   if (header(&req, "Name", name) != 0) goto done;
   for (int i = 0; i < po.defines.n; i++)
     if (header(&req, "Define", po.defines.v[i]) != 0) goto done;
   if (po.device != NULL && header(&req, "Device", po.device) != 0) goto done;
-  cli_buf_printf(&req, "Repeat: %ld\nFormat: %s\n\n", f.repeat, f.json ? "json" : "text");
-  if (req.oom) {
+  weft__strbuf_printf(&req, "Repeat: %ld\nFormat: %s\n\n", f.repeat, f.json ? "json" : "text");
+  if (req.failed) {
     code = cli_error(CLI_EXIT_FAILED, "out of memory");
     goto done;
   }
@@ -284,7 +284,7 @@ int cli_cmd_submit(int argc, char **argv) {
     pause = pause * 2 < 1.0 ? pause * 2 : 1.0;
   }
 done:
-  cli_buf_fini(&req);
+  weft__strbuf_fini(&req);
   free(src);
   cli_prog_opts_fini(&po);
   return code;

@@ -1,7 +1,7 @@
 /* common.c — helpers every subcommand uses: error messages with the conventional
  * "weft: ..." prefix and a --help hint, strict integer parsing, -D collection, the runtime,
- * whole-file reads with a size bound, program loading with diagnostics, and a growable text
- * buffer that writes JSON strings. Nothing here keeps state besides the program name. */
+ * whole-file reads with a size bound, program loading with diagnostics, and JSON strings.
+ * Nothing here keeps state besides the program name. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -279,57 +279,6 @@ double cli_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- text buffer ------------------------------------------------------------------------ */
-
-void cli_buf_init(cli_buf *b) { memset(b, 0, sizeof *b); }
-
-void cli_buf_fini(cli_buf *b) {
-  free(b->data);
-  cli_buf_init(b);
-}
-
-static int reserve(cli_buf *b, size_t extra) {
-  if (b->oom) return -1;
-  if (b->len + extra + 1 <= b->cap) return 0;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap < b->len + extra + 1) cap *= 2;
-  char *d = realloc(b->data, cap);
-  if (d == NULL) {
-    b->oom = 1;
-    return -1;
-  }
-  b->data = d;
-  b->cap = cap;
-  return 0;
-}
-
-void cli_buf_add(cli_buf *b, const char *s, size_t n) {
-  if (reserve(b, n) != 0) return;
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-}
-
-void cli_buf_puts(cli_buf *b, const char *s) { cli_buf_add(b, s, strlen(s)); }
-
-void cli_buf_printf(cli_buf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char small[256];
-  int n = vsnprintf(small, sizeof small, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof small) {
-    cli_buf_add(b, small, (size_t)n);
-    return;
-  }
-  if (reserve(b, (size_t)n) != 0) return;
-  va_start(ap, fmt);
-  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-}
-
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if the bytes there are not one. */
 static int utf8_len(const unsigned char *p) {
   if (p[0] < 0x80) return 1;
@@ -348,12 +297,12 @@ static int utf8_len(const unsigned char *p) {
   return n;
 }
 
-void cli_buf_json_str(cli_buf *b, const char *s) {
+void cli_buf_json_str(weft__strbuf *b, const char *s) {
   if (s == NULL) {
-    cli_buf_puts(b, "null");
+    weft__strbuf_puts(b, "null");
     return;
   }
-  cli_buf_add(b, "\"", 1);
+  weft__strbuf_put(b, "\"", 1);
   const unsigned char *p = (const unsigned char *)s;
   const unsigned char *run = p;
   while (*p) {
@@ -376,12 +325,12 @@ void cli_buf_json_str(cli_buf *b, const char *s) {
         }
     }
     if (esc != NULL) {
-      cli_buf_add(b, (const char *)run, (size_t)(p - run));
-      cli_buf_puts(b, esc);
+      weft__strbuf_put(b, (const char *)run, (size_t)(p - run));
+      weft__strbuf_puts(b, esc);
       run = p + n;
     }
     p += n;
   }
-  cli_buf_puts(b, (const char *)run);
-  cli_buf_add(b, "\"", 1);
+  weft__strbuf_puts(b, (const char *)run);
+  weft__strbuf_put(b, "\"", 1);
 }

@@ -113,8 +113,8 @@ const char *cli_job_status_word(const cli_job *j) {
 /* Adds one {"file","line","col","message"} per line of the error that starts with
  * "<name>:<line>:<col>:" — the parser's diagnostics (the source line and caret under each are
  * left to the "error" text). */
-static void json_diagnostics(cli_buf *b, const cli_job *j) {
-  cli_buf_puts(b, "\"diagnostics\": [");
+static void json_diagnostics(weft__strbuf *b, const cli_job *j) {
+  weft__strbuf_puts(b, "\"diagnostics\": [");
   const char *name = j->name != NULL ? j->name : "";
   size_t nl = strlen(name);
   int first = 1;
@@ -143,61 +143,61 @@ static void json_diagnostics(cli_buf *b, const cli_job *j) {
         }
       }
       char *m = strndup(msg, mlen);
-      cli_buf_printf(b, "%s{\"file\": ", first ? "" : ", ");
+      weft__strbuf_printf(b, "%s{\"file\": ", first ? "" : ", ");
       cli_buf_json_str(b, name);
-      cli_buf_printf(b, ", \"line\": %ld, \"col\": %ld, \"severity\": \"%s\", \"message\": ",
-                     ln, col, severity);
+      weft__strbuf_printf(b, ", \"line\": %ld, \"col\": %ld, \"severity\": \"%s\", \"message\": ",
+                          ln, col, severity);
       cli_buf_json_str(b, m != NULL ? m : "");
-      cli_buf_puts(b, "}");
+      weft__strbuf_puts(b, "}");
       free(m);
       first = 0;
     }
     line = eol != NULL ? eol + 1 : NULL;
   }
-  cli_buf_puts(b, "]");
+  weft__strbuf_puts(b, "]");
 }
 
-static void json_head(cli_buf *b, const cli_job *j) {
-  cli_buf_puts(b, "{\"file\": ");
+static void json_head(weft__strbuf *b, const cli_job *j) {
+  weft__strbuf_puts(b, "{\"file\": ");
   cli_buf_json_str(b, j->name);
-  cli_buf_printf(b, ", \"status\": \"%s\", \"exit_code\": %d, \"error\": ", cli_job_status_word(j),
-                 j->exit_code);
+  weft__strbuf_printf(b, ", \"status\": \"%s\", \"exit_code\": %d, \"error\": ", cli_job_status_word(j),
+                      j->exit_code);
   cli_buf_json_str(b, j->error);
-  cli_buf_puts(b, ", \"phase\": ");
+  weft__strbuf_puts(b, ", \"phase\": ");
   cli_buf_json_str(b, j->exit_code == CLI_EXIT_OK ? NULL : j->phase);
-  cli_buf_puts(b, ", ");
+  weft__strbuf_puts(b, ", ");
   json_diagnostics(b, j);
-  cli_buf_puts(b, ", \"failed_node\": ");
+  weft__strbuf_puts(b, ", \"failed_node\": ");
   if (j->failed_node >= 0 && j->prog != NULL) {
     weft_node *n = weft_graph_node(weft_program_graph(j->prog), (size_t)j->failed_node);
-    cli_buf_printf(b, "{\"id\": %ld, \"op\": ", j->failed_node);
+    weft__strbuf_printf(b, "{\"id\": %ld, \"op\": ", j->failed_node);
     cli_buf_json_str(b, n != NULL ? weft_node_op_name(n) : NULL);
-    cli_buf_puts(b, ", \"origin\": ");
+    weft__strbuf_puts(b, ", \"origin\": ");
     cli_buf_json_str(b, n != NULL ? weft_node_origin(n) : NULL);
-    cli_buf_puts(b, ", \"description\": ");
+    weft__strbuf_puts(b, ", \"description\": ");
     cli_buf_json_str(b, j->failed_desc);
-    cli_buf_puts(b, "}");
+    weft__strbuf_puts(b, "}");
   } else {
-    cli_buf_puts(b, "null");
+    weft__strbuf_puts(b, "null");
   }
-  cli_buf_puts(b, ", \"runs\": [");
+  weft__strbuf_puts(b, ", \"runs\": [");
   for (int i = 0; i < j->nruns; i++)
-    cli_buf_printf(b, "%s{\"status\": \"%s\", \"wall_ms\": %.3f}", i ? ", " : "",
-                   weft_status_name(j->run_status[i]), j->wall_ms[i]);
-  cli_buf_puts(b, "], \"stats\": ");
-  cli_buf_puts(b, j->stats_json != NULL ? j->stats_json : "null");
-  cli_buf_puts(b, ", \"outputs\": ");
+    weft__strbuf_printf(b, "%s{\"status\": \"%s\", \"wall_ms\": %.3f}", i ? ", " : "",
+                        weft_status_name(j->run_status[i]), j->wall_ms[i]);
+  weft__strbuf_puts(b, "], \"stats\": ");
+  weft__strbuf_puts(b, j->stats_json != NULL ? j->stats_json : "null");
+  weft__strbuf_puts(b, ", \"outputs\": ");
 }
 
-void cli_refusal_json(cli_buf *b, const char *name, const char *status, int exit_code,
+void cli_refusal_json(weft__strbuf *b, const char *name, const char *status, int exit_code,
                       const char *error) {
-  cli_buf_puts(b, "{\"file\": ");
+  weft__strbuf_puts(b, "{\"file\": ");
   cli_buf_json_str(b, name);
-  cli_buf_puts(b, ", \"status\": ");
+  weft__strbuf_puts(b, ", \"status\": ");
   cli_buf_json_str(b, status);
-  cli_buf_printf(b, ", \"exit_code\": %d, \"error\": ", exit_code);
+  weft__strbuf_printf(b, ", \"exit_code\": %d, \"error\": ", exit_code);
   cli_buf_json_str(b, error);
-  cli_buf_puts(b, ", \"phase\": \"submit\", \"diagnostics\": [], \"failed_node\": null, "
+  weft__strbuf_puts(b, ", \"phase\": \"submit\", \"diagnostics\": [], \"failed_node\": null, "
                   "\"runs\": [], \"outputs\": null}\n");
 }
 
@@ -253,27 +253,27 @@ int cli_job_report(cli_job *j, FILE *out, FILE *err) {
       if (rc != WEFT_OK) set_failure(j, "outputs", rc, weft_last_error());
     }
   }
-  cli_buf b;
-  cli_buf_init(&b);
+  weft__strbuf b;
+  weft__strbuf_init(&b);
   json_head(&b, j);
   if (j->exit_code == CLI_EXIT_OK && outputs != NULL && outputs_len > 0) {
     while (outputs_len > 0 && (outputs[outputs_len - 1] == '\n' || outputs[outputs_len - 1] == ' '))
       outputs_len--;
-    cli_buf_add(&b, outputs, outputs_len);
+    weft__strbuf_put(&b, outputs, outputs_len);
   } else {
-    cli_buf_puts(&b, "null");
+    weft__strbuf_puts(&b, "null");
   }
-  cli_buf_puts(&b, "}\n");
+  weft__strbuf_puts(&b, "}\n");
   free(outputs);
-  if (b.oom) {
-    cli_buf_fini(&b);
+  if (b.failed) {
+    weft__strbuf_fini(&b);
     set_failure(j, "outputs", WEFT_ENOMEM, "out of host memory for the report");
     fputs("{\"status\": \"failed\", \"exit_code\": 1, "
           "\"error\": \"out of host memory for the report\"}\n",
           out);
   } else {
     fwrite(b.data, 1, b.len, out);
-    cli_buf_fini(&b);
+    weft__strbuf_fini(&b);
   }
   fflush(out);
   text_error(j, err);

@@ -19,27 +19,9 @@
 #include <stdarg.h>
 #include <stdint.h>
 
+#include "util/strbuf.h"
 #include "util/util.h"
 #include "weft/dsl.h"
-
-/* ---- text buffer --------------------------------------------------------------------------- */
-
-/* A growable NUL-terminated string. An allocation failure sets `failed` and makes every later
- * append a no-op, so a writer checks once at the end. */
-typedef struct weft__dsl_buf {
-  char *data;
-  size_t len, cap;
-  int failed;
-} weft__dsl_buf;
-
-void weft__dsl_buf_init(weft__dsl_buf *b);
-void weft__dsl_buf_fini(weft__dsl_buf *b);
-void weft__dsl_buf_put(weft__dsl_buf *b, const char *s, size_t n);
-void weft__dsl_buf_puts(weft__dsl_buf *b, const char *s);
-void weft__dsl_buf_printf(weft__dsl_buf *b, const char *fmt, ...) WEFT__PRINTF(2, 3);
-/* Moves the text into a block from the C library's malloc (the public functions hand their
- * results to callers who free() them). Returns WEFT_OK or WEFT_ENOMEM (message set). */
-int weft__dsl_buf_take(weft__dsl_buf *b, char **out);
 
 /* ---- canonical spellings (shared by the writer, the formatter and the outputs) ------------- */
 
@@ -51,14 +33,14 @@ char *weft__dsl_fmt_number(char *buf, double v, int is_f32);
 /* Appends a tensor, device or node name so that the lexer reads it back as exactly `name`:
  * as is when it is an identifier or an identifier with integer indices ("y[3]", "g[1,2]"),
  * else between backticks with escapes. */
-void weft__dsl_buf_name(weft__dsl_buf *b, const char *name);
+void weft__dsl_buf_name(weft__strbuf *b, const char *name);
 /* Appends an identifier (a user op's name, a name's base before its indices): as is when the
  * lexer reads it as one identifier, else between backticks. */
-void weft__dsl_buf_ident(weft__dsl_buf *b, const char *name);
+void weft__dsl_buf_ident(weft__strbuf *b, const char *name);
 /* Appends `s` as a double-quoted string literal with escapes. */
-void weft__dsl_buf_string(weft__dsl_buf *b, const char *s);
+void weft__dsl_buf_string(weft__strbuf *b, const char *s);
 /* Appends `s` as a JSON string. */
-void weft__dsl_buf_json_string(weft__dsl_buf *b, const char *s);
+void weft__dsl_buf_json_string(weft__strbuf *b, const char *s);
 
 /* ---- name tables -------------------------------------------------------------------------- */
 
@@ -303,7 +285,7 @@ int weft__dsl_parse(weft__dsl_diags *d, weft__arena *a, const weft__dsl_tok *tok
                     const weft__dsl_comment *comments, size_t ncomments, weft__dsl_block **out);
 
 /* Writes `blk` in canonical form at indentation `depth`. */
-void weft__dsl_format_block(weft__dsl_buf *b, const weft__dsl_block *blk, int depth);
+void weft__dsl_format_block(weft__strbuf *b, const weft__dsl_block *blk, int depth);
 
 /* ---- programs ------------------------------------------------------------------------------ */
 

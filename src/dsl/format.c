@@ -10,27 +10,27 @@
 
 #include "dsl/dsl_internal.h"
 
-static void put_expr(weft__dsl_buf *b, const weft__dsl_expr *e);
+static void put_expr(weft__strbuf *b, const weft__dsl_expr *e);
 
-static void put_list(weft__dsl_buf *b, weft__dsl_expr *const *items, const char *const *keys, int n) {
+static void put_list(weft__strbuf *b, weft__dsl_expr *const *items, const char *const *keys, int n) {
   for (int i = 0; i < n; i++) {
-    if (i) weft__dsl_buf_puts(b, ", ");
-    if (keys != NULL && keys[i] != NULL) weft__dsl_buf_printf(b, "%s=", keys[i]);
+    if (i) weft__strbuf_puts(b, ", ");
+    if (keys != NULL && keys[i] != NULL) weft__strbuf_printf(b, "%s=", keys[i]);
     put_expr(b, items[i]);
   }
 }
 
-static void put_expr(weft__dsl_buf *b, const weft__dsl_expr *e) {
+static void put_expr(weft__strbuf *b, const weft__dsl_expr *e) {
   switch (e->kind) {
     case EX_INT:
     case EX_FLOAT:
-      weft__dsl_buf_puts(b, e->text);
+      weft__strbuf_puts(b, e->text);
       break;
     case EX_INF:
-      weft__dsl_buf_puts(b, "inf");
+      weft__strbuf_puts(b, "inf");
       break;
     case EX_NAN:
-      weft__dsl_buf_puts(b, "nan");
+      weft__strbuf_puts(b, "nan");
       break;
     case EX_NAME:
       if (e->has_index)
@@ -38,41 +38,41 @@ static void put_expr(weft__dsl_buf *b, const weft__dsl_expr *e) {
       else
         weft__dsl_buf_name(b, e->text);
       if (e->has_index) {
-        weft__dsl_buf_puts(b, "[");
+        weft__strbuf_puts(b, "[");
         put_list(b, e->items, NULL, e->nitems);
-        weft__dsl_buf_puts(b, "]");
+        weft__strbuf_puts(b, "]");
       }
       break;
     case EX_CALL:
       weft__dsl_buf_ident(b, e->text);
-      weft__dsl_buf_puts(b, "(");
+      weft__strbuf_puts(b, "(");
       put_list(b, e->items, e->keys, e->nitems);
-      weft__dsl_buf_puts(b, ")");
+      weft__strbuf_puts(b, ")");
       break;
     case EX_NEG:
     case EX_POS:
-      weft__dsl_buf_puts(b, e->kind == EX_NEG ? "-" : "+");
+      weft__strbuf_puts(b, e->kind == EX_NEG ? "-" : "+");
       put_expr(b, e->a);
       break;
     case EX_BIN:
       put_expr(b, e->a);
-      weft__dsl_buf_printf(b, " %c ", e->op);
+      weft__strbuf_printf(b, " %c ", e->op);
       put_expr(b, e->b);
       break;
     case EX_PAREN:
-      weft__dsl_buf_puts(b, "(");
+      weft__strbuf_puts(b, "(");
       put_expr(b, e->a);
-      weft__dsl_buf_puts(b, ")");
+      weft__strbuf_puts(b, ")");
       break;
     case EX_CPU:
-      weft__dsl_buf_puts(b, "cpu");
+      weft__strbuf_puts(b, "cpu");
       break;
     case EX_CUDA:
-      weft__dsl_buf_puts(b, "cuda:");
+      weft__strbuf_puts(b, "cuda:");
       put_expr(b, e->a);
       break;
     case EX_NODEID:
-      weft__dsl_buf_puts(b, "@");
+      weft__strbuf_puts(b, "@");
       put_expr(b, e->a);
       break;
     default:
@@ -80,54 +80,54 @@ static void put_expr(weft__dsl_buf *b, const weft__dsl_expr *e) {
   }
 }
 
-static void indent(weft__dsl_buf *b, int depth) {
-  for (int i = 0; i < depth; i++) weft__dsl_buf_puts(b, "  ");
+static void indent(weft__strbuf *b, int depth) {
+  for (int i = 0; i < depth; i++) weft__strbuf_puts(b, "  ");
 }
 
 /* Comment lines ("" is a blank line), from `first` on. */
-static void put_comments(weft__dsl_buf *b, const char *const *lines, int first, int n, int depth) {
+static void put_comments(weft__strbuf *b, const char *const *lines, int first, int n, int depth) {
   for (int i = first; i < n; i++) {
     if (lines[i][0] == '\0') {
-      weft__dsl_buf_puts(b, "\n");
+      weft__strbuf_puts(b, "\n");
       continue;
     }
     indent(b, depth);
-    weft__dsl_buf_puts(b, lines[i]);
-    weft__dsl_buf_puts(b, "\n");
+    weft__strbuf_puts(b, lines[i]);
+    weft__strbuf_puts(b, "\n");
   }
 }
 
-static void put_stmt(weft__dsl_buf *b, const weft__dsl_stmt *s, int depth) {
+static void put_stmt(weft__strbuf *b, const weft__dsl_stmt *s, int depth) {
   switch (s->kind) {
     case ST_PARAM:
-      weft__dsl_buf_printf(b, "param %s = ", s->name);
+      weft__strbuf_printf(b, "param %s = ", s->name);
       put_expr(b, s->value);
       break;
     case ST_DEVICE:
-      weft__dsl_buf_printf(b, "device %s = ", s->name);
+      weft__strbuf_printf(b, "device %s = ", s->name);
       for (int i = 0; i < s->nlist; i++) {
-        if (i) weft__dsl_buf_puts(b, " | ");
+        if (i) weft__strbuf_puts(b, " | ");
         put_expr(b, s->list[i]);
       }
       break;
     case ST_TENSOR:
-      weft__dsl_buf_puts(b, "tensor ");
+      weft__strbuf_puts(b, "tensor ");
       put_expr(b, s->target);
-      weft__dsl_buf_printf(b, ": %s", s->dtype == WEFT_F64 ? "f64" : "f32");
+      weft__strbuf_printf(b, ": %s", s->dtype == WEFT_F64 ? "f64" : "f32");
       if (s->has_shape) {
-        weft__dsl_buf_puts(b, "[");
+        weft__strbuf_puts(b, "[");
         put_list(b, s->list, NULL, s->nlist);
-        weft__dsl_buf_puts(b, "]");
+        weft__strbuf_puts(b, "]");
       }
       if (s->device != NULL) {
-        weft__dsl_buf_puts(b, " on ");
+        weft__strbuf_puts(b, " on ");
         put_expr(b, s->device);
       }
       if (s->value != NULL) {
-        weft__dsl_buf_puts(b, " = ");
+        weft__strbuf_puts(b, " = ");
         put_expr(b, s->value);
       } else if (s->path != NULL) {
-        weft__dsl_buf_puts(b, s->text_format ? " = from text " : " = from ");
+        weft__strbuf_puts(b, s->text_format ? " = from text " : " = from ");
         weft__dsl_buf_string(b, s->path);
       }
       break;
@@ -135,53 +135,53 @@ static void put_stmt(weft__dsl_buf *b, const weft__dsl_stmt *s, int depth) {
     case ST_CALL:
       if (s->kind == ST_ASSIGN) {
         put_expr(b, s->target);
-        weft__dsl_buf_puts(b, " = ");
+        weft__strbuf_puts(b, " = ");
       }
       put_expr(b, s->value);
       if (s->label != NULL) {
-        weft__dsl_buf_puts(b, " as ");
+        weft__strbuf_puts(b, " as ");
         put_expr(b, s->label);
       }
       break;
     case ST_FOR:
-      weft__dsl_buf_printf(b, "for %s in ", s->name);
+      weft__strbuf_printf(b, "for %s in ", s->name);
       put_expr(b, s->lo);
-      weft__dsl_buf_puts(b, "..");
+      weft__strbuf_puts(b, "..");
       put_expr(b, s->hi);
-      weft__dsl_buf_puts(b, " {");
-      if (s->brace_trail != NULL) weft__dsl_buf_printf(b, "  %s", s->brace_trail);
-      weft__dsl_buf_puts(b, "\n");
+      weft__strbuf_puts(b, " {");
+      if (s->brace_trail != NULL) weft__strbuf_printf(b, "  %s", s->brace_trail);
+      weft__strbuf_puts(b, "\n");
       weft__dsl_format_block(b, s->body, depth + 1);
       indent(b, depth);
-      weft__dsl_buf_puts(b, "}");
+      weft__strbuf_puts(b, "}");
       break;
     case ST_PRINT:
     case ST_KEEP:
-      weft__dsl_buf_puts(b, s->kind == ST_PRINT ? "print " : "keep ");
+      weft__strbuf_puts(b, s->kind == ST_PRINT ? "print " : "keep ");
       put_list(b, s->list, NULL, s->nlist);
       break;
     case ST_SAVE:
-      weft__dsl_buf_puts(b, "save ");
+      weft__strbuf_puts(b, "save ");
       put_expr(b, s->target);
-      weft__dsl_buf_puts(b, s->text_format ? " to text " : " to ");
+      weft__strbuf_puts(b, s->text_format ? " to text " : " to ");
       weft__dsl_buf_string(b, s->path);
       break;
     case ST_EDGE:
-      weft__dsl_buf_puts(b, "edge ");
+      weft__strbuf_puts(b, "edge ");
       for (int i = 0; i < s->nlist; i++) {
-        if (i) weft__dsl_buf_puts(b, " -> ");
+        if (i) weft__strbuf_puts(b, " -> ");
         put_expr(b, s->list[i]);
       }
       break;
     case ST_STRICT:
-      weft__dsl_buf_puts(b, "strict");
+      weft__strbuf_puts(b, "strict");
       break;
     default:
       break;
   }
 }
 
-void weft__dsl_format_block(weft__dsl_buf *b, const weft__dsl_block *blk, int depth) {
+void weft__dsl_format_block(weft__strbuf *b, const weft__dsl_block *blk, int depth) {
   for (int i = 0; i < blk->n; i++) {
     const weft__dsl_stmt *s = blk->stmts[i];
     /* A blank line at the very start of a block is dropped. */
@@ -189,8 +189,8 @@ void weft__dsl_format_block(weft__dsl_buf *b, const weft__dsl_block *blk, int de
     put_comments(b, s->lead, skip, s->nlead, depth);
     indent(b, depth);
     put_stmt(b, s, depth);
-    if (s->trail != NULL) weft__dsl_buf_printf(b, "  %s", s->trail);
-    weft__dsl_buf_puts(b, "\n");
+    if (s->trail != NULL) weft__strbuf_printf(b, "  %s", s->trail);
+    weft__strbuf_puts(b, "\n");
   }
   int skip = blk->n == 0 && blk->ntail > 0 && blk->tail[0][0] == '\0';
   put_comments(b, blk->tail, skip, blk->ntail, depth);
@@ -199,8 +199,8 @@ void weft__dsl_format_block(weft__dsl_buf *b, const weft__dsl_block *blk, int de
 int weft_program_format(const weft_program *p, char **out) {
   if (out != NULL) *out = NULL;
   if (p == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_program_format: NULL argument");
-  weft__dsl_buf b;
-  weft__dsl_buf_init(&b);
+  weft__strbuf b;
+  weft__strbuf_init(&b);
   weft__dsl_format_block(&b, p->ast, 0);
-  return weft__dsl_buf_take(&b, out);
+  return weft__strbuf_take(&b, "the .weft text", out);
 }

@@ -161,47 +161,47 @@ int weft_program_load(weft_runtime *rt, const char *path, const weft_dsl_options
 /* ---- results ------------------------------------------------------------------------------ */
 
 /* Appends values [from, from + count) of a tensor of `ndim` dims `shape` as nested lists. */
-static void put_nested(weft__dsl_buf *b, const void *data, int is_f32, const int64_t *shape, int ndim,
+static void put_nested(weft__strbuf *b, const void *data, int is_f32, const int64_t *shape, int ndim,
                        int64_t *index, int json) {
   char num[48];
   if (ndim == 0) {
     double v = is_f32 ? (double)((const float *)data)[*index] : ((const double *)data)[*index];
     (*index)++;
     if (json && !(v - v == 0))
-      weft__dsl_buf_puts(b, "null");
+      weft__strbuf_puts(b, "null");
     else
-      weft__dsl_buf_puts(b, weft__dsl_fmt_number(num, v, is_f32));
+      weft__strbuf_puts(b, weft__dsl_fmt_number(num, v, is_f32));
     return;
   }
-  weft__dsl_buf_puts(b, "[");
+  weft__strbuf_puts(b, "[");
   for (int64_t i = 0; i < shape[0]; i++) {
-    if (i) weft__dsl_buf_puts(b, ", ");
+    if (i) weft__strbuf_puts(b, ", ");
     put_nested(b, data, is_f32, shape + 1, ndim - 1, index, json);
   }
-  weft__dsl_buf_puts(b, "]");
+  weft__strbuf_puts(b, "]");
 }
 
 /* Tensors up to this many elements are printed in full as text. */
 enum { PRINT_ALL = 16, PRINT_HEAD = 4 };
 
-static void put_text(weft__dsl_buf *b, const char *name, weft_tensor *t, const void *data) {
+static void put_text(weft__strbuf *b, const char *name, weft_tensor *t, const void *data) {
   char num[48], dev[32];
   int is_f32 = weft_tensor_dtype(t) == WEFT_F32, ndim = weft_tensor_ndim(t);
   int64_t n = weft_tensor_numel(t), shape[WEFT_MAX_DIMS], index = 0;
   for (int i = 0; i < ndim; i++) shape[i] = weft_tensor_dim(t, i);
   if (ndim == 0) {
-    weft__dsl_buf_printf(b, "%s = ", name);
+    weft__strbuf_printf(b, "%s = ", name);
     put_nested(b, data, is_f32, shape, 0, &index, 0);
-    weft__dsl_buf_puts(b, "\n");
+    weft__strbuf_puts(b, "\n");
     return;
   }
-  weft__dsl_buf_printf(b, "%s: %s[", name, weft_dtype_name(weft_tensor_dtype(t)));
-  for (int i = 0; i < ndim; i++) weft__dsl_buf_printf(b, "%s%lld", i ? ", " : "", (long long)shape[i]);
-  weft__dsl_buf_printf(b, "] on %s", weft_device_str(weft_tensor_device(t), dev, sizeof dev));
+  weft__strbuf_printf(b, "%s: %s[", name, weft_dtype_name(weft_tensor_dtype(t)));
+  for (int i = 0; i < ndim; i++) weft__strbuf_printf(b, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  weft__strbuf_printf(b, "] on %s", weft_device_str(weft_tensor_device(t), dev, sizeof dev));
   if (n <= PRINT_ALL) {
-    weft__dsl_buf_puts(b, " = ");
+    weft__strbuf_puts(b, " = ");
     put_nested(b, data, is_f32, shape, ndim, &index, 0);
-    weft__dsl_buf_puts(b, "\n");
+    weft__strbuf_puts(b, "\n");
     return;
   }
   double sum = 0, lo = 0, hi = 0;
@@ -211,15 +211,15 @@ static void put_text(weft__dsl_buf *b, const char *name, weft_tensor *t, const v
     if (i == 0 || v < lo) lo = v;
     if (i == 0 || v > hi) hi = v;
   }
-  weft__dsl_buf_printf(b, ": sum %s", weft__dsl_fmt_number(num, sum, 0));
-  weft__dsl_buf_printf(b, ", min %s", weft__dsl_fmt_number(num, lo, is_f32));
-  weft__dsl_buf_printf(b, ", max %s, values [", weft__dsl_fmt_number(num, hi, is_f32));
+  weft__strbuf_printf(b, ": sum %s", weft__dsl_fmt_number(num, sum, 0));
+  weft__strbuf_printf(b, ", min %s", weft__dsl_fmt_number(num, lo, is_f32));
+  weft__strbuf_printf(b, ", max %s, values [", weft__dsl_fmt_number(num, hi, is_f32));
   for (int64_t i = 0; i < PRINT_HEAD; i++) {
     double v = is_f32 ? (double)((const float *)data)[i] : ((const double *)data)[i];
-    weft__dsl_buf_printf(b, "%s, ", weft__dsl_fmt_number(num, v, is_f32));
+    weft__strbuf_printf(b, "%s, ", weft__dsl_fmt_number(num, v, is_f32));
   }
   double last = is_f32 ? (double)((const float *)data)[n - 1] : ((const double *)data)[n - 1];
-  weft__dsl_buf_printf(b, "..., %s]\n", weft__dsl_fmt_number(num, last, is_f32));
+  weft__strbuf_printf(b, "..., %s]\n", weft__dsl_fmt_number(num, last, is_f32));
 }
 
 static int save(const weft__dsl_output *o, void *data) {
@@ -249,10 +249,10 @@ static int save(const weft__dsl_output *o, void *data) {
 
 int weft_program_outputs(weft_program *p, FILE *out, int json) {
   if (p == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_program_outputs: NULL argument");
-  weft__dsl_buf b;
-  weft__dsl_buf_init(&b);
+  weft__strbuf b;
+  weft__strbuf_init(&b);
   int first_rc = WEFT_OK, printed = 0;
-  if (json) weft__dsl_buf_puts(&b, "{");
+  if (json) weft__strbuf_puts(&b, "{");
   const weft__dsl_output *outs = p->outputs.data;
   weft__dsl_symtab seen; /* JSON: a name printed twice is one key */
   weft__arena keys;
@@ -275,9 +275,9 @@ int weft_program_outputs(weft_program *p, FILE *out, int json) {
     if (rc == WEFT_OK && o->kind == WEFT__DSL_SAVE) rc = save(o, data);
     if (rc == WEFT_OK && o->kind == WEFT__DSL_PRINT) {
       if (json) {
-        weft__dsl_buf_puts(&b, printed++ ? ", " : "");
+        weft__strbuf_puts(&b, printed++ ? ", " : "");
         weft__dsl_buf_json_string(&b, o->name);
-        weft__dsl_buf_puts(&b, ": ");
+        weft__strbuf_puts(&b, ": ");
         int64_t shape[WEFT_MAX_DIMS], index = 0;
         for (int d = 0; d < weft_tensor_ndim(o->t); d++) shape[d] = weft_tensor_dim(o->t, d);
         put_nested(&b, data, weft_tensor_dtype(o->t) == WEFT_F32, shape, weft_tensor_ndim(o->t), &index, 1);
@@ -293,13 +293,13 @@ int weft_program_outputs(weft_program *p, FILE *out, int json) {
   }
   weft__dsl_symtab_fini(&seen);
   weft__arena_fini(&keys);
-  if (json) weft__dsl_buf_puts(&b, "}\n");
+  if (json) weft__strbuf_puts(&b, "}\n");
   if (b.failed) {
-    weft__dsl_buf_fini(&b);
+    weft__strbuf_fini(&b);
     return weft__oom("the program's outputs");
   }
   if (b.len && fwrite(b.data, 1, b.len, out) != b.len && first_rc == WEFT_OK)
     first_rc = weft__err(WEFT_EIO, "weft_program_outputs: writing the results failed");
-  weft__dsl_buf_fini(&b);
+  weft__strbuf_fini(&b);
   return first_rc;
 }

@@ -61,7 +61,7 @@ typedef struct ctx {
   uint64_t steps, max_steps;
   int stop; /* out of memory or a limit: stop building */
   int loop_depth;
-  weft__dsl_buf name; /* scratch for evaluated names */
+  weft__strbuf name; /* scratch for evaluated names */
 } ctx;
 
 /* Statement outcome: FAIL means "reported (or silent because of a poisoned name)". */
@@ -133,15 +133,15 @@ static double as_double(value v) { return v.is_float ? v.f : (double)v.i; }
 /* Builds the string of a name expression into c->name ("y[3]", "w[1,2]"). */
 static int eval_name(ctx *c, const weft__dsl_expr *e) {
   c->name.len = 0;
-  weft__dsl_buf_puts(&c->name, e->text);
+  weft__strbuf_puts(&c->name, e->text);
   if (e->has_index) {
-    weft__dsl_buf_puts(&c->name, "[");
+    weft__strbuf_puts(&c->name, "[");
     for (int i = 0; i < e->nitems; i++) {
       int64_t v = 0;
       if (eval_int(c, e->items[i], "an index", &v) != OK) return FAIL;
-      weft__dsl_buf_printf(&c->name, "%s%lld", i ? "," : "", (long long)v);
+      weft__strbuf_printf(&c->name, "%s%lld", i ? "," : "", (long long)v);
     }
-    weft__dsl_buf_puts(&c->name, "]");
+    weft__strbuf_puts(&c->name, "]");
   }
   if (c->name.failed) return oom(c);
   return OK;
@@ -577,7 +577,7 @@ static int builtin_assign(ctx *c, int kind, const weft__dsl_expr *call, weft_ten
 
 /* Parameter bytes of a user op: a typed list f64[...], f32, i64, i32 or u8, or several joined
  * with '+' (f64[0.5] + i32[3, 0]), appended to `out` in order, little-endian. */
-static int eval_params(ctx *c, const weft__dsl_expr *e, weft__dsl_buf *out) {
+static int eval_params(ctx *c, const weft__dsl_expr *e, weft__strbuf *out) {
   static const char *const types[] = {"f64", "f32", "i64", "i32", "u8"};
   if (e->kind == EX_BIN && e->op == '+') return eval_params(c, e->a, out) == OK ? eval_params(c, e->b, out) : FAIL;
   int type = -1;
@@ -594,10 +594,10 @@ static int eval_params(ctx *c, const weft__dsl_expr *e, weft__dsl_buf *out) {
     if (eval_num(c, x, &v) != OK) return FAIL;
     if (type == 0) {
       double d = as_double(v);
-      weft__dsl_buf_put(out, (const char *)&d, 8);
+      weft__strbuf_put(out, (const char *)&d, 8);
     } else if (type == 1) {
       float f = (float)as_double(v);
-      weft__dsl_buf_put(out, (const char *)&f, 4);
+      weft__strbuf_put(out, (const char *)&f, 4);
     } else {
       if (v.is_float) return err(c, WEFT_EPARSE, x->line, x->col, "%s values must be integers", types[type]);
       if ((type == 3 && (v.i < INT32_MIN || v.i > INT32_MAX)) || (type == 4 && (v.i < 0 || v.i > 255)))
@@ -605,11 +605,11 @@ static int eval_params(ctx *c, const weft__dsl_expr *e, weft__dsl_buf *out) {
       int32_t w = (int32_t)v.i;
       unsigned char b = (unsigned char)v.i;
       if (type == 2)
-        weft__dsl_buf_put(out, (const char *)&v.i, 8);
+        weft__strbuf_put(out, (const char *)&v.i, 8);
       else if (type == 3)
-        weft__dsl_buf_put(out, (const char *)&w, 4);
+        weft__strbuf_put(out, (const char *)&w, 4);
       else
-        weft__dsl_buf_put(out, (const char *)&b, 1);
+        weft__strbuf_put(out, (const char *)&b, 1);
     }
   }
   return out->failed ? oom(c) : OK;
@@ -617,8 +617,8 @@ static int eval_params(ctx *c, const weft__dsl_expr *e, weft__dsl_buf *out) {
 
 static int user_call(ctx *c, const weft_op *op, const weft__dsl_expr *call) {
   weft_tensor *args[WEFT_MAX_ARGS];
-  weft__dsl_buf params;
-  weft__dsl_buf_init(&params);
+  weft__strbuf params;
+  weft__strbuf_init(&params);
   int n = 0, want = op->desc.nargs, rc = OK;
   for (int i = 0; i < call->nitems && rc == OK; i++) {
     const weft__dsl_expr *x = call->items[i];
@@ -642,7 +642,7 @@ static int user_call(ctx *c, const weft_op *op, const weft__dsl_expr *call) {
     int st = weft_call(c->g, op, args, n, params.data, params.len);
     if (st != WEFT_OK) rc = api_err(c, st, call->line, call->col);
   }
-  weft__dsl_buf_fini(&params);
+  weft__strbuf_fini(&params);
   return rc;
 }
 
@@ -1063,14 +1063,14 @@ static int load_defines(ctx *c, const weft_dsl_options *o) {
 static void check_defines(ctx *c) {
   for (int i = 0; i < c->ndefs; i++) {
     if (c->defs[i].used) continue;
-    weft__dsl_buf list;
-    weft__dsl_buf_init(&list);
+    weft__strbuf list;
+    weft__strbuf_init(&list);
     for (size_t k = 0; k < c->syms.len; k++) /* in declaration order */
       if (c->syms.entries[k].kind == SYM_PARAM)
-        weft__dsl_buf_printf(&list, "%s%s", list.len ? ", " : "", c->syms.entries[k].key);
+        weft__strbuf_printf(&list, "%s%s", list.len ? ", " : "", c->syms.entries[k].key);
     err(c, WEFT_EINVAL, 0, 0, "-D %s: the program has no parameter '%s'; expected one of its parameters (%s)",
         c->defs[i].text, c->defs[i].name, list.len ? list.data : "it has none");
-    weft__dsl_buf_fini(&list);
+    weft__strbuf_fini(&list);
   }
 }
 
@@ -1128,7 +1128,7 @@ int weft_program_parse(weft_runtime *rt, const char *filename, const char *text,
   weft__vec_init(&comments, sizeof(weft__dsl_comment));
   ctx c;
   memset(&c, 0, sizeof c);
-  weft__dsl_buf_init(&c.name);
+  weft__strbuf_init(&c.name);
 
   int rc = weft__dsl_lex(&d, &p->arena, &toks, &comments);
   if (rc == WEFT_OK)
@@ -1152,7 +1152,7 @@ int weft_program_parse(weft_runtime *rt, const char *filename, const char *text,
   weft__free(c.defs);
   symtab_fini(&c.syms);
   symtab_fini(&c.nodes);
-  weft__dsl_buf_fini(&c.name);
+  weft__strbuf_fini(&c.name);
   weft__vec_fini(&toks);
   weft__vec_fini(&comments);
   weft__dsl_diags_fini(&d);

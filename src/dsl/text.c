@@ -1,4 +1,4 @@
-/* text.c — the text buffer, the canonical spellings of numbers and names, and diagnostics.
+/* text.c — the canonical spellings of numbers and names, and diagnostics.
  *
  * Canonical spellings are what make the writer's output parse back to the same graph: a
  * double is written with the fewest digits that read back to the same bits (17 at most), a
@@ -12,84 +12,6 @@
 #include <string.h>
 
 #include "dsl/dsl_internal.h"
-
-/* ---- text buffer --------------------------------------------------------------------------- */
-
-void weft__dsl_buf_init(weft__dsl_buf *b) { memset(b, 0, sizeof *b); }
-
-void weft__dsl_buf_fini(weft__dsl_buf *b) {
-  weft__free(b->data);
-  memset(b, 0, sizeof *b);
-}
-
-static int buf_grow(weft__dsl_buf *b, size_t extra) {
-  if (b->failed) return 0;
-  if (b->len + extra + 1 <= b->cap) return 1;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap < b->len + extra + 1) {
-    if (cap > SIZE_MAX / 2) {
-      b->failed = 1;
-      return 0;
-    }
-    cap *= 2;
-  }
-  char *d = weft__realloc(b->data, cap);
-  if (d == NULL) {
-    b->failed = 1;
-    return 0;
-  }
-  b->data = d;
-  b->cap = cap;
-  return 1;
-}
-
-void weft__dsl_buf_put(weft__dsl_buf *b, const char *s, size_t n) {
-  if (!buf_grow(b, n)) return;
-  memcpy(b->data + b->len, s, n);
-  b->len += n;
-  b->data[b->len] = '\0';
-}
-
-void weft__dsl_buf_puts(weft__dsl_buf *b, const char *s) { weft__dsl_buf_put(b, s, strlen(s)); }
-
-void weft__dsl_buf_printf(weft__dsl_buf *b, const char *fmt, ...) {
-  char small[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(small, sizeof small, fmt, ap);
-  va_end(ap);
-  if (n < 0) {
-    b->failed = 1;
-    return;
-  }
-  if ((size_t)n < sizeof small) {
-    weft__dsl_buf_put(b, small, (size_t)n);
-    return;
-  }
-  if (!buf_grow(b, (size_t)n)) return;
-  va_start(ap, fmt);
-  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  b->len += (size_t)n;
-}
-
-int weft__dsl_buf_take(weft__dsl_buf *b, char **out) {
-  *out = NULL;
-  if (b->failed) {
-    weft__dsl_buf_fini(b);
-    return weft__oom("the .weft text");
-  }
-  char *s = malloc(b->len + 1);
-  if (s == NULL) {
-    weft__dsl_buf_fini(b);
-    return weft__oom("the .weft text");
-  }
-  if (b->len) memcpy(s, b->data, b->len);
-  s[b->len] = '\0';
-  weft__dsl_buf_fini(b);
-  *out = s;
-  return WEFT_OK;
-}
 
 /* ---- numbers ------------------------------------------------------------------------------- */
 
@@ -164,65 +86,65 @@ static int plain_name(const char *name) {
   return 1;
 }
 
-static void put_quoted(weft__dsl_buf *b, const char *s, char quote) {
+static void put_quoted(weft__strbuf *b, const char *s, char quote) {
   char esc[8];
-  weft__dsl_buf_put(b, &quote, 1);
+  weft__strbuf_put(b, &quote, 1);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == (unsigned char)quote || *p == '\\') {
       esc[0] = '\\';
       esc[1] = (char)*p;
-      weft__dsl_buf_put(b, esc, 2);
+      weft__strbuf_put(b, esc, 2);
     } else if (*p == '\n') {
-      weft__dsl_buf_puts(b, "\\n");
+      weft__strbuf_puts(b, "\\n");
     } else if (*p == '\t') {
-      weft__dsl_buf_puts(b, "\\t");
+      weft__strbuf_puts(b, "\\t");
     } else if (*p == '\r') {
-      weft__dsl_buf_puts(b, "\\r");
+      weft__strbuf_puts(b, "\\r");
     } else if (*p < 0x20 || *p == 0x7f) {
       snprintf(esc, sizeof esc, "\\x%02x", *p);
-      weft__dsl_buf_puts(b, esc);
+      weft__strbuf_puts(b, esc);
     } else {
-      weft__dsl_buf_put(b, (const char *)p, 1);
+      weft__strbuf_put(b, (const char *)p, 1);
     }
   }
-  weft__dsl_buf_put(b, &quote, 1);
+  weft__strbuf_put(b, &quote, 1);
 }
 
-void weft__dsl_buf_name(weft__dsl_buf *b, const char *name) {
+void weft__dsl_buf_name(weft__strbuf *b, const char *name) {
   if (plain_name(name))
-    weft__dsl_buf_puts(b, name);
+    weft__strbuf_puts(b, name);
   else
     put_quoted(b, name, '`');
 }
 
-void weft__dsl_buf_ident(weft__dsl_buf *b, const char *name) {
+void weft__dsl_buf_ident(weft__strbuf *b, const char *name) {
   size_t n = 0;
   int plain = is_ident_start((unsigned char)name[0]);
   for (; name[n]; n++) plain = plain && is_ident_char((unsigned char)name[n]);
   if (plain && !weft__dsl_keyword(name, n))
-    weft__dsl_buf_puts(b, name);
+    weft__strbuf_puts(b, name);
   else
     put_quoted(b, name, '`');
 }
 
-void weft__dsl_buf_string(weft__dsl_buf *b, const char *s) { put_quoted(b, s, '"'); }
+void weft__dsl_buf_string(weft__strbuf *b, const char *s) { put_quoted(b, s, '"'); }
 
-void weft__dsl_buf_json_string(weft__dsl_buf *b, const char *s) {
+void weft__dsl_buf_json_string(weft__strbuf *b, const char *s) {
   char esc[8];
-  weft__dsl_buf_put(b, "\"", 1);
+  weft__strbuf_put(b, "\"", 1);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     if (*p == '"' || *p == '\\') {
       esc[0] = '\\';
       esc[1] = (char)*p;
-      weft__dsl_buf_put(b, esc, 2);
+      weft__strbuf_put(b, esc, 2);
     } else if (*p < 0x20) {
       snprintf(esc, sizeof esc, "\\u%04x", *p);
-      weft__dsl_buf_puts(b, esc);
+      weft__strbuf_puts(b, esc);
     } else {
-      weft__dsl_buf_put(b, (const char *)p, 1);
+      weft__strbuf_put(b, (const char *)p, 1);
     }
   }
-  weft__dsl_buf_put(b, "\"", 1);
+  weft__strbuf_put(b, "\"", 1);
 }
 
 /* ---- name tables -------------------------------------------------------------------------- */
@@ -359,7 +281,7 @@ enum { SHOWN = 160 };
 /* Appends source line `line` and a caret under byte column `col`. A long line is shown as a
  * window around the column; control characters are shown as '?' so that the message stays
  * one printable string. */
-static void put_excerpt(weft__dsl_buf *b, const char *text, size_t len, uint32_t line, uint32_t col) {
+static void put_excerpt(weft__strbuf *b, const char *text, size_t len, uint32_t line, uint32_t col) {
   size_t start = 0;
   for (uint32_t l = 1; l < line && start < len; start++)
     if (text[start] == '\n') l++;
@@ -375,22 +297,22 @@ static void put_excerpt(weft__dsl_buf *b, const char *text, size_t len, uint32_t
     to = from + SHOWN < end ? from + SHOWN : end;
   }
   const char *pre = from > start ? "..." : "";
-  weft__dsl_buf_puts(b, pre);
+  weft__strbuf_puts(b, pre);
   for (size_t i = from; i < to; i++) {
     unsigned char c = (unsigned char)text[i];
-    weft__dsl_buf_put(b, (c < 0x20 && c != '\t') || c == 0x7f ? "?" : &text[i], 1);
+    weft__strbuf_put(b, (c < 0x20 && c != '\t') || c == 0x7f ? "?" : &text[i], 1);
   }
-  if (to < end) weft__dsl_buf_puts(b, "...");
-  weft__dsl_buf_puts(b, "\n");
-  weft__dsl_buf_puts(b, *pre ? "   " : "");
+  if (to < end) weft__strbuf_puts(b, "...");
+  weft__strbuf_puts(b, "\n");
+  weft__strbuf_puts(b, *pre ? "   " : "");
   for (size_t i = from; i < at; i++) {
     unsigned char c = (unsigned char)text[i];
     if (c == '\t')
-      weft__dsl_buf_puts(b, "\t");
+      weft__strbuf_puts(b, "\t");
     else if ((c & 0xc0) != 0x80) /* one column per UTF-8 character */
-      weft__dsl_buf_puts(b, " ");
+      weft__strbuf_puts(b, " ");
   }
-  weft__dsl_buf_puts(b, "^");
+  weft__strbuf_puts(b, "^");
 }
 
 /* The most bytes of diagnostics put into the thread's error message. */
@@ -401,8 +323,8 @@ int weft__dsl_diags_finish(weft__dsl_diags *d) {
   if (d->list.len == 0) return WEFT_OK;
   weft__dsl_diag *g = d->list.data;
   qsort(g, d->list.len, sizeof *g, diag_cmp);
-  weft__dsl_buf b;
-  weft__dsl_buf_init(&b);
+  weft__strbuf b;
+  weft__strbuf_init(&b);
   size_t shown = 0, kept = 0;
   uint32_t last_line = 0;
   for (; shown < d->list.len; shown++) {
@@ -411,27 +333,26 @@ int weft__dsl_diags_finish(weft__dsl_diags *d) {
     if (g[shown].line != 0 && g[shown].line == last_line) continue;
     last_line = g[shown].line;
     size_t mark = b.len;
-    if (kept++) weft__dsl_buf_puts(&b, "\n\n");
+    if (kept++) weft__strbuf_puts(&b, "\n\n");
     if (g[shown].line == 0) {
-      weft__dsl_buf_printf(&b, "%s: error: %s", d->file, g[shown].msg);
+      weft__strbuf_printf(&b, "%s: error: %s", d->file, g[shown].msg);
     } else {
-      weft__dsl_buf_printf(&b, "%s:%u:%u: error: %s\n", d->file, g[shown].line, g[shown].col,
-                           g[shown].msg);
+      weft__strbuf_printf(&b, "%s:%u:%u: error: %s\n", d->file, g[shown].line, g[shown].col,
+                          g[shown].msg);
       put_excerpt(&b, d->text, d->len, g[shown].line, g[shown].col);
     }
     if (b.len > MESSAGE_MAX && kept > 1) {
-      b.len = mark;
-      if (b.data) b.data[mark] = '\0';
+      weft__strbuf_truncate(&b, mark);
       break;
     }
   }
   if (d->dropped || shown < d->list.len)
-    weft__dsl_buf_printf(&b, "\n\n%s: too many errors; the first %zu are shown", d->file, kept - (shown < d->list.len));
+    weft__strbuf_printf(&b, "\n\n%s: too many errors; the first %zu are shown", d->file, kept - (shown < d->list.len));
   int status = g[0].status;
   if (b.failed)
     weft__err(status, "%s:%u:%u: error: %s", d->file, g[0].line, g[0].col, g[0].msg);
   else
     weft__set_last_error(b.data);
-  weft__dsl_buf_fini(&b);
+  weft__strbuf_fini(&b);
   return status;
 }

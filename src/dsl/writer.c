@@ -27,7 +27,7 @@
 
 typedef struct writer {
   const weft_graph *g;
-  weft__dsl_buf out;
+  weft__strbuf out;
   weft__arena arena;       /* keys of the tables */
   weft__dsl_symtab names;  /* what the parser will have bound */
   weft__dsl_symtab node_names; /* node name -> the last node with it */
@@ -56,31 +56,31 @@ static weft_tensor *tensor_at(const writer *w, size_t i) { return WEFT__VEC_AT(&
 
 static void put_device(writer *w, weft_device d) {
   if (d.kind == WEFT_DEVICE_CUDA && d.index >= 0 && d.index < w->ndev && w->devnames[d.index] != NULL)
-    weft__dsl_buf_puts(&w->out, w->devnames[d.index]);
+    weft__strbuf_puts(&w->out, w->devnames[d.index]);
   else
-    weft__dsl_buf_puts(&w->out, "cpu");
+    weft__strbuf_puts(&w->out, "cpu");
 }
 
 static void put_init(writer *w, weft_init in) {
   char a[40], b[40];
   switch (in.kind) {
     case WEFT_INIT_ZEROS:
-      weft__dsl_buf_puts(&w->out, "zeros");
+      weft__strbuf_puts(&w->out, "zeros");
       return;
     case WEFT_INIT_ONES:
-      weft__dsl_buf_puts(&w->out, "ones");
+      weft__strbuf_puts(&w->out, "ones");
       return;
     case WEFT_INIT_FULL:
-      weft__dsl_buf_printf(&w->out, "full(%s)", weft__dsl_fmt_double(a, in.a));
+      weft__strbuf_printf(&w->out, "full(%s)", weft__dsl_fmt_double(a, in.a));
       return;
     default:
-      weft__dsl_buf_printf(&w->out, "%s(%s, %s, seed=", in.kind == WEFT_INIT_UNIFORM ? "uniform" : "normal",
-                           weft__dsl_fmt_double(a, in.a), weft__dsl_fmt_double(b, in.b));
+      weft__strbuf_printf(&w->out, "%s(%s, %s, seed=", in.kind == WEFT_INIT_UNIFORM ? "uniform" : "normal",
+                          weft__dsl_fmt_double(a, in.a), weft__dsl_fmt_double(b, in.b));
       /* Seeds above INT64_MAX in hex: a hex literal is the 64-bit pattern. */
       if (in.seed > (uint64_t)INT64_MAX)
-        weft__dsl_buf_printf(&w->out, "0x%016" PRIx64 ")", in.seed);
+        weft__strbuf_printf(&w->out, "0x%016" PRIx64 ")", in.seed);
       else
-        weft__dsl_buf_printf(&w->out, "%" PRIu64 ")", in.seed);
+        weft__strbuf_printf(&w->out, "%" PRIu64 ")", in.seed);
       return;
   }
 }
@@ -137,15 +137,15 @@ static void declare_upto(writer *w, size_t limit) {
              t->id, weft__tensor_name(t));
       continue;
     }
-    weft__dsl_buf_puts(&w->out, "tensor ");
+    weft__strbuf_puts(&w->out, "tensor ");
     weft__dsl_buf_name(&w->out, weft__tensor_name(t));
-    weft__dsl_buf_printf(&w->out, ": %s[", weft_dtype_name((weft_dtype)t->dtype));
-    for (int i = 0; i < t->ndim; i++) weft__dsl_buf_printf(&w->out, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-    weft__dsl_buf_puts(&w->out, "] on ");
+    weft__strbuf_printf(&w->out, ": %s[", weft_dtype_name((weft_dtype)t->dtype));
+    for (int i = 0; i < t->ndim; i++) weft__strbuf_printf(&w->out, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    weft__strbuf_puts(&w->out, "] on ");
     put_device(w, t->device);
-    weft__dsl_buf_puts(&w->out, " = ");
+    weft__strbuf_puts(&w->out, " = ");
     put_init(w, t->init);
-    weft__dsl_buf_puts(&w->out, "\n");
+    weft__strbuf_puts(&w->out, "\n");
     w->created[t->id] = 1;
     bind(w, t, 1);
   }
@@ -209,33 +209,33 @@ static void put_params(writer *w, const weft_node *n, int after_args) {
   size_t size = n->params_size, i = 0;
   const unsigned char *p = n->params;
   if (size == 0) return;
-  weft__dsl_buf_puts(&w->out, after_args ? ", params=" : "params=");
+  weft__strbuf_puts(&w->out, after_args ? ", params=" : "params=");
   int group = -1; /* 0: f64, 1: i32, 2: u8 */
   while (i < size) {
     int type = size - i >= 8 && plain_double(p + i) ? 0 : size - i >= 4 ? 1 : 2;
     if (type != group) {
-      if (group >= 0) weft__dsl_buf_puts(&w->out, "] + ");
-      weft__dsl_buf_puts(&w->out, type == 0 ? "f64[" : type == 1 ? "i32[" : "u8[");
+      if (group >= 0) weft__strbuf_puts(&w->out, "] + ");
+      weft__strbuf_puts(&w->out, type == 0 ? "f64[" : type == 1 ? "i32[" : "u8[");
       group = type;
     } else {
-      weft__dsl_buf_puts(&w->out, ", ");
+      weft__strbuf_puts(&w->out, ", ");
     }
     if (type == 0) {
       double d;
       memcpy(&d, p + i, 8);
-      weft__dsl_buf_puts(&w->out, weft__dsl_fmt_double(num, d));
+      weft__strbuf_puts(&w->out, weft__dsl_fmt_double(num, d));
       i += 8;
     } else if (type == 1) {
       int32_t v;
       memcpy(&v, p + i, 4);
-      weft__dsl_buf_printf(&w->out, "%d", (int)v);
+      weft__strbuf_printf(&w->out, "%d", (int)v);
       i += 4;
     } else {
-      weft__dsl_buf_printf(&w->out, "%u", p[i]);
+      weft__strbuf_printf(&w->out, "%u", p[i]);
       i += 1;
     }
   }
-  weft__dsl_buf_puts(&w->out, "]");
+  weft__strbuf_puts(&w->out, "]");
 }
 
 /* Writes the statement of node n, whose call also made the inserted copies [first, n->id). */
@@ -291,7 +291,7 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
   resolve_args(w, n, first, refs);
   if (w->rc != WEFT_OK) return;
 
-  weft__dsl_buf *b = &w->out;
+  weft__strbuf *b = &w->out;
   int nin = has_result ? n->nargs - 1 : n->nargs;
   if (has_result) {
     if (new_result) {
@@ -300,27 +300,27 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
     } else {
       put_ref(w, result);
     }
-    weft__dsl_buf_puts(b, " = ");
+    weft__strbuf_puts(b, " = ");
   }
   if (n->kind == WEFT__OP_USER)
     weft__dsl_buf_ident(b, n->user_op->name);
   else
-    weft__dsl_buf_puts(b, weft__op_kind_name(n->kind));
-  weft__dsl_buf_puts(b, "(");
+    weft__strbuf_puts(b, weft__op_kind_name(n->kind));
+  weft__strbuf_puts(b, "(");
   for (int i = 0; i < nin; i++) {
-    if (i) weft__dsl_buf_puts(b, ", ");
+    if (i) weft__strbuf_puts(b, ", ");
     put_ref(w, refs[i]);
   }
   switch (n->kind) {
     case WEFT__OP_SCALE:
-      weft__dsl_buf_printf(b, ", %s", weft__dsl_fmt_double(num, n->alpha));
+      weft__strbuf_printf(b, ", %s", weft__dsl_fmt_double(num, n->alpha));
       break;
     case WEFT__OP_COPY:
-      weft__dsl_buf_puts(b, ", ");
+      weft__strbuf_puts(b, ", ");
       put_device(w, result->device);
       break;
     case WEFT__OP_FILL:
-      weft__dsl_buf_puts(b, ", ");
+      weft__strbuf_puts(b, ", ");
       put_init(w, n->fill);
       break;
     case WEFT__OP_USER:
@@ -329,12 +329,12 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
     default:
       break;
   }
-  weft__dsl_buf_puts(b, ")");
+  weft__strbuf_puts(b, ")");
   if (n->name != NULL) {
-    weft__dsl_buf_puts(b, " as ");
+    weft__strbuf_puts(b, " as ");
     weft__dsl_buf_name(b, n->name);
   }
-  weft__dsl_buf_puts(b, "\n");
+  weft__strbuf_puts(b, "\n");
 
   /* What the parser does after the call: enter the copies' names, drop stale copies. */
   for (uint32_t k = first; k < n->id; k++) bind(w, WEFT__VEC_AT(&w->g->nodes, weft_node *, k)->args[1].t, 0);
@@ -344,9 +344,9 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
   for (size_t id = created_from; id < expect; id++) {
     weft_tensor *t = tensor_at(w, id);
     if (t->flags & WEFT__T_KEEP) {
-      weft__dsl_buf_puts(b, "keep ");
+      weft__strbuf_puts(b, "keep ");
       put_ref(w, t);
-      weft__dsl_buf_puts(b, "\n");
+      weft__strbuf_puts(b, "\n");
     }
   }
 }
@@ -361,7 +361,7 @@ static void put_node_ref(writer *w, const weft_node *n) {
       return;
     }
   }
-  weft__dsl_buf_printf(&w->out, "@%u", n->id);
+  weft__strbuf_printf(&w->out, "@%u", n->id);
 }
 
 /* Chooses names for the GPUs the graph uses ("gpu0"), avoiding every tensor name. */
@@ -399,7 +399,7 @@ static void declare_devices(writer *w) {
     }
     s->kind = SYM_DEVICE;
     w->devnames[t->device.index] = s->key;
-    weft__dsl_buf_printf(&w->out, "device %s = cuda:%d\n", s->key, t->device.index);
+    weft__strbuf_printf(&w->out, "device %s = cuda:%d\n", s->key, t->device.index);
   }
 }
 
@@ -409,7 +409,7 @@ int weft_graph_write(const weft_graph *g, char **out) {
   writer w;
   memset(&w, 0, sizeof w);
   w.g = g;
-  weft__dsl_buf_init(&w.out);
+  weft__strbuf_init(&w.out);
   weft__arena_init(&w.arena, 4096, NULL);
   size_t nt = g->tensors.len, nn = g->nodes.len;
   w.cache_dst = weft__malloc((nt + 1) * sizeof *w.cache_dst);
@@ -425,7 +425,7 @@ int weft_graph_write(const weft_graph *g, char **out) {
     const weft_node *n = WEFT__VEC_AT(&g->nodes, weft_node *, i);
     if (n->flags & WEFT__N_INSERTED) w.copy_src[n->args[1].t->id] = (int32_t)n->args[0].t->id;
   }
-  weft__dsl_buf_printf(&w.out, "# weft graph: %zu tensors, %zu nodes\n", nt, nn);
+  weft__strbuf_printf(&w.out, "# weft graph: %zu tensors, %zu nodes\n", nt, nn);
   declare_devices(&w);
   uint32_t first = 0; /* the first inserted copy since the last statement */
   for (uint32_t i = 0; i < nn && w.rc == WEFT_OK; i++) {
@@ -454,19 +454,19 @@ int weft_graph_write(const weft_graph *g, char **out) {
   for (size_t i = 0; i < g->explicit_edges.len && w.rc == WEFT_OK; i++) {
     const weft__edge *e = &WEFT__VEC_AT(&g->explicit_edges, weft__edge, i);
     if (e->from >= nn || e->to >= nn) continue;
-    weft__dsl_buf_puts(&w.out, "edge ");
+    weft__strbuf_puts(&w.out, "edge ");
     put_node_ref(&w, WEFT__VEC_AT(&g->nodes, weft_node *, e->from));
-    weft__dsl_buf_puts(&w.out, " -> ");
+    weft__strbuf_puts(&w.out, " -> ");
     put_node_ref(&w, WEFT__VEC_AT(&g->nodes, weft_node *, e->to));
-    weft__dsl_buf_puts(&w.out, "\n");
+    weft__strbuf_puts(&w.out, "\n");
   }
-  if (g->strict) weft__dsl_buf_puts(&w.out, "strict\n");
+  if (g->strict) weft__strbuf_puts(&w.out, "strict\n");
 done:;
   int rc = w.rc;
   if (rc == WEFT_OK)
-    rc = weft__dsl_buf_take(&w.out, out);
+    rc = weft__strbuf_take(&w.out, "the .weft text", out);
   else
-    weft__dsl_buf_fini(&w.out);
+    weft__strbuf_fini(&w.out);
   weft__free(w.cache_dst);
   weft__free(w.cache_dev);
   weft__free(w.copy_src);
