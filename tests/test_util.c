@@ -1,14 +1,16 @@
 /* test_util.c — src/util: vectors, the bump arena, status codes and messages (the X-macro
- * list, weft_strerror, weft_status_name, per-thread weft_last_error), the allocator hook, and
- * the Philox generator (known answers, determinism, range). */
+ * list, weft_strerror, weft_status_name, per-thread weft_last_error), the allocator hook, the
+ * Philox generator (known answers, determinism, range) and the clock. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "testutil.h"
+#include "util/clock.h"
 #include "util/philox.h"
 #include "util/util.h"
+#include "weft/report.h"
 
 /* ---- vectors ------------------------------------------------------------------------------ */
 
@@ -337,6 +339,11 @@ static void clock_is_monotonic(void **state) {
   uint64_t a = weft__now_ns(), b = weft__now_ns();
   assert_true(b >= a);
   assert_true(a > 0);
+  /* The public clock is the timing clock, on the CLOCK_MONOTONIC epoch: within a millisecond
+   * of it (its calibration error is far below that), and monotonic. */
+  uint64_t c = weft_clock_ns(), d = weft__now_ns(), e = weft_clock_ns();
+  assert_true(e >= c);
+  assert_true(c < d + 1000000 && d < e + 1000000);
 }
 
 int main(void) {

@@ -1,9 +1,11 @@
 /* report.h — what a run did: statistics, the overlap of copies with compute and why it fell
- * short, a Chrome trace, an SVG timeline, and progress while a run is in flight.
+ * short, a Chrome trace, an SVG timeline, progress while a run is in flight, and the clock
+ * they are measured on.
  *
  * Every node of a run is timed (unless the runtime was created with WEFT_RUNTIME_NO_TIMING):
- * its start and end on its lane — a CPU worker, or a stream of a device — on one clock. After
- * a run has finished, weft_run_stats_create takes a snapshot of those times and analyses it:
+ * its start and end on its lane — a CPU worker, or a stream of a device — on one clock
+ * (weft_clock_ns, below). After a run has finished, weft_run_stats_create takes a snapshot of
+ * those times and analyses it:
  *
  *   weft_run *run;
  *   weft_run_stats *st;
@@ -193,6 +195,15 @@ WEFT_NODISCARD WEFT_API int weft_run_progress(const weft_run *run, size_t *done,
  * [0, count). Thread-safe: as weft_run_wait; draw on one terminal from one thread. */
 WEFT_NODISCARD WEFT_API int weft_run_wait_progress(weft_run *run, FILE *tty, int index,
                                                    int count);
+
+/* ---- the clock ----------------------------------------------------------------------------- */
+
+/* Returns the time now in nanoseconds on weft's clock: the time base of node times, traces
+ * and statistics. It is monotonic and on the CLOCK_MONOTONIC epoch (read from the invariant
+ * TSC where the CPU has one, calibrated against CLOCK_MONOTONIC); the first call in a process
+ * that has not timed a run yet calibrates it, which takes about 2 ms. Use it to measure
+ * intervals that are to be set against weft's own times. Thread-safe: yes. */
+WEFT_API uint64_t weft_clock_ns(void);
 
 #ifdef __cplusplus
 }

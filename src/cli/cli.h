@@ -133,9 +133,6 @@ int cli_read_file(const char *path, size_t max_bytes, char **out, size_t *len, c
 int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options *opts,
                      weft_program **out);
 
-/* Monotonic clock in seconds. */
-double cli_now(void);
-
 /* Appends `s` as a JSON string literal (quotes included); NULL appends `null`. */
 void cli_buf_json_str(weft__strbuf *b, const char *s);
 

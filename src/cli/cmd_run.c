@@ -119,11 +119,11 @@ int cli_cmd_run(int argc, char **argv) {
     weft_graph *g = weft_program_graph(j.prog);
     for (long i = 0; i < f.repeat; i++) {
       weft_run *r = NULL;
-      double t0 = cli_now();
+      uint64_t t0 = weft_clock_ns();
       int st = weft_graph_launch(g, &r);
       if (st == WEFT_OK)
         st = weft_run_wait_progress(r, f.quiet || f.json ? NULL : stderr, (int)i, (int)f.repeat);
-      double ms = (cli_now() - t0) * 1e3;
+      double ms = (double)(weft_clock_ns() - t0) * 1e-6;
       cli_job_record(&j, st, r, ms);
       if (r != NULL && (st != WEFT_OK || i + 1 == f.repeat)) report_code = report_run(&f, &j, r);
       weft_run_destroy(r);

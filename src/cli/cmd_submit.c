@@ -20,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "cli/proto.h"
+#include "weft/report.h"
 
 static const char submit_help[] =
     "Usage: weft submit [OPTIONS] FILE --to ADDR\n"
@@ -269,11 +270,12 @@ int cli_cmd_submit(int argc, char **argv) {
     goto done;
   }
   signal(SIGPIPE, SIG_IGN);
-  double deadline = cli_now() + f.wait_s, pause = 0.05;
+  uint64_t deadline = weft_clock_ns() + (uint64_t)(f.wait_s * 1e9);
+  double pause = 0.05;
   for (;;) {
     code = attempt(&addr, f.to, &req, src, len, f.timeout_s);
     if (code >= 0) break;
-    if (cli_now() + pause > deadline) {
+    if (weft_clock_ns() + (uint64_t)(pause * 1e9) > deadline) {
       code = cli_error(CLI_EXIT_FAILED, "%s is busy%s", f.to,
                        f.wait_s > 0 ? " (gave up after --wait seconds)" : "");
       break;

@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
 
@@ -271,12 +270,6 @@ int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options 
   j.prog = NULL;
   cli_job_fini(&j);
   return CLI_EXIT_OK;
-}
-
-double cli_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* Length of the valid UTF-8 sequence at p (1..4), or 0 if the bytes there are not one. */

@@ -1,9 +1,8 @@
-/* containers.c — growable vectors, the bump arena and the clock.
+/* containers.c — growable vectors and the bump arena.
  *
  * The arena serves the graph's many small objects (tensors, nodes, names, access lists): one
  * pointer bump per object instead of a malloc, and one walk over the chunks to free them. */
 #include <string.h>
-#include <time.h>
 
 #include "util/util.h"
 
@@ -124,10 +123,4 @@ char *weft__arena_strdup(weft__arena *a, const char *s) {
   char *d = weft__arena_alloc(a, n, 1);
   if (d != NULL) memcpy(d, s, n);
   return d;
-}
-
-uint64_t weft__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }

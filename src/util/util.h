@@ -103,9 +103,6 @@ void weft__arena_fini(weft__arena *a);
 void *weft__arena_alloc(weft__arena *a, size_t size, size_t align);
 char *weft__arena_strdup(weft__arena *a, const char *s);
 
-/* Monotonic clock in nanoseconds. */
-uint64_t weft__now_ns(void);
-
 /* Kahn's topological order of a graph of n nodes given as successor lists (CSR: node v's
  * successors are succ[off[v] .. off[v + 1])): roots in ascending order, then first in first
  * out. Writes the nodes into order and returns how many it could order (n unless there is a

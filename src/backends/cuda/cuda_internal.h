@@ -21,7 +21,7 @@
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/backend.h"
-#include "sched/report/clock.h"
+#include "util/clock.h"
 #include "sched/thread.h"
 
 /* Streams of a device, by index: compute streams first, then the copy streams. */

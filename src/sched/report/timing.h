@@ -19,7 +19,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "sched/report/clock.h"
+#include "util/clock.h"
 #include "sched/thread.h"
 #include "weft/weft.h"
 

@@ -1,4 +1,5 @@
-/* clock.c — calibration of the timing clock (see clock.h for the design).
+/* clock.c — the clock of clock.h: CLOCK_MONOTONIC, and the calibration of the timing clock
+ * against it (see clock.h for the design).
  *
  * A calibration point pairs a TSC read with a CLOCK_MONOTONIC read: of five tries, the one
  * whose two bracketing TSC reads are closest, the monotonic time set against their midpoint,
@@ -6,10 +7,25 @@
  * spins 2 ms between two points; later refinements measure from the anchor to now. */
 #include <time.h>
 
-#include "sched/report/clock.h"
-#include "sched/thread.h"
+#include "util/clock.h"
+#include "weft/report.h"
 
 weft__clock_state weft__clk;
+
+uint64_t weft__now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A pause for the spin below (util knows nothing of threads: sched/thread.h has the same). */
+static void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 enum { CAL_WINDOW_NS = 2000000, CAL_TRIES = 5 };
 
@@ -52,7 +68,7 @@ void weft__clock_init(void) {
   int expected = 0;
   if (!atomic_compare_exchange_strong_explicit(&weft__clk.state, &expected, 1,
                                                memory_order_acq_rel, memory_order_acquire)) {
-    while (atomic_load_explicit(&weft__clk.state, memory_order_acquire) != 2) weft__cpu_relax();
+    while (atomic_load_explicit(&weft__clk.state, memory_order_acquire) != 2) relax();
     return;
   }
   weft__clk.tsc = 0;
@@ -91,4 +107,10 @@ void weft__clock_refine(void) {
   }
   atomic_flag_clear_explicit(&busy, memory_order_release);
 #endif
+}
+
+uint64_t weft_clock_ns(void) {
+  if (WEFT__UNLIKELY(atomic_load_explicit(&weft__clk.state, memory_order_acquire) != 2))
+    weft__clock_init();
+  return weft__clock_now();
 }

@@ -1,5 +1,7 @@
-/* clock.h — the time base of node timing: nanoseconds on the CLOCK_MONOTONIC epoch, cheap
- * enough to read twice around every node.
+/* clock.h — weft's one clock: nanoseconds on the CLOCK_MONOTONIC epoch. weft__now_ns reads
+ * CLOCK_MONOTONIC itself (spin limits, progress, anything that needs no calibration);
+ * weft__clock_now is the time base of node timing, cheap enough to read twice around every
+ * node, and what weft_clock_ns (weft/report.h) gives users and the command.
  *
  * Where the CPU has an invariant TSC (x86-64 with CPUID 0x80000007 EDX bit 8: constant rate,
  * running through sleep states, synchronised across cores), a read is one rdtsc and one
@@ -15,8 +17,8 @@
  * converted times by at most the error it removes (about 10 us at the first, after 1 s);
  * the statistics clamp any interval whose end would precede its start. `mult` is the only
  * field that changes after calibration and is read and written atomically. */
-#ifndef WEFT_REPORT_CLOCK_H
-#define WEFT_REPORT_CLOCK_H
+#ifndef WEFT_UTIL_CLOCK_H
+#define WEFT_UTIL_CLOCK_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -39,6 +41,9 @@ typedef struct weft__clock_state {
 } weft__clock_state;
 
 extern weft__clock_state weft__clk;
+
+/* CLOCK_MONOTONIC in nanoseconds. Thread-safe: yes. */
+uint64_t weft__now_ns(void);
 
 /* Calibrates the clock once (later calls return at once). Thread-safe: yes. */
 void weft__clock_init(void);
