@@ -1,10 +1,10 @@
-/* test_sim.c — the simulated machine (src/backends/sim): profiles and their reader, virtual
- * devices, and the scheduling properties CI checks in virtual time on the shipped profiles —
- * two chains on two GPUs against one after the other, copies hidden behind compute, memory
- * peaks under the planned bound, 8 and 64 GPUs as the profile predicts, 100 000 nodes in
- * seconds — then determinism, compute mode against the CPU (the oracle's programs too),
- * failures, replays, calibration giving a profile back, and out-of-memory at every
- * allocation. */
+/* test_sim.c — the simulated machine (src/backends/sim): profiles and their reader (JSON
+ * itself is test_json's), virtual devices, and the scheduling properties CI checks in virtual
+ * time on the shipped profiles — two chains on two GPUs against one after the other, copies
+ * hidden behind compute, memory peaks under the planned bound, 8 and 64 GPUs as the profile
+ * predicts, 100 000 nodes in seconds — then determinism, compute mode against the CPU (the
+ * oracle's programs too), failures, replays, calibration giving a profile back, and
+ * out-of-memory at every allocation. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -13,7 +13,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backends/sim/json.h"
 #include "sched/sched.h"
 #include "sched/cost/profile.h"
 #include "backends/sim/sim_internal.h"
@@ -102,58 +101,6 @@ static void write_file(const char *path, const char *text) {
   assert_non_null(f);
   fputs(text, f);
   fclose(f);
-}
-
-/* ---- the JSON reader ------------------------------------------------------------------- */
-
-static void test_json(void **state) {
-  (void)state;
-  weft__arena a;
-  weft__arena_init(&a, 1024, NULL);
-  weft__json *v;
-  const char *doc = " {\"a\": [1, -2.5e3, true, null], \"s\": \"x\\u00e9\\ud83d\\ude00\\n\", \"o\": {}} ";
-  CHECK(weft__json_parse(doc, strlen(doc), "doc", &a, &v));
-  assert_int_equal(v->type, WEFT__JSON_OBJECT);
-  assert_int_equal(v->len, 3);
-  const weft__json *arr = weft__json_get(v, "a");
-  assert_non_null(arr);
-  assert_int_equal(arr->len, 4);
-  assert_true(arr->child->num == 1 && arr->child->next->num == -2500);
-  assert_int_equal(arr->child->next->next->type, WEFT__JSON_BOOL);
-  assert_int_equal(arr->child->next->next->next->type, WEFT__JSON_NULL);
-  const weft__json *s = weft__json_get(v, "s");
-  assert_string_equal(s->str, "x\xc3\xa9\xf0\x9f\x98\x80\n");
-  assert_null(weft__json_get(v, "missing"));
-  static const struct {
-    const char *text, *msg;
-  } bad[] = {
-      {"{\"a\": 1,}", "line 1, column 9: trailing comma"},
-      {"[1 2]", "expected ',' or ']'"},
-      {"{\"a\" 1}", "expected ':'"},
-      {"\n\n  [01]", "line 3, column 4: a number may not have leading zeros"},
-      {"\"abc", "unterminated string"},
-      {"\"a\\qb\"", "unknown escape"},
-      {"\"\\ud800\"", "unpaired UTF-16 surrogate"},
-      {"[1.]", "digits must follow '.'"},
-      {"tru", "unexpected character"},
-      {"{} x", "unexpected text after the document"},
-      {"", "unexpected end of input"},
-      {"[1e999]", "out of range"},
-      {"\"a\tb\"", "control character"},
-  };
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    int rc = weft__json_parse(bad[i].text, strlen(bad[i].text), "t.json", &a, &v);
-    assert_int_equal(rc, WEFT_EPARSE);
-    assert_true(tu_contains(weft_last_error(), bad[i].msg));
-    assert_true(tu_contains(weft_last_error(), "t.json"));
-  }
-  /* Nesting is bounded. */
-  char deep[200];
-  memset(deep, '[', 100);
-  memset(deep + 100, ']', 100);
-  assert_int_equal(weft__json_parse(deep, 200, "deep", &a, &v), WEFT_EPARSE);
-  assert_true(tu_contains(weft_last_error(), "nesting deeper than 64"));
-  weft__arena_fini(&a);
 }
 
 /* ---- profiles --------------------------------------------------------------------------- */
@@ -1298,7 +1245,6 @@ static void test_out_of_memory(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_json),
       cmocka_unit_test(test_profiles_shipped),
       cmocka_unit_test(test_profile_files),
       cmocka_unit_test(test_devices),

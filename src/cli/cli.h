@@ -1,7 +1,8 @@
 /* cli.h — what the files of the `weft` command share: exit codes, the subcommands, option
  * helpers, and the "job" that loads, runs and reports one .weft program (used by `weft run`
- * and, a step at a time, by `weft serve`). Text is built in libweft's string buffer
- * (util/strbuf.h): the one internal header the command uses besides the public API.
+ * and, a step at a time, by `weft serve`). Text is built in libweft's string buffer and JSON
+ * strings are written by its JSON writer (util/strbuf.h, util/json.h): utilities with no view
+ * of graphs or runs, the only internal headers the command uses besides the public API.
  *
  * Exit codes, everywhere: 0 success, 1 the run failed (a node failed, the run was cancelled,
  * out of memory, a server could not be reached or was busy), 2 bad input or usage (an unknown
@@ -13,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "util/json.h"
 #include "util/strbuf.h"
 #include "weft/dsl.h"
 #include "weft/weft.h"
@@ -132,9 +134,6 @@ int cli_read_file(const char *path, size_t max_bytes, char **out, size_t *len, c
  * diagnostics to stderr and returns the exit code (2 for bad input), else 0. */
 int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options *opts,
                      weft_program **out);
-
-/* Appends `s` as a JSON string literal (quotes included); NULL appends `null`. */
-void cli_buf_json_str(weft__strbuf *b, const char *s);
 
 /* ---- jobs (job.c) ------------------------------------------------------------------------ */
 

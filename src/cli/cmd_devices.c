@@ -70,7 +70,7 @@ int cli_cmd_devices(int argc, char **argv) {
     }
     if (json) {
       weft__strbuf_printf(&b, "%s\n  {\"device\": \"%s\", \"name\": ", i < 0 ? "" : ",", name);
-      cli_buf_json_str(&b, info.name);
+      weft__json_put_str(&b, info.name);
       weft__strbuf_printf(&b,
                           ", \"memory_bytes\": %zu, \"copy_engines\": %d, \"compute_capability\": "
                           "\"%d.%d\", \"multiprocessors\": %d, \"simulated\": %s, \"peers\": [%s]}",

@@ -136,7 +136,7 @@ int cli_cmd_check(int argc, char **argv) {
   char dev[32];
   if (json) {
     weft__strbuf_puts(&b, "{\"file\": ");
-    cli_buf_json_str(&b, file);
+    weft__json_put_str(&b, file);
     weft__strbuf_printf(&b,
                         ", \"status\": \"ok\", \"tensors\": %zu, \"tensor_bytes\": %zu, \"nodes\": "
                         "%zu, \"copies\": %zu, \"inserted_copies\": %zu, \"edges\": {\"total\": %zu, "
@@ -234,8 +234,8 @@ static void device_reason(weft__strbuf *b, const weft_graph *g, const weft_node 
     }
     weft__strbuf_printf(b, "the copy to %s runs on %s (%s)", d3, d1,
                         weft_tensor_device(src).kind != WEFT_DEVICE_CPU
-                       ? "the side that owns the GPU data"
-                       : "the GPU side issues host-to-device copies");
+                            ? "the side that owns the GPU data"
+                            : "the GPU side issues host-to-device copies");
     return;
   }
   if (strcmp(weft_node_op_name(n), "copy") == 0) {
@@ -360,7 +360,7 @@ int cli_cmd_dot(int argc, char **argv) {
   weft__strbuf_puts(&b, "digraph \"");
   dot_str(&b, file);
   weft__strbuf_puts(&b, "\" {\n  node [shape=box, fontname=\"Helvetica\"];\n"
-                   "  edge [fontname=\"Helvetica\", fontsize=10];\n");
+                        "  edge [fontname=\"Helvetica\", fontsize=10];\n");
   /* One cluster per device, in order of first appearance. */
   char dev[32], dev2[32];
   for (size_t i = 0; i < nn; i++) {

@@ -1,7 +1,7 @@
 /* common.c — helpers every subcommand uses: error messages with the conventional
  * "weft: ..." prefix and a --help hint, strict integer parsing, -D collection, the runtime,
- * whole-file reads with a size bound, program loading with diagnostics, and JSON strings.
- * Nothing here keeps state besides the program name. */
+ * whole-file reads with a size bound, and program loading with diagnostics. Nothing here keeps
+ * state besides the program name. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -270,60 +270,4 @@ int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options 
   j.prog = NULL;
   cli_job_fini(&j);
   return CLI_EXIT_OK;
-}
-
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if the bytes there are not one. */
-static int utf8_len(const unsigned char *p) {
-  if (p[0] < 0x80) return 1;
-  int n;
-  uint32_t c;
-  if ((p[0] & 0xe0) == 0xc0) n = 2, c = p[0] & 0x1f;
-  else if ((p[0] & 0xf0) == 0xe0) n = 3, c = p[0] & 0x0f;
-  else if ((p[0] & 0xf8) == 0xf0) n = 4, c = p[0] & 0x07;
-  else return 0;
-  for (int i = 1; i < n; i++) {
-    if ((p[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
-    c = (c << 6) | (p[i] & 0x3f);
-  }
-  static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (c < min[n] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) return 0;
-  return n;
-}
-
-void cli_buf_json_str(weft__strbuf *b, const char *s) {
-  if (s == NULL) {
-    weft__strbuf_puts(b, "null");
-    return;
-  }
-  weft__strbuf_put(b, "\"", 1);
-  const unsigned char *p = (const unsigned char *)s;
-  const unsigned char *run = p;
-  while (*p) {
-    const char *esc = NULL;
-    char hex[8];
-    int n = 1;
-    switch (*p) {
-      case '"': esc = "\\\""; break;
-      case '\\': esc = "\\\\"; break;
-      case '\n': esc = "\\n"; break;
-      case '\r': esc = "\\r"; break;
-      case '\t': esc = "\\t"; break;
-      default:
-        if (*p < 0x20 || *p == 0x7f) {
-          snprintf(hex, sizeof hex, "\\u%04x", *p);
-          esc = hex;
-        } else if ((n = utf8_len(p)) == 0) {
-          esc = "\\ufffd"; /* JSON must be valid UTF-8: replace a stray byte */
-          n = 1;
-        }
-    }
-    if (esc != NULL) {
-      weft__strbuf_put(b, (const char *)run, (size_t)(p - run));
-      weft__strbuf_puts(b, esc);
-      run = p + n;
-    }
-    p += n;
-  }
-  weft__strbuf_puts(b, (const char *)run);
-  weft__strbuf_put(b, "\"", 1);
 }

@@ -144,10 +144,10 @@ static void json_diagnostics(weft__strbuf *b, const cli_job *j) {
       }
       char *m = strndup(msg, mlen);
       weft__strbuf_printf(b, "%s{\"file\": ", first ? "" : ", ");
-      cli_buf_json_str(b, name);
+      weft__json_put_str(b, name);
       weft__strbuf_printf(b, ", \"line\": %ld, \"col\": %ld, \"severity\": \"%s\", \"message\": ",
                           ln, col, severity);
-      cli_buf_json_str(b, m != NULL ? m : "");
+      weft__json_put_str(b, m != NULL ? m : "");
       weft__strbuf_puts(b, "}");
       free(m);
       first = 0;
@@ -159,23 +159,23 @@ static void json_diagnostics(weft__strbuf *b, const cli_job *j) {
 
 static void json_head(weft__strbuf *b, const cli_job *j) {
   weft__strbuf_puts(b, "{\"file\": ");
-  cli_buf_json_str(b, j->name);
+  weft__json_put_str(b, j->name);
   weft__strbuf_printf(b, ", \"status\": \"%s\", \"exit_code\": %d, \"error\": ", cli_job_status_word(j),
                       j->exit_code);
-  cli_buf_json_str(b, j->error);
+  weft__json_put_str(b, j->error);
   weft__strbuf_puts(b, ", \"phase\": ");
-  cli_buf_json_str(b, j->exit_code == CLI_EXIT_OK ? NULL : j->phase);
+  weft__json_put_str(b, j->exit_code == CLI_EXIT_OK ? NULL : j->phase);
   weft__strbuf_puts(b, ", ");
   json_diagnostics(b, j);
   weft__strbuf_puts(b, ", \"failed_node\": ");
   if (j->failed_node >= 0 && j->prog != NULL) {
     weft_node *n = weft_graph_node(weft_program_graph(j->prog), (size_t)j->failed_node);
     weft__strbuf_printf(b, "{\"id\": %ld, \"op\": ", j->failed_node);
-    cli_buf_json_str(b, n != NULL ? weft_node_op_name(n) : NULL);
+    weft__json_put_str(b, n != NULL ? weft_node_op_name(n) : NULL);
     weft__strbuf_puts(b, ", \"origin\": ");
-    cli_buf_json_str(b, n != NULL ? weft_node_origin(n) : NULL);
+    weft__json_put_str(b, n != NULL ? weft_node_origin(n) : NULL);
     weft__strbuf_puts(b, ", \"description\": ");
-    cli_buf_json_str(b, j->failed_desc);
+    weft__json_put_str(b, j->failed_desc);
     weft__strbuf_puts(b, "}");
   } else {
     weft__strbuf_puts(b, "null");
@@ -192,13 +192,13 @@ static void json_head(weft__strbuf *b, const cli_job *j) {
 void cli_refusal_json(weft__strbuf *b, const char *name, const char *status, int exit_code,
                       const char *error) {
   weft__strbuf_puts(b, "{\"file\": ");
-  cli_buf_json_str(b, name);
+  weft__json_put_str(b, name);
   weft__strbuf_puts(b, ", \"status\": ");
-  cli_buf_json_str(b, status);
+  weft__json_put_str(b, status);
   weft__strbuf_printf(b, ", \"exit_code\": %d, \"error\": ", exit_code);
-  cli_buf_json_str(b, error);
+  weft__json_put_str(b, error);
   weft__strbuf_puts(b, ", \"phase\": \"submit\", \"diagnostics\": [], \"failed_node\": null, "
-                  "\"runs\": [], \"outputs\": null}\n");
+                       "\"runs\": [], \"outputs\": null}\n");
 }
 
 /* Prints the error for a human: parse diagnostics as the parser wrote them, a run failure

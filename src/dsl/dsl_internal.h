@@ -39,8 +39,6 @@ void weft__dsl_buf_name(weft__strbuf *b, const char *name);
 void weft__dsl_buf_ident(weft__strbuf *b, const char *name);
 /* Appends `s` as a double-quoted string literal with escapes. */
 void weft__dsl_buf_string(weft__strbuf *b, const char *s);
-/* Appends `s` as a JSON string. */
-void weft__dsl_buf_json_string(weft__strbuf *b, const char *s);
 
 /* ---- name tables -------------------------------------------------------------------------- */
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "dsl/dsl_internal.h"
+#include "util/json.h"
 
 static int host_is_little_endian(void) {
   const uint16_t probe = 1;
@@ -276,7 +277,7 @@ int weft_program_outputs(weft_program *p, FILE *out, int json) {
     if (rc == WEFT_OK && o->kind == WEFT__DSL_PRINT) {
       if (json) {
         weft__strbuf_puts(&b, printed++ ? ", " : "");
-        weft__dsl_buf_json_string(&b, o->name);
+        weft__json_put_str(&b, o->name);
         weft__strbuf_puts(&b, ": ");
         int64_t shape[WEFT_MAX_DIMS], index = 0;
         for (int d = 0; d < weft_tensor_ndim(o->t); d++) shape[d] = weft_tensor_dim(o->t, d);

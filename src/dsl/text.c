@@ -129,24 +129,6 @@ void weft__dsl_buf_ident(weft__strbuf *b, const char *name) {
 
 void weft__dsl_buf_string(weft__strbuf *b, const char *s) { put_quoted(b, s, '"'); }
 
-void weft__dsl_buf_json_string(weft__strbuf *b, const char *s) {
-  char esc[8];
-  weft__strbuf_put(b, "\"", 1);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') {
-      esc[0] = '\\';
-      esc[1] = (char)*p;
-      weft__strbuf_put(b, esc, 2);
-    } else if (*p < 0x20) {
-      snprintf(esc, sizeof esc, "\\u%04x", *p);
-      weft__strbuf_puts(b, esc);
-    } else {
-      weft__strbuf_put(b, (const char *)p, 1);
-    }
-  }
-  weft__strbuf_put(b, "\"", 1);
-}
-
 /* ---- name tables -------------------------------------------------------------------------- */
 
 /* FNV-1a, then a final mix: FNV's low bits hardly depend on the earlier characters, and the

@@ -1,8 +1,9 @@
 /* profile.c — machine profiles: the JSON format read and written, shipped names resolved.
  *
- * The reader is table-driven: each object of the format (the top level, "host", "gpu", a link)
- * has a table of fields with their type, where they go in weft__sim_profile, whether they are
- * required and their valid range. A key the table does not know is an error that names it —
+ * jansson reads the document (util/json.h: syntax errors with line and column, a key given
+ * twice refused with its path). The reader walks it table-driven: each object of the format
+ * (the top level, "host", "gpu", a link) has a table of fields with their type, where they go
+ * in weft__sim_profile, whether they are required and their valid range. A key the table does not know is an error that names it —
  * a misspelt field must not silently fall back to a default — except "notes" and keys that
  * start with '_', which are free for people. Every message names the field by its path. */
 #include "sched/cost/profile.h"
@@ -13,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backends/sim/json.h"
+#include "util/json.h"
 
 #define FORMAT_NAME "weft-machine-profile"
 #define FORMAT_VERSION 1
@@ -111,44 +112,47 @@ static const field link_fields[] = {
 
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
 
-static int bad(const char *what, const char *path, const weft__json *v, const char *msg) {
-  if (v != NULL)
-    return weft__err(WEFT_EINVAL, "%s: line %d: %s: %s", what, v->line, path, msg);
+/* Every message names the field by its path; jansson keeps no positions of values, so a
+ * field's line is not known, but its path is unique in a profile. */
+static int bad(const char *what, const char *path, const char *msg) {
   return weft__err(WEFT_EINVAL, "%s: %s: %s", what, path, msg);
 }
 
-static int read_number(const char *what, const char *path, const weft__json *v, double lo,
+static int read_number(const char *what, const char *path, const json_t *v, double lo,
                        double hi, double *out) {
   char msg[160];
-  if (v->type != WEFT__JSON_NUMBER) {
-    snprintf(msg, sizeof msg, "expected a number, found %s", weft__json_type_name(v->type));
-    return bad(what, path, v, msg);
+  if (!json_is_number(v)) {
+    snprintf(msg, sizeof msg, "expected a number, found %s", weft__json_type_name(v));
+    return bad(what, path, msg);
   }
-  if (!(v->num >= lo && v->num <= hi)) {
-    snprintf(msg, sizeof msg, "%g is out of range [%g, %g]", v->num, lo, hi);
-    return bad(what, path, v, msg);
+  double x = json_number_value(v);
+  if (!(x >= lo && x <= hi)) {
+    snprintf(msg, sizeof msg, "%g is out of range [%g, %g]", x, lo, hi);
+    return bad(what, path, msg);
   }
-  *out = v->num;
+  *out = x;
   return WEFT_OK;
 }
 
-static int read_curve(const char *what, const char *path, const weft__json *v, double lo,
+static int read_curve(const char *what, const char *path, const json_t *v, double lo,
                       double hi, weft__sim_curve *c) {
   char p[160];
-  if (v->type != WEFT__JSON_ARRAY || v->len == 0 || v->len > WEFT__SIM_CURVE_MAX) {
+  size_t n = json_array_size(v);
+  if (!json_is_array(v) || n == 0 || n > WEFT__SIM_CURVE_MAX) {
     snprintf(p, sizeof p, "expected an array of 1 to %d [size, value] pairs", WEFT__SIM_CURVE_MAX);
-    return bad(what, path, v, p);
+    return bad(what, path, p);
   }
   c->n = 0;
-  for (const weft__json *e = v->child; e != NULL; e = e->next) {
+  for (size_t i = 0; i < n; i++) {
+    const json_t *e = json_array_get(v, i);
     snprintf(p, sizeof p, "%.100s[%d]", path, c->n);
-    if (e->type != WEFT__JSON_ARRAY || e->len != 2)
-      return bad(what, p, e, "expected a pair [size, value]");
+    if (!json_is_array(e) || json_array_size(e) != 2)
+      return bad(what, p, "expected a pair [size, value]");
     double x, y;
     int rc;
-    if ((rc = read_number(what, p, e->child, 1e-9, BIG, &x)) != WEFT_OK) return rc;
-    if ((rc = read_number(what, p, e->child->next, lo, hi, &y)) != WEFT_OK) return rc;
-    if (c->n > 0 && !(x > c->x[c->n - 1])) return bad(what, p, e, "sizes must be strictly ascending");
+    if ((rc = read_number(what, p, json_array_get(e, 0), 1e-9, BIG, &x)) != WEFT_OK) return rc;
+    if ((rc = read_number(what, p, json_array_get(e, 1), lo, hi, &y)) != WEFT_OK) return rc;
+    if (c->n > 0 && !(x > c->x[c->n - 1])) return bad(what, p, "sizes must be strictly ascending");
     c->x[c->n] = x;
     c->y[c->n] = y;
     c->n++;
@@ -156,46 +160,51 @@ static int read_curve(const char *what, const char *path, const weft__json *v, d
   return WEFT_OK;
 }
 
-static int read_link(const char *what, const char *path, const weft__json *v, weft__sim_link *l) {
+/* Keys free for people: "notes" and any key that starts with '_'. */
+static int free_key(const char *key) { return key[0] == '_' || strcmp(key, "notes") == 0; }
+
+static int read_link(const char *what, const char *path, const json_t *v, weft__sim_link *l) {
   char p[160];
-  if (v->type != WEFT__JSON_OBJECT) return bad(what, path, v, "expected an object {bandwidth, latency_s}");
+  if (!json_is_object(v)) return bad(what, path, "expected an object {bandwidth, latency_s}");
   int have_bw = 0, have_lat = 0;
-  for (const weft__json *m = v->child; m != NULL; m = m->next) {
-    snprintf(p, sizeof p, "%.80s.%.60s", path, m->key);
+  const char *key;
+  json_t *m;
+  json_object_foreach((json_t *)v, key, m) {
+    snprintf(p, sizeof p, "%.80s.%.60s", path, key);
     int rc;
-    if (strcmp(m->key, "bandwidth") == 0) {
+    if (strcmp(key, "bandwidth") == 0) {
       if ((rc = read_number(what, p, m, 1, BIG, &l->bandwidth)) != WEFT_OK) return rc;
       have_bw = 1;
-    } else if (strcmp(m->key, "latency_s") == 0) {
+    } else if (strcmp(key, "latency_s") == 0) {
       if ((rc = read_number(what, p, m, 0, 1, &l->latency_s)) != WEFT_OK) return rc;
       have_lat = 1;
-    } else if (m->key[0] != '_' && strcmp(m->key, "notes") != 0) {
-      return bad(what, p, m, "unknown field (expected bandwidth or latency_s)");
+    } else if (!free_key(key)) {
+      return bad(what, p, "unknown field (expected bandwidth or latency_s)");
     }
   }
-  if (!have_bw) return bad(what, path, v, "missing field bandwidth");
-  if (!have_lat) return bad(what, path, v, "missing field latency_s");
+  if (!have_bw) return bad(what, path, "missing field bandwidth");
+  if (!have_lat) return bad(what, path, "missing field latency_s");
   return WEFT_OK;
 }
 
 /* Reads the members of object `obj` (at `path`) through `table` into `prof`; F_CALLER members
- * are only checked for presence. */
-static int read_object(const char *what, const char *path, const weft__json *obj,
+ * are only checked for presence. A key given twice never gets here: weft__json_read refuses
+ * it. */
+static int read_object(const char *what, const char *path, const json_t *obj,
                        const field *table, size_t nt, weft__sim_profile *prof) {
   char p[160], msg[200];
-  if (obj == NULL || obj->type != WEFT__JSON_OBJECT)
-    return bad(what, path, obj, "expected an object");
-  for (const weft__json *m = obj->child; m != NULL; m = m->next) {
-    snprintf(p, sizeof p, "%.80s%s%.60s", path, *path ? "." : "", m->key);
+  if (!json_is_object(obj)) return bad(what, path, "expected an object");
+  const char *key;
+  json_t *m;
+  json_object_foreach((json_t *)obj, key, m) {
+    snprintf(p, sizeof p, "%.80s%s%.60s", path, *path ? "." : "", key);
     const field *f = NULL;
     for (size_t i = 0; i < nt && f == NULL; i++)
-      if (strcmp(table[i].key, m->key) == 0) f = &table[i];
+      if (strcmp(table[i].key, key) == 0) f = &table[i];
     if (f == NULL) {
-      if (m->key[0] == '_' || strcmp(m->key, "notes") == 0) continue;
-      return bad(what, p, m, "unknown field");
+      if (free_key(key)) continue;
+      return bad(what, p, "unknown field");
     }
-    for (const weft__json *d = obj->child; d != m; d = d->next)
-      if (strcmp(d->key, m->key) == 0) return bad(what, p, m, "field given twice");
     char *dst = (char *)prof + f->off;
     double d;
     int rc = WEFT_OK;
@@ -205,7 +214,7 @@ static int read_object(const char *what, const char *path, const weft__json *obj
         break;
       case F_INT:
         if ((rc = read_number(what, p, m, f->lo, f->hi, &d)) == WEFT_OK) {
-          if (d != floor(d)) return bad(what, p, m, "expected an integer");
+          if (d != floor(d)) return bad(what, p, "expected an integer");
           *(int *)dst = (int)d;
         }
         break;
@@ -214,32 +223,32 @@ static int read_object(const char *what, const char *path, const weft__json *obj
         break;
       case F_CALLER:
         break;
-      case F_STR:
-        if (m->type != WEFT__JSON_STRING) {
-          snprintf(msg, sizeof msg, "expected a string, found %s", weft__json_type_name(m->type));
-          return bad(what, p, m, msg);
+      case F_STR: {
+        if (!json_is_string(m)) {
+          snprintf(msg, sizeof msg, "expected a string, found %s", weft__json_type_name(m));
+          return bad(what, p, msg);
         }
-        if (m->len >= f->cap || strlen(m->str) != m->len) {
+        size_t len = json_string_length(m);
+        if (len >= f->cap || strlen(json_string_value(m)) != len) {
           snprintf(msg, sizeof msg, "expected a string of at most %zu bytes without NUL", f->cap - 1);
-          return bad(what, p, m, msg);
+          return bad(what, p, msg);
         }
-        memcpy(dst, m->str, m->len + 1);
+        memcpy(dst, json_string_value(m), len + 1);
         break;
+      }
       case F_CURVE:
         rc = read_curve(what, p, m, f->lo, f->hi, (weft__sim_curve *)dst);
         break;
       case F_LINK:
-        if (m->type == WEFT__JSON_NULL && !f->required) break;
+        if (json_is_null(m) && !f->required) break;
         if ((rc = read_link(what, p, m, (weft__sim_link *)dst)) == WEFT_OK && f->off == OFF(peer))
           prof->peer_access = 1;
         break;
       case F_CC: {
-        const weft__json *a = m->child;
         double ma, mi;
-        if (m->type != WEFT__JSON_ARRAY || m->len != 2)
-          return bad(what, p, m, "expected [major, minor]");
-        if ((rc = read_number(what, p, a, 0, 1000, &ma)) != WEFT_OK ||
-            (rc = read_number(what, p, a->next, 0, 1000, &mi)) != WEFT_OK)
+        if (!json_is_array(m) || json_array_size(m) != 2) return bad(what, p, "expected [major, minor]");
+        if ((rc = read_number(what, p, json_array_get(m, 0), 0, 1000, &ma)) != WEFT_OK ||
+            (rc = read_number(what, p, json_array_get(m, 1), 0, 1000, &mi)) != WEFT_OK)
           return rc;
         prof->gpu.cc_major = (int)ma;
         prof->gpu.cc_minor = (int)mi;
@@ -249,52 +258,50 @@ static int read_object(const char *what, const char *path, const weft__json *obj
     if (rc != WEFT_OK) return rc;
   }
   for (size_t i = 0; i < nt; i++)
-    if (table[i].required && weft__json_get(obj, table[i].key) == NULL) {
+    if (table[i].required && json_object_get(obj, table[i].key) == NULL) {
       snprintf(msg, sizeof msg, "missing field %s", table[i].key);
-      return bad(what, *path ? path : "the profile", obj, msg);
+      return bad(what, *path ? path : "the profile", msg);
     }
   return WEFT_OK;
 }
 
 int weft__sim_profile_parse(const char *json, size_t len, const char *what,
                             weft__sim_profile *out) {
-  weft__arena a;
-  weft__arena_init(&a, 4096, NULL);
-  weft__json *root;
+  json_t *root;
   weft__sim_profile p;
   memset(&p, 0, sizeof p);
-  int rc = weft__json_parse(json, len, what, &a, &root);
-  if (rc != WEFT_OK) goto done;
-  if (root->type != WEFT__JSON_OBJECT) {
-    rc = bad(what, "the profile", root, "expected a JSON object");
+  int rc = weft__json_read(json, len, what, &root);
+  if (rc != WEFT_OK) return rc;
+  if (!json_is_object(root)) {
+    rc = bad(what, "the profile", "expected a JSON object");
     goto done;
   }
-  const weft__json *fmt = weft__json_get(root, "format");
-  if (fmt == NULL || fmt->type != WEFT__JSON_STRING || strcmp(fmt->str, FORMAT_NAME) != 0) {
-    rc = bad(what, "format", fmt, "not a weft machine profile (\"format\": \"" FORMAT_NAME "\" is missing)");
+  const json_t *fmt = json_object_get(root, "format");
+  if (!json_is_string(fmt) || strcmp(json_string_value(fmt), FORMAT_NAME) != 0) {
+    rc = bad(what, "format", "not a weft machine profile (\"format\": \"" FORMAT_NAME "\" is missing)");
     goto done;
   }
   if ((rc = read_object(what, "", root, top_fields, NFIELDS(top_fields), &p)) != WEFT_OK) goto done;
-  const weft__json *ver = weft__json_get(root, "version");
-  if (ver->type != WEFT__JSON_NUMBER || ver->num != FORMAT_VERSION) {
-    rc = bad(what, "version", ver, "this weft reads version 1 profiles");
+  const json_t *ver = json_object_get(root, "version");
+  if (!json_is_number(ver) || json_number_value(ver) != FORMAT_VERSION) {
+    rc = bad(what, "version", "this weft reads version 1 profiles");
     goto done;
   }
-  if ((rc = read_object(what, "host", weft__json_get(root, "host"), host_fields,
+  if ((rc = read_object(what, "host", json_object_get(root, "host"), host_fields,
                         NFIELDS(host_fields), &p)) != WEFT_OK ||
-      (rc = read_object(what, "gpu", weft__json_get(root, "gpu"), gpu_fields, NFIELDS(gpu_fields),
+      (rc = read_object(what, "gpu", json_object_get(root, "gpu"), gpu_fields, NFIELDS(gpu_fields),
                         &p)) != WEFT_OK ||
-      (rc = read_object(what, "links", weft__json_get(root, "links"), link_fields,
+      (rc = read_object(what, "links", json_object_get(root, "links"), link_fields,
                         NFIELDS(link_fields), &p)) != WEFT_OK)
     goto done;
   if (p.gpu.replay_node_s > p.gpu.launch_s) {
-    rc = bad(what, "gpu.replay_node_s", weft__json_get(weft__json_get(root, "gpu"), "replay_node_s"),
+    rc = bad(what, "gpu.replay_node_s",
              "a replayed node cannot cost more host time than a launched one (launch_s)");
     goto done;
   }
   *out = p;
 done:
-  weft__arena_fini(&a);
+  json_decref(root);
   return rc;
 }
 
@@ -411,20 +418,6 @@ int weft__sim_profile_load(const char *spec, weft__sim_profile *out) {
 
 /* ---- writing -------------------------------------------------------------------------------- */
 
-static void put_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 static void put_curve(FILE *f, const char *key, const weft__sim_curve *c) {
   fprintf(f, "    \"%s\": [", key);
   for (int i = 0; i < c->n; i++) fprintf(f, "%s[%.9g, %.6g]", i ? ", " : "", c->x[i], c->y[i]);
@@ -441,12 +434,13 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   if (f == NULL) return weft__err(WEFT_EIO, "cannot write the profile %s: %s", path, strerror(errno));
   const weft__sim_host *h = &p->host;
   const weft__sim_gpu *g = &p->gpu;
+  int rc = WEFT_OK;
   fprintf(f, "{\n  \"format\": \"" FORMAT_NAME "\",\n  \"version\": %d,\n  \"name\": ", FORMAT_VERSION);
-  put_str(f, p->name);
+  weft__json_fput_str(f, p->name, &rc);
   fprintf(f, ",\n  \"source\": ");
-  put_str(f, p->source);
+  weft__json_fput_str(f, p->source, &rc);
   fprintf(f, ",\n  \"host\": {\n    \"name\": ");
-  put_str(f, h->name);
+  weft__json_fput_str(f, h->name, &rc);
   fprintf(f, ",\n    \"cores\": %d,\n    \"memory_bytes\": %zu,\n", h->cores, h->memory_bytes);
   put_curve(f, "gemm_f32_flops", &h->gemm[0]);
   fprintf(f, ",\n");
@@ -456,7 +450,7 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   if (h->wake_s > 0) fprintf(f, ",\n    \"wake_s\": %.4g", h->wake_s);
   fprintf(f, "\n  },\n");
   fprintf(f, "  \"gpu\": {\n    \"count\": %d,\n    \"name\": ", p->ngpus);
-  put_str(f, g->name);
+  weft__json_fput_str(f, g->name, &rc);
   fprintf(f, ",\n    \"memory_bytes\": %zu,\n    \"compute_capability\": [%d, %d],\n"
              "    \"multiprocessors\": %d,\n    \"compute_streams\": %d,\n    \"copy_engines\": %d,\n",
           g->memory_bytes, g->cc_major, g->cc_minor, g->multiprocessors, g->compute_streams,
@@ -495,5 +489,5 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   fprintf(f, "  }\n}\n");
   int bad_write = ferror(f);
   if (fclose(f) != 0 || bad_write) return weft__err(WEFT_EIO, "cannot write the profile %s", path);
-  return WEFT_OK;
+  return rc;
 }

@@ -106,8 +106,8 @@ extern const weft__sim_shipped weft__sim_shipped_profiles[];
 extern const int weft__sim_shipped_count;
 
 /* Parses a profile from JSON text; `what` names it in messages. Returns WEFT_OK, WEFT_EPARSE
- * (syntax, with line and column) or WEFT_EINVAL (a missing, unknown or out-of-range field,
- * named by its path, e.g. "gpu.gemm_f32_flops[2]"). */
+ * (syntax, with line and column), WEFT_EINVAL (a missing, unknown, repeated or out-of-range
+ * field, named by its path, e.g. "gpu.gemm_f32_flops[2]") or WEFT_ENOMEM. */
 int weft__sim_profile_parse(const char *json, size_t len, const char *what,
                             weft__sim_profile *out);
 

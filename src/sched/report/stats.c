@@ -18,6 +18,7 @@
 
 #include "sched/report/stats.h"
 #include "sched/sched.h"
+#include "util/json.h"
 
 static const char *why_names[WEFT_WHY_COUNT] = {
     "none", "pageable", "dependency", "host_sync", "chain", "serialised", "nothing_left", "idle",
@@ -599,53 +600,28 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
 
-void weft__json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    switch (*p) {
-    case '"': fputs("\\\"", f); break;
-    case '\\': fputs("\\\\", f); break;
-    case '\n': fputs("\\n", f); break;
-    case '\t': fputs("\\t", f); break;
-    case '\r': fputs("\\r", f); break;
-    default:
-      if (*p < 0x20)
-        fprintf(f, "\\u%04x", *p);
-      else
-        fputc(*p, f);
-    }
-  }
-  fputc('"', f);
-}
-
-static void json_num(FILE *f, double v) {
-  if (isfinite(v))
-    fprintf(f, "%.9g", v);
-  else
-    fputs("null", f);
-}
-
 int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
+  int rc = WEFT_OK;
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   char dev[32];
   fputs("{\"wall_s\": ", f);
-  json_num(f, s.wall_s);
+  weft__json_fput_num(f, s.wall_s);
   fputs(", \"makespan_s\": ", f);
-  json_num(f, s.makespan_s);
+  weft__json_fput_num(f, s.makespan_s);
   fputs(", \"critical_path_s\": ", f);
-  json_num(f, s.critical_path_s);
+  weft__json_fput_num(f, s.critical_path_s);
   fputs(", \"critical_path\": [", f);
   for (uint32_t i = 0; i < st->rep->ncritical; i++) fprintf(f, "%s%u", i ? ", " : "", st->rep->critical[i]);
   fputs("], \"copy_s\": ", f);
-  json_num(f, s.copy_s);
+  weft__json_fput_num(f, s.copy_s);
   fputs(", \"hidden_copy_s\": ", f);
-  json_num(f, s.hidden_copy_s);
+  weft__json_fput_num(f, s.hidden_copy_s);
   fputs(", \"hidden_copy_fraction\": ", f);
   if (s.hidden_copy_fraction < 0)
     fputs("null", f);
   else
-    json_num(f, s.hidden_copy_fraction);
+    weft__json_fput_num(f, s.hidden_copy_fraction);
   fprintf(f, ", \"nodes\": %zu, \"nodes_run\": %zu, \"edges\": %zu, \"events\": %zu, "
              "\"copies\": %zu, \"inserted_copies\": %zu",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
@@ -654,12 +630,12 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
     weft_lane_stats ls;
     if (weft_run_stats_lane(st, l, &ls) != WEFT_OK) continue;
     fputs(l ? ", {\"name\": " : "{\"name\": ", f);
-    weft__json_str(f, ls.name);
+    weft__json_fput_str(f, ls.name, &rc);
     fprintf(f, ", \"kind\": \"%s\", \"device\": \"%s\", \"busy_s\": ", ls.kind,
             weft_device_str(ls.device, dev, sizeof dev));
-    json_num(f, ls.busy_s);
+    weft__json_fput_num(f, ls.busy_s);
     fputs(", \"utilisation\": ", f);
-    json_num(f, ls.utilisation);
+    weft__json_fput_num(f, ls.utilisation);
     fprintf(f, ", \"nodes\": %zu}", ls.nodes);
   }
   fputs("], \"peak_bytes\": {", f);
@@ -676,14 +652,14 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   for (size_t i = 0; i < st->ndiag; i++) {
     const weft_copy_diagnostic *d = &st->diag[i];
     fprintf(f, "%s{\"reason\": \"%s\", \"exposed_s\": ", i ? ", " : "", weft_copy_why_name(d->why));
-    json_num(f, d->exposed_s);
+    weft__json_fput_num(f, d->exposed_s);
     fprintf(f, ", \"copies\": %zu, \"message\": ", d->copies);
-    weft__json_str(f, d->message);
+    weft__json_fput_str(f, d->message, &rc);
     fputc('}', f);
   }
   fprintf(f, "], \"host_timed_nodes\": %zu, \"mem_samples_dropped\": %zu}\n", s.host_timed_nodes,
           s.mem_samples_dropped);
-  return weft__stats_stream_status(f, "run statistics (JSON)");
+  return rc != WEFT_OK ? rc : weft__stats_stream_status(f, "run statistics (JSON)");
 }
 
 /* ---- writing ---------------------------------------------------------------------------------- */

@@ -42,8 +42,6 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f);
 int weft__stats_write_trace(const weft_run_stats *st, FILE *f);
 int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width);
 
-/* Writes `s` as a JSON string literal (quotes included). */
-void weft__json_str(FILE *f, const char *s);
 /* Writes `s` escaped for XML text and attribute values. */
 void weft__xml_str(FILE *f, const char *s);
 /* The stream's status: WEFT_OK, or WEFT_EIO with a message naming `what`. */

@@ -12,11 +12,14 @@
 
 #include "sched/report/stats.h"
 #include "sched/sched.h"
+#include "util/json.h"
 
-/* The event array's writer: every event but the first is preceded by a comma. */
+/* The event array's writer: every event but the first is preceded by a comma. `rc` is the
+ * strings' status (json.h): WEFT_OK, or the allocation that failed. */
 typedef struct tw {
   FILE *f;
   int first;
+  int rc;
 } tw;
 
 static void ev(tw *w) {
@@ -28,13 +31,14 @@ static int pid_of(weft_device d) { return d.kind == WEFT_DEVICE_CPU ? 1 : 2 + d.
 
 static double us(uint64_t ns) { return (double)ns * 1e-3; }
 
-static void tensor_list(FILE *f, const weft_node *n, int mode) {
+static void tensor_list(tw *w, const weft_node *n, int mode) {
+  FILE *f = w->f;
   fputc('[', f);
   int first = 1;
   for (int i = 0; i < n->nargs; i++) {
     if (!(n->args[i].mode & mode)) continue;
     if (!first) fputs(", ", f);
-    weft__json_str(f, weft__tensor_name(n->args[i].t));
+    weft__json_fput_str(f, weft__tensor_name(n->args[i].t), &w->rc);
     first = 0;
   }
   fputc(']', f);
@@ -58,7 +62,7 @@ static void metadata(const weft_run_stats *st, tw *w) {
     ev(w);
     fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, \"args\": {\"name\": ",
             pid_of(r->lanes[l].device), l);
-    weft__json_str(f, st->lane_name[l]);
+    weft__json_fput_str(f, st->lane_name[l], &w->rc);
     fputs("}}", f);
     ev(w);
     fprintf(f, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, "
@@ -79,20 +83,20 @@ static void slices(const weft_run_stats *st, tw *w) {
     for (int a = 0; a < n->nargs; a++) bytes += n->args[a].t->bytes;
     ev(w);
     fputs("{\"name\": ", f);
-    weft__json_str(f, weft_node_op_name(n));
+    weft__json_fput_str(f, weft_node_op_name(n), &w->rc);
     fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
                "\"args\": {\"node\": %u, \"label\": ",
             x->copy ? "copy" : "compute", pid_of(r->lanes[x->lane].device), x->lane, us(x->start),
             us(x->end - x->start), i);
-    weft__json_str(f, weft__stats_label(st, i, label, sizeof label));
+    weft__json_fput_str(f, weft__stats_label(st, i, label, sizeof label), &w->rc);
     fputs(", \"reads\": ", f);
-    tensor_list(f, n, WEFT_READ);
+    tensor_list(w, n, WEFT_READ);
     fputs(", \"writes\": ", f);
-    tensor_list(f, n, WEFT_WRITE);
+    tensor_list(w, n, WEFT_WRITE);
     fprintf(f, ", \"bytes\": %zu, \"critical\": %s", bytes, x->critical ? "true" : "false");
     if (n->origin != NULL) {
       fputs(", \"origin\": ", f);
-      weft__json_str(f, n->origin);
+      weft__json_fput_str(f, n->origin, &w->rc);
     }
     fputs("}}", f);
   }
@@ -154,18 +158,21 @@ int weft__stats_write_trace(const weft_run_stats *st, FILE *f) {
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   fprintf(f, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"generator\": \"weft %d.%d.%d\", "
-             "\"makespan_s\": %.9g, \"critical_path_s\": %.9g, \"hidden_copy_fraction\": ",
-          WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR, WEFT_VERSION_PATCH, s.makespan_s, s.critical_path_s);
+             "\"makespan_s\": ", WEFT_VERSION_MAJOR, WEFT_VERSION_MINOR, WEFT_VERSION_PATCH);
+  weft__json_fput_num(f, s.makespan_s);
+  fputs(", \"critical_path_s\": ", f);
+  weft__json_fput_num(f, s.critical_path_s);
+  fputs(", \"hidden_copy_fraction\": ", f);
   if (s.hidden_copy_fraction < 0)
     fputs("null", f);
   else
     fprintf(f, "%.6f", s.hidden_copy_fraction);
   fputs("},\n\"traceEvents\": [", f);
-  tw w = {f, 1};
+  tw w = {f, 1, WEFT_OK};
   metadata(st, &w);
   slices(st, &w);
   flows(st, &w);
   memory(st, &w);
   fputs("\n]}\n", f);
-  return weft__stats_stream_status(f, "trace");
+  return w.rc != WEFT_OK ? w.rc : weft__stats_stream_status(f, "trace");
 }
