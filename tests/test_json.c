@@ -51,6 +51,17 @@ static char *repaired(const char *s, size_t n) {
   return out;
 }
 
+/* What weft__json_fput_str writes for s to a stream, given the writer's status *rc (updated);
+ * the caller frees it. */
+static char *fput_str_text(const char *s, int *rc, size_t *len) {
+  char *text = NULL;
+  FILE *f = open_memstream(&text, len);
+  assert_non_null(f);
+  weft__json_fput_str(f, s, rc);
+  fclose(f);
+  return text;
+}
+
 /* The string member `key` of object o (NULL if absent or not a string). */
 static const char *str_at(const json_t *o, const char *key) {
   return json_string_value(json_object_get(o, key));
@@ -164,47 +175,43 @@ static void test_json_write(void **state) {
     assert_string_equal(json_string_value(j), want);
     json_decref(j);
     /* ... and to a stream: the same text. */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    assert_non_null(f);
     int rc = WEFT_OK;
-    weft__json_fput_str(f, s, &rc);
+    size_t len;
+    char *text = fput_str_text(s, &rc, &len);
     assert_int_equal(rc, WEFT_OK);
-    fclose(f);
     assert_int_equal(len, b.len);
     assert_memory_equal(text, b.data, len);
     free(text);
     weft__strbuf_fini(&b);
     free(want);
   }
-  /* NULL is null; numbers have nine significant digits, and JSON has no NaN or infinity. */
+  /* NULL is null, to the buffer and to a stream. */
   weft__strbuf b;
   weft__strbuf_init(&b);
   weft__json_put_str(&b, NULL);
   assert_string_equal(b.data, "null");
   weft__strbuf_fini(&b);
-  char *text = NULL;
-  size_t len = 0;
+  int rc = WEFT_OK;
+  size_t len;
+  char *text = fput_str_text(NULL, &rc, &len);
+  assert_string_equal(text, "null");
+  free(text);
+  /* A writer that has failed writes nothing more. */
+  rc = WEFT_ENOMEM;
+  text = fput_str_text("x", &rc, &len);
+  assert_int_equal(len, 0);
+  assert_int_equal(rc, WEFT_ENOMEM);
+  free(text);
+  /* Numbers have nine significant digits, and JSON has no NaN or infinity. */
   FILE *f = open_memstream(&text, &len);
   assert_non_null(f);
-  int rc = WEFT_OK;
-  weft__json_fput_str(f, NULL, &rc);
   static const double nums[] = {0.5, 1e-7, 123456789012.0, -2, NAN, INFINITY, -INFINITY};
   for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
     fputc(' ', f);
     weft__json_fput_num(f, nums[i]);
   }
   fclose(f);
-  assert_string_equal(text, "null 0.5 1e-07 1.23456789e+11 -2 null null null");
-  free(text);
-  /* A writer that has failed writes nothing more. */
-  text = NULL;
-  f = open_memstream(&text, &len);
-  rc = WEFT_ENOMEM;
-  weft__json_fput_str(f, "x", &rc);
-  fclose(f);
-  assert_int_equal(len, 0);
+  assert_string_equal(text, " 0.5 1e-07 1.23456789e+11 -2 null null null");
   free(text);
 }
 
