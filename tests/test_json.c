@@ -366,12 +366,11 @@ static void test_command_outputs(void **state) {
   (void)state;
   char *path = tp_write(BAD_FILE, PROGRAM);
   char *trace = tp_write("trace.json", "");
-  tp_out r;
+  char *want_file = repaired(path, strlen(path));
 
   /* weft run --json: the file, the outputs keyed by name, the statistics. */
-  tp_expect(&r, 0, NULL, (const char *const[]){"run", "--json", "--quiet", "--trace", trace, path, NULL});
-  json_t *doc = parse(r.out, r.out_len);
-  char *want_file = repaired(path, strlen(path));
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("run", "--json", "--quiet", "--trace", trace, path));
+  json_t *doc = parse(r->out, r->out_len);
   assert_string_equal(str_at(doc, "file"), want_file);
   assert_string_equal(str_at(doc, "status"), "ok");
   const json_t *outs = json_object_get(doc, "outputs");
@@ -379,15 +378,11 @@ static void test_command_outputs(void **state) {
   assert_non_null(json_object_get(outs, "y"));
   assert_true(json_is_object(json_object_get(doc, "stats")));
   json_decref(doc);
-  tp_out_fini(&r);
 
   /* ... and the trace it wrote. */
-  FILE *f = fopen(trace, "rb");
-  assert_non_null(f);
-  json_error_t e;
-  doc = json_loadf(f, 0, &e);
-  fclose(f);
-  if (doc == NULL) fail_msg("the trace is not valid JSON: %s", e.text);
+  size_t len;
+  char *text = tu_read_file(trace, &len);
+  doc = parse(text, len);
   int seen = 0;
   size_t i;
   json_t *ev;
@@ -397,34 +392,32 @@ static void test_command_outputs(void **state) {
   }
   assert_int_equal(seen, 1);
   json_decref(doc);
+  free(text);
 
   /* A program that does not parse: the error, each diagnostic's file and message. */
   char *broken = tp_write(BAD_FILE ".broken", "tensor x: f32[2] = ones\ny = relu(`z\\xff`)\n");
-  tp_expect(&r, 2, NULL, (const char *const[]){"run", "--json", broken, NULL});
-  doc = parse(r.out, r.out_len);
   char *want_broken = repaired(broken, strlen(broken));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "--json", broken));
+  doc = parse(r->out, r->out_len);
   assert_true(tu_contains(str_at(doc, "error"), "unknown tensor 'z" FFFD "'"));
   const json_t *diag = json_array_get(json_object_get(doc, "diagnostics"), 0);
   assert_string_equal(str_at(diag, "file"), want_broken);
   assert_true(tu_contains(str_at(diag, "message"), "'z" FFFD "'"));
   json_decref(doc);
-  tp_out_fini(&r);
 
   /* weft check --json. */
-  tp_expect(&r, 0, NULL, (const char *const[]){"check", "--json", path, NULL});
-  doc = parse(r.out, r.out_len);
+  r = tp_cmd(0, NULL, TP_ARGS("check", "--json", path));
+  doc = parse(r->out, r->out_len);
   assert_string_equal(str_at(doc, "file"), want_file);
   assert_int_equal(json_integer_value(json_object_get(doc, "nodes")), 1);
   json_decref(doc);
-  tp_out_fini(&r);
 
   /* weft explain has no JSON form: its text passes names through as they are, one node per
    * entry, and the layout holds (the names carry no line break). */
-  tp_expect(&r, 0, NULL, (const char *const[]){"explain", path, NULL});
-  assert_true(tp_has(r.out, "1 node, 0 edges"));
-  assert_true(tp_has(r.out, "#0    y = relu(" BAD_TENSOR ")  at "));
-  assert_true(tp_has(r.out, "edges (the second node waits for the first):\n  none"));
-  tp_out_fini(&r);
+  r = tp_cmd(0, NULL, TP_ARGS("explain", path));
+  assert_true(tp_has(r->out, "1 node, 0 edges"));
+  assert_true(tp_has(r->out, "#0    y = relu(" BAD_TENSOR ")  at "));
+  assert_true(tp_has(r->out, "edges (the second node waits for the first):\n  none"));
 
   free(want_file);
   free(want_broken);
