@@ -1,8 +1,8 @@
 /* test_json.c — src/util/json.c and src/util/strbuf.c: the string buffer, the UTF-8 repair of
  * every kind of ill-formed sequence, JSON strings and numbers written through jansson, and
  * documents read (errors with line and column, a key given twice named by its path); then
- * valid JSON everywhere for tensor, node and file names that are not UTF-8 — the Chrome trace
- * and the run statistics through the C API, and `weft run --json`, `weft run --trace`,
+ * valid JSON everywhere for tensor, node and file names that are not UTF-8 — the Chrome trace,
+ * the run statistics and the SVG timeline (valid UTF-8) through the C API, and `weft run --json`, `weft run --trace`,
  * `weft check --json` and `weft explain` through the command — each output parsed by jansson
  * (which refuses invalid UTF-8), the names read back with U+FFFD where the bad bytes were. */
 #include <jansson.h>
@@ -343,6 +343,12 @@ static void test_library_outputs(void **state) {
   json_array_foreach(diags, i, e) seen += tu_contains(str_at(e, "message"), "copy " BAD_TENSOR_FIXED " cuda:0->cpu");
   assert_int_equal(seen, 1);
   json_decref(doc);
+  free(text);
+
+  /* The SVG timeline is XML: well-formed UTF-8 too, the lane labels naming the node. */
+  text = stats_text(st, WEFT_REPORT_SVG, &len);
+  assert_true(weft__utf8_valid(text, len));
+  assert_non_null(strstr(text, BAD_NODE_FIXED));
   free(text);
 
   weft_run_stats_destroy(st);

@@ -20,13 +20,21 @@
 #include <string.h>
 
 #include "sched/report/stats.h"
+#include "util/json.h"
 #include "sched/sched.h"
 
 enum { LABEL_W = 190, RIGHT_PAD = 20, TOP = 100, HEAD_H = 18 };
 
 static const char *C_COMPUTE = "#4e79a7", *C_COPY = "#f28e2b", *C_CRIT = "#9c1c1c";
 
-void weft__xml_str(FILE *f, const char *s) {
+/* Writes s as XML text: the markup characters escaped, control characters dropped, and invalid
+ * UTF-8 repaired (each ill-formed sequence one U+FFFD), so a badly named tensor still gives a
+ * well-formed picture. On a failed allocation the name is left out. */
+void weft__xml_str(FILE *f, const char *text) {
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  weft__utf8_repair(&b, text, strlen(text));
+  const char *s = b.failed || b.data == NULL ? "" : b.data;
   for (; *s; s++) {
     switch (*s) {
     case '<': fputs("&lt;", f); break;
@@ -38,6 +46,7 @@ void weft__xml_str(FILE *f, const char *s) {
       if ((unsigned char)*s >= 0x20 || *s == '\t' || *s == '\n') fputc(*s, f);
     }
   }
+  weft__strbuf_fini(&b);
 }
 
 typedef struct layout {
