@@ -1,7 +1,8 @@
 /* test_report.c — run statistics, the overlap accounting and its reasons, the JSON statistics,
  * the Chrome trace and the SVG timeline (checked with real parsers: jansson and libxml2),
- * progress, and the error paths of weft/report.h. The overlap math and the critical path are
- * also tested on hand-made intervals through the internal model (sched/report/model.h). */
+ * progress, the run's end on the timing clock, and the error paths of weft/report.h. The
+ * overlap math and the critical path are also tested on hand-made intervals through the
+ * internal model (sched/report/model.h). */
 #define _XOPEN_SOURCE 600 /* posix_openpt */
 #include <errno.h>
 #include <fcntl.h>
@@ -581,6 +582,36 @@ static void stats_need_the_latest_finished_run_with_timing(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* ---- the run's end on the clock ------------------------------------------------------------ */
+
+static void store_end(weft_run *run, int status, void *arg) {
+  (void)status;
+  if (weft_run_end_ns(run, arg) != WEFT_OK) *(uint64_t *)arg = 0;
+}
+
+/* weft_run_end_ns: WEFT_EAGAIN while the run is in flight; then a time on weft_clock_ns's clock
+ * between the launch and the caller's return, the same inside the run's callback. */
+static void run_end_on_the_clock(void **state) {
+  tu_fixture *f = *state;
+  atomic_int gate = 0;
+  const weft_op *hold = op_rw(f->rt, "hold", gate_kernel, &gate);
+  weft_tensor *a = scalar(f->g, "a");
+  CHECK(weft_call(f->g, hold, &a, 1, NULL, 0));
+  uint64_t before = weft_clock_ns(), end = 0, in_callback = 0;
+  weft_run *run;
+  CHECK(weft_graph_launch_cb(f->g, store_end, &in_callback, &run));
+  assert_int_equal(weft_run_end_ns(run, &end), WEFT_EAGAIN);
+  atomic_store(&gate, 1);
+  CHECK(weft_run_wait(run));
+  uint64_t after = weft_clock_ns();
+  CHECK(weft_run_end_ns(run, &end));
+  assert_true(before <= end && end <= after);
+  assert_true(in_callback == end);
+  assert_int_equal(weft_run_end_ns(NULL, &end), WEFT_EINVAL);
+  assert_int_equal(weft_run_end_ns(run, NULL), WEFT_EINVAL);
+  weft_run_destroy(run);
+}
+
 /* ---- progress ---------------------------------------------------------------------------- */
 
 static void progress_counts_finished_nodes(void **state) {
@@ -1001,6 +1032,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(svg_merges_bars_thinner_than_a_pixel, tu_setup, tu_teardown),
       cmocka_unit_test(save_writes_files_and_names_bad_paths),
       cmocka_unit_test_setup_teardown(stats_need_the_latest_finished_run_with_timing, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(run_end_on_the_clock, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(progress_counts_finished_nodes, tu_setup, tu_teardown),
       cmocka_unit_test(progress_bar_on_a_terminal),
       cmocka_unit_test(stats_survive_out_of_memory),

@@ -139,7 +139,18 @@ static void runtime_options(void **state) {
   weft_runtime_destroy(rt);
   o.cpu_workers = 0; /* one per core */
   CHECK(weft_runtime_create(&o, &rt));
-  assert_true(weft_runtime_cpu_workers(rt) >= 1);
+  int cores = weft_runtime_cpu_workers(rt);
+  assert_true(cores >= 1);
+  assert_int_equal(weft_runtime_blas_threads(rt), 1); /* the workers own the cores */
+  weft_runtime_destroy(rt);
+  /* A product's threads: the option, else every core for a single worker. */
+  o.cpu_workers = 1;
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_runtime_blas_threads(rt), cores);
+  weft_runtime_destroy(rt);
+  o.blas_threads = 1;
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_runtime_blas_threads(rt), 1);
   weft_runtime_destroy(rt);
   weft_runtime_destroy(NULL);
   weft_graph_destroy(NULL);

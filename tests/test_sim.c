@@ -246,6 +246,8 @@ static void test_devices(void **state) {
   CHECK(weft_device_info_get(rt, weft_cpu(), &info));
   assert_true(info.simulated);
   assert_int_equal(info.multiprocessors, 2); /* the virtual workers: cpu_workers when given */
+  /* A CPU product's threads: the simulated host's 64 cores over its 2 workers. */
+  assert_int_equal(weft_runtime_blas_threads(rt), 32);
   assert_true(weft_device_can_access_peer(rt, weft_cuda(0), weft_cuda(3)));
   assert_false(weft_device_can_access_peer(rt, weft_cuda(1), weft_cuda(1)));
   assert_int_equal(weft_device_info_get(rt, weft_cuda(4), &info), WEFT_EDEVICE);
@@ -258,6 +260,15 @@ static void test_devices(void **state) {
   o.flags = WEFT_RUNTIME_QUIET;
   CHECK(weft_runtime_create(&o, &rt));
   assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 1);
+  weft_runtime_destroy(rt);
+  /* One worker gets every simulated core for its products; the option, what it says. */
+  o.cpu_workers = 1;
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_runtime_blas_threads(rt), 64);
+  weft_runtime_destroy(rt);
+  o.blas_threads = 1; /* checked against this machine's cores too */
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_runtime_blas_threads(rt), 1);
   weft_runtime_destroy(rt);
   /* A real runtime is not simulated, and the simulator's calls say so. */
   rt = tu_runtime_cpu(1);
@@ -539,7 +550,7 @@ static void test_host_and_memory_costs(void **state) {
   /* 200 additions, 199 of them into a new temporary (the last result is read by nobody),
    * against 200 in place. Unbatched: a batch's kernel can wait for the one before it on the
    * device (test_replay), which would blur the host's difference. */
-  weft__sim_set_batching(rt, 0);
+  weft_runtime_set_batching(rt, 0);
   double eager = tiny_chain(rt, 200, 1, 0) - tiny_chain(rt, 200, 0, 0);
   double replay = tiny_chain(rt, 200, 1, 1) - tiny_chain(rt, 200, 0, 1);
   print_message("199 temporaries: %.1f us more eager, %.1f us more replayed\n", eager * 1e6, replay * 1e6);
@@ -830,7 +841,7 @@ static void test_replay(void **state) {
   const weft__sim_gpu *gp = &p.gpu;
   for (int batched = 0; batched < 2; batched++) {
     weft_runtime *rt = sim_runtime("h100", 2, 0);
-    weft__sim_set_batching(rt, batched);
+    weft_runtime_set_batching(rt, batched);
     weft_graph *g;
     CHECK(weft_graph_create(rt, &g));
     weft_tensor *a = NULL, *one = NULL;

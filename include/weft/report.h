@@ -205,6 +205,14 @@ WEFT_NODISCARD WEFT_API int weft_run_wait_progress(weft_run *run, FILE *tty, int
  * intervals that are to be set against weft's own times. Thread-safe: yes. */
 WEFT_API uint64_t weft_clock_ns(void);
 
+/* Stores in *out when `run` ended, on weft_clock_ns's clock: the moment its last node was done
+ * and weft recorded the end, before weft_run_wait's callers are woken and before the run's
+ * callback. weft_clock_ns() - *out, read when weft_run_wait returns, is how late the caller
+ * learnt of the end. Recorded with timing on or off. Fails with WEFT_EINVAL for a NULL
+ * argument, WEFT_EAGAIN while the run is in flight (it answers inside the run's callback).
+ * Thread-safe: yes. */
+WEFT_NODISCARD WEFT_API int weft_run_end_ns(const weft_run *run, uint64_t *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -231,6 +231,21 @@ WEFT_API int weft_device_can_access_peer(const weft_runtime *rt, weft_device a,
 /* Number of CPU worker threads of the runtime. */
 WEFT_API int weft_runtime_cpu_workers(const weft_runtime *rt);
 
+/* Returns the threads one CPU matrix product (one OpenBLAS call) of the runtime uses: the
+ * blas_threads option, else the thread policy's choice (see weft_runtime_options). On a
+ * simulated runtime, the simulated host's, by which it prices a CPU product: the option, else
+ * all of its cores with one worker and its cores over its workers otherwise. Thread-safe: yes. */
+WEFT_API int weft_runtime_blas_threads(const weft_runtime *rt);
+
+/* Turns batches (weft/cuda.h, weft_cuda_set_batching: a chain of small elementwise GPU nodes
+ * launched as one kernel) on or off for the runtime's GPUs, real or simulated, for graphs
+ * planned afterwards (new or changed ones); it overrides WEFT_CUDA_BATCH=0. Batches stay off on
+ * real GPUs under WEFT_LAUNCH_BLOCKING, and on a simulated machine whose profile does not price
+ * them (no batch_op_s). A runtime without GPUs ignores the call. weft_cuda_set_batching does
+ * the same for real GPUs only; this call exists in every build, CUDA or not.
+ * Thread-safe: yes (graphs planned before keep their plans). */
+WEFT_API void weft_runtime_set_batching(weft_runtime *rt, int enabled);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Graphs, tensors and nodes                                                                 */
 /* ---------------------------------------------------------------------------------------- */

@@ -40,13 +40,17 @@
  *   launch:      run_begin (each backend) -> launch (each node, in dependency order)
  *                -> weft__sched_complete / weft__sched_issued (asynchronous nodes)
  *   end:         run_drain (each asynchronous backend) -> weft__sched_drained
- *                -> run_end (each backend) -> the run is done */
+ *                -> run_end (each backend) -> the run is done
+ *
+ * Version 4 appends two settings the runtime's public calls reach through the table, so that
+ * runtime.c needs no `#if` for them: `set_batching` (weft_runtime_set_batching) and
+ * `blas_threads` (weft_runtime_blas_threads). */
 #ifndef WEFT_BACKEND_H
 #define WEFT_BACKEND_H
 
 #include "sched/plan/plan.h"
 
-#define WEFT__BACKEND_VERSION 3
+#define WEFT__BACKEND_VERSION 4
 
 /* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
  * (src/sched/dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
@@ -108,6 +112,12 @@ typedef struct weft__backend_vtable {
   /* The backend serving GPUs describes them for the planner (streams, SMs, peer access, the
    * batching and window knobs as they are now). May be NULL for a backend without GPUs. */
   int (*gpu_target)(const struct weft__backend *b, weft__gpu_target *out);
+  /* Version 4. Batches on or off for graphs planned afterwards (weft_runtime_set_batching).
+   * NULL: the backend makes no batches. Called from any thread. */
+  void (*set_batching)(struct weft__backend *b, int on);
+  /* Version 4. The threads one CPU matrix product of the backend uses, for the backend that
+   * serves the CPU (weft_runtime_blas_threads). NULL: the runtime's thread policy. */
+  int (*blas_threads)(const struct weft__backend *b);
 } weft__backend_vtable;
 
 typedef struct weft__backend {

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "sched/sched.h"
+#include "weft/report.h"
 
 
 static _Thread_local struct {
@@ -479,4 +480,15 @@ int weft_ctx_fail(weft_kernel_ctx *ctx, const char *fmt, ...) {
     va_end(ap);
   }
   return WEFT_EKERNEL;
+}
+
+/* ---- the run's end (weft/report.h) ------------------------------------------------------- */
+
+int weft_run_end_ns(const weft_run *run, uint64_t *out) {
+  if (run == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_run_end_ns: NULL argument");
+  /* end_run writes t_end before its release store of `ended`. */
+  if (!atomic_load_explicit(&run->ended, memory_order_acquire))
+    return weft__err(WEFT_EAGAIN, "weft_run_end_ns: the run is still in flight; wait for it first");
+  *out = run->t_end;
+  return WEFT_OK;
 }

@@ -159,6 +159,16 @@ void weft_runtime_destroy(weft_runtime *rt) {
 
 int weft_runtime_cpu_workers(const weft_runtime *rt) { return weft__pool_size(rt->pool); }
 
+int weft_runtime_blas_threads(const weft_runtime *rt) {
+  const weft__backend *b = rt->by_kind[WEFT_DEVICE_CPU];
+  return b->vt->blas_threads != NULL ? b->vt->blas_threads(b) : rt->blas_threads;
+}
+
+void weft_runtime_set_batching(weft_runtime *rt, int enabled) {
+  for (int b = 0; b < rt->nbackends; b++)
+    if (rt->backends[b].vt->set_batching != NULL) rt->backends[b].vt->set_batching(&rt->backends[b], enabled);
+}
+
 /* ---- devices ----------------------------------------------------------------------------- */
 
 int weft_device_count(const weft_runtime *rt, int kind) {

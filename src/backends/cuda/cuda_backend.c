@@ -689,6 +689,9 @@ void weft_cuda_run_stats_get(const weft_runtime *rt, weft_cuda_run_stats *out) {
   out->combined = atomic_load(&st->combined);
 }
 
+/* The table's setting (weft_runtime_set_batching) is the public call's. */
+static void cu_set_batching(weft__backend *b, int on) { weft_cuda_set_batching(b->rt, on); }
+
 const weft__backend_vtable weft__cuda_backend = {
     .version = WEFT__BACKEND_VERSION,
     .name = "cuda",
@@ -713,4 +716,5 @@ const weft__backend_vtable weft__cuda_backend = {
     .run_drain = weft__cu_run_drain,
     .skip = weft__cu_skip,
     .gpu_target = weft__cu_gpu_target,
+    .set_batching = cu_set_batching,
 };

@@ -345,10 +345,7 @@ static void eager_runs(const cal *c, int on) {
 static void batching(const cal *c, int on) {
   const char *env = getenv("WEFT_CUDA_BATCH");
   on = on && !(env != NULL && strcmp(env, "0") == 0);
-#if WEFT_HAVE_CUDA
-  if (!c->simulated) weft_cuda_set_batching(c->rt, on);
-#endif
-  if (c->simulated) weft__sim_set_batching(c->rt, on);
+  weft_runtime_set_batching(c->rt, on);
 }
 
 /* Batches, with batching on: the chain of one-element additions again, replayed and eager.

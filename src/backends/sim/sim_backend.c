@@ -510,6 +510,14 @@ static int sim_run_drain(weft__backend *b, weft__plan *p, weft_run *run) {
   return WEFT__PENDING;
 }
 
+/* Batches as weft_cuda_set_batching makes them on GPUs, where the profile prices them. */
+static void sim_set_batching(weft__backend *b, int on) {
+  weft__sim *m = b->state;
+  atomic_store(&m->batch, on != 0 && m->cost.prof.gpu.batch_op_s > 0);
+}
+
+static int sim_blas_threads(const weft__backend *b) { return machine(b)->cost.blas_threads; }
+
 const weft__backend_vtable weft__sim_backend = {
     .version = WEFT__BACKEND_VERSION,
     .name = "sim",
@@ -533,6 +541,8 @@ const weft__backend_vtable weft__sim_backend = {
     .host_free = sim_host_free,
     .run_drain = sim_run_drain,
     .gpu_target = sim_gpu_target,
+    .set_batching = sim_set_batching,
+    .blas_threads = sim_blas_threads,
 };
 
 /* ---- public: weft/sim.h ---------------------------------------------------------------------- */
@@ -540,11 +550,6 @@ const weft__backend_vtable weft__sim_backend = {
 static weft__backend *sim_of(const weft_runtime *rt) {
   weft__backend *b = weft__runtime_backend(rt, WEFT_DEVICE_CPU);
   return b != NULL && b->vt == &weft__sim_backend ? b : NULL;
-}
-
-void weft__sim_set_batching(weft_runtime *rt, int on) {
-  weft__backend *b = sim_of(rt);
-  if (b != NULL) atomic_store(&((weft__sim *)b->state)->batch, on != 0 && machine(b)->cost.prof.gpu.batch_op_s > 0);
 }
 
 int weft_sim_active(const weft_runtime *rt) { return sim_of(rt) != NULL; }

@@ -21,13 +21,9 @@ typedef struct weft__sim {
                             cores; blas_threads: of one CPU GEMM (all cores with one worker) */
   int compute;      /* 1: nodes also compute their results on the CPU (the oracle's mode) */
   int turns;        /* plans give turns, as the CUDA backend's do (not under launch blocking) */
-  atomic_int batch; /* 1: GPU plans batch as the CUDA backend does (weft__sim_set_batching;
+  atomic_int batch; /* 1: GPU plans batch as the CUDA backend does (the table's set_batching;
                        the one field that changes after init) */
 } weft__sim;
-
-/* Batching on or off for graphs planned afterwards, as weft_cuda_set_batching does on GPUs
- * (a runtime that does not simulate: nothing). Thread-safe: yes. */
-void weft__sim_set_batching(weft_runtime *rt, int on);
 
 /* The model of one node, fixed when the plan is built. */
 typedef struct weft__sim_node {
