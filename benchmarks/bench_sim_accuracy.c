@@ -19,8 +19,9 @@
  *   --profile    the profile to simulate (default: h100 on one GPU, h200xN on N GPUs)
  *   --predict    simulate only, no measurement: what the profile predicts for each benchmark
  *                (any machine; --profile h200x8 plans for eight GPUs)
- *   --calibrate  first measure this machine's profile with weft_calibrate, write it to FILE and
- *                simulate with it (the shipped profiles are made this way)
+ *   --calibrate  first measure this machine's profile with the calibration tool
+ *                (src/tools/calibrate), write it to FILE and simulate with it (the shipped
+ *                profiles are made this way)
  *   --passes     measure every workload in N passes, one after the other, and take each
  *                figure's median (default 3; measure_passes says why)
  *   --quick      smaller sizes and fewer repetitions (a smoke test; also runs without a GPU,
@@ -37,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tools/calibrate/calibrate.h"
 #include "weft/sim.h"
 #include "weft/weft.h"
 #if WEFT_HAVE_CUDA
@@ -505,7 +507,10 @@ int main(int argc, char **argv) {
     co.quick = o.quick;
     co.log = stderr;
     co.name = ngpus == 1 ? "h100" : ngpus == 2 ? "h200x2" : "h200x4";
-    ACHECK(weft_calibrate(real, &co, o.calibrate));
+    if (weft_calibrate(real, &co, o.calibrate) != WEFT_OK) {
+      fprintf(stderr, "bench_sim_accuracy: calibrate: %s\n", weft_calibrate_last_error());
+      exit(2);
+    }
     o.profile = o.calibrate;
   }
   if (o.profile == NULL) {

@@ -1,12 +1,13 @@
 /* weft_calibrate.c — measures this machine's profile for the simulator and writes it
- * (weft_calibrate in weft/sim.h does the work; `weft calibrate` calls the same function).
+ * (the calibration tool's weft_calibrate, src/tools/calibrate, does the work; `weft calibrate`
+ * calls the same function).
  *
  * Usage: weft_calibrate [--quick] [--name NAME] [--simulate PROFILE] --out FILE
  *   --simulate   calibrate a simulated machine instead (gives its profile back: a check) */
 #include <stdio.h>
 #include <string.h>
 
-#include "weft/sim.h"
+#include "tools/calibrate/calibrate.h"
 #include "weft/weft.h"
 
 int main(int argc, char **argv) {
@@ -44,7 +45,7 @@ int main(int argc, char **argv) {
     weft_runtime_destroy(rt);
   }
   if (rc != WEFT_OK) {
-    fprintf(stderr, "weft_calibrate: %s\n", weft_last_error());
+    fprintf(stderr, "weft_calibrate: %s\n", weft_calibrate_last_error());
     return 1;
   }
   return 0;

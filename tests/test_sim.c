@@ -18,6 +18,7 @@
 #include "backends/sim/sim_internal.h"
 #include "oracle_gen.h"
 #include "testutil.h"
+#include "tools/calibrate/calibrate.h"
 #include "weft/report.h"
 #include "weft/sim.h"
 
@@ -1147,7 +1148,9 @@ static void test_calibrate_roundtrip(void **state) {
   o.quick = 1;
   o.name = "roundtrip";
   char *path = temp_path(".json");
-  CHECK(weft_calibrate(rt, &o, path));
+  assert_int_equal(weft_calibrate(NULL, &o, path), WEFT_EINVAL);
+  assert_true(tu_contains(weft_calibrate_last_error(), "NULL argument"));
+  if (weft_calibrate(rt, &o, path) != WEFT_OK) fail_msg("weft_calibrate: %s", weft_calibrate_last_error());
   CHECK(weft__sim_profile_load(path, &got));
   remove(path);
   assert_string_equal(got.name, "roundtrip");

@@ -14,13 +14,12 @@
  * this CPU what they would); WEFT_RUNTIME_SIM_COMPUTE (or WEFT_SIM_COMPUTE=1) also computes
  * every node on the CPU so that results can be read and checked.
  *
- * weft_calibrate measures a profile on the real machine (through weft itself: products, copies
- * and tiny nodes run as graphs and timed), and writes it for later simulations. */
+ * Profiles of real machines are measured by `weft calibrate`, a tool built beside the command
+ * (src/tools/calibrate), not part of this library. */
 #ifndef WEFT_SIM_H
 #define WEFT_SIM_H
 
 #include <stdint.h>
-#include <stdio.h>
 
 #include "weft/weft.h"
 
@@ -77,32 +76,6 @@ WEFT_NODISCARD WEFT_API int weft_sim_profile_check(const char *spec);
 
 /* Stores up to `cap` names of the shipped profiles in out and returns how many there are. */
 WEFT_API size_t weft_sim_profile_names(const char **out, size_t cap);
-
-/* ---- calibration -------------------------------------------------------------------------- */
-
-typedef struct weft_calibrate_options {
-  const char *name;   /* the profile's "name" (NULL: "calibrated") */
-  int quick;          /* 1: fewer sizes and repetitions (a rough profile in seconds) */
-  FILE *log;          /* progress and each measurement, one line each (NULL: silent) */
-} weft_calibrate_options;
-
-/* Fills `o` with the defaults. */
-WEFT_API void weft_calibrate_options_init(weft_calibrate_options *o);
-
-/* Measures a machine profile on runtime `rt` and writes it to `out_path`: GEMM rates over
- * sizes (f32 and f64, GPU and one CPU thread), memory bandwidth, random-fill rates, host<->
- * device copy bandwidth and latency (pinned and pageable), device-to-device bandwidth (with 2
- * or more GPUs), and the host costs of launching a node, of an event on a cross-stream edge,
- * of a GPU-to-host notification, and of a replayed node. Every figure is taken by running
- * graphs through weft and timing them (the median of several runs; per-node costs from the
- * difference between two graph lengths, so fixed costs cancel), so the profile prices what
- * weft actually achieves. With no GPU, the GPU figures are left as in the "h100" profile and
- * the profile's "source" says so. On a simulated runtime the times are virtual, which makes
- * calibration checkable without a GPU. `o` may be NULL for the defaults. Returns WEFT_OK or
- * an error; takes from a few seconds (quick) to about a minute. Thread-safe: no (it runs
- * graphs on rt, which must have no other work). */
-WEFT_NODISCARD WEFT_API int weft_calibrate(weft_runtime *rt, const weft_calibrate_options *o,
-                                           const char *out_path);
 
 #ifdef __cplusplus
 }

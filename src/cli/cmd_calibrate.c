@@ -1,12 +1,13 @@
 /* cmd_calibrate.c — `weft calibrate -o FILE`: measure a machine profile for the simulator
- * (weft/sim.h's weft_calibrate) on this machine's devices, or on a simulated machine (which
- * checks the calibration itself without a GPU), and write it as JSON. */
+ * (the calibration tool's weft_calibrate, src/tools/calibrate) on this machine's devices, or on
+ * a simulated machine (which checks the calibration itself without a GPU), and write it as
+ * JSON. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "weft/sim.h"
+#include "tools/calibrate/calibrate.h"
 
 static const char calibrate_help[] =
     "Usage: weft calibrate [OPTIONS] -o FILE\n"
@@ -62,7 +63,7 @@ int cli_cmd_calibrate(int argc, char **argv) {
   int rc = weft_calibrate(rt, &co, out);
   if (rc != WEFT_OK)
     code = cli_error(rc == WEFT_EINVAL || rc == WEFT_ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILED,
-                     "calibrate: %s", weft_last_error());
+                     "calibrate: %s", weft_calibrate_last_error());
   else if (!quiet)
     fprintf(stderr, "%s: calibrate: wrote %s\n", cli_progname, out);
   weft_runtime_destroy(rt);

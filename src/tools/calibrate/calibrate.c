@@ -1,5 +1,14 @@
 /* calibrate.c — `weft calibrate`: measures a machine profile by running graphs through weft.
  *
+ * A tool, not part of libweft. It lives under src/ beside the command whose code it is
+ * (src/cli/cmd_calibrate.c runs it and it is installed with the command), not in a top-level
+ * tools/, which would read as a developer's script; and it is a static library of its own
+ * (weft_calibrate_tool, src/tools/calibrate/CMakeLists.txt) because benchmarks/weft_calibrate,
+ * bench_sim_accuracy --calibrate and test_sim link it without the command. Like the command it
+ * uses libweft's public API only, jansson for the profile's JSON and, built with CUDA,
+ * weft/cuda.h's replay switch; the few rules of the library its graphs are built around are
+ * mirrored below, each naming the rule it mirrors.
+ *
  * Every figure comes from timing weft itself, so a profile prices what weft achieves on the
  * machine (its dispatcher, its kernels, its copies), not what the hardware could do:
  *   per-node costs   a graph of K nodes and one of 2K nodes of the same kind, each run several
@@ -18,21 +27,67 @@
  *   the wake-up      how much later weft_run_wait returns after a run long enough for its caller
  *                    to fall asleep than after a short one.
  * A simulated runtime's runs take virtual time, so calibrating one gives its profile back —
- * which is how CI checks this file without a GPU. */
+ * which is how CI checks this file without a GPU.
+ *
+ * The profile is JSON throughout: the shipped h100 profile as a simulated runtime saves it
+ * (weft_sim_profile_save), each figure set by its key once measured (the keys are those of
+ * docs/simulator.md, "Profiles: Format", and of the writer in src/sched/cost/profile.c), written
+ * in that writer's layout and checked with weft_sim_profile_check. A figure is rounded to the
+ * digits the writer keeps, and an optional one that comes out 0 is left out as the writer
+ * leaves it out, so that the file, and the models the fitted figures are simulated on, are
+ * those of the writer; the figures later measurements build on are kept at full precision too
+ * (`profile`). */
+#include "tools/calibrate/calibrate.h"
+
+#include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "sched/plan/plan.h"
-#include "backends/sim/sim_internal.h"
-#include "sched/sched.h"
+#include "weft/report.h"
 #include "weft/sim.h"
 #if WEFT_HAVE_CUDA
 #include "weft/cuda.h"
 #endif
+
+/* Rules of the library the measurements are built around:
+ *   WAIT_SPIN_NS  how long weft_run_wait watches a run before it sleeps (WEFT__WAIT_SPIN_NS,
+ *                 src/backends/backend.h);
+ *   BATCH_MAX     the most ops one batch's kernel runs (WEFT__PLAN_BATCH_MAX,
+ *                 src/sched/plan/plan.h; weft/cuda.h's "up to 128 ops");
+ *   TILE          a product fills the device when it has at least one TILE x TILE output tile
+ *                 per SM (weft__plan_fills_device, src/sched/plan/lanes.c). */
+enum { WAIT_SPIN_NS = 200000, BATCH_MAX = 128, TILE = 128 };
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PRINTF_LIKE(a, b) __attribute__((format(printf, a, b)))
+#else
+#define PRINTF_LIKE(a, b)
+#endif
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+/* The tool's own failures (a temporary file, the profile's JSON) have their message here; a
+ * failure of libweft keeps its message in weft_last_error(). */
+static _Thread_local char message[512];
+static _Thread_local int own_message;
+
+static int fail(int status, const char *fmt, ...) PRINTF_LIKE(2, 3);
+static int fail(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  own_message = 1;
+  return status;
+}
+
+const char *weft_calibrate_last_error(void) { return own_message ? message : weft_last_error(); }
 
 void weft_calibrate_options_init(weft_calibrate_options *o) {
   memset(o, 0, sizeof *o);
@@ -46,7 +101,7 @@ typedef struct cal {
   FILE *log;
 } cal;
 
-static void say(const cal *c, const char *fmt, ...) WEFT__PRINTF(2, 3);
+static void say(const cal *c, const char *fmt, ...) PRINTF_LIKE(2, 3);
 static void say(const cal *c, const char *fmt, ...) {
   if (c->log == NULL) return;
   va_list ap;
@@ -57,6 +112,9 @@ static void say(const cal *c, const char *fmt, ...) {
   va_end(ap);
   fflush(c->log);
 }
+
+static double dmin(double a, double b) { return a < b ? a : b; }
+static double dmax(double a, double b) { return a > b ? a : b; }
 
 /* One run of g: wall-clock seconds, or virtual ones on a simulated runtime. */
 static int timed_run(const cal *c, weft_graph *g, double *out) {
@@ -121,13 +179,13 @@ static int time_graph(const cal *c, build_fn build, const void *arg, int k, int 
 enum { MAX_K = 20000 };
 static int per_node(const cal *c, build_fn build, const void *arg, int first, double target,
                     double *out) {
-  double t1, t2, probe, watch = 2e-9 * (double)WEFT__WAIT_SPIN_NS;
+  double t1, t2, probe, watch = 2e-9 * (double)WAIT_SPIN_NS;
   int rc = time_graph(c, build, arg, 4, first, &probe);
   if (rc != WEFT_OK) return rc;
-  int k = (int)WEFT__MIN(2000.0, WEFT__MAX(4.0, target / WEFT__MAX(probe / 4, 1e-9) / 2));
+  int k = (int)dmin(2000.0, dmax(4.0, target / dmax(probe / 4, 1e-9) / 2));
   if ((rc = time_graph(c, build, arg, k, first, &t1)) != WEFT_OK) return rc;
   if (t1 < watch && k < MAX_K) {
-    k = (int)WEFT__MIN((double)MAX_K, ceil(k * watch / WEFT__MAX(t1, 1e-9)));
+    k = (int)dmin((double)MAX_K, ceil(k * watch / dmax(t1, 1e-9)));
     if ((rc = time_graph(c, build, arg, k, first, &t1)) != WEFT_OK) return rc;
   }
   if ((rc = time_graph(c, build, arg, 2 * k, first, &t2)) != WEFT_OK) return rc;
@@ -292,7 +350,7 @@ static int build_copy(weft_graph *g, const void *p, int k) {
     weft_tensor *host = a->src.kind == WEFT_DEVICE_CPU ? s : d;
     size_t bytes = weft_tensor_bytes(host);
     void *buf = calloc(1, bytes);
-    if (buf == NULL) return weft__oom("a calibration buffer");
+    if (buf == NULL) return fail(WEFT_ENOMEM, "calibrate: out of memory for a buffer of %zu bytes", bytes);
     rc = weft_tensor_write(host, buf, bytes);
     free(buf);
     if (rc != WEFT_OK) return rc;
@@ -320,6 +378,215 @@ static int build_roundtrip(weft_graph *g, const void *p, int k) {
   return WEFT_OK;
 }
 
+/* ---- the profile --------------------------------------------------------------------------- */
+
+/* A measured curve: sizes and values (the longest, the GPU's f32 products, has 14 points). */
+enum { CURVE_MAX = 16 };
+typedef struct curve {
+  int n;
+  double x[CURVE_MAX], y[CURVE_MAX];
+} curve;
+
+/* The profile being measured: its JSON (host, gpu and links are root's sections), and the
+ * figures later measurements build on, at full precision. */
+typedef struct profile {
+  json_t *root, *host, *gpu, *links;
+  int multiprocessors, compute_streams;
+  curve gemm_f32;
+  double launch_s, kernel_s, run_s, replay_run_s;
+} profile;
+
+/* The significant digits profile.c's writer keeps: rates, bandwidths and every curve's values
+ * (%.6g), times and launch_lanes (%.4g). */
+enum { RATE = 6, TIME = 4 };
+
+static double rounded(double v, int digits) {
+  char b[40];
+  snprintf(b, sizeof b, "%.*g", digits, v);
+  return strtod(b, NULL);
+}
+
+/* Sets obj[key] = v, taking v (json_object_set_new frees it when it fails, and fails for
+ * NULL, which is what jansson's constructors return when out of memory). */
+static int put(json_t *obj, const char *key, json_t *v) {
+  if (json_object_set_new(obj, key, v) != 0)
+    return fail(WEFT_ENOMEM, "calibrate: out of memory setting the profile's %s", key);
+  return WEFT_OK;
+}
+
+static int put_num(json_t *obj, const char *key, double v, int digits) {
+  if (!isfinite(v)) return fail(WEFT_ESTATE, "calibrate: %s came out as %g, not a figure", key, v);
+  return put(obj, key, json_real(rounded(v, digits)));
+}
+
+static int put_int(json_t *obj, const char *key, long long v) { return put(obj, key, json_integer(v)); }
+
+static int put_str(json_t *obj, const char *key, const char *s) {
+  json_t *v = json_string(s);
+  if (v == NULL) return fail(WEFT_EINVAL, "calibrate: %s \"%s\" is not UTF-8 text", key, s);
+  return put(obj, key, v);
+}
+
+/* An optional figure (0: not priced) is left out when it is not positive, as the writer does. */
+static int put_optional(json_t *obj, const char *key, double v, int digits) {
+  if (v > 0) return put_num(obj, key, v, digits);
+  json_object_del(obj, key);
+  return WEFT_OK;
+}
+
+/* A curve, [[size, value], ...]; the sizes are whole numbers, which the writer's %.9g prints as
+ * integers. Optional curves are left out when empty, as the writer does. */
+static int put_curve(json_t *obj, const char *key, const curve *c) {
+  if (c->n == 0) {
+    json_object_del(obj, key);
+    return WEFT_OK;
+  }
+  json_t *a = json_array();
+  for (int i = 0; i < c->n && a != NULL; i++) {
+    if (!isfinite(c->y[i])) {
+      json_decref(a);
+      return fail(WEFT_ESTATE, "calibrate: %s at %g came out as %g, not a figure", key, c->x[i], c->y[i]);
+    }
+    if (json_array_append_new(a, json_pack("[I, f]", (json_int_t)c->x[i], rounded(c->y[i], RATE))) != 0) {
+      json_decref(a);
+      a = NULL;
+    }
+  }
+  return put(obj, key, a);
+}
+
+static int put_link(json_t *links, const char *key, double bandwidth, double latency_s) {
+  if (!isfinite(bandwidth) || !isfinite(latency_s))
+    return fail(WEFT_ESTATE, "calibrate: the link %s came out as %g B/s, %g s, not figures", key, bandwidth,
+                latency_s);
+  return put(links, key, json_pack("{s: f, s: f}", "bandwidth", rounded(bandwidth, RATE), "latency_s",
+                                   rounded(latency_s, TIME)));
+}
+
+/* Writes v in the writer's layout: the profile and its sections one member a line, anything
+ * deeper (a curve, a link) on one line as jansson writes it. Reals get 9 digits, more than any
+ * figure was rounded to and than the shipped profiles give. */
+static int write_value(FILE *f, json_t *v, int depth) {
+  if (!json_is_object(v) || depth >= 2) {
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_REAL_PRECISION(9));
+    if (s == NULL) return -1;
+    fputs(s, f);
+    free(s);
+    return 0;
+  }
+  const char *key;
+  json_t *m;
+  size_t i = 0, n = json_object_size(v);
+  fputs("{\n", f);
+  json_object_foreach(v, key, m) {
+    json_t *k = json_string(key);
+    char *ks = k != NULL ? json_dumps(k, JSON_ENCODE_ANY) : NULL;
+    json_decref(k);
+    if (ks == NULL) return -1;
+    fprintf(f, "%*s%s: ", 2 * (depth + 1), "", ks);
+    free(ks);
+    if (write_value(f, m, depth + 1) != 0) return -1;
+    fputs(++i < n ? ",\n" : "\n", f);
+  }
+  fprintf(f, "%*s}", 2 * depth, "");
+  return 0;
+}
+
+static int write_profile(json_t *root, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return fail(WEFT_EIO, "calibrate: cannot write the profile %s: %s", path, strerror(errno));
+  int bad = write_value(f, root, 0) != 0;
+  fputc('\n', f);
+  bad |= ferror(f) != 0;
+  if (fclose(f) != 0 || bad) return fail(WEFT_EIO, "calibrate: cannot write the profile %s", path);
+  return WEFT_OK;
+}
+
+/* Makes an empty file in /tmp and stores its name in `path` (32 bytes), for libweft's calls
+ * that take a profile by name. */
+static int temp_file(char *path) {
+  strcpy(path, "/tmp/weft-calibrate-XXXXXX");
+  int fd = mkstemp(path);
+  if (fd < 0) return fail(WEFT_EIO, "calibrate: cannot create a temporary file in /tmp: %s", strerror(errno));
+  close(fd);
+  return WEFT_OK;
+}
+
+/* The profile the simulated runtime `rt` simulates, as JSON. */
+static int saved_profile(const weft_runtime *rt, json_t **out) {
+  char path[32];
+  int rc = temp_file(path);
+  if (rc != WEFT_OK) return rc;
+  json_error_t err;
+  *out = NULL;
+  if ((rc = weft_sim_profile_save(rt, path)) == WEFT_OK && (*out = json_load_file(path, 0, &err)) == NULL)
+    rc = fail(WEFT_EPARSE, "calibrate: cannot read the profile weft saved: %s (line %d)", err.text, err.line);
+  remove(path);
+  return rc;
+}
+
+/* Figures that cannot be measured start from the shipped h100 profile. */
+static int base_profile(const cal *c, profile *p) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h100";
+  o.flags = WEFT_RUNTIME_QUIET;
+  o.cpu_workers = 1;
+  /* Creating a runtime sets OpenBLAS's thread count for the whole process (runtime.c's thread
+   * policy): this one sets rt's, so that the CPU products measured next run as rt runs them.
+   * A simulated rt's products take virtual time, whatever the count. */
+  if (!c->simulated) o.blas_threads = weft_runtime_blas_threads(c->rt);
+  weft_runtime *sim;
+  int rc = weft_runtime_create(&o, &sim);
+  if (rc != WEFT_OK) return rc;
+  rc = saved_profile(sim, &p->root);
+  weft_runtime_destroy(sim);
+  if (rc != WEFT_OK) return rc;
+  p->host = json_object_get(p->root, "host");
+  p->gpu = json_object_get(p->root, "gpu");
+  p->links = json_object_get(p->root, "links");
+  if (!json_is_object(p->host) || !json_is_object(p->gpu) || !json_is_object(p->links))
+    return fail(WEFT_EPARSE, "calibrate: the h100 profile weft saved has no host, gpu or links object");
+  p->compute_streams = (int)json_integer_value(json_object_get(p->gpu, "compute_streams"));
+  return WEFT_OK;
+}
+
+/* A simulated runtime of one GPU on the profile measured so far, with the figures `zero` (a
+ * NULL-terminated list) of `section` at 0, and a calibration context measuring on it, for the
+ * figures fitted against the model (the runtime is sc->rt, the caller's to destroy). */
+static int model(const cal *c, const profile *p, const char *section, const char *const *zero, cal *sc) {
+  json_t *q = json_deep_copy(p->root);
+  if (q == NULL) return fail(WEFT_ENOMEM, "calibrate: out of memory copying the profile");
+  char path[32] = "";
+  int rc = put_int(json_object_get(q, "gpu"), "count", 1);
+  for (int i = 0; rc == WEFT_OK && zero[i] != NULL; i++) rc = put_int(json_object_get(q, section), zero[i], 0);
+  if (rc == WEFT_OK && (rc = temp_file(path)) == WEFT_OK) rc = write_profile(q, path);
+  json_decref(q);
+  weft_runtime *sim = NULL;
+  if (rc == WEFT_OK) {
+    weft_runtime_options o;
+    weft_runtime_options_init(&o);
+    o.simulate = path;
+    o.flags = WEFT_RUNTIME_QUIET;
+    o.cpu_workers = 1;
+    rc = weft_runtime_create(&o, &sim);
+  }
+  if (path[0] != '\0') remove(path);
+  if (rc != WEFT_OK) return rc;
+  *sc = *c;
+  sc->rt = sim;
+  sc->simulated = 1;
+  sc->reps = 1;
+  return WEFT_OK;
+}
+
+/* A device's name without the " (simulated)" a simulated runtime adds. */
+static void device_name(char *out, size_t size, const char *name) {
+  snprintf(out, size, "%s", name);
+  char *suffix = strstr(out, " (simulated)");
+  if (suffix != NULL) *suffix = '\0';
+}
+
 /* ---- the measurements --------------------------------------------------------------------------- */
 
 /* Eager runs are what the simulator prices with launch_s and event_s: a graph's first run
@@ -337,7 +604,7 @@ static void eager_runs(const cal *c, int on) {
 }
 
 /* The model prices batches (a chain of small elementwise nodes launched as one kernel,
- * cuda_plan.c) with their own figures, batch_node_s and batch_op_s, and every other GPU node
+ * src/sched/plan/batches.c) with their own figures, batch_node_s and batch_op_s, and every other GPU node
  * as one launch; so a calibration measures with batches off — its chains of one-element
  * additions would otherwise be batched — then measures the batches themselves with them on
  * (measure_batches), and leaves them on after, unless WEFT_CUDA_BATCH=0 had them off. The
@@ -357,8 +624,8 @@ static void batching(const cal *c, int on) {
  * 8 000 nodes gave 0.36 us a node eager where 8 000 alone gave 0.34 (and the 10 000 of
  * bench_gpu_dispatch 0.29 in the same call), and replayed, in one call 0.11 and in another
  * 0.165 us where bench_gpu_dispatch measured 0.20-0.22. The model's terms are in des.c. */
-static int measure_batches(const cal *c, weft__sim_gpu *g) {
-  vec_arg tiny = {weft_cuda(0), 1};
+static int measure_batches(const cal *c, profile *p) {
+  vec_arg tiny = {weft_cuda(0), 1, 0};
   double eager = 0, replay = 0;
   cal many = *c; /* a run takes milliseconds: the median of many */
   many.reps = c->quick ? c->reps : MAX_REPS;
@@ -367,19 +634,20 @@ static int measure_batches(const cal *c, weft__sim_gpu *g) {
   if (rc == WEFT_OK) rc = time_spread(&many, build_add, &tiny, 2 * BATCH_K, c->simulated, &eager);
   eager_runs(c, 0);
   if (rc != WEFT_OK) return rc;
-  replay = WEFT__MAX(0.0, replay - g->replay_run_s) / (2 * BATCH_K);
-  g->batch_op_s = WEFT__MAX(1e-9, replay - g->kernel_s / WEFT__PLAN_BATCH_MAX);
-  double last = g->kernel_s + WEFT__PLAN_BATCH_MAX * g->batch_op_s;
-  eager = WEFT__MAX(0.0, eager - g->run_s - last) / (2 * BATCH_K);
-  g->batch_node_s = WEFT__MAX(1e-9, eager - g->launch_s / WEFT__PLAN_BATCH_MAX);
+  replay = dmax(0.0, replay - p->replay_run_s) / (2 * BATCH_K);
+  double op = dmax(1e-9, replay - p->kernel_s / BATCH_MAX);
+  double last = p->kernel_s + BATCH_MAX * op;
+  eager = dmax(0.0, eager - p->run_s - last) / (2 * BATCH_K);
+  double node = dmax(1e-9, eager - p->launch_s / BATCH_MAX);
   say(c, "cuda:0: batched, a node costs %.3g us in an eager run, %.3g us replayed: %.3g us of the host a node, "
-      "%.3g us of the device an op", eager * 1e6, replay * 1e6, g->batch_node_s * 1e6, g->batch_op_s * 1e6);
-  return WEFT_OK;
+      "%.3g us of the device an op", eager * 1e6, replay * 1e6, node * 1e6, op * 1e6);
+  if ((rc = put_num(p->gpu, "batch_node_s", node, TIME)) != WEFT_OK) return rc;
+  return put_num(p->gpu, "batch_op_s", op, TIME);
 }
 
 /* GEMM rates over sizes; `overhead` (the CPU dispatcher's cost per node) is not the GEMM's. */
 static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *sizes, int nsizes,
-                      double target, double threads, double overhead, weft__sim_curve *out) {
+                      double target, double threads, double overhead, curve *out) {
   out->n = 0;
   for (int i = 0; i < nsizes; i++) {
     gemm_arg a = {dev, sizes[i], dtype};
@@ -387,7 +655,7 @@ static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *s
     int rc = per_node(c, build_gemm, &a, 0, target, &t);
     if (rc != WEFT_OK) return rc;
     double n = (double)sizes[i];
-    t = WEFT__MAX(t - overhead, t * 0.5);
+    t = dmax(t - overhead, t * 0.5);
     out->x[out->n] = n;
     out->y[out->n] = 2 * n * n * n / t / threads;
     char d[32];
@@ -400,18 +668,18 @@ static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *s
 }
 
 /* The part of the device a product occupies, for the f32 sizes of the GEMM curve that do not
- * fill the device (a 128 x 128 output tile per SM): K independent products (replayed; the
- * backend spreads them over its compute streams) against the curve's chain of K, clamped to
- * [1 / compute streams, 1]. Larger products take the whole device. And what each of the K adds
- * to an eager run (gemm_f32_wide_s): where the host's launches are slower than the device, the
- * least a launch takes among others (sim_backend.c, submit_costs). */
-static int gemm_shares(const cal *c, weft_device dev, weft__sim_gpu *g) {
-  const weft__sim_curve *rate = &g->gemm[0];
-  int S = g->compute_streams > 0 ? g->compute_streams : 1;
-  g->gemm_share.n = g->gemm_wide_s.n = 0;
+ * fill the device (TILE, above): K independent products (replayed; the backend spreads them
+ * over its compute streams) against the curve's chain of K, clamped to [1 / compute streams,
+ * 1]. Larger products take the whole device. And what each of the K adds to an eager run
+ * (gemm_f32_wide_s): where the host's launches are slower than the device, the least a launch
+ * takes among others (src/sched/cost/cost.c, weft__cost_submit). */
+static int gemm_shares(const cal *c, weft_device dev, profile *p) {
+  const curve *rate = &p->gemm_f32;
+  int S = p->compute_streams > 0 ? p->compute_streams : 1;
+  curve share = {0}, wide_s = {0};
   for (int i = 0; i < rate->n; i++) {
-    int64_t n = (int64_t)rate->x[i], tiles = (n + 127) / 128;
-    if (tiles * tiles >= g->multiprocessors) break;
+    int64_t n = (int64_t)rate->x[i], tiles = (n + TILE - 1) / TILE;
+    if (tiles * tiles >= p->multiprocessors) break;
     gemm_arg a = {dev, n, WEFT_F32};
     double wide, chain = 2.0 * rate->x[i] * rate->x[i] * rate->x[i] / rate->y[i];
     double eager;
@@ -423,18 +691,19 @@ static int gemm_shares(const cal *c, weft_device dev, weft__sim_gpu *g) {
     rc = per_node_med(c, build_wide, &a, c->simulated, 0.004, &eager);
     eager_runs(c, 0);
     if (rc != WEFT_OK) return rc;
-    double share = WEFT__MIN(1.0, WEFT__MAX(1.0 / S, wide / chain));
-    g->gemm_share.x[g->gemm_share.n] = g->gemm_wide_s.x[g->gemm_wide_s.n] = rate->x[i];
-    g->gemm_share.y[g->gemm_share.n++] = share;
-    g->gemm_wide_s.y[g->gemm_wide_s.n++] = eager;
+    double s = dmin(1.0, dmax(1.0 / S, wide / chain));
+    share.x[share.n] = wide_s.x[wide_s.n] = rate->x[i];
+    share.y[share.n++] = s;
+    wide_s.y[wide_s.n++] = eager;
     say(c, "cuda:0: independent products of %lld^2 take %.3g us each (%.3g us eager), %.3g us in a chain: share %.3g",
-        (long long)n, wide * 1e6, eager * 1e6, chain * 1e6, share);
+        (long long)n, wide * 1e6, eager * 1e6, chain * 1e6, s);
   }
-  return WEFT_OK;
+  int rc = put_curve(p->gpu, "gemm_f32_share", &share);
+  return rc == WEFT_OK ? put_curve(p->gpu, "gemm_f32_wide_s", &wide_s) : rc;
 }
 
-/* A link: bandwidth from `big` elements and latency from one element. */
-static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what, weft__sim_link *out) {
+/* A link: bandwidth from `big` elements and latency from one element, into links[key]. */
+static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what, profile *p, const char *key) {
   double t_small, t_big;
   a.numel = 1;
   int rc = per_node_med(c, build_copy, &a, 0, 0.02, &t_small);
@@ -442,13 +711,12 @@ static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what,
   a.numel = big;
   if ((rc = per_node_med(c, build_copy, &a, 0, 0.3, &t_big)) != WEFT_OK) return rc;
   double bytes = 4.0 * (double)big;
-  out->latency_s = t_small;
-  out->bandwidth = bytes / WEFT__MAX(t_big - t_small, t_big * 0.5);
-  say(c, "%s: %.4g GB/s, latency %.3g us", what, out->bandwidth * 1e-9, out->latency_s * 1e6);
-  return WEFT_OK;
+  double bandwidth = bytes / dmax(t_big - t_small, t_big * 0.5);
+  say(c, "%s: %.4g GB/s, latency %.3g us", what, bandwidth * 1e-9, t_small * 1e6);
+  return put_link(p->links, key, bandwidth, t_small);
 }
 
-static int measure_host(const cal *c, weft__sim_host *h) {
+static int measure_host(const cal *c, profile *p) {
   static const int64_t full[] = {64, 128, 256, 512, 1024}, quick[] = {128, 512};
   const int64_t *sizes = c->quick ? quick : full;
   int ns = c->quick ? 2 : 5;
@@ -456,54 +724,78 @@ static int measure_host(const cal *c, weft__sim_host *h) {
   weft_device_info info;
   int rc = weft_device_info_get(c->rt, cpu, &info);
   if (rc != WEFT_OK) return rc;
-  snprintf(h->name, sizeof h->name, "%s", info.name);
-  const char *suffix = strstr(h->name, " (simulated)");
-  if (suffix != NULL) h->name[suffix - h->name] = '\0';
-  h->cores = info.multiprocessors;
-  h->memory_bytes = info.memory_bytes;
   /* One chain runs on one worker, whose GEMMs use the runtime's BLAS threads. */
-  double threads = c->simulated ? ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->cost.blas_threads
-                                 : c->rt->blas_threads;
-  vec_arg big = {cpu, 4 << 20}, tiny = {cpu, 1};
+  double threads = weft_runtime_blas_threads(c->rt);
+  vec_arg big = {cpu, 4 << 20, 0}, tiny = {cpu, 1, 0};
+  curve f32, f64;
   double t, t_tiny;
   if ((rc = per_node(c, build_add, &tiny, 0, 0.01, &t_tiny)) != WEFT_OK) return rc;
-  h->node_s = t_tiny;
-  if ((rc = gemm_curve(c, cpu, WEFT_F32, sizes, ns, 0.1, threads, t_tiny, &h->gemm[0])) != WEFT_OK ||
-      (rc = gemm_curve(c, cpu, WEFT_F64, sizes, ns, 0.1, threads, t_tiny, &h->gemm[1])) != WEFT_OK)
+  if ((rc = gemm_curve(c, cpu, WEFT_F32, sizes, ns, 0.1, threads, t_tiny, &f32)) != WEFT_OK ||
+      (rc = gemm_curve(c, cpu, WEFT_F64, sizes, ns, 0.1, threads, t_tiny, &f64)) != WEFT_OK)
     return rc;
   if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
-  h->memory_bandwidth = 12.0 * (double)big.numel / WEFT__MAX(t - t_tiny, t * 0.5);
+  double bandwidth = 12.0 * (double)big.numel / dmax(t - t_tiny, t * 0.5);
   if ((rc = per_node(c, build_fill, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
-  h->fill_rate = (double)big.numel / WEFT__MAX(t - t_tiny, t * 0.5);
+  double fill = (double)big.numel / dmax(t - t_tiny, t * 0.5);
   say(c, "cpu: %.3g us a node, %.4g GB/s a thread, %.4g M random values/s a thread",
-      h->node_s * 1e6, h->memory_bandwidth * 1e-9, h->fill_rate * 1e-6);
-  return WEFT_OK;
+      t_tiny * 1e6, bandwidth * 1e-9, fill * 1e-6);
+  char name[sizeof info.name];
+  device_name(name, sizeof name, info.name);
+  json_t *h = p->host;
+  if ((rc = put_str(h, "name", name)) != WEFT_OK ||
+      (rc = put_int(h, "cores", info.multiprocessors)) != WEFT_OK ||
+      (rc = put_int(h, "memory_bytes", (long long)info.memory_bytes)) != WEFT_OK ||
+      (rc = put_curve(h, "gemm_f32_flops", &f32)) != WEFT_OK ||
+      (rc = put_curve(h, "gemm_f64_flops", &f64)) != WEFT_OK ||
+      (rc = put_num(h, "memory_bandwidth", bandwidth, RATE)) != WEFT_OK ||
+      (rc = put_num(h, "fill_rate", fill, RATE)) != WEFT_OK)
+    return rc;
+  return put_num(h, "node_s", t_tiny, TIME);
 }
 
-static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
+/* The device's description, as weft_device_info gives it; compute_streams, the CUDA backend's
+ * setting, only on a simulated machine, whose own profile has it (else the base's stays). */
+static int describe_gpu(const cal *c, weft_device dev, profile *p) {
+  weft_device_info info;
+  int rc = weft_device_info_get(c->rt, dev, &info);
+  if (rc != WEFT_OK) return rc;
+  char name[sizeof info.name];
+  device_name(name, sizeof name, info.name);
+  json_t *g = p->gpu;
+  /* The format's range: up to three engines, for H2D, D2H and peer copies. */
+  int engines = info.copy_engines < 1 ? 1 : info.copy_engines > 3 ? 3 : info.copy_engines;
+  p->multiprocessors = info.multiprocessors;
+  if ((rc = put_str(g, "name", name)) != WEFT_OK ||
+      (rc = put_int(g, "memory_bytes", (long long)info.memory_bytes)) != WEFT_OK ||
+      (rc = put(g, "compute_capability", json_pack("[i, i]", info.compute_major, info.compute_minor))) != WEFT_OK ||
+      (rc = put_int(g, "multiprocessors", info.multiprocessors)) != WEFT_OK ||
+      (rc = put_int(g, "copy_engines", engines)) != WEFT_OK)
+    return rc;
+  if (!c->simulated) return WEFT_OK;
+  json_t *own;
+  if ((rc = saved_profile(c->rt, &own)) != WEFT_OK) return rc;
+  p->compute_streams = (int)json_integer_value(json_object_get(json_object_get(own, "gpu"), "compute_streams"));
+  json_decref(own);
+  return put_int(g, "compute_streams", p->compute_streams);
+}
+
+static int measure_gpu(const cal *c, profile *p, int ngpus) {
   /* Powers of two and round decimal sizes, the two families programs use: cuBLAS's time is
    * not smooth in n (on the H100 a 100^2 product took longer than a 128^2 one), so the curve
    * holds both rather than interpolating one from the other. */
   static const int64_t full[] = {64, 100, 128, 200, 256, 400, 512, 1000, 1024, 2000, 2048, 4000, 4096, 8192},
                        quick[] = {256, 1024, 4096};
   static const int64_t full64[] = {256, 1024, 4096}, quick64[] = {1024};
-  weft__sim_gpu *g = &p->gpu;
   weft_device dev = weft_cuda(0);
-  weft_device_info info;
-  int rc = weft_device_info_get(c->rt, dev, &info);
-  if (rc != WEFT_OK) return rc;
-  snprintf(g->name, sizeof g->name, "%s", info.name);
-  const char *suffix = strstr(g->name, " (simulated)");
-  if (suffix != NULL) g->name[suffix - g->name] = '\0';
-  g->memory_bytes = info.memory_bytes;
-  g->cc_major = info.compute_major;
-  g->cc_minor = info.compute_minor;
-  g->multiprocessors = info.multiprocessors;
-  g->copy_engines = WEFT__MIN(3, WEFT__MAX(1, info.copy_engines));
-  if (c->simulated) g->compute_streams = ((const weft__sim *)c->rt->by_kind[WEFT_DEVICE_CPU]->state)->cost.prof.gpu.compute_streams;
-  if ((rc = gemm_curve(c, dev, WEFT_F32, c->quick ? quick : full, c->quick ? 3 : 14, 0.2, 1, 0, &g->gemm[0])) != WEFT_OK ||
-      (rc = gemm_curve(c, dev, WEFT_F64, c->quick ? quick64 : full64, c->quick ? 1 : 3, 0.2, 1, 0, &g->gemm[1])) != WEFT_OK ||
-      (rc = gemm_shares(c, dev, g)) != WEFT_OK)
+  json_t *g = p->gpu;
+  curve f64;
+  int rc;
+  if ((rc = describe_gpu(c, dev, p)) != WEFT_OK ||
+      (rc = gemm_curve(c, dev, WEFT_F32, c->quick ? quick : full, c->quick ? 3 : 14, 0.2, 1, 0, &p->gemm_f32)) !=
+          WEFT_OK ||
+      (rc = gemm_curve(c, dev, WEFT_F64, c->quick ? quick64 : full64, c->quick ? 1 : 3, 0.2, 1, 0, &f64)) != WEFT_OK ||
+      (rc = put_curve(g, "gemm_f32_flops", &p->gemm_f32)) != WEFT_OK ||
+      (rc = put_curve(g, "gemm_f64_flops", &f64)) != WEFT_OK || (rc = gemm_shares(c, dev, p)) != WEFT_OK)
     return rc;
   /* Small nodes: a chain of one-element additions, eager runs and re-runs (replays). */
   vec_arg tiny = {dev, 1, 0}, tiny_temps = {dev, 1, 1}, big = {dev, 16 << 20, 0};
@@ -519,80 +811,62 @@ static int measure_gpu(const cal *c, weft__sim_profile *p, int ngpus) {
   if (rc != WEFT_OK || (rc = per_node_med(c, build_add, &tiny, 0, 0.01, &again)) != WEFT_OK ||
       (rc = per_node_med(c, build_add, &tiny_temps, 0, 0.01, &again_temps)) != WEFT_OK)
     return rc;
-  g->launch_s = first;
-  g->gemm_launch_s = first_mm; /* a chain of 16^2 products: the host's cost bounds it */
-  g->kernel_s = WEFT__MIN(first, again);
-  g->replay_node_s = WEFT__MIN(again, first);
+  p->launch_s = first;
+  p->kernel_s = dmin(first, again);
   /* Independent tiny products: workers launch them at once, on different streams (the
    * device's time is far shorter than the host's), against a chain, where one launch follows
    * another: how many launches overlap, at most one a compute stream (each has a lock). */
-  g->launch_lanes = WEFT__MIN((double)g->compute_streams, WEFT__MAX(1.0, first_mm / wide_mm));
+  double lanes = dmin((double)p->compute_streams, dmax(1.0, first_mm / wide_mm));
   /* A diamond's three launches and two events: its first branch is launched while the second
    * is ready too, in 1 / min(lanes, 2) of a launch (des.c), the rest one after the other. */
-  g->event_s = WEFT__MAX(0.0, (diamond - (2 + 1 / WEFT__MIN(2.0, g->launch_lanes)) * first) / 2);
+  double event = dmax(0.0, (diamond - (2 + 1 / dmin(2.0, lanes)) * first) / 2);
   /* A chain whose every node makes a temporary, against the plain chain. */
-  g->temp_s = WEFT__MAX(0.0, first_temps - first);
-  g->replay_temp_s = WEFT__MAX(0.0, again_temps - again);
+  double temp = dmax(0.0, first_temps - first), replay_temp = dmax(0.0, again_temps - again);
   say(c, "cuda:0: a node costs %.3g us in an eager run (a product %.3g us, %.3g us launched with "
       "others ready: %.3g launches at once), %.3g us replayed; %.3g us an event; a temporary %.3g us eager, "
       "%.3g us replayed",
-      first * 1e6, first_mm * 1e6, wide_mm * 1e6, g->launch_lanes, again * 1e6, g->event_s * 1e6, g->temp_s * 1e6,
-      g->replay_temp_s * 1e6);
+      first * 1e6, first_mm * 1e6, wide_mm * 1e6, lanes, again * 1e6, event * 1e6, temp * 1e6, replay_temp * 1e6);
+  /* gemm_launch_s: a chain of 16^2 products, whose time the host's cost bounds. */
+  if ((rc = put_num(g, "launch_s", first, TIME)) != WEFT_OK ||
+      (rc = put_num(g, "gemm_launch_s", first_mm, TIME)) != WEFT_OK ||
+      (rc = put_num(g, "kernel_s", p->kernel_s, TIME)) != WEFT_OK ||
+      (rc = put_num(g, "replay_node_s", dmin(again, first), TIME)) != WEFT_OK ||
+      (rc = put_num(g, "launch_lanes", lanes, TIME)) != WEFT_OK ||
+      (rc = put_num(g, "event_s", event, TIME)) != WEFT_OK ||
+      (rc = put_num(g, "temp_s", temp, TIME)) != WEFT_OK ||
+      (rc = put_num(g, "replay_temp_s", replay_temp, TIME)) != WEFT_OK)
+    return rc;
   if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
   /* A kernel's fixed cost is a floor in the model (kernel_s), not an addition: a large
    * kernel's whole time prices its bytes. */
-  g->memory_bandwidth = 12.0 * (double)big.numel / t;
+  double bandwidth = 12.0 * (double)big.numel / t;
   if ((rc = per_node(c, build_fill, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
-  g->fill_bandwidth = 4.0 * (double)big.numel / t;
-  say(c, "cuda:0: memory %.4g GB/s, random fill %.4g GB/s", g->memory_bandwidth * 1e-9,
-      g->fill_bandwidth * 1e-9);
+  double fill = 4.0 * (double)big.numel / t;
+  say(c, "cuda:0: memory %.4g GB/s, random fill %.4g GB/s", bandwidth * 1e-9, fill * 1e-9);
+  if ((rc = put_num(g, "memory_bandwidth", bandwidth, RATE)) != WEFT_OK ||
+      (rc = put_num(g, "fill_bandwidth", fill, RATE)) != WEFT_OK)
+    return rc;
   int64_t bigcopy = (c->quick ? 16 : 64) << 20; /* elements: 64 or 256 MiB */
   weft_device cpu = weft_cpu();
-  if ((rc = measure_link(c, (copy_arg){cpu, dev, 0, 0}, bigcopy, "host->cuda:0 pinned", &p->h2d)) != WEFT_OK ||
-      (rc = measure_link(c, (copy_arg){dev, cpu, 0, 0}, bigcopy, "cuda:0->host pinned", &p->d2h)) != WEFT_OK ||
-      (rc = measure_link(c, (copy_arg){cpu, dev, 0, 1}, bigcopy / 4, "host->cuda:0 pageable", &p->h2d_pageable)) != WEFT_OK ||
-      (rc = measure_link(c, (copy_arg){dev, cpu, 0, 1}, bigcopy / 4, "cuda:0->host pageable", &p->d2h_pageable)) != WEFT_OK)
+  if ((rc = measure_link(c, (copy_arg){cpu, dev, 0, 0}, bigcopy, "host->cuda:0 pinned", p, "h2d")) != WEFT_OK ||
+      (rc = measure_link(c, (copy_arg){dev, cpu, 0, 0}, bigcopy, "cuda:0->host pinned", p, "d2h")) != WEFT_OK ||
+      (rc = measure_link(c, (copy_arg){cpu, dev, 0, 1}, bigcopy / 4, "host->cuda:0 pageable", p, "h2d_pageable")) != WEFT_OK ||
+      (rc = measure_link(c, (copy_arg){dev, cpu, 0, 1}, bigcopy / 4, "cuda:0->host pageable", p, "d2h_pageable")) != WEFT_OK)
     return rc;
-  p->peer_access = ngpus > 1 && weft_device_can_access_peer(c->rt, dev, weft_cuda(1));
-  if (p->peer_access &&
-      (rc = measure_link(c, (copy_arg){dev, weft_cuda(1), 0, 0}, bigcopy, "cuda:0->cuda:1", &p->peer)) != WEFT_OK)
-    return rc;
-  return WEFT_OK;
-}
-
-/* A simulated runtime of one GPU on profile q, and a calibration context measuring on it, for
- * the figures fitted against the model (the runtime is sc->rt, the caller's to destroy). */
-static int model(const cal *c, const weft__sim_profile *q, cal *sc) {
-  char path[] = "/tmp/weft-calibrate-XXXXXX";
-  int fd = mkstemp(path);
-  if (fd < 0) return weft__err(WEFT_EIO, "calibrate: cannot create a temporary file in /tmp");
-  close(fd);
-  weft__sim_profile one = *q;
-  one.ngpus = 1;
-  weft_runtime *sim = NULL;
-  int rc = weft__sim_profile_write(&one, path);
-  if (rc == WEFT_OK) {
-    weft_runtime_options o;
-    weft_runtime_options_init(&o);
-    o.simulate = path;
-    o.flags = WEFT_RUNTIME_QUIET;
-    o.cpu_workers = 1;
-    rc = weft_runtime_create(&o, &sim);
+  /* No "peer" link: copies between GPUs go through the host. */
+  if (!(ngpus > 1 && weft_device_can_access_peer(c->rt, dev, weft_cuda(1)))) {
+    json_object_del(p->links, "peer");
+    return WEFT_OK;
   }
-  remove(path);
-  if (rc != WEFT_OK) return rc;
-  *sc = *c;
-  sc->rt = sim;
-  sc->simulated = 1;
-  sc->reps = 1;
-  return WEFT_OK;
+  return measure_link(c, (copy_arg){dev, weft_cuda(1), 0, 0}, bigcopy, "cuda:0->cuda:1", p, "peer");
 }
 
 /* A run's fixed cost (run_s eager, replay_run_s replayed): a graph of one tiny GPU node, the
  * median of MAX_REPS runs (the VMs move it from run to run: 38-122 us on one H200 in one
  * minute), less the same graph simulated with every other figure as measured and no fixed
  * cost. */
-static int fit_run(const cal *c, weft__sim_profile *p) {
+static int fit_run(const cal *c, profile *p) {
+  static const char *const fixed[] = {"run_s", "replay_run_s", NULL};
   vec_arg a = {weft_cuda(0), 1, 0};
   cal many = *c;
   many.reps = c->quick ? 5 : MAX_REPS;
@@ -601,24 +875,29 @@ static int fit_run(const cal *c, weft__sim_profile *p) {
   int rc = time_spread(&many, build_add, &a, 1, c->simulated, &eager);
   eager_runs(c, 0);
   if (rc != WEFT_OK || (rc = time_spread(&many, build_add, &a, 1, 0, &replay)) != WEFT_OK) return rc;
-  weft__sim_profile q = *p;
-  q.gpu.run_s = q.gpu.replay_run_s = 0;
   cal sc;
-  if ((rc = model(c, &q, &sc)) != WEFT_OK) return rc;
+  if ((rc = model(c, p, "gpu", fixed, &sc)) != WEFT_OK) return rc;
   if ((rc = time_graph(&sc, build_add, &a, 1, 1, &m_eager)) == WEFT_OK)
     rc = time_graph(&sc, build_add, &a, 1, 0, &m_replay);
   weft_runtime_destroy(sc.rt);
   if (rc != WEFT_OK) return rc;
-  p->gpu.run_s = WEFT__MAX(0.0, eager - m_eager);
-  p->gpu.replay_run_s = WEFT__MAX(0.0, replay - m_replay);
+  p->run_s = dmax(0.0, eager - m_eager);
+  p->replay_run_s = dmax(0.0, replay - m_replay);
   say(c, "cuda:0: a run of one tiny node takes %.3g us eager, %.3g us replayed: %.3g and %.3g us of "
-      "it are the run's fixed cost", eager * 1e6, replay * 1e6, p->gpu.run_s * 1e6, p->gpu.replay_run_s * 1e6);
-  return WEFT_OK;
+      "it are the run's fixed cost", eager * 1e6, replay * 1e6, p->run_s * 1e6, p->replay_run_s * 1e6);
+  /* Optional as a pair: the writer gives both when either is positive. */
+  if (!(p->run_s > 0 || p->replay_run_s > 0)) {
+    json_object_del(p->gpu, "run_s");
+    json_object_del(p->gpu, "replay_run_s");
+    return WEFT_OK;
+  }
+  if ((rc = put_num(p->gpu, "run_s", p->run_s, TIME)) != WEFT_OK) return rc;
+  return put_num(p->gpu, "replay_run_s", p->replay_run_s, TIME);
 }
 
 /* How long weft_run_wait takes to return once a run has ended (the run's end is stamped on the
- * clock of node timing): the median over SPREAD rounds SPREAD_GAP_MS apart of the median of
- * MAX_REPS re-runs of one graph of k nodes. */
+ * clock of node timing, weft_clock_ns): the median over SPREAD rounds SPREAD_GAP_MS apart of
+ * the median of MAX_REPS re-runs of one graph of k nodes. */
 static int return_med(const cal *c, const void *arg, int k, double *out) {
   double v[SPREAD];
   for (int i = 0; i < SPREAD; i++) {
@@ -632,8 +911,9 @@ static int return_med(const cal *c, const void *arg, int k, double *out) {
       weft_run *run;
       if ((rc = weft_graph_launch(g, &run)) != WEFT_OK) break;
       rc = weft_run_wait(run);
-      uint64_t back = weft__clock_now();
-      t[r] = back > run->t_end ? (double)(back - run->t_end) * 1e-9 : 0;
+      uint64_t back = weft_clock_ns(), end = back;
+      if (rc == WEFT_OK) rc = weft_run_end_ns(run, &end);
+      t[r] = back > end ? (double)(back - end) * 1e-9 : 0;
       weft_run_destroy(run);
     }
     weft_graph_destroy(g);
@@ -648,16 +928,16 @@ static int return_med(const cal *c, const void *arg, int k, double *out) {
  * additions long enough for the caller to fall asleep (milliseconds), less the same after one
  * tiny addition, which it watches awake. On a simulated machine (no real caller): the long
  * chain's makespan less the same simulated without the figure. */
-static int fit_wake(const cal *c, weft__sim_profile *p) {
+static int fit_wake(const cal *c, profile *p) {
   enum { LONG_K = 64 };
+  static const char *const wake[] = {"wake_s", NULL};
   vec_arg big = {weft_cpu(), 1 << 16, 0}, tiny = {weft_cpu(), 1, 0};
   double slept, awake;
   int rc;
   if (c->simulated) {
-    weft__sim_profile q = *p;
-    q.host.wake_s = 0;
     cal sc;
-    if ((rc = time_graph(c, build_add, &big, LONG_K, 0, &slept)) != WEFT_OK || (rc = model(c, &q, &sc)) != WEFT_OK)
+    if ((rc = time_graph(c, build_add, &big, LONG_K, 0, &slept)) != WEFT_OK ||
+        (rc = model(c, p, "host", wake, &sc)) != WEFT_OK)
       return rc;
     rc = time_graph(&sc, build_add, &big, LONG_K, 0, &awake);
     weft_runtime_destroy(sc.rt);
@@ -665,73 +945,81 @@ static int fit_wake(const cal *c, weft__sim_profile *p) {
     rc = return_med(c, &tiny, 1, &awake);
   }
   if (rc != WEFT_OK) return rc;
-  p->host.wake_s = WEFT__MAX(0.0, slept - awake);
+  double wake_s = dmax(0.0, slept - awake);
   say(c, "cpu: a caller asleep in weft_run_wait takes %.3g us more to return (%.3g us after a long run, %.3g after a short one)",
-      p->host.wake_s * 1e6, slept * 1e6, awake * 1e6);
-  return WEFT_OK;
+      wake_s * 1e6, slept * 1e6, awake * 1e6);
+  return put_optional(p->host, "wake_s", wake_s, TIME);
 }
 
 /* The GPU-to-host notification: a round trip measured, minus the same graph simulated with
  * every other figure as measured and no notification cost; one notification an iteration. */
-static int fit_notify(const cal *c, weft__sim_profile *p) {
-  vec_arg a = {weft_cuda(0), 1};
+static int fit_notify(const cal *c, profile *p) {
+  static const char *const notify[] = {"notify_s", NULL};
+  vec_arg a = {weft_cuda(0), 1, 0};
   double measured, modelled;
   int rc = per_node_med(c, build_roundtrip, &a, 0, 0.02, &measured);
   if (rc != WEFT_OK) return rc;
-  weft__sim_profile q = *p;
-  q.gpu.notify_s = 0;
   cal sc;
-  if ((rc = model(c, &q, &sc)) != WEFT_OK) return rc;
+  if ((rc = model(c, p, "gpu", notify, &sc)) != WEFT_OK) return rc;
   rc = per_node(&sc, build_roundtrip, &a, 0, 0.02, &modelled);
   weft_runtime_destroy(sc.rt);
   if (rc != WEFT_OK) return rc;
-  p->gpu.notify_s = WEFT__MAX(0.0, measured - modelled);
+  double notify_s = dmax(0.0, measured - modelled);
   say(c, "cuda:0: a GPU->CPU->GPU round trip takes %.3g us; %.3g us of it is the notification",
-      measured * 1e6, p->gpu.notify_s * 1e6);
-  return WEFT_OK;
+      measured * 1e6, notify_s * 1e6);
+  return put_num(p->gpu, "notify_s", notify_s, TIME);
 }
 
 int weft_calibrate(weft_runtime *rt, const weft_calibrate_options *o, const char *out_path) {
-  if (rt == NULL || out_path == NULL) return weft__err(WEFT_EINVAL, "weft_calibrate: NULL argument");
+  own_message = 0;
+  if (rt == NULL || out_path == NULL) return fail(WEFT_EINVAL, "weft_calibrate: NULL argument");
   weft_calibrate_options def;
   if (o == NULL) {
     weft_calibrate_options_init(&def);
     o = &def;
   }
   cal c = {rt, weft_sim_active(rt), o->quick, o->quick ? 3 : 5, o->log};
-  weft__sim_profile *p = weft__calloc(1, sizeof *p);
-  if (p == NULL) return weft__oom("a machine profile");
-  /* Figures that cannot be measured start from the shipped h100 profile. */
-  int rc = weft__sim_profile_load("h100", p);
+  profile p;
+  memset(&p, 0, sizeof p);
+  int rc = base_profile(&c, &p);
   if (rc != WEFT_OK) goto done;
-  snprintf(p->name, sizeof p->name, "%s", o->name != NULL ? o->name : "calibrated");
+  /* The format holds names of up to 63 bytes; a longer one is cut there. */
+  char name[64];
+  snprintf(name, sizeof name, "%s", o->name != NULL ? o->name : "calibrated");
+  if ((rc = put_str(p.root, "name", name)) != WEFT_OK) goto done;
   int ngpus = weft_device_count(rt, WEFT_DEVICE_CUDA);
   say(&c, "measuring %s with %d GPU%s (%s)", c.simulated ? "a simulated machine" : "this machine",
       ngpus, ngpus == 1 ? "" : "s", c.quick ? "quick" : "full");
-  if ((rc = measure_host(&c, &p->host)) != WEFT_OK || (rc = fit_wake(&c, p)) != WEFT_OK) goto done;
-  p->ngpus = ngpus;
+  if ((rc = measure_host(&c, &p)) != WEFT_OK || (rc = fit_wake(&c, &p)) != WEFT_OK ||
+      (rc = put_int(p.gpu, "count", ngpus)) != WEFT_OK)
+    goto done;
   if (ngpus > 0) {
     batching(&c, 0);
-    if ((rc = measure_gpu(&c, p, ngpus)) == WEFT_OK && (rc = fit_notify(&c, p)) == WEFT_OK) rc = fit_run(&c, p);
+    if ((rc = measure_gpu(&c, &p, ngpus)) == WEFT_OK && (rc = fit_notify(&c, &p)) == WEFT_OK) rc = fit_run(&c, &p);
     batching(&c, 1);
     const char *env = getenv("WEFT_CUDA_BATCH");
-    if (rc == WEFT_OK && !(env != NULL && strcmp(env, "0") == 0)) rc = measure_batches(&c, &p->gpu);
+    if (rc == WEFT_OK && !(env != NULL && strcmp(env, "0") == 0)) rc = measure_batches(&c, &p);
     if (rc != WEFT_OK) goto done;
   }
   time_t now = time(NULL);
   struct tm tmv;
-  char date[32];
+  char date[32], source[1024];
   strftime(date, sizeof date, "%Y-%m-%d", gmtime_r(&now, &tmv));
-  snprintf(p->source, sizeof p->source,
+  snprintf(source, sizeof source,
            "Measured by weft calibrate%s on %s (%s, %d GPU%s). compute_streams is the CUDA "
            "backend's setting, not a measurement.%s",
            c.quick ? " --quick" : "", date, c.simulated ? "a simulated machine" : "this machine",
            ngpus, ngpus == 1 ? "" : "s",
            ngpus == 0 ? " No GPU: the gpu section is the shipped h100 profile's, unmeasured, and "
                         "its count is 0." : "");
-  rc = weft__sim_profile_write(p, out_path);
-  if (rc == WEFT_OK) say(&c, "wrote %s", out_path);
+  if ((rc = put_str(p.root, "source", source)) != WEFT_OK || (rc = write_profile(p.root, out_path)) != WEFT_OK)
+    goto done;
+  if ((rc = weft_sim_profile_check(out_path)) != WEFT_OK) {
+    rc = fail(rc, "calibrate: the profile written to %s does not load: %s", out_path, weft_last_error());
+    goto done;
+  }
+  say(&c, "wrote %s", out_path);
 done:
-  weft__free(p);
+  json_decref(p.root);
   return rc;
 }
