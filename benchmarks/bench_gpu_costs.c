@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
     static const int sizes[] = {1000, 2000, 4000, 8000, 16000};
     for (int batch = 1; batch >= 0; batch--) {
       weft_cuda_set_replay(rt, 0);
-      weft_cuda_set_batching(rt, batch);
+      weft_runtime_set_batching(rt, batch);
       for (int k = 0; k < 5; k++) {
         weft_graph *g = adds(rt, o.device, sizes[k]);
         double t = run_us(g, o.reps);
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
         weft_graph_destroy(g);
       }
     }
-    weft_cuda_set_batching(rt, 1);
+    weft_runtime_set_batching(rt, 1);
   }
   if (wanted(only, "logging")) {
     static const int v[][3] = {{0, 0, 0}, {1, 0, 0}, {1, 1, 0}, {1, 1, 1}, {0, 1, 1}};

@@ -3,7 +3,7 @@
  * (target <= 3 us per node): the CUDA backend batches such chains, 128 nodes to a kernel
  * (src/sched/plan/batches.c); replayed runs launch one CUDA graph (target <= 1 us per node).
  * Also measured: the cold first run of a fresh graph (analysis, plan, materialisation and the
- * eager run), and eager runs with batching off (weft_cuda_set_batching: a launch per node). The
+ * eager run), and eager runs with batching off (weft_runtime_set_batching: a launch per node). The
  * result is checked (x grows by the node count each run). The floor of an unbatched eager run
  * is printed beside it: the same kernel launched 10 000 times in a plain loop on one stream,
  * no scheduler.
@@ -66,7 +66,7 @@ static void check(weft_tensor *x, double runs, long long count, const char *what
 static double eager_runs(int dev, long long count, int reps, int batch, double *spread) {
   weft_runtime *rt = bench_runtime("dispatch", dev + 1);
   weft_cuda_set_replay(rt, 0);
-  weft_cuda_set_batching(rt, batch);
+  weft_runtime_set_batching(rt, batch);
   weft_tensor *x;
   weft_graph *g = build(rt, dev, count, &x);
   double m = bench_time_graph(g, 2, reps, spread);

@@ -65,15 +65,6 @@ WEFT_NODISCARD WEFT_API int weft_cuda_memory_trim(weft_runtime *rt, int device, 
  * WEFT_LAUNCH_BLOCKING. Thread-safe: yes (runs launched afterwards see the change). */
 WEFT_API void weft_cuda_set_replay(weft_runtime *rt, int enabled);
 
-/* Batches: a chain of small elementwise GPU nodes (add, sub, mul, scale, relu over at most
- * 16 384 elements, each node the only successor of the one before, on one stream) is launched
- * as one kernel of up to 128 ops, so that such chains do not pay a launch per node on a first
- * run. The results are those of one kernel per node, bit for bit (docs/cuda.md, "Batches").
- * On by default; WEFT_CUDA_BATCH=0 turns it off at runtime creation, and it is off under
- * WEFT_LAUNCH_BLOCKING. The setting applies to graphs planned afterwards (new or changed
- * ones). Thread-safe: yes. */
-WEFT_API void weft_cuda_set_batching(weft_runtime *rt, int enabled);
-
 /* Counts since the runtime was created, for tests and benchmarks. */
 typedef struct weft_cuda_run_stats {
   unsigned long long eager_runs;       /* runs whose CUDA nodes were enqueued one by one */

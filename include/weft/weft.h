@@ -237,12 +237,15 @@ WEFT_API int weft_runtime_cpu_workers(const weft_runtime *rt);
  * all of its cores with one worker and its cores over its workers otherwise. Thread-safe: yes. */
 WEFT_API int weft_runtime_blas_threads(const weft_runtime *rt);
 
-/* Turns batches (weft/cuda.h, weft_cuda_set_batching: a chain of small elementwise GPU nodes
- * launched as one kernel) on or off for the runtime's GPUs, real or simulated, for graphs
- * planned afterwards (new or changed ones); it overrides WEFT_CUDA_BATCH=0. Batches stay off on
- * real GPUs under WEFT_LAUNCH_BLOCKING, and on a simulated machine whose profile does not price
- * them (no batch_op_s). A runtime without GPUs ignores the call. weft_cuda_set_batching does
- * the same for real GPUs only; this call exists in every build, CUDA or not.
+/* Turns batches on or off for the runtime's GPUs, real or simulated, for graphs planned
+ * afterwards (new or changed ones). A batch is a chain of small elementwise GPU nodes (add,
+ * sub, mul, scale, relu over at most 16 384 elements, each node the only successor of the one
+ * before, on one stream) launched as one kernel of up to 128 ops, so that such chains do not
+ * pay a launch per node on a first run; the results are those of one kernel per node, bit for
+ * bit (docs/cuda.md, "Batches"). On by default; WEFT_CUDA_BATCH=0 turns it off at runtime
+ * creation, and this call overrides it. Batches stay off on real GPUs under
+ * WEFT_LAUNCH_BLOCKING, and on a simulated machine whose profile does not price them (no
+ * batch_op_s). A runtime without GPUs ignores the call.
  * Thread-safe: yes (graphs planned before keep their plans). */
 WEFT_API void weft_runtime_set_batching(weft_runtime *rt, int enabled);
 

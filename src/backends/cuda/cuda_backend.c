@@ -673,11 +673,6 @@ void weft_cuda_set_replay(weft_runtime *rt, int enabled) {
   if (st != NULL) atomic_store(&st->replay, enabled != 0);
 }
 
-void weft_cuda_set_batching(weft_runtime *rt, int enabled) {
-  cu_state *st = state_of(rt);
-  if (st != NULL) atomic_store(&st->batch, enabled != 0 && !st->launch_blocking);
-}
-
 void weft_cuda_run_stats_get(const weft_runtime *rt, weft_cuda_run_stats *out) {
   const cu_state *st = state_of(rt);
   memset(out, 0, sizeof *out);
@@ -689,8 +684,11 @@ void weft_cuda_run_stats_get(const weft_runtime *rt, weft_cuda_run_stats *out) {
   out->combined = atomic_load(&st->combined);
 }
 
-/* The table's setting (weft_runtime_set_batching) is the public call's. */
-static void cu_set_batching(weft__backend *b, int on) { weft_cuda_set_batching(b->rt, on); }
+/* weft_runtime_set_batching. */
+static void cu_set_batching(weft__backend *b, int on) {
+  cu_state *st = b->state;
+  atomic_store(&st->batch, on != 0 && !st->launch_blocking);
+}
 
 const weft__backend_vtable weft__cuda_backend = {
     .version = WEFT__BACKEND_VERSION,

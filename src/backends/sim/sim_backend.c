@@ -510,7 +510,7 @@ static int sim_run_drain(weft__backend *b, weft__plan *p, weft_run *run) {
   return WEFT__PENDING;
 }
 
-/* Batches as weft_cuda_set_batching makes them on GPUs, where the profile prices them. */
+/* Batches as weft_runtime_set_batching makes them on GPUs, where the profile prices them. */
 static void sim_set_batching(weft__backend *b, int on) {
   weft__sim *m = b->state;
   atomic_store(&m->batch, on != 0 && m->cost.prof.gpu.batch_op_s > 0);
