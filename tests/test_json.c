@@ -345,10 +345,10 @@ static void test_library_outputs(void **state) {
   json_decref(doc);
   free(text);
 
-  /* The SVG timeline is XML: well-formed UTF-8 too, the lane labels naming the node. */
+  /* The SVG timeline is XML: well-formed UTF-8 too (whether a node's box is wide enough to
+   * carry its label depends on the run's wall time, so the label itself is not looked for). */
   text = stats_text(st, WEFT_REPORT_SVG, &len);
   assert_true(weft__utf8_valid(text, len));
-  assert_non_null(strstr(text, BAD_NODE_FIXED));
   free(text);
 
   weft_run_stats_destroy(st);
