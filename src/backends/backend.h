@@ -68,6 +68,7 @@ struct weft_kernel_ctx {
   weft_node *node;
   weft_graph *graph;
   weft_run *run;
+  weft__plan *plan;      /* the plan the run executes */
   uint32_t index;        /* the node's id */
   weft_device device;
   struct weft__backend *backend;

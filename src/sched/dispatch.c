@@ -114,6 +114,7 @@ static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t e
   ctx.node = n;
   ctx.graph = n->graph;
   ctx.run = r;
+  ctx.plan = x->plan;
   ctx.index = x->id;
   ctx.device = n->device;
   ctx.backend = x->backend;

@@ -419,6 +419,7 @@ static void deferred_ctx(const cu_defer *d, weft_kernel_ctx *ctx, char *err, siz
   ctx->node = n;
   ctx->graph = n->graph;
   ctx->run = d->run;
+  ctx->plan = d->cp->p;
   ctx->index = d->index;
   ctx->device = n->device;
   ctx->backend = px->backend;
@@ -535,7 +536,7 @@ void weft__cu_release(cu_state *st, cu_stream *s) {
 
 int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   cu_state *st = b->state;
-  cu_plan *cp = weft__cu_plan_of(b, weft__run_plan(ctx->run));
+  cu_plan *cp = weft__cu_plan_of(b, ctx->plan);
   const weft__gnode *x = &cp->x[ctx->index];
   /* A held member of a batch that waits for, frees and allocates nothing makes no CUDA call:
    * it writes its op into its batch and is done, without its stream's lock. The batch is its

@@ -127,6 +127,7 @@ static int capture(cu_state *st, cu_plan *cp) {
       memset(&ctx, 0, sizeof ctx);
       ctx.node = nd;
       ctx.graph = nd->graph;
+      ctx.plan = p;
       ctx.index = i;
       ctx.device = nd->device;
       ctx.backend = st->b;

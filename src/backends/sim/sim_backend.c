@@ -463,7 +463,7 @@ static int sim_run_begin(weft__backend *b, weft__plan *p, weft_run *run) {
 static int sim_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   const weft__sim *m = machine(b);
   weft_node *n = ctx->node;
-  weft__sim_plan *sp = weft__sim_plan_of(b, weft__run_plan(ctx->run));
+  weft__sim_plan *sp = weft__sim_plan_of(b, ctx->plan);
   sp->ran[ctx->index] = 1;
   /* (A user op without a kernel for its node's device is refused when the node is added.) */
   if (n->kind == WEFT__OP_USER) {
