@@ -7,8 +7,8 @@
  * gives OpenBLAS every core. OpenBLAS's thread count is process-wide, so the last runtime
  * created sets it.
  *
- * The one `#if WEFT_HAVE_CUDA` outside src/backends/cuda is here, where the table of
- * backends is filled. */
+ * The library's one `#if WEFT_HAVE_CUDA` outside the CUDA backend is here, where the table of
+ * backends is filled (backend.h declares the CUDA table under the same condition). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,12 +117,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     static atomic_int said;
     if (atomic_exchange(&said, 1) == 0)
       fprintf(stderr, "weft: no CUDA GPU found%s; running on the CPU alone\n",
-#if WEFT_HAVE_CUDA
-              ""
-#else
-              " (built without CUDA)"
-#endif
-      );
+              WEFT_HAVE_CUDA ? "" : " (built without CUDA)");
   }
   weft__cpu_set_blas_threads(blas);
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
