@@ -711,9 +711,13 @@ int oracle_serial_run(oracle_serial *s, char *msg, size_t msg_size) {
     ctx.device = weft_node_device(node);
     ctx.err = err;
     ctx.err_size = sizeof err;
-    for (int a = 0; a < weft_node_nargs(node); a++)
-      ctx.data[a] = s->buf[weft_tensor_id(weft_node_arg(node, a, NULL))];
+    int nargs = weft_node_nargs(node);
+    void **data = nargs <= WEFT__CTX_INLINE ? ctx.inline_data : malloc((size_t)nargs * sizeof *data);
+    if (data == NULL) return WEFT_ENOMEM;
+    ctx.data = data;
+    for (int a = 0; a < nargs; a++) ctx.data[a] = s->buf[weft_tensor_id(weft_node_arg(node, a, NULL))];
     int rc = weft__cpu_exec(&ctx);
+    if (data != ctx.inline_data) free(data);
     if (rc != WEFT_OK) {
       snprintf(msg, msg_size, "serial interpreter: node %zu failed: %s", i, err);
       return rc;

@@ -460,8 +460,53 @@ static void kernel_context(void **state) {
   for (int i = 0; i < 4; i++) assert_true(out[i] == 3.0);
 }
 
+/* out[i] = sum over the inputs of in_k[i] (the op's rest: any number of read inputs). */
+static int sum_kernel(weft_kernel_ctx *ctx) {
+  int k = weft_ctx_nargs(ctx);
+  double *out = weft_ctx_data(ctx, 0);
+  int64_t n = weft_tensor_numel(weft_ctx_tensor(ctx, 0));
+  for (int64_t i = 0; i < n; i++) out[i] = 0;
+  for (int a = 1; a < k; a++) {
+    const double *in = weft_ctx_data(ctx, a);
+    if (in == NULL) return weft_ctx_fail(ctx, "argument %d has no data", a);
+    for (int64_t i = 0; i < n; i++) out[i] += in[i];
+  }
+  return WEFT_OK;
+}
+
+/* A node of 65 arguments (past the kernel context's own room for 16): every input reaches the
+ * kernel, in order, on every run, the graph's 64 producers running first. */
+static void many_arguments(void **state) {
+  tu_fixture *f = *state;
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "sum_all";
+  d.nargs = 1;
+  d.access[0] = WEFT_WRITE;
+  d.rest = WEFT_READ;
+  d.cpu = sum_kernel;
+  const weft_op *op;
+  CHECK(weft_op_register(f->rt, &d, &op));
+  weft_graph *g = fresh(f);
+  enum { W = 64 };
+  weft_tensor *args[W + 1];
+  args[0] = tu_tensor(g, "out", WEFT_F64, 1, (int64_t[]){3}, weft_zeros());
+  for (int k = 0; k < W; k++) {
+    args[k + 1] = tu_tensor(g, "in", WEFT_F64, 1, (int64_t[]){3}, weft_zeros());
+    CHECK(weft_fill(g, args[k + 1], weft_full(k + 1)));
+  }
+  CHECK(weft_call(g, op, args, W + 1, NULL, 0));
+  for (int run = 0; run < 3; run++) {
+    CHECK(weft_graph_run(g));
+    double out[3];
+    tu_read_doubles(args[0], out);
+    for (int i = 0; i < 3; i++) assert_true(out[i] == W * (W + 1) / 2);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(many_arguments, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_against_reference, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_in_place, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(linear_against_reference, tu_setup, tu_teardown),

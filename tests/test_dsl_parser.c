@@ -678,6 +678,26 @@ static void test_user_ops(void **state) {
   expect_in(parse_fail(text), "t.weft:3:25: error: 256 does not fit in u8");
   snprintf(text, sizeof text, "%saxpy(x, y, y, alpha=2)\n", decl);
   expect_in(parse_fail(text), "t.weft:3:21: error: unknown argument 'alpha' of axpy; expected params=");
+  /* An op with `rest` takes any number of tensors past its listed ones. */
+  if (weft_op_find(rt, "gather") == NULL) {
+    weft_op_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = "gather";
+    d.nargs = 1;
+    d.access[0] = WEFT_WRITE;
+    d.rest = WEFT_READ;
+    d.cpu = axpy_cpu;
+    CHECK(weft_op_register(rt, &d, NULL));
+  }
+  p = parse("tensor o: f32[3]\nfor i in 0..20 {\n  tensor a[i]: f32[3] = ones\n}\n"
+            "gather(o, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], "
+            "a[14], a[15], a[16], a[17], a[18], a[19])\n");
+  weft_node *gn = weft_graph_node(weft_program_graph(p), 0);
+  assert_int_equal(weft_node_nargs(gn), 21);
+  weft_node_arg(gn, 20, &m);
+  assert_int_equal(m, WEFT_READ);
+  weft_program_destroy(p);
+  expect_in(parse_fail("gather()\n"), "t.weft:1:1: error: gather takes at least 1 tensor argument, got 0");
 }
 
 /* ---- layout ------------------------------------------------------------------------------- */

@@ -572,6 +572,58 @@ static void op_registration(void **state) {
   assert_non_null(weft_op_find(f->rt, "_ok_9"));
 }
 
+/* An op with `rest` takes any number of arguments past its listed ones, each with that mode:
+ * one written output and 64 inputs (Task Bench's all_to_all at width 64) gives 64 RAW edges. */
+static void variadic_user_calls(void **state) {
+  tu_fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "gather";
+  d.nargs = 1;
+  d.access[0] = WEFT_WRITE;
+  d.rest = WEFT_READ;
+  d.cpu = noop_kernel;
+  const weft_op *op;
+  CHECK(weft_op_register(f->rt, &d, &op));
+  d.name = "bad_rest";
+  d.rest = (weft_access)5;
+  assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "op 'bad_rest' has rest access mode 5"));
+  enum { W = 64 };
+  weft_tensor *in[W], *args[W + 1];
+  for (int i = 0; i < W; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "in%d", i);
+    in[i] = vec(g, name, WEFT_F32, 4);
+    CHECK(weft_fill(g, in[i], weft_full(i)));
+  }
+  weft_tensor *out = vec(g, "out", WEFT_F32, 4);
+  args[0] = out;
+  for (int i = 0; i < W; i++) args[i + 1] = in[i];
+  size_t id = weft_graph_node_count(g);
+  char msg[96];
+  snprintf(msg, sizeof msg, "node %zu 'gather': the op takes 1 to %d arguments, got 0", id, WEFT_MAX_CALL_ARGS);
+  EXPECT_FAIL(g, WEFT_EINVAL, msg, weft_call(g, op, args, 0, NULL, 0));
+  CHECK(weft_call(g, op, args, 1, NULL, 0)); /* the listed argument alone */
+  CHECK(weft_call(g, op, args, W + 1, NULL, 0));
+  weft_node *n = weft_graph_last_node(g);
+  assert_int_equal(weft_node_nargs(n), W + 1);
+  weft_access m;
+  assert_ptr_equal(weft_node_arg(n, 0, &m), out);
+  assert_int_equal(m, WEFT_WRITE);
+  assert_ptr_equal(weft_node_arg(n, W, &m), in[W - 1]);
+  assert_int_equal(m, WEFT_READ);
+  CHECK(weft_graph_analyse(g));
+  int raw = 0;
+  for (size_t k = 0; k < weft_graph_edge_count(g); k++) {
+    weft_edge e;
+    CHECK(weft_graph_edge(g, k, &e));
+    raw += e.to == n && e.hazard == WEFT_HAZARD_RAW;
+  }
+  assert_int_equal(raw, W);
+}
+
 static void user_calls(void **state) {
   tu_fixture *f = *state;
   weft_graph *g = f->g;
@@ -963,6 +1015,7 @@ int main(void) {
       cmocka_unit_test(failed_call_drops_its_copy),
       cmocka_unit_test_setup_teardown(temporaries_and_keep, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(failed_calls_change_nothing, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(variadic_user_calls, tu_setup, tu_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

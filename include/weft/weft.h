@@ -405,7 +405,10 @@ typedef enum weft_access {
   WEFT_READ_WRITE = 3,
 } weft_access;
 
+/* The arguments an op desc lists one by one; an op with `rest` set takes any number more, up to
+ * WEFT_MAX_CALL_ARGS in all. */
 #define WEFT_MAX_ARGS 16
+#define WEFT_MAX_CALL_ARGS 65535
 
 /* What a kernel sees: its node's tensors (on the node's device), its parameters, and (in
  * weft/cuda.h) its stream and cuBLAS handle. Valid only during the kernel call. */
@@ -417,13 +420,18 @@ typedef int (*weft_kernel_fn)(weft_kernel_ctx *ctx);
 
 typedef struct weft_op_desc {
   const char *name;              /* unique in the runtime; [A-Za-z_][A-Za-z0-9_]* */
-  int nargs;                     /* 0..WEFT_MAX_ARGS */
+  int nargs;                     /* the listed arguments, 0..WEFT_MAX_ARGS */
   weft_access access[WEFT_MAX_ARGS];
   weft_kernel_fn cpu;            /* kernel for the CPU, or NULL */
   weft_kernel_fn cuda;           /* kernel for CUDA devices, or NULL */
   void *user;                    /* passed to kernels through weft_ctx_user */
   /* Optional cost hint in floating-point operations for planners and the simulator. */
   double (*cost)(const weft_tensor *const *args, int nargs, const void *params, void *user);
+  /* 0 (the default): the op takes exactly its nargs listed arguments. Else an access mode: a
+   * call may pass any number of further arguments after the listed ones, each with this mode
+   * (WEFT_READ for an op that reads a varying number of inputs, as Task Bench's all_to_all
+   * tasks do), up to WEFT_MAX_CALL_ARGS in all. */
+  weft_access rest;
 } weft_op_desc;
 
 /* Registers a user op in the runtime (the desc is copied). Returns WEFT_EINVAL for a bad or
@@ -434,8 +442,9 @@ WEFT_NODISCARD WEFT_API int weft_op_register(weft_runtime *rt, const weft_op_des
 WEFT_API const weft_op *weft_op_find(const weft_runtime *rt, const char *name);
 WEFT_API const char *weft_op_name(const weft_op *op);
 
-/* Adds a node running user op `op` on `args` (nargs must match the op), with a copy of
- * `params` (params_size bytes; may be 0). The node runs on the device of its first written
+/* Adds a node running user op `op` on `args` (nargs must match the op, or be at least its
+ * listed arguments for an op with `rest`), with a copy of `params` (params_size bytes; may be
+ * 0). The node runs on the device of its first written
  * argument (else its first argument); every written argument must live there. */
 WEFT_NODISCARD WEFT_API int weft_call(weft_graph *g, const weft_op *op,
                                       weft_tensor *const *args, int nargs, const void *params,

@@ -63,6 +63,8 @@ enum {
 
 struct weft__backend;
 
+enum { WEFT__CTX_INLINE = 16 };
+
 /* What a kernel sees. Built by the scheduler on the worker's stack for each node. */
 struct weft_kernel_ctx {
   weft_node *node;
@@ -74,7 +76,8 @@ struct weft_kernel_ctx {
   struct weft__backend *backend;
   void *stream;          /* cuda: the cudaStream_t the node runs on */
   void *blas;            /* cuda: the cublasHandle_t bound to that stream */
-  void *data[WEFT_MAX_ARGS];
+  void **data;           /* per argument: its storage on the node's device (weft__ctx_bind) */
+  void *inline_data[WEFT__CTX_INLINE]; /* data's room for up to WEFT__CTX_INLINE arguments */
   char *err;             /* weft_ctx_fail writes here */
   size_t err_size;
 };
@@ -235,6 +238,12 @@ void weft__sched_node_time(weft_run *run, uint32_t index, uint64_t start_ns, uin
  * (WEFT__MEM_SAMPLES_MAX) are dropped, and the statistics say so. Callable from any thread; takes a leaf lock. */
 enum { WEFT__MEM_SAMPLES_MAX = 65536 };
 void weft__sched_mem_sample(weft_run *run, weft_device device, uint64_t t_ns, uint64_t bytes);
+
+/* Points ctx->data at room for the arguments of node ctx->index of ctx->plan and fills it with
+ * each argument's storage (t->data): the context's own room up to WEFT__CTX_INLINE arguments,
+ * else the node's room in the plan (a node runs once at a time). The caller may then replace
+ * entries (a GPU temporary's memory of this run). */
+void weft__ctx_bind(weft_kernel_ctx *ctx);
 
 /* The CPU kernels, shared by the CPU backend, the serial interpreter and (for host-side
  * checks) other backends: executes `ctx->node` with host pointers in ctx->data. */

@@ -616,10 +616,12 @@ static int eval_params(ctx *c, const weft__dsl_expr *e, weft__strbuf *out) {
 }
 
 static int user_call(ctx *c, const weft_op *op, const weft__dsl_expr *call) {
-  weft_tensor *args[WEFT_MAX_ARGS];
+  /* An op with `rest` takes any number of tensors past its listed ones, each with that mode. */
+  int want = op->desc.nargs, variadic = op->desc.rest != 0, n = 0, rc = OK;
+  weft_tensor **args = weft__malloc((size_t)(call->nitems > 0 ? call->nitems : 1) * sizeof *args);
+  if (args == NULL) return oom(c);
   weft__strbuf params;
   weft__strbuf_init(&params);
-  int n = 0, want = op->desc.nargs, rc = OK;
   for (int i = 0; i < call->nitems && rc == OK; i++) {
     const weft__dsl_expr *x = call->items[i];
     if (call->keys[i] != NULL) {
@@ -630,19 +632,24 @@ static int user_call(ctx *c, const weft_op *op, const weft__dsl_expr *call) {
         rc = eval_params(c, x, &params);
       continue;
     }
-    if (n < want && (eval_tensor(c, x, &args[n]) != OK ||
-                     ((op->desc.access[n] & WEFT_WRITE) && check_writable(c, x, args[n]) != OK)))
+    weft_access mode = n < want ? op->desc.access[n] : op->desc.rest;
+    if ((n < want || variadic) &&
+        (eval_tensor(c, x, &args[n]) != OK || ((mode & WEFT_WRITE) && check_writable(c, x, args[n]) != OK)))
       rc = FAIL;
     n++;
   }
-  if (rc == OK && n != want)
+  if (rc == OK && !variadic && n != want)
     rc = err(c, WEFT_EPARSE, call->line, call->col, "%s takes %d tensor argument%s, got %d", call->text, want,
              want == 1 ? "" : "s", n);
+  if (rc == OK && variadic && n < want)
+    rc = err(c, WEFT_EPARSE, call->line, call->col, "%s takes at least %d tensor argument%s, got %d", call->text,
+             want, want == 1 ? "" : "s", n);
   if (rc == OK) {
     int st = weft_call(c->g, op, args, n, params.data, params.len);
     if (st != WEFT_OK) rc = api_err(c, st, call->line, call->col);
   }
   weft__strbuf_fini(&params);
+  weft__free(args);
   return rc;
 }
 

@@ -38,6 +38,7 @@ typedef struct writer {
   int32_t *copy_src;       /* per tensor made by an inserted copy: its source, else -1 */
   uint8_t *created;        /* per tensor: exists in the replay */
   size_t next_decl;        /* tensors [0, next_decl) exist in the replay */
+  weft_tensor **refs;      /* per argument of the node being written: the tensor to name */
   int rc;
 } writer;
 
@@ -241,7 +242,7 @@ static void put_params(writer *w, const weft_node *n, int after_args) {
 /* Writes the statement of node n, whose call also made the inserted copies [first, n->id). */
 static void put_node(writer *w, const weft_node *n, uint32_t first) {
   char num[40];
-  weft_tensor *refs[WEFT_MAX_ARGS + 4];
+  weft_tensor **refs = w->refs;
   /* The tensors the call creates, in order: the inserted copies' destinations, then a new
    * result. They must come next in the replay's creation order. */
   weft_tensor *result = NULL;
@@ -416,7 +417,11 @@ int weft_graph_write(const weft_graph *g, char **out) {
   w.cache_dev = weft__malloc((nt + 1) * sizeof *w.cache_dev);
   w.copy_src = weft__malloc((nt + 1) * sizeof *w.copy_src);
   w.created = weft__calloc(nt + 1, 1);
-  if (!w.cache_dst || !w.cache_dev || !w.copy_src || !w.created) {
+  size_t most = 1; /* the most arguments of a node */
+  for (size_t i = 0; i < nn; i++)
+    if (WEFT__VEC_AT(&g->nodes, weft_node *, i)->nargs > most) most = WEFT__VEC_AT(&g->nodes, weft_node *, i)->nargs;
+  w.refs = weft__malloc(most * sizeof *w.refs);
+  if (!w.cache_dst || !w.cache_dev || !w.copy_src || !w.created || !w.refs) {
     fail(&w, WEFT_ENOMEM, "weft_graph_write: out of host memory");
     goto done;
   }
@@ -471,6 +476,7 @@ done:;
   weft__free(w.cache_dev);
   weft__free(w.copy_src);
   weft__free(w.created);
+  weft__free(w.refs);
   weft__free(w.devnames);
   weft__dsl_symtab_fini(&w.names);
   weft__dsl_symtab_fini(&w.node_names);

@@ -94,11 +94,12 @@ struct weft_node {
   weft_graph *graph;
   uint32_t id;
   uint8_t kind; /* weft__op_kind */
-  uint8_t nargs;
   uint8_t flags;
+  uint16_t nargs; /* up to WEFT_MAX_CALL_ARGS */
   weft_device device; /* where it runs */
   const weft_op *user_op;
   weft__arg *args;
+  const weft_tensor **targs; /* user ops: the argument tensors in order, for the cost hint */
   double alpha;     /* scale */
   weft_init fill;   /* fill */
   void *params;     /* user op parameters (arena) */

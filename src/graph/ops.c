@@ -75,7 +75,7 @@ static int append_node(weft_graph *g, int kind, const weft_op *uop, const weft__
   n->graph = g;
   n->id = (uint32_t)g->nodes.len;
   n->kind = (uint8_t)kind;
-  n->nargs = (uint8_t)nargs;
+  n->nargs = (uint16_t)nargs;
   n->flags = (uint8_t)flags;
   n->device = dev;
   n->user_op = uop;
@@ -367,15 +367,23 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   return WEFT_OK;
 }
 
+/* The access mode of argument i of a call of op (a listed one, or the op's rest). */
+static weft_access mode_of(const weft_op *op, int i) {
+  return i < op->desc.nargs ? op->desc.access[i] : op->desc.rest;
+}
+
 int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int nargs,
               const void *params, size_t params_size) {
   char d1[32], d2[32], argname[16];
   if (g == NULL || op == NULL) return weft__err(WEFT_EINVAL, "weft_call: graph or op is NULL");
   call c;
   call_begin(&c, g, WEFT__OP_USER, op->name);
-  if (nargs != op->desc.nargs)
+  if (op->desc.rest == 0 && nargs != op->desc.nargs)
     return weft__err(WEFT_EINVAL, "node %u '%s': the op takes %d arguments, got %d", c.id, op->name,
                      op->desc.nargs, nargs);
+  if (op->desc.rest != 0 && (nargs < op->desc.nargs || nargs > WEFT_MAX_CALL_ARGS))
+    return weft__err(WEFT_EINVAL, "node %u '%s': the op takes %d to %d arguments, got %d", c.id, op->name,
+                     op->desc.nargs, WEFT_MAX_CALL_ARGS, nargs);
   if (nargs > 0 && args == NULL)
     return weft__err(WEFT_EINVAL, "node %u '%s': args is NULL", c.id, op->name);
   if (params_size > 0 && params == NULL)
@@ -389,14 +397,14 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
       snprintf(argname, sizeof argname, "%d", i);
       return check_tensor(&c, args[i], argname);
     }
-    if ((op->desc.access[i] & WEFT_WRITE) && !have_dev) {
+    if ((mode_of(op, i) & WEFT_WRITE) && !have_dev) {
       dev = args[i]->device;
       have_dev = 1;
     }
   }
   if (!have_dev && nargs > 0) dev = args[0]->device;
   for (int i = 0; i < nargs; i++)
-    if ((op->desc.access[i] & WEFT_WRITE) && !weft_device_equal(args[i]->device, dev))
+    if ((mode_of(op, i) & WEFT_WRITE) && !weft_device_equal(args[i]->device, dev))
       return weft__err(WEFT_EDEVICE,
                        "node %u '%s': written argument %d (%s) lives on %s but the node runs on %s",
                        c.id, op->name, i, weft__tensor_name(args[i]),
@@ -407,14 +415,19 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     return weft__err(WEFT_EDEVICE, "node %u '%s': the op has no kernel for %s", c.id, op->name,
                      weft_device_str(dev, d1, sizeof d1));
   if ((rc = weft__graph_check_idle(g, op->name)) != WEFT_OK) return rc;
-  weft__arg local[WEFT_MAX_ARGS];
+  /* The arguments as the node will hold them (a copy in place of a read input on another
+   * device), in the graph's arena; with the tensor pointers in order for the cost hint. */
+  weft__arg *local = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *local, 8);
+  const weft_tensor **targs = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *targs, 8);
+  if (local == NULL || targs == NULL) return call_fail(&c, weft__oom("a call's arguments"));
   for (int i = 0; i < nargs; i++) {
     weft_tensor *t = args[i];
-    if (op->desc.access[i] == WEFT_READ && !weft_device_equal(t->device, dev)) {
+    if (mode_of(op, i) == WEFT_READ && !weft_device_equal(t->device, dev)) {
       snprintf(argname, sizeof argname, "%d", i);
       if ((rc = localise(&c, &t, dev, argname)) != WEFT_OK) return call_fail(&c, rc);
     }
-    local[i] = (weft__arg){t, (uint8_t)op->desc.access[i]};
+    local[i] = (weft__arg){t, (uint8_t)mode_of(op, i)};
+    targs[i] = t;
   }
   void *p = NULL;
   if (params_size > 0) {
@@ -426,6 +439,7 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     return call_fail(&c, rc);
   n->params = p;
   n->params_size = params_size;
+  n->targs = targs;
   invalidate_copies(n);
   return WEFT_OK;
 }

@@ -101,6 +101,12 @@ static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which,
   }
 }
 
+void weft__ctx_bind(weft_kernel_ctx *ctx) {
+  const weft_node *n = ctx->node;
+  ctx->data = n->nargs <= WEFT__CTX_INLINE ? ctx->inline_data : ctx->plan->x[ctx->index].args_room;
+  for (int i = 0; i < n->nargs; i++) ctx->data[i] = n->args[i].t->data;
+}
+
 /* Runs node x through its backend. With timing on, the node's record gets its lane, a start
  * and an end. One clock read a node: the end of a worker's node is the start of its next one,
  * so the dispatcher's own work between two nodes (releasing edges, taking the next node from a
@@ -120,7 +126,7 @@ static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t e
   ctx.backend = x->backend;
   ctx.stream = NULL;
   ctx.blas = NULL;
-  for (int i = 0; i < n->nargs; i++) ctx.data[i] = n->args[i].t->data;
+  weft__ctx_bind(&ctx);
   err[0] = '\0';
   ctx.err = err;
   ctx.err_size = err_size;

@@ -234,6 +234,9 @@ int weft_op_register(weft_runtime *rt, const weft_op_desc *d, const weft_op **ou
     if (d->access[i] != WEFT_READ && d->access[i] != WEFT_WRITE && d->access[i] != WEFT_READ_WRITE)
       return weft__err(WEFT_EINVAL, "weft_op_register: op '%s' argument %d has access mode %d "
                        "(WEFT_READ, WEFT_WRITE or WEFT_READ_WRITE)", d->name, i, (int)d->access[i]);
+  if (d->rest != 0 && d->rest != WEFT_READ && d->rest != WEFT_WRITE && d->rest != WEFT_READ_WRITE)
+    return weft__err(WEFT_EINVAL, "weft_op_register: op '%s' has rest access mode %d (0 for a fixed "
+                     "arity, or WEFT_READ, WEFT_WRITE or WEFT_READ_WRITE)", d->name, (int)d->rest);
   if (d->cpu == NULL && d->cuda == NULL)
     return weft__err(WEFT_EINVAL, "weft_op_register: op '%s' has no kernel", d->name);
   weft_op *op = weft__calloc(1, sizeof *op);

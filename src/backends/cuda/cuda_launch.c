@@ -423,7 +423,7 @@ static void deferred_ctx(const cu_defer *d, weft_kernel_ctx *ctx, char *err, siz
   ctx->index = d->index;
   ctx->device = n->device;
   ctx->backend = px->backend;
-  for (int i = 0; i < n->nargs; i++) ctx->data[i] = n->args[i].t->data;
+  weft__ctx_bind(ctx);
   err[0] = '\0';
   ctx->err = err;
   ctx->err_size = err_size;

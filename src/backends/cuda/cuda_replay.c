@@ -131,7 +131,7 @@ static int capture(cu_state *st, cu_plan *cp) {
       ctx.index = i;
       ctx.device = nd->device;
       ctx.backend = st->b;
-      for (int a = 0; a < nd->nargs; a++) ctx.data[a] = nd->args[a].t->data;
+      weft__ctx_bind(&ctx);
       ctx.err = err;
       ctx.err_size = sizeof err;
       rc = weft__cu_enqueue(st, cp, &ctx, &cs, 0);

@@ -40,9 +40,7 @@ static size_t arg_bytes(const weft_node *n) {
 static double user_flops(const weft_node *n) {
   const weft_op_desc *d = &n->user_op->desc;
   if (d->cost == NULL) return -1;
-  const weft_tensor *args[WEFT_MAX_ARGS];
-  for (int i = 0; i < n->nargs; i++) args[i] = n->args[i].t;
-  double f = d->cost(args, n->nargs, n->params, d->user);
+  double f = d->cost(n->targs, n->nargs, n->params, d->user);
   return f >= 0 && isfinite(f) ? f : -1;
 }
 

@@ -38,6 +38,7 @@ static void plan_free_arrays(weft__plan *p) {
   weft__mem_put(mem, p->succ_early, U8_BYTES(p->m));
   weft__mem_put(mem, p->pred, U32_BYTES(p->m));
   weft__mem_put(mem, p->roots, U32_BYTES(p->n));
+  weft__mem_put(mem, p->args_room, p->nargs_room * sizeof(void *));
   gpu_free(&p->gpu);
   weft__exec_free(p);
 }
@@ -145,12 +146,26 @@ int weft__plan_build(weft_graph *g) {
   if ((rc = weft__exec_init(p)) != WEFT_OK) goto fail;
   weft__graph_order(g, p->order);
   weft_node **nodes = g->nodes.data;
+  size_t room = 0;
   for (uint32_t i = 0; i < n; i++) {
     weft__xnode *x = &p->x[i];
     x->node = nodes[i];
     x->plan = p;
     x->id = i;
     x->backend = weft__backend_for(rt, nodes[i]->device);
+    if (nodes[i]->nargs > WEFT__CTX_INLINE) room += nodes[i]->nargs;
+  }
+  if (room > 0) {
+    if ((p->args_room = weft__mem_get(p->mem, room * sizeof(void *))) == NULL) {
+      rc = weft__oom("a plan");
+      goto fail;
+    }
+    p->nargs_room = room;
+    for (uint32_t i = 0, at = 0; i < n; i++)
+      if (nodes[i]->nargs > WEFT__CTX_INLINE) {
+        p->x[i].args_room = p->args_room + at;
+        at += nodes[i]->nargs;
+      }
   }
   if ((rc = plan_gpus(p, &extra)) != WEFT_OK || (rc = build_edges(p, &extra)) != WEFT_OK) goto fail;
   if (p->gpu.node != NULL && (rc = weft__plan_batches(p)) != WEFT_OK) goto fail;

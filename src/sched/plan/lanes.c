@@ -32,11 +32,8 @@ double weft__plan_work(const weft_node *nd) {
     case WEFT__OP_LINEAR:
       return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[0];
     case WEFT__OP_USER:
-      if (nd->user_op->desc.cost != NULL) {
-        const weft_tensor *args[WEFT_MAX_ARGS];
-        for (int i = 0; i < nd->nargs; i++) args[i] = nd->args[i].t;
-        return nd->user_op->desc.cost(args, nd->nargs, nd->params, nd->user_op->desc.user);
-      }
+      if (nd->user_op->desc.cost != NULL)
+        return nd->user_op->desc.cost(nd->targs, nd->nargs, nd->params, nd->user_op->desc.user);
       return (double)a->numel;
     default:
       return (double)a->numel + 1;

@@ -157,6 +157,8 @@ typedef struct weft__xnode {
   uint32_t indeg;
   uint32_t id;
   struct weft__xnode *next_ready; /* the dispatcher's; backends never touch it */
+  void **args_room;               /* a node of more than WEFT__CTX_INLINE arguments: room for
+                                     its kernel context's argument pointers (weft__ctx_bind) */
   void *bstate;                   /* the node's backend state, if its backend keeps any */
 } weft__xnode;
 
@@ -175,6 +177,8 @@ typedef struct weft__plan {
   uint32_t *pred;       /* CSR of predecessors */
   uint32_t *roots;
   uint32_t nroots;
+  void **args_room;     /* the nodes' args_room, one block */
+  size_t nargs_room;
   weft__gpu_plan gpu;
   void *bstate[WEFT__MAX_BACKENDS];  /* per backend (by weft__backend.index) plan state */
   struct weft__plan_exec *exec;      /* the dispatcher's per-run state (sched/sched.h) */
