@@ -2,7 +2,8 @@
  * each of N GPUs. One graph holds every chain (weft runs them at once, one chain per GPU, from
  * different CPU workers); the baseline runs the same chains one after the other, each its own
  * graph, in the same process. The figure is the speed-up sequential / parallel; targets: at
- * least 1.97 on 2 GPUs, 3.9 on 4 (PyTorch: 1.99 on 2).
+ * least 1.97 on 2 GPUs, 3.9 on 4 (PyTorch's, from torch_reference.py in the same call, is the
+ * reference).
  *
  * Usage: bench_gpu_multi_gpu [--size 4000] [--count 50] [--reps 5] [--json]   (all GPUs) */
 #include "bench_gpu_common.h"

@@ -119,12 +119,12 @@ static double time_eager(weft_graph *g, int reps) {
 }
 
 /* A short workload's eager runs, then its replays, each back to back (time_eager, time_graph),
- * as the benchmarks run them (not in bursts with pauses between: on the H100's VMs a pause lets
- * the threads and cores go idle, and the runs after it pay the wake-ups), in ROUNDS rounds
- * ROUND_GAP_MS apart, of which the median. One round lasts 20-60 ms, and the host costs that
- * bound these runs move by 20-40% from one second to the next on those VMs (small_ops eager:
- * 0.75-1.09 ms in 16 processes on one VM; docs/benchmarks.md, "Sleeping threads"): the rounds
- * span the second or more over which the calibration takes its host figures (calibrate.c). */
+ * as the benchmarks run them (not in bursts with pauses between: on the GPU machines' VMs a
+ * pause lets the threads and cores go idle, and the runs after it pay the wake-ups), in ROUNDS
+ * rounds ROUND_GAP_MS apart, of which the median. One round lasts tens of milliseconds, and the
+ * host costs that bound these runs move from one second to the next on those VMs
+ * (docs/benchmarks.md, "How to read these figures"): the rounds span the second or more over
+ * which the calibration takes its host figures (src/tools/calibrate/calibrate.c). */
 enum { ROUNDS = 5, ROUND_GAP_MS = 250 };
 
 static void time_short(weft_graph *g, int reps, double *eager, double *replay) {
@@ -287,7 +287,8 @@ static int wanted(const opts *o, const char *name) {
  * `ngpus` of its GPUs. */
 static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, table *t, int col) {
   /* Workloads of milliseconds or less take at least 21 runs: the VMs move their runs' times
-   * by more than the target from one run to the next (a one-node run: 38-122 us). */
+   * by more than the target from one run to the next (docs/benchmarks.md, "Diagnostics": a
+   * run's fixed cost through the command line). */
   int reps = o->reps, many = reps < 21 ? 21 : reps;
   int k = 0;
   if (weft_device_count(rt, WEFT_DEVICE_CUDA) < ngpus) {
@@ -405,10 +406,10 @@ static void measure(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, 
 }
 
 /* The measured column: `passes` whole passes over the workloads, one after the other, and each
- * figure the median of its passes. On the H100's VMs a process's host costs move by 20-40% for
+ * figure the median of its passes. On the GPU machines' VMs a process's host costs move for
  * seconds at a time, and the first seconds of a fresh VM run slower still (docs/benchmarks.md,
- * "Sleeping threads", "Held members, and passes"): a figure taken within one second
- * (time_short) can land inside such a spell, three passes some 20 seconds apart rarely all do. On a simulated machine
+ * "How to read these figures"): a figure taken within one second (time_short) can land inside
+ * such a spell, three passes some 20 seconds apart rarely all do. On a simulated machine
  * standing in for the real one a pass is exact: one is enough. */
 static void measure_passes(weft_runtime *rt, const opts *o, const sizes *z, int ngpus, table *t) {
   int passes = weft_sim_active(rt) ? 1 : o->passes;

@@ -254,7 +254,7 @@ static int batch_of(weft_graph *g, weft_node *n, unsigned *first, unsigned *last
   return s != NULL && sscanf(s, "batched: nodes %u..%u", first, last) == 2;
 }
 
-/* The host's result of step k of batched_chain's program on x (y read). */
+/* The host's result of step k of small_chains_are_batched's program on x (y read). */
 static void chain_step(int k, float *x, const float *y, int n) {
   for (int i = 0; i < n; i++) switch (k % 5) {
       case 0: x[i] = x[i] + y[i]; break;
@@ -284,7 +284,7 @@ static void small_chains_are_batched(void **state) {
     switch (k % 5) {
       case 0: CHECK(weft_add(f->g, k == 0 ? x0 : x, y, &x)); break;
       case 1:
-        if (k == 151) { /* through a temporary: t = 0.5 x; x = relu(t) is step 152's */
+        if (k == 151) { /* through a temporary: t = 0.5 x; x = t - y is step 152's */
           weft_tensor *t = NULL;
           CHECK(weft_scale(f->g, x, 0.5, &t));
           chain[k] = weft_graph_last_node(f->g);

@@ -120,9 +120,9 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
   assert_true(s.critical_path_s >= 6 * 8000e-6);
   /* Both workers: one chain each, at the same time. A worker's utilisation is its chain's time
    * over the longer chain's, and an 8 ms sleep can overrun by milliseconds on a loaded machine
-   * (CI's TSan build, tests run two at a time on two cores: 48.5 ms against 65.3 once), so the
-   * test asserts that the chains overlapped, not that they took equally long: the makespan is
-   * well under the two busy times added (one after the other, it would be at least that). */
+   * (CI's TSan build runs the tests two at a time on two cores), so the test asserts that the
+   * chains overlapped, not that they took equally long: the makespan is well under the two busy
+   * times added (one after the other, it would be at least that). */
   assert_int_equal(weft_run_stats_lane_count(st), 2);
   double busy = 0;
   for (size_t l = 0; l < 2; l++) {

@@ -30,11 +30,10 @@
 #define PROG_BAD "param N = 8\nfrobnicate x\n"
 #define PROG_BAD_WHERE ":2:1:"
 /* A chain of 2K matrix products of 512 x 512 (a few milliseconds each): long for a large K,
- * and cancelled within one product. w = 1/512 keeps the values near their start: with w =
- * 0.001 each product scaled them by 0.512, and from the 124th on they were denormal floats,
- * which an Intel CPU multiplies through microcode assists about a hundred times slower (the
- * 400 products of test_sigterm_finishes_runs then took over a minute on the GPU machine's
- * Xeon, against a second on an AMD EPYC). */
+ * and cancelled within one product. w = 1/512 keeps the values near their start: with a
+ * smaller w each product would shrink them, and after some hundred products they would be
+ * denormal floats, which an Intel CPU multiplies through microcode assists, far slower than
+ * normal ones, so test_sigterm_finishes_runs's 400 products would take minutes there. */
 #define PROG_SLOW                                                                          \
   "param K = 25\ntensor a: f32[512, 512] = uniform(-1, 1, seed=1)\n"                       \
   "tensor b: f32[512, 512] = uniform(-1, 1, seed=2)\n"                                      \

@@ -58,9 +58,9 @@ static weft_sim_summary run_summary(weft_graph *g) {
   return s;
 }
 
-/* The profile's time for one n x n x n product on a GPU. */
 /* The modelled time of an n x n x n f32 product on the profile's GPU: a product with at least
- * one 128 x 128 output tile per SM computes whole tiles (sim_backend.c, gpu_cost). */
+ * one 128 x 128 output tile per SM computes whole tiles (src/sched/cost/cost.c,
+ * weft__cost_gpu). */
 static double gemm_time(const weft__sim_profile *p, double n) {
   double m = n;
   double tiles = ceil(n / 128) * ceil(n / 128);
@@ -123,9 +123,9 @@ static void test_profiles_shipped(void **state) {
   assert_int_equal(x4.ngpus, 4);
   assert_false(h100.peer_access);
   assert_true(x2.peer_access && x4.peer_access);
-  /* Measured on the machines (weft calibrate, 2026-11-21); the figures in the range of
-   * PyTorch's on the same machines (shared/device/README.md): 49 TFLOP/s at 4000 on the H100,
-   * 55 GB/s pinned, 378 GB/s over NVLink. */
+  /* Measured on the machines by weft calibrate; a few figures checked against the range of
+   * PyTorch's on the same machines (shared/device/README.md): the f32 product rate at 4000 on
+   * the H100, the pinned host-to-device bandwidth, the NVLink peer bandwidth. */
   assert_true(tu_contains(h100.source, "Measured by weft calibrate"));
   assert_true(tu_contains(x2.source, "Measured by weft calibrate"));
   assert_true(tu_contains(x4.source, "Measured by weft calibrate"));
@@ -394,9 +394,10 @@ static double independent_products(weft_runtime *rt, int64_t n, int k) {
 }
 
 /* The device is shared in start order: kernel k runs at min(1, capacity left / its share).
- * 100 independent 400^2 products on four streams take 100 x share x their time (the H100 ran
- * them only 1.5 x faster than one after the other); with share 1 one after the other, as large
- * kernels do; with a quarter, four at once. */
+ * 100 independent 400^2 products on four streams take 100 x share x their time (cuBLAS's
+ * products of that size occupy more of the device than their work needs: docs/simulator.md,
+ * "The model"); with share 1 one after the other, as large kernels do; with a quarter, four at
+ * once. */
 static void test_shared_device(void **state) {
   (void)state;
   weft__sim_profile p = load("h100");
@@ -1128,7 +1129,8 @@ static void test_summary_states(void **state) {
 /* ---- calibration gives a simulated machine's profile back --------------------------------------- */
 
 /* The rate a simulated GPU product of side x achieves: the curve's, except below its first
- * point, where a product takes as long as the first point's (sim_backend.c, gpu_cost). */
+ * point, where a product takes as long as the first point's (src/sched/cost/cost.c,
+ * weft__cost_gpu). */
 static double gpu_rate(const weft__sim_curve *c, double x) {
   if (c->n > 0 && x < c->x[0]) return c->y[0] * (x / c->x[0]) * (x / c->x[0]) * (x / c->x[0]);
   return weft__sim_curve_at(c, x);

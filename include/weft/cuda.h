@@ -7,11 +7,14 @@
  * only when WEFT_HAVE_CUDA is 1; check weft_device_count(rt, WEFT_DEVICE_CUDA) at run time.
  *
  * Memory model in one paragraph: every device has one stream-ordered memory pool
- * (cudaMallocAsync). Kept tensors get storage from it when they are materialised; temporaries
- * (an op's result that a later node reads and that is not kept) get storage when their first
- * writer is enqueued and give it back after their last reader, on the device's timeline, so a
- * graph such as 50 x (y = x.x; copy y to the host) runs in a few buffers. The pool keeps what it
- * has reserved (like PyTorch's caching allocator) until weft_cuda_memory_trim. */
+ * (cudaMallocFromPoolAsync). Kept tensors get storage from it when they are materialised;
+ * temporaries (an op's result that a later node reads and that is not kept) get storage when
+ * their first writer is enqueued and give it back on the device's timeline: once its last
+ * reader is passed, a temporary is freed when a later allocation on its device claims it (the
+ * oldest such ones beyond a window of the most recent), or else by the run's drain, so a graph
+ * such as 50 x (y = x.x; copy y to the host) runs in a few buffers (docs/cuda.md, "Memory").
+ * The pool keeps what it has reserved (like PyTorch's caching allocator) until
+ * weft_cuda_memory_trim. */
 #ifndef WEFT_CUDA_H
 #define WEFT_CUDA_H
 

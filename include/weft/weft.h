@@ -151,8 +151,9 @@ enum {
   /* Allow TF32 tensor-core math for fp32 matrix products on the GPU (default: exact fp32). */
   WEFT_RUNTIME_ALLOW_TF32 = 1u << 2,
   /* Do not record when and where each node ran (weft/report.h then has no timeline to show).
-   * Timing is on by default and costs two clock reads a node; docs/observability.md has the
-   * measured cost. The environment variable WEFT_TIMING=0 sets this flag too. */
+   * Timing is on by default and costs one clock read a CPU node; docs/benchmarks.md, "What
+   * node timing costs", has the measured cost. The environment variable WEFT_TIMING=0 sets
+   * this flag too. */
   WEFT_RUNTIME_NO_TIMING = 1u << 3,
   /* With `simulate`: also compute every node's result on the CPU, so that tensors can be read
    * after a simulated run (the environment variable WEFT_SIM_COMPUTE=1 sets it too). Without

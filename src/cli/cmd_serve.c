@@ -158,7 +158,7 @@ static const char serve_help[] =
 /* The most one part of an answer may hold. */
 #define CLI_MAX_ANSWER 0x7fffffffu
 
-static char read_buf[65536]; /* the loop's one read buffer: read_cb consumes it at once */
+static char read_buf[65536]; /* the loop's one read buffer: on_read consumes it at once */
 
 /* The server's lists of connections and submissions are intrusive and doubly linked. */
 #define LIST_PUSH(head, item)                  \

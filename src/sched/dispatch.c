@@ -111,9 +111,10 @@ void weft__ctx_bind(weft_kernel_ctx *ctx) {
  * and an end. One clock read a node: the end of a worker's node is the start of its next one,
  * so the dispatcher's own work between two nodes (releasing edges, taking the next node from a
  * deque) counts with the second; a worker that went idle (weft__dispatch_flush) reads the
- * clock afresh for its next node. A read costs 10 to 27 ns (docs/observability.md), which
- * is why there is one, not two. A node whose work completes later (WEFT__PENDING) gets its end
- * at completion, from its backend or weft__sched_complete. */
+ * clock afresh for its next node. The clock read is most of what timing adds to an empty task
+ * (docs/benchmarks.md, "What node timing costs"), which is why there is one, not two. A node
+ * whose work completes later (WEFT__PENDING) gets its end at completion, from its backend or
+ * weft__sched_complete. */
 static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t err_size) {
   weft_node *n = x->node;
   weft_kernel_ctx ctx;
@@ -403,10 +404,10 @@ int weft_graph_launch_cb(weft_graph *g, weft_run_cb cb, void *arg, weft_run **ou
   return launch(g, cb, arg, out);
 }
 
-/* A waiter that sleeps pays a wake-up when the run ends (5-25 us on the H100's VMs: docs/
- * benchmarks.md, "Where a short run's time goes"), so it first watches the run for
- * WEFT__WAIT_SPIN_NS, yielding its core to whoever wants it. It then still takes the lock: the
- * run's end publishes `done` under it, and the run may be destroyed as soon as this returns. */
+/* A waiter that sleeps pays a wake-up when the run ends (docs/benchmarks.md, "Diagnostics": the
+ * caller's wake-up), so it first watches the run for WEFT__WAIT_SPIN_NS, yielding its core to
+ * whoever wants it. It then still takes the lock: the run's end publishes `done` under it, and
+ * the run may be destroyed as soon as this returns. */
 int weft_run_wait(weft_run *r) {
   if (r == NULL) return weft__err(WEFT_EINVAL, "weft_run_wait: run is NULL");
   uint64_t t0 = weft__now_ns();

@@ -16,9 +16,9 @@
  * Before sleeping a worker spins briefly, which keeps it awake through the short gaps of
  * fine-grained graphs and saves the futex round trip. And one worker at a time, the lookout,
  * then watches for LOOKOUT_NS more, yielding its core between looks: a program that launches
- * run after run finds a worker awake for the next one. Waking a sleeping worker cost a run's
- * first node 18-20 us on the H100's VMs, on every run long enough for the workers to fall
- * asleep (docs/benchmarks.md, "Sleeping threads").
+ * run after run finds a worker awake for the next one. Otherwise every run long enough for the
+ * workers to fall asleep would start with a wake-up, which delays its first node and adds to a
+ * short run's fixed cost (docs/benchmarks.md, "Diagnostics").
  *
  * Lock order: inject_lock and sleep_lock are leaves and never held together. */
 #include "sched/sched.h"

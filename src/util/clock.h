@@ -1,14 +1,15 @@
 /* clock.h — weft's one clock: nanoseconds on the CLOCK_MONOTONIC epoch. weft__now_ns reads
  * CLOCK_MONOTONIC itself (spin limits, progress, anything that needs no calibration);
- * weft__clock_now is the time base of node timing, cheap enough to read twice around every
- * node, and what weft_clock_ns (weft/report.h) gives users and the command.
+ * weft__clock_now is the time base of node timing, cheap enough to read once for every node
+ * (sched/dispatch.c, run_node), and what weft_clock_ns (weft/report.h) gives users and the
+ * command.
  *
  * Where the CPU has an invariant TSC (x86-64 with CPUID 0x80000007 EDX bit 8: constant rate,
  * running through sleep states, synchronised across cores), a read is one rdtsc and one
- * multiply: ns = ns0 + (tsc - tsc0) * mult / 2^32. Measured on the development machine (AMD
- * EPYC under KVM): rdtsc 10 ns a read against 23 ns for clock_gettime(CLOCK_MONOTONIC), so
- * the two reads around a node cost 20 ns instead of 46 (docs/observability.md has the
- * bench_overhead figures). Elsewhere the clock is clock_gettime(CLOCK_MONOTONIC).
+ * multiply: ns = ns0 + (tsc - tsc0) * mult / 2^32, which costs less than a call to
+ * clock_gettime(CLOCK_MONOTONIC) and so less on every timed node (docs/benchmarks.md, "What
+ * node timing costs", has both clocks and the bench_overhead figures). Elsewhere the clock is
+ * clock_gettime(CLOCK_MONOTONIC).
  *
  * Calibration: (tsc0, ns0) is taken once, the first time a plan is built with timing on, and
  * `mult` from a 2 ms window against CLOCK_MONOTONIC (about 1e-5 relative error). Each run's

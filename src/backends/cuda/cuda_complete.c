@@ -27,18 +27,18 @@
 
 /* Waiting for the device: poll hot for HOT_NS, then poll yielding the core between polls
  * until SPIN_NS, then sleep in cudaEventSynchronize. A wake-up from that sleep costs tens of
- * microseconds, which a single 4000^2 product (2.6 ms) would notice; a core polling and
+ * microseconds, which even a run of a single large product would notice; a core polling and
  * yielding costs the CPU workers almost nothing (PyTorch's synchronize spins likewise). */
 #define HOT_NS 50000ull
 #define SPIN_NS 250000000ull
 
 /* With nothing to poll, the thread watches its queue for IDLE_NS before it sleeps on it: a
  * program that runs graph after graph then queues its next run's requests to a thread that is
- * awake. Waking it cost the drain 5-10 us on the H100's VMs, on the path of every short run
- * (docs/benchmarks.md, "Where a short run's time goes"). While an eager run that uses the device
- * is in flight, its drain is coming: the thread watches on, yielding its core between looks (as
- * it does while an event is pending), up to SPIN_NS; asleep, it took 12-25 us to wake for the
- * drain of runs of 100 products ("Sleeping threads"). */
+ * awake: waking it would add to the drain, on the path of every short run (a run's fixed cost:
+ * docs/benchmarks.md, "Diagnostics"). While an eager run that uses the device is in flight, its
+ * drain is coming: the thread watches on, yielding its core between looks (as it does while an
+ * event is pending), up to SPIN_NS, so that a run that outlasts IDLE_NS (small_ops' 100
+ * products do) does not find it asleep at its drain. */
 #define IDLE_NS 200000ull
 
 static void idle_watch(cu_device *d) {
@@ -225,9 +225,9 @@ static void drain_failed(cu_plan *cp, cudaError_t e, uint32_t node) {
  * appended to it[] (*n of them). Each stream the plan used gets one event after its last node (the
  * one timing records to close the stream's last group, when it does). Only when the run leaves
  * temporaries to free does the device's join stream wait for all of them, free them, and give one
- * event instead: an event record costs the host 2-4 us on the H100's VMs, and a drain of four
- * streams through the join stream (three calls a stream) took 25-32 us, on the path of every
- * short run (docs/benchmarks.md). */
+ * event instead: a drain through the join stream adds a wait for each stream's event and a
+ * record on the join stream to the host's calls, and the drain is on the path of every short
+ * run (a run's fixed cost: docs/benchmarks.md, "Diagnostics"). */
 static void drain_device(cu_state *st, cu_plan *cp, weft_run *run, int dev, cu_item *it, size_t *n) {
   cu_device *d = &st->dev[dev];
   weft_tensor **ts = cp->p->graph->tensors.data;

@@ -374,9 +374,9 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
  * node on the stream's `pending` list and go on (the launch returns WEFT__DEFERRED), and the
  * holder enqueues every node left there before it lets the stream go, then reports their issue
  * to the scheduler (weft__sched_issued) once it has. So each stream is fed by one thread at a
- * time and no thread spins for a stream: with 16 workers and four streams, twelve spinning and
- * yielding workers slowed the four enqueueing ones (100 independent 400^2 products, eager:
- * 0.79-0.82 ms with 16 workers, 0.72-0.73 with 4, on the H100; docs/benchmarks.md).
+ * time and no thread spins for a stream: with more workers than streams, the workers spinning
+ * and yielding for a stream slow the ones enqueueing (docs/cuda.md, "Enqueueing"; the
+ * small_ops benchmark, docs/benchmarks.md, "GPU: the CUDA backend").
  *
  * No node is left behind: a worker pushes its node, then tries the lock; the holder empties
  * the list, unlocks, then looks at the list again and takes the lock back if it finds a node.
@@ -541,9 +541,9 @@ int weft__cu_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   /* A held member of a batch that waits for, frees and allocates nothing makes no CUDA call:
    * it writes its op into its batch and is done, without its stream's lock. The batch is its
    * chain's alone, and the chain is issued one node at a time, each after its predecessor has
-   * returned (it is that node's only successor). On the H100 this took the CUDA calls and the
-   * lock out of 127 of every 128 nodes of a chain of one-element adds (docs/benchmarks.md,
-   * "Held members, and passes"). */
+   * returned (it is that node's only successor). This takes the CUDA calls and the lock out of
+   * 127 of every 128 nodes of a chain of one-element adds (docs/cuda.md, "Batches"; the
+   * dispatch benchmark, docs/benchmarks.md, "GPU: the CUDA backend"). */
   if ((x->flags & WEFT__G_DEFER) && x->wait_b == x->wait_e && x->free_b == x->free_e && x->alloc_b == x->alloc_e) {
     temp_args(cp, ctx);
     return batch_add(ctx, cp, x, NULL);

@@ -10,9 +10,9 @@
  *   - in an eager run, the host time just before its work was enqueued (the device cannot
  *     start it earlier: this is what places a node that found its stream idle), and in a
  *     replay the moment the replayed graph started on the device.
- * A start event as well would double the cost (measured, docs/observability.md "Cost"); the
- * derived start was within a median 1.3 to 2.8 us of one on the H100 (WEFT_CUDA_TIMING_CHECK=1
- * compares them): early on an idle stream by the host's launch call, exact behind other work.
+ * A start event as well would double the cost; the derived start is early on an idle stream by
+ * the host's launch call, exact behind other work (WEFT_CUDA_TIMING_CHECK=1 compares the two;
+ * docs/benchmarks.md, "What node timing costs", has the cost and the precision).
  *
  * Time base. At run_begin one reference event per device is recorded on the device's `clk`
  * stream, which nothing else uses (so the event completes as soon as the device sees it),
@@ -20,9 +20,9 @@
  * then the reference's plus cudaEventElapsedTime(reference, event). Every device has its
  * own reference (events of two devices cannot be compared), and all land on one base.
  *
- * Groups. A tick costs the host a record and a read (2.3 us a node on the H100's VM, which
- * made a chain of one-element adds 65% slower to enqueue), and in a replay the stream an
- * event-record node (below). So consecutive small nodes of a stream form a *group* closed by
+ * Groups. A tick costs the host a record and a read, a large part of what enqueueing a small
+ * node costs, and in a replay the stream an event-record node (below; docs/benchmarks.md,
+ * "What node timing costs"). So consecutive small nodes of a stream form a *group* closed by
  * one tick, and share its measured interval: in proportion to their estimated device times,
  * none starting before what bounds it (above), so gaps where the stream waited for the host
  * stay gaps. In an eager run a node ticks when it is a copy or estimated at 50 us or more
@@ -34,16 +34,16 @@
  * enqueued there before it (eprev); stamp[i] says in which run it ticked.
  *
  * Replays. A captured graph records its ticks as event-record nodes of the graph
- * (cudaEventRecordExternal), which sit in the stream's chain, and each costs the stream about
- * 2.9 us on the H100 (a replayed chain of one-element adds went from 0.98 to 3.87 us a node
- * with a tick per node). So a replay's groups are larger: a tick once their estimated device
- * time reaches WEFT_CUDA_TIMING_GROUP_US (1000 us by default; 0 ticks every node in eager runs
- * and replays alike). A node whose own estimate reaches the group size ticks alone, and the
- * last node of each stream ticks. The cost is then
- * at most one tick per millisecond of a stream's work (0.3%): a 10 000-node chain of adds
- * replays with ten ticks, a product of 4000^2 has its own. The capture's order on each stream
- * is the plan's topological order (rprev, rnext); the groups are computed in that order, so
- * the nodes a group's first node waits for (earlier in it) are known when it is placed.
+ * (cudaEventRecordExternal), which sit in the stream's chain, and each costs the stream a few
+ * microseconds, more than a replayed one-element add (docs/benchmarks.md, "What node timing
+ * costs"). So a replay's groups are larger: a tick once their estimated device time reaches
+ * WEFT_CUDA_TIMING_GROUP_US (1000 us by default; 0 ticks every node in eager runs and replays
+ * alike). A node whose own estimate reaches the group size ticks alone, and the last node of
+ * each stream ticks. The cost is then at most one tick per millisecond of a stream's work: a
+ * 10 000-node chain of adds replays with ten ticks, a product of 4000^2 has its own. The
+ * capture's order on each stream is the plan's topological order (rprev, rnext); the groups
+ * are computed in that order, so the nodes a group's first node waits for (earlier in it) are
+ * known when it is placed.
  *
  * Reading. The events are read once the run's work is known to be complete: for a node with a
  * CPU successor, by the completion thread that saw its event (before weft__sched_complete);
@@ -409,7 +409,8 @@ static int eager_end(cu_plan *cp, uint32_t i) {
  * last end is the largest over k of lb[k] + c S[k] (S[k]: the estimates from k on; lb[0] taken
  * no earlier than s0): a maximum of lines, non-decreasing in c. It reaches e first on the
  * steepest-bound line, at c = min over k of (e - lb[k]) / S[k]; 0 when a bound is past e. (A
- * bisection over 40 placements cost a 10 000-node eager chain 0.86 ms at its run's end.) */
+ * bisection would place the group some 40 times, at the end of every run, on the path of the
+ * caller's return.) */
 static void eager_group(cu_plan *cp, const uint32_t *seq, uint32_t m, uint64_t s0, uint64_t e) {
   cu_timing *tm = cp->tm;
   for (uint32_t a = 0; a < m; a++) tm->lb[a] = waits_end(cp, seq[a], tm->t_enq[seq[a]]);
@@ -582,7 +583,8 @@ static int cmp_i64(const void *a, const void *b) {
 }
 
 /* WEFT_CUDA_TIMING_CHECK=1 (eager runs): each derived start against an event recorded right
- * before the node's work, on standard error; what docs/observability.md quotes. */
+ * before the node's work, on standard error; what docs/benchmarks.md, "What node timing costs",
+ * quotes. */
 static void check_starts(cu_plan *cp) {
   cu_timing *tm = cp->tm;
   int64_t *d = weft__malloc((cp->n ? cp->n : 1) * sizeof *d);

@@ -6,10 +6,11 @@
  *                    temporary it allocates, divided by min(launch_lanes, nodes ready) (workers
  *                    enqueue independent nodes on different streams in parallel; a chain is
  *                    enqueued one node after the other), but with others ready no less than
- *                    the node's submit_min (a product's gemm_f32_wide_s, sim_backend.c); or
- *                    replay_node_s when an all-GPU graph runs again (CUDA graph replay). A GPU
- *                    node can be submitted once its GPU predecessors are submitted (the device
- *                    orders them through streams and events) and its CPU predecessors ended.
+ *                    the node's submit_min (a product's gemm_f32_wide_s, from
+ *                    src/sched/cost/cost.c); or replay_node_s when an all-GPU graph runs again
+ *                    (CUDA graph replay). A GPU node can be submitted once its GPU predecessors
+ *                    are submitted (the device orders them through streams and events) and its
+ *                    CPU predecessors ended.
  *   batches          a node of a batch (src/sched/plan/batches.c; sim_backend.c prices it) costs its submission
  *                    batch_node_s and the batch's last node a launch too; the batch's nodes
  *                    join their stream when the last is submitted (its kernel is launched

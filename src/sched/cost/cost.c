@@ -100,10 +100,11 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
         tpeak += bias;
       }
       /* A product's share is measured where the profile has it (gemm_f32_share): cuBLAS picks
-       * kernels that occupy far more of the device than their throughput needs (on the H100,
-       * 100 independent 400^2 products on four streams ran only 1.5 x faster than one after
-       * the other, where the computed share, 0.25, gives 4 x). A product that fills the device
-       * takes all of it. */
+       * kernels that occupy far more of the device than their throughput needs, so independent
+       * small products on several streams overlap far less than the computed share predicts
+       * (docs/simulator.md, "The model": the compute engine; bench_cuda_calls's products in a
+       * chain and on four streams, docs/benchmarks.md, "Diagnostics"). A product that fills
+       * the device takes all of it. */
       if (dtype_index(n) == 0 && g->gemm_share.n > 0)
         measured = fills ? 1.0
                          : WEFT__MIN(1.0, WEFT__MAX(1.0 / g->compute_streams, weft__sim_curve_at(&g->gemm_share, side)));
@@ -180,7 +181,8 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
  * once (des.c divides by launch_lanes), but an f32 product that does not fill the device, of a
  * size within gemm_f32_wide_s, adds no less than that curve to an eager run: the measured time
  * of each of many independent ones (smaller products are what launch_lanes is measured on).
- * Those calls contend in cuBLAS and the driver (docs/simulator.md, "Submission"). */
+ * Those calls contend in cuBLAS and the driver (docs/simulator.md, "The model": host
+ * submission). */
 void weft__cost_submit(const weft__cost_model *m, const weft_node *nd, int events, double *submit,
                        double *submit_min) {
   const weft__sim_gpu *g = &m->prof.gpu;

@@ -4,8 +4,9 @@
  * function of size, memory bandwidth, kernel, launch and event costs, streams and copy
  * engines), and the links between them (host-to-device, device-to-host, pinned and pageable,
  * device-to-device). The JSON format is documented in docs/simulator.md; `weft calibrate`
- * (calibrate.c) writes it and profiles/ ships measured or derived ones, which are compiled into
- * the library (profiles_data.c, generated) so that "h100" works wherever weft is installed.
+ * (src/tools/calibrate/calibrate.c) writes it and profiles/ ships measured or derived ones,
+ * which are compiled into the library (profiles_data.c, generated) so that "h100" works
+ * wherever weft is installed.
  *
  * Names: a `simulate` option that contains a '/' or ends in ".json" is a file; otherwise it is
  * a shipped name ("h100", "h200x2"), or a shipped family with a device count ("h200x8": the

@@ -1,11 +1,12 @@
 /* batches.c — chains of small elementwise GPU nodes launched as one kernel.
  *
  * A small elementwise kernel costs the device about a microsecond but the host a whole launch,
- * so a chain of them is bound by the launches (docs/benchmarks.md, Dispatch). Consecutive links
- * of such a chain on one stream are therefore batched: each node but the last adds its op to
- * the batch (WEFT__G_DEFER) and the last (WEFT__G_FLUSH) launches all of them as one kernel, so
- * a chain pays a launch per WEFT__PLAN_BATCH_MAX nodes. The members of a batch that wait for,
- * free and allocate nothing are *held*: they only write their op into the batch.
+ * so a chain of them is bound by the launches (docs/cuda.md, "Batches"; the dispatch
+ * benchmark, docs/benchmarks.md, "GPU: the CUDA backend"). Consecutive links of such a chain
+ * on one stream are therefore batched: each node but the last adds its op to the batch
+ * (WEFT__G_DEFER) and the last (WEFT__G_FLUSH) launches all of them as one kernel, so a chain
+ * pays a launch per WEFT__PLAN_BATCH_MAX nodes. The members of a batch that wait for, free and
+ * allocate nothing are *held*: they only write their op into the batch.
  *
  * A link i -> j qualifies when nothing but j can observe that i's op has not been launched yet
  * when i returns: both are elementwise ops over at most WEFT__PLAN_BATCH_NUMEL elements, j is

@@ -8,15 +8,16 @@
  *
  * Turns. A stream runs its work in the order the host enqueued it, and in an eager run the
  * workers enqueue the nodes that are ready together in whatever order they take them. For the
- * products of the reference graph 50 x (y = x.x; copy y to the host) that order followed the
+ * products of the reference graph 50 x (y = x.x; copy y to the host) that order follows the
  * claims of the memory plan in three interleaved runs (product i + 3 becomes ready when copy i
- * is issued), so a copy enqueued early waited for a product enqueued early, the copies of
- * finished products queued behind it, and products that claim their buffers waited for those
- * copies (docs/benchmarks.md, Overlap). So the nodes that hold a stream long take it in the
- * plan's order: large products on the main stream (WEFT__G_BIG) and copies on the copy
- * streams, each given a *turn* on its stream in the plan's order; one that comes before its
- * turn is parked and enqueued by the thread that enqueues the turn before it (the CUDA
- * backend's cuda_launch.c, "Turns").
+ * is issued), so a copy enqueued early waits for a product enqueued early, the copies of
+ * finished products queue behind it, and products that claim their buffers wait for those
+ * copies (docs/cuda.md, "Enqueueing"; the overlap benchmark, docs/benchmarks.md, "GPU: the
+ * CUDA backend"). So the nodes that hold a stream long take it in the plan's order: large
+ * products on the main stream (WEFT__G_BIG) and copies on the copy streams, each given a
+ * *turn* on its stream in the plan's order; one that comes before its turn is parked and
+ * enqueued by the thread that enqueues the turn before it (the CUDA backend's cuda_launch.c,
+ * "Turns").
  *
  * Only nodes that become ready through GPU nodes alone get turns ("host-free": every
  * predecessor, by data or by claim, is a host-free GPU node): a turn could otherwise keep the

@@ -2,7 +2,7 @@
  *
  * The model is a snapshot: per node its interval (nanoseconds from the run's launch), lane,
  * device and whether it is a copy; the lanes; the dependency edges (CSR both ways). It is
- * built from a run by weft__rep_from_run (stats.c) or directly by the unit tests, which is
+ * built from a run by weft_run_stats_create (stats.c) or directly by the unit tests, which is
  * why the analyses take nothing but the model: the critical path, the busy time of each lane,
  * and the overlap accounting with its "why" classification can be checked on intervals made
  * up by hand.

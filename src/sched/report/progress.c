@@ -1,9 +1,10 @@
 /* progress.c — how far a run in flight has got, and a progress bar on a terminal.
  *
  * weft_run_progress counts the nodes whose timing record belongs to this run (timing.h): a
- * scan of the records, 24 bytes a node, so a poll costs about 0.1 ms per 100 000 nodes and
- * the run pays nothing for it. With timing off it falls back to the run's completion counter,
- * which workers publish in batches (dispatch.c), so it moves in steps.
+ * scan of the records, 24 bytes a node, which the caller pays on each poll (docs/
+ * observability.md, "Progress", says how much) and the run never does. With timing off it
+ * falls back to the run's completion counter, which workers publish in batches (dispatch.c),
+ * so it moves in steps.
  *
  * weft_run_wait_progress waits on the run's condition with a 100 ms timeout and redraws the
  * bar at each wake-up. The bar appears only after 200 ms (counted from the first run of a

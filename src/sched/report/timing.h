@@ -4,9 +4,9 @@
  * Layout: one weft__ntime per node in plan->times (24 bytes: start, end, lane), allocated with
  * the plan's other arrays from p->mem, or NULL when timing is off. The fields are relaxed
  * atomics: on x86-64 and AArch64 a relaxed store is a plain store, so the hot path pays only
- * for the two clock reads; the atomics keep a progress poll that reads them while workers
- * write them free of data races. A run's records are complete when the run is done (the
- * completion count that ends the run orders every record before it).
+ * for the clock read (one a CPU node: dispatch.c, run_node); the atomics keep a progress poll
+ * that reads them while workers write them free of data races. A run's records are complete
+ * when the run is done (the completion count that ends the run orders every record before it).
  *
  * A record belongs to the current run when its end is at or after the run's launch time:
  * records are never cleared between runs, because ends only grow (the clock is monotonic and

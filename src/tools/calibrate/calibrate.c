@@ -59,7 +59,7 @@
  *   WAIT_SPIN_NS  how long weft_run_wait watches a run before it sleeps (WEFT__WAIT_SPIN_NS,
  *                 src/backends/backend.h);
  *   BATCH_MAX     the most ops one batch's kernel runs (WEFT__PLAN_BATCH_MAX,
- *                 src/sched/plan/plan.h; weft/cuda.h's "up to 128 ops");
+ *                 src/sched/plan/plan.h; weft/weft.h's "up to 128 ops");
  *   TILE          a product fills the device when it has at least one TILE x TILE output tile
  *                 per SM (weft__plan_fills_device, src/sched/plan/lanes.c). */
 enum { WAIT_SPIN_NS = 200000, BATCH_MAX = 128, TILE = 128 };
@@ -194,12 +194,12 @@ static int per_node(const cal *c, build_fn build, const void *arg, int first, do
   return WEFT_OK;
 }
 
-/* The host costs of small nodes, and the links, are what these VMs disturb most, and not only
- * from one measurement to the next: one calibration on the H100 measured independent tiny
- * products at 15.4 us each where the call before measured 2.6, and on one VM bursts of the
- * same eager run seconds apart differed by 20-35% (docs/benchmarks.md). So such a figure is
- * the median of SPREAD measurements SPREAD_GAP_MS apart, taken over a second or more (one on
- * a simulated machine, which is exact). */
+/* The host costs of small nodes, and the links, are what the GPU machines' VMs disturb most,
+ * and not only from one measurement to the next: a single measurement can be several times
+ * another taken a call earlier, and bursts of the same eager run seconds apart differ widely
+ * (docs/benchmarks.md, "How to read these figures"). So such a figure is the median of SPREAD
+ * measurements SPREAD_GAP_MS apart, taken over a second or more (one on a simulated machine,
+ * which is exact). */
 enum { SPREAD = 5, SPREAD_GAP_MS = 250 };
 
 static void pause_between(void) {
@@ -233,8 +233,8 @@ static int time_spread(const cal *c, build_fn build, const void *arg, int k, int
 }
 
 /* Batches are measured on chains of 2 BATCH_K nodes: a node's cost settles only in graphs of
- * thousands of nodes (bench_gpu_costs: 0.30-0.34 us a batched node from 2 000 nodes up on the
- * H100), and 8 000 nodes make 62 whole batches of 128 and a part. */
+ * thousands of nodes (bench_gpu_costs shows it against the chain's length), and 8 000 nodes
+ * make 62 whole batches of 128 and a part. */
 #define BATCH_K 4000
 
 /* ---- the graphs ------------------------------------------------------------------------------ */
@@ -592,8 +592,9 @@ static void device_name(char *out, size_t size, const char *name) {
 /* Eager runs are what the simulator prices with launch_s and event_s: a graph's first run
  * without the building of its plan (which the model leaves out: it grows with the graph, not
  * per node). On a real GPU they are re-runs with replay off (a fresh graph's first run also
- * builds the plan and its events: 10.4 us a node against 6.6 on the H100); on a simulated one,
- * first runs, since its re-runs are replays. */
+ * builds the plan and its events, a large part of its time per node: the dispatch benchmark's
+ * cold first run, docs/benchmarks.md, "GPU: the CUDA backend"); on a simulated one, first runs,
+ * since its re-runs are replays. */
 static void eager_runs(const cal *c, int on) {
 #if WEFT_HAVE_CUDA
   if (!c->simulated) weft_cuda_set_replay(c->rt, !on);
@@ -620,10 +621,8 @@ static void batching(const cal *c, int on) {
  * of 2 BATCH_K nodes, less the replay's fixed cost (replay_run_s). Eager, a node of a batch
  * costs the host batch_node_s and each batch a launch: the mean over the same chain, less the
  * run's fixed cost (run_s) and the last batch's kernel, which runs once the host is done. One
- * long chain varies less than a difference of two: on the H100 the difference of 4 000 and
- * 8 000 nodes gave 0.36 us a node eager where 8 000 alone gave 0.34 (and the 10 000 of
- * bench_gpu_dispatch 0.29 in the same call), and replayed, in one call 0.11 and in another
- * 0.165 us where bench_gpu_dispatch measured 0.20-0.22. The model's terms are in des.c. */
+ * long chain, less its fixed cost, varies less than the difference of two chains of different
+ * lengths, which subtracts one noisy time from another. The model's terms are in des.c. */
 static int measure_batches(const cal *c, profile *p) {
   vec_arg tiny = {weft_cuda(0), 1, 0};
   double eager = 0, replay = 0;
@@ -685,8 +684,8 @@ static int gemm_shares(const cal *c, weft_device dev, profile *p) {
     double eager;
     int rc = per_node(c, build_wide, &a, 0, 0.03, &wide);
     if (rc != WEFT_OK) return rc;
-    /* In runs of a few milliseconds, the length of the benchmarks' eager runs (runs of 30 ms
-     * gave the same within 3% on the H100: 6.3-6.5 us a 400^2 product). */
+    /* In runs of a few milliseconds, the length of the benchmarks' eager runs (longer runs
+     * give about the same figure, at more of the calibration's time). */
     eager_runs(c, 1);
     rc = per_node_med(c, build_wide, &a, c->simulated, 0.004, &eager);
     eager_runs(c, 0);
@@ -781,8 +780,8 @@ static int describe_gpu(const cal *c, weft_device dev, profile *p) {
 
 static int measure_gpu(const cal *c, profile *p, int ngpus) {
   /* Powers of two and round decimal sizes, the two families programs use: cuBLAS's time is
-   * not smooth in n (on the H100 a 100^2 product took longer than a 128^2 one), so the curve
-   * holds both rather than interpolating one from the other. */
+   * not smooth in n (a round size can take longer than the power of two above it), so the
+   * curve holds both rather than interpolating one from the other. */
   static const int64_t full[] = {64, 100, 128, 200, 256, 400, 512, 1000, 1024, 2000, 2048, 4000, 4096, 8192},
                        quick[] = {256, 1024, 4096};
   static const int64_t full64[] = {256, 1024, 4096}, quick64[] = {1024};
@@ -862,9 +861,9 @@ static int measure_gpu(const cal *c, profile *p, int ngpus) {
 }
 
 /* A run's fixed cost (run_s eager, replay_run_s replayed): a graph of one tiny GPU node, the
- * median of MAX_REPS runs (the VMs move it from run to run: 38-122 us on one H200 in one
- * minute), less the same graph simulated with every other figure as measured and no fixed
- * cost. */
+ * median of MAX_REPS runs (the VMs move it widely from run to run: docs/benchmarks.md,
+ * "Diagnostics", a run's fixed cost through the command line), less the same graph simulated
+ * with every other figure as measured and no fixed cost. */
 static int fit_run(const cal *c, profile *p) {
   static const char *const fixed[] = {"run_s", "replay_run_s", NULL};
   vec_arg a = {weft_cuda(0), 1, 0};
