@@ -2,9 +2,13 @@
  * (the calibration tool's weft_calibrate, src/tools/calibrate) on this machine's devices, or on
  * a simulated machine (which checks the calibration itself without a GPU), and write it as
  * JSON. */
+#include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "tools/calibrate/calibrate.h"
@@ -56,14 +60,22 @@ int cli_cmd_calibrate(int argc, char **argv) {
   }
   if (optind < argc) return cli_usage_error("calibrate", "unexpected argument '%s'", argv[optind]);
   if (out == NULL) return cli_usage_error("calibrate", "missing -o FILE: where to write the profile");
+  /* A profile takes up to a minute to measure: say at once when it could not be written. */
+  char *dir = strdup(out);
+  if (dir == NULL) return cli_error(CLI_EXIT_FAILED, "out of memory");
+  int writable = access(dirname(dir), W_OK) == 0;
+  free(dir);
+  if (!writable)
+    return cli_error(CLI_EXIT_USAGE, "calibrate: cannot write the profile %s: %s", out, strerror(errno));
   weft_runtime *rt = NULL;
   int code = cli_runtime((int)workers, simulate, &rt);
   if (code != CLI_EXIT_OK) return code;
   co.log = quiet ? NULL : stderr;
   int rc = weft_calibrate(rt, &co, out);
   if (rc != WEFT_OK)
-    code = cli_error(rc == WEFT_EINVAL || rc == WEFT_ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILED,
-                     "calibrate: %s", weft_calibrate_last_error());
+    code = cli_error(rc == WEFT_EINVAL || rc == WEFT_ENOENT ? CLI_EXIT_USAGE : CLI_EXIT_FAILED, "%s%s",
+                     strncmp(weft_calibrate_last_error(), "calibrate: ", 11) == 0 ? "" : "calibrate: ",
+                     weft_calibrate_last_error());
   else if (!quiet)
     fprintf(stderr, "%s: calibrate: wrote %s\n", cli_progname, out);
   weft_runtime_destroy(rt);
