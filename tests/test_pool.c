@@ -1,0 +1,159 @@
+/* test_pool.c — src/sched/pool.c: every worker of the pool takes work when there is enough for
+ * all of them. A graph as wide as the pool, whose tasks each wait until as many tasks as there
+ * are workers are in flight at once, completes only if every worker runs one: a worker that is
+ * lost (asleep while work waits, never started, or starved of its core) turns it into a wait
+ * that a generous deadline turns into a failure. Checked right after the runtime is created,
+ * right after a matrix product (a BLAS that starts threads of its own would compete then), and
+ * over many steps of a stencil, for 1, 2, 4 workers and one a core. No timing is asserted: the
+ * deadline only bounds a hang. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "weft/report.h"
+
+enum { DEADLINE_S = 60 };
+
+typedef struct barrier {
+  atomic_int in_flight; /* tasks of the current step that have started */
+  int width;
+  atomic_int timed_out;
+} barrier;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct task_params {
+  barrier *b;
+  int step;
+} task_params;
+
+/* A task of step k: arrives, then waits until the whole step (width tasks) has arrived. The
+ * counter counts arrivals over all steps, so step k waits for (k + 1) x width. */
+static int barrier_task(weft_kernel_ctx *ctx) {
+  const task_params *tp = weft_ctx_params(ctx, NULL);
+  barrier *b = tp->b;
+  const int *step = &tp->step;
+  int want = (*step + 1) * b->width;
+  atomic_fetch_add(&b->in_flight, 1);
+  double give_up = now_s() + DEADLINE_S;
+  struct timespec nap = {0, 20000};
+  while (atomic_load(&b->in_flight) < want) {
+    if (atomic_load(&b->timed_out) || now_s() > give_up) {
+      atomic_store(&b->timed_out, 1);
+      return weft_ctx_fail(ctx, "only %d of %d tasks of step %d were ever in flight at once: a worker was lost",
+                           atomic_load(&b->in_flight) - *step * b->width, b->width, *step);
+    }
+    nanosleep(&nap, NULL); /* more workers than cores must still all get to run */
+  }
+  return WEFT_OK;
+}
+
+/* A runtime of `workers` and a graph of `steps` x `workers` barrier tasks; each task of a step
+ * reads its neighbours' tensors of the step before (a 1-D stencil), so steps follow each other
+ * through the dependencies alone. Runs it and checks that every worker ran a task each step. */
+static void run_barrier_graph(weft_runtime *rt, int workers, int steps) {
+  static const weft_access modes[3] = {WEFT_WRITE, WEFT_READ, WEFT_READ};
+  barrier b = {.width = workers};
+  atomic_init(&b.in_flight, 0);
+  atomic_init(&b.timed_out, 0);
+  const weft_op *op = weft_op_find(rt, "barrier");
+  if (op == NULL) op = tu_op(rt, "barrier", 3, modes, barrier_task, NULL);
+  weft_graph *g = tu_graph(rt);
+  weft_tensor **cur = calloc((size_t)workers, sizeof *cur), **next = calloc((size_t)workers, sizeof *next);
+  assert_non_null(cur);
+  assert_non_null(next);
+  for (int i = 0; i < workers; i++) cur[i] = tu_scalar(g, "s", 0);
+  for (int k = 0; k < steps; k++) {
+    for (int i = 0; i < workers; i++) {
+      next[i] = tu_scalar(g, "s", 0);
+      weft_tensor *args[3] = {next[i], cur[(i + workers - 1) % workers], cur[(i + 1) % workers]};
+      task_params tp = {&b, k};
+      CHECK(weft_call(g, op, args, 3, &tp, sizeof tp));
+    }
+    weft_tensor **t = cur;
+    cur = next;
+    next = t;
+  }
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  int rc = weft_run_wait(r);
+  if (rc != WEFT_OK) fail_msg("%d workers, %d steps: %s", workers, steps, weft_run_error(r));
+  assert_int_equal(atomic_load(&b.in_flight), workers * steps);
+  /* Every worker ran one task of each step. */
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(r, &st));
+  int busy = 0;
+  for (size_t l = 0; l < weft_run_stats_lane_count(st); l++) {
+    weft_lane_stats ls;
+    CHECK(weft_run_stats_lane(st, l, &ls));
+    if (strcmp(ls.kind, "cpu") == 0 && ls.nodes > 0) {
+      busy++;
+      assert_int_equal(ls.nodes, steps);
+    }
+  }
+  assert_int_equal(busy, workers);
+  weft_run_stats_destroy(st);
+  weft_run_destroy(r);
+  weft_graph_destroy(g);
+  free(cur);
+  free(next);
+}
+
+static int cores(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n > 0 ? (int)n : 1;
+}
+
+static void every_worker_right_after_create(void **state) {
+  (void)state;
+  int widths[4] = {1, 2, 4, cores()};
+  for (int w = 0; w < 4; w++) {
+    weft_runtime *rt = tu_runtime_cpu(widths[w]);
+    run_barrier_graph(rt, widths[w], 1);
+    weft_runtime_destroy(rt);
+  }
+}
+
+static void every_worker_right_after_a_product(void **state) {
+  (void)state;
+  int widths[3] = {2, 4, cores()};
+  for (int w = 0; w < 3; w++) {
+    weft_runtime *rt = tu_runtime_cpu(widths[w]);
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *a = tu_matrix(g, "a", 384, 384, 1), *c = NULL;
+    CHECK(weft_mm(g, a, a, &c));
+    CHECK(weft_graph_run(g));
+    weft_graph_destroy(g);
+    run_barrier_graph(rt, widths[w], 1);
+    weft_runtime_destroy(rt);
+  }
+}
+
+static void every_worker_every_step(void **state) {
+  (void)state;
+  int widths[2] = {2, cores() > 2 ? cores() : 3};
+  for (int w = 0; w < 2; w++) {
+    weft_runtime *rt = tu_runtime_cpu(widths[w]);
+    run_barrier_graph(rt, widths[w], 20);
+    run_barrier_graph(rt, widths[w], 20); /* a second graph in the same runtime */
+    weft_runtime_destroy(rt);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_worker_right_after_create),
+      cmocka_unit_test(every_worker_right_after_a_product),
+      cmocka_unit_test(every_worker_every_step),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
