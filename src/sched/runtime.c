@@ -15,6 +15,7 @@
 
 #include "sched/plan/policy.h"
 #include "sched/sched.h"
+#include "util/clock.h"
 
 /* The simulated machine's backend (src/backends/sim/sim_backend.c). */
 extern const weft__backend_vtable weft__sim_backend;
@@ -47,6 +48,7 @@ static int add_backend(weft_runtime *rt, const weft__backend_vtable *vt, const w
 
 int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if (out == NULL) return weft__err(WEFT_EINVAL, "weft_runtime_create: out is NULL");
+  weft__clock_init(); /* the clock's anchor: its first calibration window starts now */
   weft_runtime_options o;
   if (opts != NULL)
     o = *opts;

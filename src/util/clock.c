@@ -3,8 +3,10 @@
  *
  * A calibration point pairs a TSC read with a CLOCK_MONOTONIC read: of five tries, the one
  * whose two bracketing TSC reads are closest, the monotonic time set against their midpoint,
- * so that a preemption between the reads does not skew the pair. The first calibration
- * spins 2 ms between two points; later refinements measure from the anchor to now. */
+ * so that a preemption between the reads does not skew the pair. Nothing waits for the
+ * calibration: the anchor is one point, and the rate comes from the anchor and a point taken
+ * at a launch once the first window has passed by itself; until then the clock reads
+ * CLOCK_MONOTONIC, on the same time base. */
 #include <time.h>
 
 #include "util/clock.h"
@@ -71,21 +73,10 @@ void weft__clock_init(void) {
     while (atomic_load_explicit(&weft__clk.state, memory_order_acquire) != 2) relax();
     return;
   }
-  weft__clk.tsc = 0;
 #if WEFT__HAVE_TSC
   if (tsc_invariant()) {
-    uint64_t ta, na, tb, nb;
-    cal_point(&ta, &na);
-    do cal_point(&tb, &nb);
-    while (nb - na < CAL_WINDOW_NS);
-    uint64_t m = rate(ta, na, tb, nb);
-    if (m != 0) {
-      weft__clk.tsc0 = ta;
-      weft__clk.ns0 = na;
-      atomic_store_explicit(&weft__clk.refined_ticks, tb - ta, memory_order_relaxed);
-      atomic_store_explicit(&weft__clk.mult, m, memory_order_relaxed);
-      weft__clk.tsc = 1;
-    }
+    cal_point(&weft__clk.tsc0, &weft__clk.ns0);
+    weft__clk.can_tsc = 1;
   }
 #endif
   atomic_store_explicit(&weft__clk.state, 2, memory_order_release);
@@ -93,10 +84,14 @@ void weft__clock_init(void) {
 
 void weft__clock_refine(void) {
 #if WEFT__HAVE_TSC
-  if (!weft__clk.tsc) return;
+  if (atomic_load_explicit(&weft__clk.state, memory_order_acquire) != 2 || !weft__clk.can_tsc) return;
   static atomic_flag busy = ATOMIC_FLAG_INIT;
-  uint64_t d = __rdtsc() - weft__clk.tsc0;
-  if (d < 2 * atomic_load_explicit(&weft__clk.refined_ticks, memory_order_relaxed)) return;
+  uint64_t refined = atomic_load_explicit(&weft__clk.refined_ticks, memory_order_relaxed);
+  if (refined == 0) {
+    if (weft__now_ns() - weft__clk.ns0 < CAL_WINDOW_NS) return; /* the first window is not over */
+  } else if (__rdtsc() - weft__clk.tsc0 < 2 * refined) {
+    return;
+  }
   if (atomic_flag_test_and_set_explicit(&busy, memory_order_acquire)) return;
   uint64_t tb, nb;
   cal_point(&tb, &nb);
@@ -104,6 +99,8 @@ void weft__clock_refine(void) {
   if (m != 0) {
     atomic_store_explicit(&weft__clk.mult, m, memory_order_relaxed);
     atomic_store_explicit(&weft__clk.refined_ticks, tb - weft__clk.tsc0, memory_order_relaxed);
+    /* Readers switch to the TSC once its rate is known (release: they see it with the flag). */
+    atomic_store_explicit(&weft__clk.tsc, 1, memory_order_release);
   }
   atomic_flag_clear_explicit(&busy, memory_order_release);
 #endif

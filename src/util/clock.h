@@ -11,13 +11,15 @@
  * node timing costs", has both clocks and the bench_overhead figures). Elsewhere the clock is
  * clock_gettime(CLOCK_MONOTONIC).
  *
- * Calibration: (tsc0, ns0) is taken once, the first time a plan is built with timing on, and
- * `mult` from a 2 ms window against CLOCK_MONOTONIC (about 1e-5 relative error). Each run's
- * launch refines `mult` over the whole time since (tsc0, ns0) whenever that time has doubled
- * since the last refinement, so after a second the error is below 1e-7. A refinement moves
- * converted times by at most the error it removes (about 10 us at the first, after 1 s);
- * the statistics clamp any interval whose end would precede its start. `mult` is the only
- * field that changes after calibration and is read and written atomically. */
+ * Calibration costs no run any waiting. The anchor (tsc0, ns0) is one calibration point, taken
+ * when the first runtime is created (weft__clock_init). Until the TSC's rate is known the clock
+ * reads CLOCK_MONOTONIC itself, on the same time base. The first launch at least 2 ms after the
+ * anchor measures the rate over that window (about 1e-5 relative error) and switches readers
+ * to the TSC (`tsc`); later launches refine `mult` over the whole time since the anchor
+ * whenever that time has doubled since the last refinement, so after a second the error is
+ * below 1e-7. A refinement moves converted times by at most the error it removes (about 10 us
+ * at the first, after 1 s); the statistics clamp any interval whose end would precede its
+ * start. `mult` and `tsc` are the fields that change after the anchor, atomically. */
 #ifndef WEFT_UTIL_CLOCK_H
 #define WEFT_UTIL_CLOCK_H
 
@@ -37,8 +39,9 @@ typedef struct weft__clock_state {
   uint64_t tsc0, ns0;          /* the anchor, fixed once calibrated */
   _Atomic uint64_t mult;       /* ns per tick, 32.32 fixed point */
   _Atomic uint64_t refined_ticks; /* ticks since tsc0 at the last refinement */
-  atomic_int state;            /* 0 not calibrated, 1 calibrating, 2 ready */
-  int tsc;                     /* 1: read the TSC; 0: clock_gettime */
+  atomic_int state;            /* 0 no anchor, 1 anchoring, 2 anchored */
+  int can_tsc;                 /* the TSC is invariant: it may be calibrated */
+  atomic_int tsc;              /* 1: the rate is known, read the TSC; 0: clock_gettime */
 } weft__clock_state;
 
 extern weft__clock_state weft__clk;
@@ -46,16 +49,18 @@ extern weft__clock_state weft__clk;
 /* CLOCK_MONOTONIC in nanoseconds. Thread-safe: yes. */
 uint64_t weft__now_ns(void);
 
-/* Calibrates the clock once (later calls return at once). Thread-safe: yes. */
+/* Takes the clock's anchor once (later calls return at once; none waits for a calibration
+ * window). Thread-safe: yes. */
 void weft__clock_init(void);
-/* Refines the TSC rate over the time since calibration when that time has doubled since
- * the last refinement (cheap otherwise: one rdtsc). Thread-safe: yes. */
+/* Measures the TSC's rate once the first window since the anchor has passed, then refines it
+ * whenever the time since the anchor has doubled since the last refinement (cheap otherwise:
+ * one clock read). Thread-safe: yes. */
 void weft__clock_refine(void);
 
 /* The time now, in nanoseconds (weft__clock_init must have run). */
 static inline uint64_t weft__clock_now(void) {
 #if WEFT__HAVE_TSC
-  if (WEFT__LIKELY(weft__clk.tsc)) {
+  if (WEFT__LIKELY(atomic_load_explicit(&weft__clk.tsc, memory_order_acquire))) {
     int64_t d = (int64_t)(__rdtsc() - weft__clk.tsc0);
     uint64_t m = atomic_load_explicit(&weft__clk.mult, memory_order_relaxed);
     __extension__ __int128 p = (__int128)d * (__int128)m;
