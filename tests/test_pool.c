@@ -4,8 +4,8 @@
  * lost (asleep while work waits, never started, or starved of its core) turns it into a wait
  * that a generous deadline turns into a failure. Checked right after the runtime is created,
  * right after a matrix product (a BLAS that starts threads of its own would compete then), and
- * over many steps of a stencil, for 1, 2, 4 workers and one a core. No timing is asserted: the
- * deadline only bounds a hang. */
+ * over many steps of a stencil, for 1, 2, 4 workers and one a core; and the run's counts of
+ * steals and wake-ups. No timing is asserted: the deadline only bounds a hang. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdio.h>
@@ -149,11 +149,50 @@ static void every_worker_every_step(void **state) {
   }
 }
 
+/* The run's pool counts: a node whose W successors each wait until W of them are in flight
+ * makes the other workers steal W - 1 of them (the worker that readies them runs one and queues
+ * the rest on its own deque); and a launch after the workers have fallen asleep wakes one. */
+static void the_pool_counts_steals_and_wakeups(void **state) {
+  (void)state;
+  enum { W = 3 };
+  weft_runtime *rt = tu_runtime_cpu(W);
+  static const weft_access modes[3] = {WEFT_WRITE, WEFT_READ, WEFT_READ};
+  const weft_op *op = tu_op(rt, "barrier", 3, modes, barrier_task, NULL);
+  barrier b = {.width = W};
+  atomic_init(&b.in_flight, 0);
+  atomic_init(&b.timed_out, 0);
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *root = tu_scalar(g, "root", 0);
+  CHECK(weft_fill(g, root, weft_full(1)));
+  for (int i = 0; i < W; i++) {
+    weft_tensor *args[3] = {tu_scalar(g, "s", 0), root, root};
+    task_params tp = {&b, 0};
+    CHECK(weft_call(g, op, args, 3, &tp, sizeof tp));
+  }
+  struct timespec idle = {0, 300000000}; /* long past the workers' spin and watch */
+  nanosleep(&idle, NULL);
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(r, &st));
+  weft_pool_counts pc;
+  weft_run_stats_pool(st, &pc);
+  assert_true(pc.steals >= W - 1);
+  assert_true(pc.wakeups >= 1);
+  assert_int_equal(pc.injected, 0);
+  weft_run_stats_destroy(st);
+  weft_run_destroy(r);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_worker_right_after_create),
       cmocka_unit_test(every_worker_right_after_a_product),
       cmocka_unit_test(every_worker_every_step),
+      cmocka_unit_test(the_pool_counts_steals_and_wakeups),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

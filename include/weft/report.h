@@ -93,6 +93,19 @@ typedef struct weft_stats_summary {
 /* Fills *out. Thread-safe: yes (the snapshot is read-only). */
 WEFT_API void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out);
 
+/* What the CPU worker pool did from a run's launch to its end: counted pool-wide, so runs in
+ * flight at the same time share their counts. These say where a short run's time went: a
+ * node that waits for a sleeping worker pays a wake-up; steals are how ready nodes spread. */
+typedef struct weft_pool_counts {
+  uint64_t steals;   /* ready nodes a worker took from another worker's queue */
+  uint64_t injected; /* ready nodes queued from outside the workers (GPU completions, reports) */
+  uint64_t sleeps;   /* times a worker went to sleep for want of work */
+  uint64_t wakeups;  /* times a sleeping worker was signalled */
+} weft_pool_counts;
+
+/* Fills *out with the run's pool counts. Thread-safe: yes. */
+WEFT_API void weft_run_stats_pool(const weft_run_stats *st, weft_pool_counts *out);
+
 /* One lane: a CPU worker or a stream of a device. */
 typedef struct weft_lane_stats {
   char name[48];       /* "cpu worker 0", "cuda:0 compute 0", "cuda:0 copy d2h 0" */

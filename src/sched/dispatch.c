@@ -274,6 +274,7 @@ static void end_run(weft_run *r) {
     weft__mutex_unlock(&r->lock);
   }
   r->t_end = weft__clock_now();
+  weft__pool_counts(rt->pool, &r->pool_end);
   pl->exec->run = NULL;
   atomic_store_explicit(&g->busy, 0, memory_order_release);
   /* The callback may ask for the run's error and failed node: publish them first. */
@@ -350,6 +351,7 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   weft__plan *pl = g->plan;
   weft_runtime *rt = g->rt;
   r->id = weft__timing_run_begin(pl);
+  weft__pool_counts(rt->pool, &r->pool_launch);
   r->t_launch = weft__clock_now();
   r->graph = g;
   r->plan = pl;

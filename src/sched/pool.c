@@ -33,6 +33,8 @@ typedef struct weft__worker {
   int index;
   uint32_t rng;
   int started;
+  /* Counted by the worker alone (relaxed; read by weft__pool_counts). */
+  _Alignas(64) atomic_uint_fast64_t steals, sleeps;
 } weft__worker;
 
 struct weft__pool {
@@ -43,6 +45,7 @@ struct weft__pool {
   weft__mutex inject_lock;
   weft__xnode *inject_head, *inject_tail;
   atomic_int inject_count;
+  atomic_uint_fast64_t injected, wakeups;
   weft_run *roots_head;
   atomic_int roots_count;
   _Alignas(64) atomic_uint_fast64_t epoch;
@@ -77,6 +80,7 @@ static void notify(weft__pool *p, int k) {
   weft__mutex_lock(&p->sleep_lock);
   atomic_fetch_add_explicit(&p->epoch, 1, memory_order_relaxed);
   weft__mutex_unlock(&p->sleep_lock);
+  atomic_fetch_add_explicit(&p->wakeups, (uint_fast64_t)k, memory_order_relaxed);
   if (k >= p->n)
     weft__cond_broadcast(&p->sleep_cond);
   else
@@ -92,6 +96,7 @@ void weft__pool_inject(weft__pool *p, weft__xnode *x) {
     p->inject_head = x;
   p->inject_tail = x;
   atomic_fetch_add_explicit(&p->inject_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&p->injected, 1, memory_order_relaxed);
   weft__mutex_unlock(&p->inject_lock);
   notify(p, 1);
 }
@@ -167,7 +172,10 @@ static weft__xnode *steal(weft__pool *p, weft__worker *w) {
       int v = (start + k) % p->n;
       if (v == w->index) continue;
       void *x = weft__wsq_steal(&p->w[v].q);
-      if (x != WEFT__WSQ_EMPTY && x != WEFT__WSQ_ABORT) return x;
+      if (x != WEFT__WSQ_EMPTY && x != WEFT__WSQ_ABORT) {
+        atomic_fetch_add_explicit(&w->steals, 1, memory_order_relaxed);
+        return x;
+      }
     }
   }
   return NULL;
@@ -214,6 +222,7 @@ static void *worker_main(void *arg) {
           atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
           break;
         }
+        atomic_fetch_add_explicit(&w->sleeps, 1, memory_order_relaxed);
         weft__mutex_lock(&p->sleep_lock);
         while (atomic_load_explicit(&p->epoch, memory_order_relaxed) == key)
           weft__cond_wait(&p->sleep_cond, &p->sleep_lock);
@@ -230,6 +239,16 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+void weft__pool_counts(const weft__pool *p, weft_pool_counts *out) {
+  memset(out, 0, sizeof *out);
+  for (int i = 0; i < p->n; i++) {
+    out->steals += atomic_load_explicit(&p->w[i].steals, memory_order_relaxed);
+    out->sleeps += atomic_load_explicit(&p->w[i].sleeps, memory_order_relaxed);
+  }
+  out->injected = atomic_load_explicit(&p->injected, memory_order_relaxed);
+  out->wakeups = atomic_load_explicit(&p->wakeups, memory_order_relaxed);
+}
+
 int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   int rc;
   weft__pool *p = zalloc64(sizeof *p);
@@ -237,6 +256,8 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   p->rt = rt;
   p->n = nworkers;
   atomic_init(&p->inject_count, 0);
+  atomic_init(&p->injected, 0);
+  atomic_init(&p->wakeups, 0);
   atomic_init(&p->roots_count, 0);
   atomic_init(&p->epoch, 0);
   atomic_init(&p->waiters, 0);

@@ -13,6 +13,7 @@
 #include "sched/report/timing.h"
 #include "sched/thread.h"
 #include "sched/wsq.h"
+#include "weft/report.h"
 
 typedef struct weft__pool weft__pool;
 typedef struct weft__blockpool weft__blockpool;
@@ -70,6 +71,7 @@ struct weft_run {
   uint32_t failed_node; /* UINT32_MAX: none */
   char error[1024];
   uint64_t t_launch, t_end; /* weft__clock_now() base, as the node times */
+  weft_pool_counts pool_launch, pool_end; /* the pool's counts at launch and at the end */
   uint64_t id;              /* unique in the process; plan->last_run while it is the latest */
   struct weft_run *next_rootrun; /* pool's list of runs with unclaimed roots */
 };
@@ -89,6 +91,10 @@ void weft__pool_submit_roots(weft__pool *p, weft_run *run);
 void weft__pool_push(weft__pool *p, weft__xnode *x);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
+/* The pool's counts since it was created (steals, injections, sleeps, wake-ups), summed over
+ * its workers; a run keeps the difference between its launch and its end. Thread-safe: yes
+ * (each count is read atomically; the sum is not a snapshot). */
+void weft__pool_counts(const weft__pool *p, weft_pool_counts *out);
 
 /* dispatch.c: called by the pool */
 void weft__dispatch_chain(weft__pool *p, int worker, weft__xnode *x);

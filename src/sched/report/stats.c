@@ -400,6 +400,10 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
     lane_name(codes[l], st->lane_name[l], sizeof st->lane_name[l]);
   }
   fill_model(st, p, t0, codes, ncodes);
+  st->pool.steals = run->pool_end.steals - run->pool_launch.steals;
+  st->pool.injected = run->pool_end.injected - run->pool_launch.injected;
+  st->pool.sleeps = run->pool_end.sleeps - run->pool_launch.sleeps;
+  st->pool.wakeups = run->pool_end.wakeups - run->pool_launch.wakeups;
   st->rep->wall = run->t_end > t0 ? run->t_end - t0 : 0;
   if ((rc = weft__rep_mirror_edges(st->rep, 1)) != WEFT_OK) goto fail;
   if ((rc = weft__rep_analyse(st->rep)) != WEFT_OK) goto fail;
@@ -425,6 +429,8 @@ void weft_run_stats_destroy(weft_run_stats *st) {
 }
 
 /* ---- accessors ------------------------------------------------------------------------------ */
+
+void weft_run_stats_pool(const weft_run_stats *st, weft_pool_counts *out) { *out = st->pool; }
 
 void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
   const weft__rep *r = st->rep;
@@ -540,6 +546,9 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
           s.critical_path_nodes);
   fprintf(f, "graph: %zu nodes (%zu ran), %zu edges, %zu cross-lane events, %zu copies (%zu inserted)\n",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
+  fprintf(f, "workers: %llu steals, %llu sleeps, %llu wake-ups, %llu nodes queued from outside\n",
+          (unsigned long long)st->pool.steals, (unsigned long long)st->pool.sleeps,
+          (unsigned long long)st->pool.wakeups, (unsigned long long)st->pool.injected);
   if (s.host_timed_nodes > 0)
     fprintf(f, "note: %zu device nodes have host-side times only (their backend reports no device "
                "times); they are left out of the copy overlap\n",
@@ -657,7 +666,10 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
     weft__json_fput_str(f, d->message, &rc);
     fputc('}', f);
   }
-  fprintf(f, "], \"host_timed_nodes\": %zu, \"mem_samples_dropped\": %zu}\n", s.host_timed_nodes,
+  fprintf(f, "], \"pool\": {\"steals\": %llu, \"sleeps\": %llu, \"wakeups\": %llu, \"injected\": %llu}",
+          (unsigned long long)st->pool.steals, (unsigned long long)st->pool.sleeps,
+          (unsigned long long)st->pool.wakeups, (unsigned long long)st->pool.injected);
+  fprintf(f, ", \"host_timed_nodes\": %zu, \"mem_samples_dropped\": %zu}\n", s.host_timed_nodes,
           s.mem_samples_dropped);
   return rc != WEFT_OK ? rc : weft__stats_stream_status(f, "run statistics (JSON)");
 }

@@ -26,6 +26,7 @@ struct weft_run_stats {
   size_t ndiag;
   size_t edges, events, inserted, copies;
   size_t hostside;           /* device nodes with host-side times only */
+  weft_pool_counts pool;     /* the worker pool's counts over the run */
 };
 
 /* A short label of node i: "mm y3 (node 7)", "copy y3 cuda:0->cpu (node 8)". */
