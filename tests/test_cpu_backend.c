@@ -12,6 +12,9 @@
 #include "testutil.h"
 #include "util/philox.h"
 
+/* (cblas.h for a reference product computed in one BLAS call.) */
+#include <cblas.h>
+
 /* A fresh graph for each case keeps the cases independent. */
 static weft_graph *fresh(tu_fixture *f) {
   weft_graph_destroy(f->g);
@@ -504,8 +507,77 @@ static void many_arguments(void **state) {
   }
 }
 
+/* Products large enough to be computed in tiles (several GFLOP), with edge tiles, the
+ * transposed B of linear, and a result that aliases its input: the same bits with 1, 2 and 3
+ * workers (the tiles depend on the shape alone), and within float rounding of one BLAS call. */
+static void large_products_are_tiled_the_same_on_any_workers(void **state) {
+  (void)state;
+  enum { M = 1500, N = 700, K = 1100 };
+  float *first[3] = {NULL, NULL, NULL};
+  for (int w = 1; w <= 3; w++) {
+    weft_runtime *rt = tu_runtime_cpu(w);
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *a, *b, *bt, *sq, *c = NULL, *l = NULL;
+    CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){M, K}, weft_cpu(), weft_uniform(-1, 1, 1), &a));
+    CHECK(weft_tensor_create(g, "b", WEFT_F32, 2, (int64_t[]){K, N}, weft_cpu(), weft_uniform(-1, 1, 2), &b));
+    CHECK(weft_tensor_create(g, "bt", WEFT_F32, 2, (int64_t[]){N, K}, weft_cpu(), weft_uniform(-1, 1, 3), &bt));
+    CHECK(weft_tensor_create(g, "sq", WEFT_F32, 2, (int64_t[]){K, K}, weft_cpu(), weft_uniform(-1, 1, 4), &sq));
+    CHECK(weft_mm(g, a, b, &c));
+    CHECK(weft_linear(g, a, bt, NULL, &l));
+    weft_tensor *keep = NULL;
+    CHECK(weft_copy(g, a, weft_cpu(), &keep));
+    CHECK(weft_mm(g, a, sq, &a)); /* in place */
+    CHECK(weft_graph_run(g));
+    weft_tensor *res[3] = {c, l, a};
+    size_t sizes[3] = {(size_t)M * N, (size_t)M * N, (size_t)M * K};
+    float *got[3];
+    for (int r = 0; r < 3; r++) {
+      got[r] = malloc(sizes[r] * sizeof(float));
+      assert_non_null(got[r]);
+      CHECK(weft_tensor_read(res[r], got[r], sizes[r] * sizeof(float)));
+    }
+    if (w == 1) {
+      /* One BLAS call each, from the inputs as weft made them. */
+      float *av = malloc((size_t)M * K * 4), *bv = malloc((size_t)K * N * 4), *btv = malloc((size_t)N * K * 4);
+      float *sqv = malloc((size_t)K * K * 4), *ref = malloc((size_t)M * K * 4);
+      assert_true(av && bv && btv && sqv && ref);
+      CHECK(weft_tensor_read(keep, av, (size_t)M * K * 4));
+      CHECK(weft_tensor_read(b, bv, (size_t)K * N * 4));
+      CHECK(weft_tensor_read(bt, btv, (size_t)N * K * 4));
+      CHECK(weft_tensor_read(sq, sqv, (size_t)K * K * 4));
+      for (int r = 0; r < 3; r++) {
+        if (r == 0)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1, av, K, bv, N, 0, ref, N);
+        else if (r == 1)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, av, K, btv, K, 0, ref, N);
+        else
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, K, K, 1, av, K, sqv, K, 0, ref, K);
+        for (size_t i = 0; i < sizes[r]; i++)
+          if (!(fabsf(got[r][i] - ref[i]) <= 1e-4f * (1 + fabsf(ref[i]))))
+            fail_msg("product %d element %zu: %g tiled, %g in one call", r, i, got[r][i], ref[i]);
+      }
+      free(av);
+      free(bv);
+      free(btv);
+      free(sqv);
+      free(ref);
+      for (int r = 0; r < 3; r++) first[r] = got[r];
+    } else {
+      for (int r = 0; r < 3; r++) {
+        if (memcmp(got[r], first[r], sizes[r] * sizeof(float)) != 0)
+          fail_msg("product %d differs with %d workers from 1 worker", r, w);
+        free(got[r]);
+      }
+    }
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  for (int r = 0; r < 3; r++) free(first[r]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(large_products_are_tiled_the_same_on_any_workers),
       cmocka_unit_test_setup_teardown(many_arguments, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_against_reference, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_in_place, tu_setup, tu_teardown),

@@ -247,8 +247,8 @@ static void test_devices(void **state) {
   CHECK(weft_device_info_get(rt, weft_cpu(), &info));
   assert_true(info.simulated);
   assert_int_equal(info.multiprocessors, 2); /* the virtual workers: cpu_workers when given */
-  /* A CPU product's threads: the simulated host's 64 cores over its 2 workers. */
-  assert_int_equal(weft_runtime_blas_threads(rt), 32);
+  /* A CPU product's threads: its tiles run on the workers, 2 of them. */
+  assert_int_equal(weft_runtime_blas_threads(rt), 2);
   assert_true(weft_device_can_access_peer(rt, weft_cuda(0), weft_cuda(3)));
   assert_false(weft_device_can_access_peer(rt, weft_cuda(1), weft_cuda(1)));
   assert_int_equal(weft_device_info_get(rt, weft_cuda(4), &info), WEFT_EDEVICE);
@@ -262,8 +262,12 @@ static void test_devices(void **state) {
   CHECK(weft_runtime_create(&o, &rt));
   assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 1);
   weft_runtime_destroy(rt);
-  /* One worker gets every simulated core for its products; the option, what it says. */
+  /* One worker is one thread for its products, all 64 workers 64; the option, what it says. */
   o.cpu_workers = 1;
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_runtime_blas_threads(rt), 1);
+  weft_runtime_destroy(rt);
+  o.cpu_workers = 0;
   CHECK(weft_runtime_create(&o, &rt));
   assert_int_equal(weft_runtime_blas_threads(rt), 64);
   weft_runtime_destroy(rt);

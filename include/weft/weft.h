@@ -166,9 +166,10 @@ enum {
 typedef struct weft_runtime_options {
   /* CPU worker threads. 0: one per core. */
   int cpu_workers;
-  /* Threads each OpenBLAS call may use. 0: the policy (see docs/architecture.md): weft's
-   * workers own the cores, so every GEMM runs with 1 thread unless cpu_workers is 1, in which
-   * case the GEMM gets all the cores. cpu_workers * blas_threads may not exceed the cores. */
+  /* The most threads one CPU matrix product uses. 0: every worker. weft's workers own the
+   * cores (docs/architecture.md, "Threads and the cores"): each BLAS call runs on one thread,
+   * and a large product is split into tiles that the pool's idle workers run, at most this many
+   * at once; a value above cpu_workers means cpu_workers. */
   int blas_threads;
   /* GPUs to use: -1 all that are visible (default), 0 none (CPU only), N the first N. */
   int max_gpus;
@@ -232,10 +233,9 @@ WEFT_API int weft_device_can_access_peer(const weft_runtime *rt, weft_device a,
 /* Number of CPU worker threads of the runtime. */
 WEFT_API int weft_runtime_cpu_workers(const weft_runtime *rt);
 
-/* Returns the threads one CPU matrix product (one OpenBLAS call) of the runtime uses: the
- * blas_threads option, else the thread policy's choice (see weft_runtime_options). On a
- * simulated runtime, the simulated host's, by which it prices a CPU product: the option, else
- * all of its cores with one worker and its cores over its workers otherwise. Thread-safe: yes. */
+/* Returns the most threads one CPU matrix product of the runtime uses (its tiles run on that
+ * many workers): the blas_threads option, else every worker. On a simulated runtime, the
+ * simulated host's, by which it prices a CPU product, by the same rule. Thread-safe: yes. */
 WEFT_API int weft_runtime_blas_threads(const weft_runtime *rt);
 
 /* Turns batches on or off for the runtime's GPUs, real or simulated, for graphs planned

@@ -245,6 +245,16 @@ void weft__sched_mem_sample(weft_run *run, weft_device device, uint64_t t_ns, ui
  * entries (a GPU temporary's memory of this run). */
 void weft__ctx_bind(weft_kernel_ctx *ctx);
 
+/* Intra-op parallelism: runs fn(arg, t) for every tile t in [0, ntiles) and returns when all
+ * are done. The calling thread runs tiles, and so do the pool's idle workers when the context's
+ * node runs on a worker of a run (never more than the runtime's intra-op width, and only
+ * workers that have nothing else to run: inter-op work comes first). Outside a run (the serial
+ * interpreter) the tiles run one after the other on the calling thread. Which thread runs a
+ * tile varies, so a kernel's tiles must be fixed by the op alone — never by the number of
+ * workers — for its results to be the same bits on every machine. fn must not block on other
+ * work of the pool. */
+void weft__ctx_parallel(weft_kernel_ctx *ctx, uint32_t ntiles, void (*fn)(void *arg, uint32_t tile), void *arg);
+
 /* The CPU kernels, shared by the CPU backend, the serial interpreter and (for host-side
  * checks) other backends: executes `ctx->node` with host pointers in ctx->data. */
 int weft__cpu_exec(weft_kernel_ctx *ctx);

@@ -101,6 +101,16 @@ static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which,
   }
 }
 
+void weft__ctx_parallel(weft_kernel_ctx *ctx, uint32_t ntiles, void (*fn)(void *arg, uint32_t tile), void *arg) {
+  weft_runtime *rt = ctx->run != NULL ? ctx->graph->rt : NULL;
+  if (rt != NULL && ntiles > 1 && rt->intra > 1 && weft__pool_is_worker(rt->pool)) {
+    uint32_t helpers = (uint32_t)rt->intra - 1;
+    weft__pool_parallel(rt->pool, ntiles, helpers < ntiles - 1 ? helpers : ntiles - 1, fn, arg);
+    return;
+  }
+  for (uint32_t t = 0; t < ntiles; t++) fn(arg, t);
+}
+
 void weft__ctx_bind(weft_kernel_ctx *ctx) {
   const weft_node *n = ctx->node;
   ctx->data = n->nargs <= WEFT__CTX_INLINE ? ctx->inline_data : ctx->plan->x[ctx->index].args_room;

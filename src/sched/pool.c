@@ -20,11 +20,31 @@
  * workers to fall asleep would start with a wake-up, which delays its first node and adds to a
  * short run's fixed cost (docs/benchmarks.md, "Diagnostics").
  *
- * Lock order: inject_lock and sleep_lock are leaves and never held together. */
+ * Parallel jobs (intra-op parallelism). A worker running a node whose kernel splits its work
+ * into tiles (a large product) publishes a job: a tile counter that anyone may advance. It runs
+ * tiles itself, and workers that find nothing else to run (their deque, the injection list,
+ * roots and steals come first: inter-op work before intra-op) join and run tiles too, so one op
+ * uses the cores that the graph leaves idle and never more threads than the pool has. When no
+ * tile is left to take the owner withdraws the job and waits only for the tiles in progress;
+ * a helper counts itself in before it reads the job and out when it is done with it, so the
+ * owner's job (on its stack) outlives every helper's use of it.
+ *
+ * Lock order: inject_lock, sleep_lock and jobs_lock are leaves and never held together. */
 #include "sched/sched.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+typedef struct weft__pjob {
+  void (*fn)(void *arg, uint32_t tile);
+  void *arg;
+  uint32_t ntiles;
+  uint32_t max_helpers;
+  atomic_uint next;    /* the next tile to take */
+  atomic_uint done;    /* tiles finished */
+  atomic_uint helpers; /* helpers counted in (never more than max_helpers) */
+  struct weft__pjob *next_job;
+} weft__pjob;
 
 typedef struct weft__worker {
   weft__wsq q;
@@ -46,6 +66,9 @@ struct weft__pool {
   weft__xnode *inject_head, *inject_tail;
   atomic_int inject_count;
   atomic_uint_fast64_t injected, wakeups;
+  weft__mutex jobs_lock;
+  weft__pjob *jobs;   /* published parallel jobs, newest first */
+  atomic_int njobs;
   weft_run *roots_head;
   atomic_int roots_count;
   _Alignas(64) atomic_uint_fast64_t epoch;
@@ -181,6 +204,77 @@ static weft__xnode *steal(weft__pool *p, weft__worker *w) {
   return NULL;
 }
 
+/* Joins a published job with tiles left and runs its tiles; returns 1 if it ran any. */
+static int help(weft__pool *p) {
+  if (atomic_load_explicit(&p->njobs, memory_order_acquire) == 0) return 0;
+  weft__pjob *j = NULL;
+  weft__mutex_lock(&p->jobs_lock);
+  for (weft__pjob *c = p->jobs; c != NULL && j == NULL; c = c->next_job)
+    if (atomic_load_explicit(&c->next, memory_order_relaxed) < c->ntiles &&
+        atomic_load_explicit(&c->helpers, memory_order_relaxed) < c->max_helpers) {
+      atomic_fetch_add_explicit(&c->helpers, 1, memory_order_relaxed);
+      j = c;
+    }
+  weft__mutex_unlock(&p->jobs_lock);
+  if (j == NULL) return 0;
+  int ran = 0;
+  for (;;) {
+    uint32_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+    if (t >= j->ntiles) break;
+    j->fn(j->arg, t);
+    ran = 1;
+    /* Release: the tile's results before the count the owner waits on. */
+    atomic_fetch_add_explicit(&j->done, 1, memory_order_release);
+  }
+  /* Release: nothing of the job is touched after this (the owner may return). */
+  atomic_fetch_sub_explicit(&j->helpers, 1, memory_order_release);
+  return ran;
+}
+
+int weft__pool_is_worker(const weft__pool *p) { return self != NULL && self->pool == p; }
+
+void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void (*fn)(void *arg, uint32_t tile),
+                         void *arg) {
+  weft__pjob j = {.fn = fn, .arg = arg, .ntiles = ntiles, .max_helpers = helpers};
+  atomic_init(&j.next, 0);
+  atomic_init(&j.done, 0);
+  atomic_init(&j.helpers, 0);
+  int published = helpers > 0;
+  if (published) {
+    weft__mutex_lock(&p->jobs_lock);
+    j.next_job = p->jobs;
+    p->jobs = &j;
+    weft__mutex_unlock(&p->jobs_lock);
+    atomic_fetch_add_explicit(&p->njobs, 1, memory_order_release);
+    notify(p, (int)helpers);
+  }
+  uint32_t mine = 0;
+  for (;;) {
+    uint32_t t = atomic_fetch_add_explicit(&j.next, 1, memory_order_relaxed);
+    if (t >= ntiles) break;
+    fn(arg, t);
+    mine++;
+  }
+  if (!published) return;
+  weft__mutex_lock(&p->jobs_lock);
+  for (weft__pjob **l = &p->jobs; *l != NULL; l = &(*l)->next_job)
+    if (*l == &j) {
+      *l = j.next_job;
+      break;
+    }
+  weft__mutex_unlock(&p->jobs_lock);
+  atomic_fetch_sub_explicit(&p->njobs, 1, memory_order_relaxed);
+  /* Acquire: the helpers' tiles are visible, and none of them reads the job any more. */
+  for (int spins = 0; atomic_load_explicit(&j.done, memory_order_acquire) + mine < ntiles ||
+                      atomic_load_explicit(&j.helpers, memory_order_acquire) != 0;
+       spins++) {
+    if (spins < 1024)
+      weft__cpu_relax();
+    else
+      weft__thread_yield();
+  }
+}
+
 static weft__xnode *find_work(weft__pool *p, weft__worker *w) {
   void *x = weft__wsq_take(&w->q);
   if (x != WEFT__WSQ_EMPTY) return x;
@@ -195,18 +289,23 @@ static void *worker_main(void *arg) {
   self = w;
   for (;;) {
     weft__xnode *x = find_work(p, w);
+    if (x == NULL && help(p)) continue;
     if (x == NULL) {
       weft__dispatch_flush();
       for (int i = 0; i < SPIN_ROUNDS && x == NULL; i++) {
         for (int k = 0; k < 32; k++) weft__cpu_relax();
         x = find_work(p, w);
+        if (x == NULL && help(p)) i = -1; /* worked: spin afresh */
       }
     }
     if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
       uint64_t t0 = weft__now_ns();
       while ((x = find_work(p, w)) == NULL && weft__now_ns() - t0 < LOOKOUT_NS &&
              !atomic_load_explicit(&p->stop, memory_order_acquire))
-        weft__thread_yield();
+        if (help(p))
+          t0 = weft__now_ns();
+        else
+          weft__thread_yield();
       atomic_store_explicit(&p->lookout, 0, memory_order_relaxed);
     }
     if (x == NULL) {
@@ -217,6 +316,11 @@ static void *worker_main(void *arg) {
       atomic_thread_fence(memory_order_seq_cst);
       uint_fast64_t key = atomic_load_explicit(&p->epoch, memory_order_seq_cst);
       x = find_work(p, w);
+      /* A job published after the count went up wakes this worker (its notify sees it). */
+      if (x == NULL && help(p)) {
+        atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
+        continue;
+      }
       if (x == NULL) {
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) {
           atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
@@ -258,14 +362,17 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   atomic_init(&p->inject_count, 0);
   atomic_init(&p->injected, 0);
   atomic_init(&p->wakeups, 0);
+  atomic_init(&p->njobs, 0);
   atomic_init(&p->roots_count, 0);
   atomic_init(&p->epoch, 0);
   atomic_init(&p->waiters, 0);
   atomic_init(&p->lookout, 0);
   atomic_init(&p->stop, 0);
-  int have_inject = 0, have_sleep = 0, have_cond = 0;
+  int have_inject = 0, have_sleep = 0, have_cond = 0, have_jobs = 0;
   if ((rc = weft__mutex_init(&p->inject_lock)) != WEFT_OK) goto fail;
   have_inject = 1;
+  if ((rc = weft__mutex_init(&p->jobs_lock)) != WEFT_OK) goto fail;
+  have_jobs = 1;
   if ((rc = weft__mutex_init(&p->sleep_lock)) != WEFT_OK) goto fail;
   have_sleep = 1;
   if ((rc = weft__cond_init(&p->sleep_cond)) != WEFT_OK) goto fail;
@@ -298,6 +405,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   *out = p;
   return WEFT_OK;
 fail:
+  if (have_jobs) weft__mutex_destroy(&p->jobs_lock);
   if (have_cond) weft__cond_destroy(&p->sleep_cond);
   if (have_sleep) weft__mutex_destroy(&p->sleep_lock);
   if (have_inject) weft__mutex_destroy(&p->inject_lock);
@@ -320,5 +428,6 @@ void weft__pool_destroy(weft__pool *p) {
   weft__cond_destroy(&p->sleep_cond);
   weft__mutex_destroy(&p->sleep_lock);
   weft__mutex_destroy(&p->inject_lock);
+  weft__mutex_destroy(&p->jobs_lock);
   weft__aligned_free(p);
 }

@@ -1,11 +1,11 @@
 /* runtime.c — the runtime: options, the backends and their devices, the worker pool, the
  * registry of user ops, and the thread policy shared with OpenBLAS.
  *
- * Thread policy (one owner of the cores at a time): weft's workers own the cores. With W
- * workers on C cores each OpenBLAS call may use floor(C / W) threads (1 by default, when W =
- * C), so inter-op parallelism never multiplies with intra-op threads. A single-worker runtime
- * gives OpenBLAS every core. OpenBLAS's thread count is process-wide, so the last runtime
- * created sets it.
+ * Thread policy: weft's workers own the cores. Every BLAS call runs on one thread (the worker
+ * that makes it); a product large enough is split into tiles that the pool's idle workers run
+ * (intra-op parallelism, pool.c "Parallel jobs"), at most `intra` of them (the blas_threads
+ * option, else all), so inter-op and intra-op parallelism share the same threads and never
+ * multiply.
  *
  * The library's one `#if WEFT_HAVE_CUDA` outside the CUDA backend is here, where the table of
  * backends is filled (backend.h declares the CUDA table under the same condition). */
@@ -69,12 +69,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     return weft__err(WEFT_EINVAL, "weft_runtime_create: no placement policy '%s' (there are: %s)", o.policy, names);
   }
   int workers = o.cpu_workers ? o.cpu_workers : cores;
-  int blas = o.blas_threads ? o.blas_threads : (cores / workers > 1 ? cores / workers : 1);
-  if (o.blas_threads && workers * o.blas_threads > cores && workers <= cores)
-    return weft__err(WEFT_EINVAL,
-                     "weft_runtime_create: %d workers x %d OpenBLAS threads oversubscribe the %d "
-                     "cores; lower one of them",
-                     workers, o.blas_threads, cores);
+  /* A product's threads are workers running its tiles: never more than the pool has. */
+  int intra = o.blas_threads && o.blas_threads < workers ? o.blas_threads : workers;
 
   int rc;
   weft_runtime *rt = weft__calloc(1, sizeof *rt);
@@ -84,7 +80,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   rt->opts.policy = NULL;
   rt->policy = policy;
   rt->cores = cores;
-  rt->blas_threads = blas;
+  rt->intra = intra;
   atomic_init(&rt->graphs, 0);
   weft__vec_init(&rt->ops, sizeof(weft_op *));
   if ((rc = weft__mutex_init(&rt->ops_lock)) != WEFT_OK) {
@@ -121,7 +117,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
       fprintf(stderr, "weft: no CUDA GPU found%s; running on the CPU alone\n",
               WEFT_HAVE_CUDA ? "" : " (built without CUDA)");
   }
-  weft__cpu_set_blas_threads(blas);
+  weft__cpu_set_blas_threads(1); /* each BLAS call is one thread; weft splits large ones */
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   *out = rt;
   return WEFT_OK;
@@ -158,7 +154,7 @@ int weft_runtime_cpu_workers(const weft_runtime *rt) { return weft__pool_size(rt
 
 int weft_runtime_blas_threads(const weft_runtime *rt) {
   const weft__backend *b = rt->by_kind[WEFT_DEVICE_CPU];
-  return b->vt->blas_threads != NULL ? b->vt->blas_threads(b) : rt->blas_threads;
+  return b->vt->blas_threads != NULL ? b->vt->blas_threads(b) : rt->intra;
 }
 
 void weft_runtime_set_batching(weft_runtime *rt, int enabled) {

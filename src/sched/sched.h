@@ -26,7 +26,7 @@ const weft__mem *weft__blockpool_mem(weft__blockpool *p);
 struct weft_runtime {
   weft_runtime_options opts;
   int cores;
-  int blas_threads;
+  int intra;   /* the most workers (the caller included) that run one op's tiles */
   weft__backend backends[WEFT__MAX_BACKENDS];
   int nbackends;
   weft__backend *by_kind[2]; /* CPU, CUDA */
@@ -91,6 +91,13 @@ void weft__pool_submit_roots(weft__pool *p, weft_run *run);
 void weft__pool_push(weft__pool *p, weft__xnode *x);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
+/* Runs fn(arg, t) for every t in [0, ntiles) on the calling worker and on up to `helpers` idle
+ * workers of p (pool.c, "Parallel jobs"); returns when every tile is done. The caller must be
+ * one of p's workers. */
+void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void (*fn)(void *arg, uint32_t tile),
+                         void *arg);
+/* Whether the calling thread is one of p's workers. */
+int weft__pool_is_worker(const weft__pool *p);
 /* The pool's counts since it was created (steals, injections, sleeps, wake-ups), summed over
  * its workers; a run keeps the difference between its launch and its end. Thread-safe: yes
  * (each count is read atomically; the sum is not a snapshot). */

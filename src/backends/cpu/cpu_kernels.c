@@ -57,6 +57,45 @@ void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init) {
   }
 }
 
+/* A product of m x n x k, split into tiles of the result: square tiles of `side` rows and
+ * columns (the last ones smaller), each computed by one BLAS call over the whole of k. The tiles
+ * depend on the product's shape alone, never on the workers, so its bits are the same however
+ * many workers run them (weft__ctx_parallel). A tile holds about TILE_FLOPS of work: enough
+ * that packing its panels of A and B (side x k each) costs a few per mille of its arithmetic,
+ * and that the scheduler's cost per tile is nothing beside it; products smaller than two tiles
+ * are one call. */
+#define TILE_FLOPS (1.0 * (1 << 30))
+
+typedef struct gemm_job {
+  int dtype, transb;
+  int64_t m, n, k, side, cols; /* cols: tiles across n */
+  const void *a, *b;
+  void *c;
+} gemm_job;
+
+static void gemm_call(int dtype, int64_t m, int64_t n, int64_t k, const void *a, const void *b, int transb,
+                      int64_t ldb, void *c, int64_t ldc) {
+  enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
+  if (dtype == WEFT_F32)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)ldb, 0.0f, c,
+                (int)ldc);
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0, a, (int)k, b, (int)ldb, 0.0, c,
+                (int)ldc);
+}
+
+static void gemm_tile(void *arg, uint32_t tile) {
+  const gemm_job *j = arg;
+  size_t es = weft_dtype_size(j->dtype);
+  int64_t r0 = (int64_t)(tile / (uint32_t)j->cols) * j->side, c0 = (int64_t)(tile % (uint32_t)j->cols) * j->side;
+  int64_t mr = j->m - r0 < j->side ? j->m - r0 : j->side, nc = j->n - c0 < j->side ? j->n - c0 : j->side;
+  const char *a = (const char *)j->a + (size_t)(r0 * j->k) * es;
+  /* op(B)'s columns c0..: B[k,n]'s columns, or B[n,k]'s rows when transposed. */
+  const char *b = (const char *)j->b + (size_t)(j->transb ? c0 * j->k : c0) * es;
+  char *c = (char *)j->c + (size_t)(r0 * j->n + c0) * es;
+  gemm_call(j->dtype, mr, nc, j->k, a, b, j->transb, j->transb ? j->k : j->n, c, j->n);
+}
+
 /* C[m,n] = A[m,k] . op(B) with op(B) = B[k,n] (transb 0) or B[n,k]^T (transb 1). */
 static int gemm(weft_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k, const void *a,
                 const void *b, int transb, void *c) {
@@ -73,14 +112,17 @@ static int gemm(weft_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k
     weft_ctx_fail(ctx, "out of host memory for a %zu-byte scratch buffer", cbytes);
     return WEFT_ENOMEM;
   }
-  enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
-  int ldb = transb ? (int)k : (int)n;
-  if (dtype == WEFT_F32)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, ldb,
-                0.0f, out, (int)n);
-  else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0, a, (int)k, b, ldb,
-                0.0, out, (int)n);
+  double flops = 2.0 * (double)m * (double)n * (double)k;
+  if (flops < 2 * TILE_FLOPS) {
+    gemm_call(dtype, m, n, k, a, b, transb, transb ? k : n, out, n);
+  } else {
+    /* The side of a tile of TILE_FLOPS, in multiples of 64 (the BLAS kernels' blocking). */
+    int64_t side = (int64_t)sqrt(TILE_FLOPS / (2.0 * (double)k)) / 64 * 64;
+    if (side < 256) side = 256;
+    gemm_job j = {dtype, transb, m, n, k, side, (n + side - 1) / side, a, b, out};
+    uint32_t tiles = (uint32_t)(((m + side - 1) / side) * j.cols);
+    weft__ctx_parallel(ctx, tiles, gemm_tile, &j);
+  }
   if (alias) {
     memcpy(c, out, cbytes);
     weft__free(out);

@@ -58,10 +58,9 @@ static int sim_init(weft__backend *b, const weft_runtime_options *o) {
   m->compute = (o->flags & WEFT_RUNTIME_SIM_COMPUTE) != 0 || (env != NULL && strcmp(env, "1") == 0);
   int cores = m->cost.prof.host.cores;
   m->cost.host_lanes = o->cpu_workers > 0 ? o->cpu_workers : cores;
-  if (o->blas_threads > 0)
-    m->cost.blas_threads = o->blas_threads;
-  else
-    m->cost.blas_threads = m->cost.host_lanes == 1 ? cores : WEFT__MAX(1, cores / m->cost.host_lanes);
+  /* A CPU product runs in tiles on the workers, as on a real runtime (src/sched/runtime.c). */
+  m->cost.blas_threads = o->blas_threads > 0 && o->blas_threads < m->cost.host_lanes ? o->blas_threads
+                                                                                   : m->cost.host_lanes;
   /* Batches as the CUDA backend makes them (off under WEFT_LAUNCH_BLOCKING or
    * WEFT_CUDA_BATCH=0), where the profile prices them. */
   const char *batch = getenv("WEFT_CUDA_BATCH");
