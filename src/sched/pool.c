@@ -98,7 +98,7 @@ int weft__pool_size(const weft__pool *p) { return p->n; }
 /* Wakes up to `k` sleeping workers. A worker a signal does not reach sleeps on: it wakes when
  * work it can take is published again (a woken worker that queues more work notifies in turn). */
 static void notify(weft__pool *p, int k) {
-  atomic_thread_fence(memory_order_seq_cst);
+  WEFT__FENCE();
   if (atomic_load_explicit(&p->waiters, memory_order_relaxed) == 0) return;
   weft__mutex_lock(&p->sleep_lock);
   atomic_fetch_add_explicit(&p->epoch, 1, memory_order_relaxed);
@@ -313,7 +313,7 @@ static void *worker_main(void *arg) {
       /* Pairs with notify's fence. A seq_cst increment alone does not order the relaxed loads
        * of find_work after it (C11 orders them only between fences; x86 does anyway, ARM not):
        * without the fence the second look could miss work whose notifier saw no waiter. */
-      atomic_thread_fence(memory_order_seq_cst);
+      WEFT__FENCE();
       uint_fast64_t key = atomic_load_explicit(&p->epoch, memory_order_seq_cst);
       x = find_work(p, w);
       /* A job published after the count went up wakes this worker (its notify sees it). */

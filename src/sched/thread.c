@@ -6,6 +6,10 @@
 #endif
 #include "sched/thread.h"
 
+#if defined(__SANITIZE_THREAD__)
+atomic_int weft__tsan_fence;
+#endif
+
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>

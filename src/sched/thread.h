@@ -31,4 +31,15 @@ void weft__thread_yield(void);
 /* A pause instruction for spin loops. */
 void weft__cpu_relax(void);
 
+/* A sequentially consistent fence. ThreadSanitizer does not model fences, so under it the
+ * fence is a seq_cst read-modify-write of one shared variable, which orders the two sides of
+ * a pairing (both sides use this call) as the fences do, in a way it sees. */
+#if defined(__SANITIZE_THREAD__)
+#include <stdatomic.h>
+extern atomic_int weft__tsan_fence;
+#define WEFT__FENCE() ((void)atomic_fetch_add_explicit(&weft__tsan_fence, 0, memory_order_seq_cst))
+#else
+#define WEFT__FENCE() atomic_thread_fence(memory_order_seq_cst)
+#endif
+
 #endif
