@@ -15,13 +15,15 @@
  * Outside the timed part: the runtime, the op registration, and the expansion of Task Bench's
  * dependence intervals into lists (taskbench_graphs.h), which the Taskflow driver shares.
  *
- * Scratch: Task Bench wants scratch_bytes_per_task of scratch per worker, prepared with
- * task_graph_prepare_scratch. weft's workers are its own threads, so each gets its scratch on
- * its first task (thread-local), at most once per thread for the whole program.
+ * Per worker: Task Bench wants scratch_bytes_per_task of scratch per worker, prepared with
+ * task_graph_prepare_scratch, and a task needs the list of its input pointers. weft's workers
+ * are its own threads, so each gets both on its first task (thread-local), once per thread
+ * for the whole program.
  *
- * Arity: a task reading k tensors is a node of k + 1 arguments (k reads, then its write), and
- * the user ops of this weft take at most WEFT_MAX_ARGS arguments: the driver registers one op
- * per arity it needs and refuses, before timing anything, a graph whose tasks read more.
+ * Arity: one op, "taskbench_task", writes its first argument and reads any number after it
+ * (weft_op_desc.rest = WEFT_READ), so a task of k inputs is a node of k + 1 arguments, up to
+ * WEFT_MAX_CALL_ARGS: all_to_all at width W reads W tensors. A graph whose tasks read more is
+ * refused before anything is timed.
  *
  * Usage: taskbench_weft [Task Bench options] [-worker N | --workers N]
  *                       [--timing first|replay|both] [--replays N] [--no-node-timing] */
@@ -55,43 +57,47 @@ typedef struct driver {
   long ngraphs;
   size_t scratch_bytes; /* the largest scratch_bytes_per_task of the graphs */
   long max_inputs;
-  const weft_op **ops;  /* ops[k]: a task of k inputs (k + 1 arguments), registered if needed */
+  const weft_op *op;    /* taskbench_task: writes argument 0, reads the rest */
   weft_tensor ***out;   /* out[graph][t * width + point] */
 } driver;
 
-/* ---- scratch, one per worker thread ---------------------------------------------------- */
+/* ---- what each worker thread keeps ---------------------------------------------------- */
 
-/* Each thread's scratch sits after a header that links it into a list, freed at the end. */
-typedef struct scratch_hdr {
-  struct scratch_hdr *next;
-  char pad[56]; /* the scratch starts 64 bytes in */
-} scratch_hdr;
+/* A worker's scratch and input list, after a header that links it into a list freed at the
+ * end: [hdr | inputs (max_inputs pointers) | scratch (64-byte aligned)]. */
+typedef struct worker_mem {
+  struct worker_mem *next;
+  const char **in;
+  char *scratch;
+} worker_mem;
 
-static _Atomic(scratch_hdr *) all_scratch;
-static _Thread_local char *my_scratch;
+static _Atomic(worker_mem *) all_mem;
+static _Thread_local worker_mem *my_mem;
 
-static char *thread_scratch(size_t bytes) {
-  if (bytes == 0) return NULL;
-  if (my_scratch == NULL) {
-    scratch_hdr *h = NULL;
-    if (posix_memalign((void **)&h, 64, sizeof *h + bytes) != 0) return NULL;
-    my_scratch = (char *)(h + 1);
-    task_graph_prepare_scratch(my_scratch, bytes);
-    /* release: the list is only walked after the runtime is gone (its workers joined) */
-    h->next = atomic_load_explicit(&all_scratch, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&all_scratch, &h->next, h,
-                                                  memory_order_release, memory_order_relaxed)) {
+static worker_mem *thread_mem(const driver *d) {
+  if (my_mem == NULL) {
+    size_t in_bytes = ((size_t)d->max_inputs * sizeof(char *) + 63) / 64 * 64;
+    worker_mem *m = NULL;
+    if (posix_memalign((void **)&m, 64, 64 + in_bytes + d->scratch_bytes) != 0) return NULL;
+    m->in = (const char **)((char *)m + 64);
+    m->scratch = d->scratch_bytes > 0 ? (char *)m + 64 + in_bytes : NULL;
+    if (m->scratch != NULL) task_graph_prepare_scratch(m->scratch, d->scratch_bytes);
+    /* release, paired with free_mem's acquire: the list is walked once the workers are gone */
+    m->next = atomic_load_explicit(&all_mem, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&all_mem, &m->next, m, memory_order_release,
+                                                  memory_order_relaxed)) {
     }
+    my_mem = m;
   }
-  return my_scratch;
+  return my_mem;
 }
 
-static void free_scratch(void) {
-  scratch_hdr *h = atomic_exchange_explicit(&all_scratch, NULL, memory_order_acquire);
-  while (h != NULL) {
-    scratch_hdr *next = h->next;
-    free(h);
-    h = next;
+static void free_mem(void) {
+  worker_mem *m = atomic_exchange_explicit(&all_mem, NULL, memory_order_acquire);
+  while (m != NULL) {
+    worker_mem *next = m->next;
+    free(m);
+    m = next;
   }
 }
 
@@ -101,35 +107,26 @@ static int task_kernel(weft_kernel_ctx *ctx) {
   const driver *d = weft_ctx_user(ctx);
   const tb_task *p = weft_ctx_params(ctx, NULL);
   const tb_graph *tg = &d->graphs[p->graph];
-  int nargs = weft_ctx_nargs(ctx);
-  int nin = nargs - 1;
-  const char *in[nin > 0 ? nin : 1];
-  for (int i = 0; i < nin; i++) in[i] = weft_ctx_data(ctx, i);
-  char *scratch = thread_scratch(d->scratch_bytes);
-  if (d->scratch_bytes > 0 && scratch == NULL)
-    return weft_ctx_fail(ctx, "no memory for %zu bytes of scratch", d->scratch_bytes);
-  task_graph_execute_point_scratch(tg->g, (long)p->t, (long)p->point, weft_ctx_data(ctx, nin),
-                                   tg->g.output_bytes_per_task, in, tg->input_bytes,
-                                   (size_t)nin, scratch, tg->g.scratch_bytes_per_task);
+  int nin = weft_ctx_nargs(ctx) - 1;
+  worker_mem *m = thread_mem(d);
+  if (m == NULL) return weft_ctx_fail(ctx, "no memory for a worker's scratch and inputs");
+  for (int i = 0; i < nin; i++) m->in[i] = weft_ctx_data(ctx, i + 1);
+  task_graph_execute_point_scratch(tg->g, (long)p->t, (long)p->point, weft_ctx_data(ctx, 0),
+                                   tg->g.output_bytes_per_task, m->in, tg->input_bytes,
+                                   (size_t)nin, m->scratch, tg->g.scratch_bytes_per_task);
   return WEFT_OK;
 }
 
-static void register_ops(weft_runtime *rt, driver *d) {
-  d->ops = calloc((size_t)d->max_inputs + 1, sizeof *d->ops);
-  if (d->ops == NULL) exit(1);
-  for (long k = 0; k <= d->max_inputs; k++) {
-    weft_op_desc desc;
-    memset(&desc, 0, sizeof desc);
-    char name[32];
-    snprintf(name, sizeof name, "taskbench_%ld", k);
-    desc.name = name;
-    desc.nargs = (int)k + 1;
-    for (long i = 0; i < k; i++) desc.access[i] = WEFT_READ;
-    desc.access[k] = WEFT_WRITE;
-    desc.cpu = task_kernel;
-    desc.user = d;
-    CHECK(weft_op_register(rt, &desc, &d->ops[k]));
-  }
+static void register_op(weft_runtime *rt, driver *d) {
+  weft_op_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.name = "taskbench_task";
+  desc.nargs = 1;
+  desc.access[0] = WEFT_WRITE;
+  desc.rest = WEFT_READ;
+  desc.cpu = task_kernel;
+  desc.user = d;
+  CHECK(weft_op_register(rt, &desc, &d->op));
 }
 
 /* ---- the graph ------------------------------------------------------------------------- */
@@ -151,12 +148,12 @@ static void build(weft_graph *g, driver *d) {
       long w = task_graph_width_at_timestep(tg->g, t);
       for (long p = off; p < off + w; p++) {
         long n = tb_inputs(tg, t, p, pts);
-        for (long i = 0; i < n; i++) args[i] = out[(t - 1) * tg->width + pts[i]];
         weft_tensor **o = &out[t * tg->width + p];
         CHECK(weft_tensor_create(g, NULL, WEFT_F64, 1, &elems, weft_cpu(), weft_zeros(), o));
-        args[n] = *o;
+        args[0] = *o;
+        for (long i = 0; i < n; i++) args[i + 1] = out[(t - 1) * tg->width + pts[i]];
         tb_task task = {gi, t, p};
-        CHECK(weft_call(g, d->ops[n], args, (int)n + 1, &task, sizeof task));
+        CHECK(weft_call(g, d->op, args, (int)n + 1, &task, sizeof task));
       }
     }
   }
@@ -206,14 +203,14 @@ int main(int argc, char **argv) {
     d.out[i] = calloc((size_t)(tg->g.timesteps * tg->width), sizeof **d.out);
     if (d.out[i] == NULL) exit(1);
   }
-  if (d.max_inputs + 1 > WEFT_MAX_ARGS) {
+  if (d.max_inputs + 1 > WEFT_MAX_CALL_ARGS) {
     for (long i = 0; i < d.ngraphs; i++)
-      if (d.graphs[i].max_inputs + 1 > WEFT_MAX_ARGS)
+      if (d.graphs[i].max_inputs + 1 > WEFT_MAX_CALL_ARGS)
         fprintf(stderr,
-                "taskbench_weft: graph %ld: a task reads %ld tensors and writes 1, but weft's user "
-                "ops take at most WEFT_MAX_ARGS = %d arguments (%d inputs); use a smaller -width "
+                "taskbench_weft: graph %ld: a task reads %ld tensors and writes 1, but a weft call "
+                "takes at most WEFT_MAX_CALL_ARGS = %d arguments (%d inputs); use a smaller -width "
                 "or -radix (all_to_all reads -width tensors)\n",
-                i, d.graphs[i].max_inputs, WEFT_MAX_ARGS, WEFT_MAX_ARGS - 1);
+                i, d.graphs[i].max_inputs, WEFT_MAX_CALL_ARGS, WEFT_MAX_CALL_ARGS - 1);
     return 2;
   }
 
@@ -224,7 +221,7 @@ int main(int argc, char **argv) {
   o.flags |= WEFT_RUNTIME_QUIET | (f.no_timing ? WEFT_RUNTIME_NO_TIMING : 0u);
   weft_runtime *rt;
   CHECK(weft_runtime_create(&o, &rt));
-  register_ops(rt, &d);
+  register_op(rt, &d);
   app_display(app);
   printf("Runtime: weft, %d workers, node timing %s\n", weft_runtime_cpu_workers(rt),
          f.no_timing ? "off" : "on");
@@ -256,14 +253,13 @@ int main(int argc, char **argv) {
 
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
-  free_scratch();
+  free_mem();
   for (long i = 0; i < d.ngraphs; i++) {
     tb_graph_fini(&d.graphs[i]);
     free(d.out[i]);
   }
   free(d.out);
   free(d.graphs);
-  free(d.ops);
   app_destroy(app);
   return 0;
 }
