@@ -5,7 +5,8 @@
  * t-1 (`precede`), calls `task_graph_execute_point_scratch` on pre-allocated buffers, and Task
  * Bench's check inside it aborts the program on a wrong order.
  *
- * Outside the timed part: the executor (its workers: -worker N, else one per core), one output
+ * Outside the timed part: the executor (its workers: -worker N, else one per core) and one run
+ * of a one-task taskflow on it (the warm-up the weft driver does too; --no-warmup skips it), one output
  * buffer per task, each task's list of input pointers, each worker's scratch (prepared with
  * task_graph_prepare_scratch) and the expansion of the dependence intervals
  * (taskbench_graphs.h, shared with the weft driver). The timed part allocates nothing per task
@@ -133,9 +134,14 @@ int main(int argc, char **argv) {
   }
   std::vector<tf::Task> handles(d.tasks.size());
   app_display(app);
-  std::printf("Runtime: Taskflow %d.%d.%d, %zu workers\n", TF_VERSION / 100000, TF_VERSION / 100 % 1000,
-              TF_VERSION % 100, executor.num_workers());
+  std::printf("Runtime: Taskflow %d.%d.%d, %zu workers, %s\n", TF_VERSION / 100000, TF_VERSION / 100 % 1000,
+              TF_VERSION % 100, executor.num_workers(), f.no_warmup ? "no warm-up" : "warmed up");
 
+  if (!f.no_warmup) {
+    tf::Taskflow warm;
+    warm.emplace([] {});
+    executor.run(warm).wait();
+  }
   the_executor = &executor;
   the_scratch = d.scratch.data();
   double t0 = now_s();

@@ -12,8 +12,12 @@
  *   first   build the weft graph (graph, tensors, nodes) and run it, the runtime already made;
  *   replay  run the same graph again (the median of --replays runs). Every output is zeroed
  *           before each replay, untimed, so that the checks see the replay's order too.
- * Outside the timed part: the runtime, the op registration, and the expansion of Task Bench's
- * dependence intervals into lists (taskbench_graphs.h), which the Taskflow driver shares.
+ * Outside the timed part: the runtime, the op registration, the expansion of Task Bench's
+ * dependence intervals into lists (taskbench_graphs.h), which the Taskflow driver shares, and a
+ * warm-up: one run of a graph of one empty node, so that what a process pays once is not
+ * counted — weft's timing clock calibrates itself against CLOCK_MONOTONIC at the first launch
+ * of the process, spinning 2 ms (src/util/clock.c). --no-warmup counts it. The Taskflow
+ * driver warms its executor the same way.
  *
  * Per worker: Task Bench wants scratch_bytes_per_task of scratch per worker, prepared with
  * task_graph_prepare_scratch, and a task needs the list of its input pointers. weft's workers
@@ -179,6 +183,26 @@ static void poison(const driver *d) {
   }
 }
 
+static int empty_kernel(weft_kernel_ctx *ctx) {
+  (void)ctx;
+  return WEFT_OK;
+}
+
+/* One run of a one-node graph on the runtime: the process's one-time costs, untimed. */
+static void warm_up(weft_runtime *rt) {
+  weft_op_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.name = "taskbench_warmup";
+  desc.cpu = empty_kernel;
+  const weft_op *op;
+  weft_graph *g;
+  CHECK(weft_op_register(rt, &desc, &op));
+  CHECK(weft_graph_create(rt, &g));
+  CHECK(weft_call(g, op, NULL, 0, NULL, 0));
+  CHECK(weft_graph_run(g));
+  weft_graph_destroy(g);
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -222,9 +246,10 @@ int main(int argc, char **argv) {
   weft_runtime *rt;
   CHECK(weft_runtime_create(&o, &rt));
   register_op(rt, &d);
+  if (!f.no_warmup) warm_up(rt);
   app_display(app);
-  printf("Runtime: weft, %d workers, node timing %s\n", weft_runtime_cpu_workers(rt),
-         f.no_timing ? "off" : "on");
+  printf("Runtime: weft, %d workers, node timing %s, %s\n", weft_runtime_cpu_workers(rt),
+         f.no_timing ? "off" : "on", f.no_warmup ? "no warm-up" : "warmed up");
 
   weft_graph *g;
   double t0 = now_s();

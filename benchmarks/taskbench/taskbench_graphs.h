@@ -124,12 +124,13 @@ typedef struct tb_flags {
   int timing;    /* TB_FIRST | TB_REPLAY */
   int replays;   /* --replays N: replay N times, report the median */
   int no_timing; /* --no-node-timing (weft only) */
+  int no_warmup; /* --no-warmup: no untimed run of a one-task graph before the first run */
 } tb_flags;
 
 /* Reads the drivers' own flags; Task Bench's App ignores what it does not know, so argv goes
  * to app_create unchanged. Exits 2 on a bad value. */
 static inline tb_flags tb_parse_flags(int argc, char **argv, const char *prog) {
-  tb_flags f = {0, TB_FIRST | TB_REPLAY, 1, 0};
+  tb_flags f = {0, TB_FIRST | TB_REPLAY, 1, 0, 0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -156,9 +157,11 @@ static inline tb_flags tb_parse_flags(int argc, char **argv, const char *prog) {
       }
     } else if (!strcmp(a, "--no-node-timing")) {
       f.no_timing = 1;
+    } else if (!strcmp(a, "--no-warmup")) {
+      f.no_warmup = 1;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       printf("usage: %s [Task Bench options] [-worker N | --workers N]\n"
-             "          [--timing first|replay|both] [--replays N]%s\n"
+             "          [--timing first|replay|both] [--replays N] [--no-warmup]%s\n"
              "Task Bench options: -steps N -width N -type PATTERN [-radix N] -kernel KERNEL\n"
              "  -iter N [-output BYTES] [-scratch BYTES] [-and ...next graph...]; -h after\n"
              "  these lists them all (Task Bench's own help).\n"
