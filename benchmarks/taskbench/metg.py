@@ -20,7 +20,7 @@ smallest -iter whose replay granularity is >= 0.3 ms). Every run gets OPENBLAS_N
 (--keep-env: not; see --help).
 
 Output: the table on stdout, and in --out: taskbench_metg.md (the table, for docs/benchmarks.md),
-taskbench_points.csv (medians, efficiency, granularity per point) and taskbench_runs.csv (every
+taskbench_points.csv (each point: its median or best run, efficiency, granularity) and taskbench_runs.csv (every
 run). --from-runs makes the table from runs files instead of running anything: several calls
 (one per group of patterns, to fit a time limit) merge into one table.
 Python 3 standard library only.
@@ -66,7 +66,17 @@ COLUMNS = [  # (key, header)
 OPENMP_MAX_INPUTS = 9
 COARSE_S = 0.3e-3
 RUN_FIELDS = ["pattern", "system", "timing", "iterations", "rep", "elapsed_s", "tasks", "flops",
-              "width", "steps", "cores", "status"]
+              "width", "steps", "cores", "load1", "status"]
+
+
+def load1():
+    """The 1-minute load average when a run ends, kept with the run: on a shared machine, a
+    run that met other processes' load shows it."""
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().split()[0]
+    except OSError:
+        return ""
 
 
 def max_inputs(pattern, width, radix):
@@ -176,6 +186,7 @@ def run_sweep(a, runs):
                     except subprocess.TimeoutExpired:
                         ok, text, why = False, "", ["timed out after %g s" % a.timeout]
                     reports = parse_reports(text) if ok else {}
+                    base["load1"] = load1()
                     if not reports:
                         failed += 1
                         runs.writerow(dict(base, timing="first",
@@ -189,7 +200,7 @@ def run_sweep(a, runs):
     return failed
 
 
-def analyse(rows, threshold, points_out):
+def analyse(rows, threshold, stat, points_out):
     """The table from runs rows: [(pattern, figure, [cell per column])], and failures."""
     samples = collections.defaultdict(list)   # (pattern, column, iter) -> [elapsed]
     meta = {}                                 # (pattern, iter) -> (tasks, flops)
@@ -211,12 +222,13 @@ def analyse(rows, threshold, points_out):
             status[(pat, col)] = r["status"]
     table = []
     w = csv.writer(points_out)
-    w.writerow(["pattern", "column", "iterations", "reps", "median_elapsed_s", "tasks",
+    w.writerow(["pattern", "column", "iterations", "reps", "elapsed_s", "tasks",
                 "flops_per_s", "efficiency", "granularity_us"])
     for pat in patterns:
         width, steps, cores = shape[pat]
         iters = sorted({it for (p, _, it) in samples if p == pat}, reverse=True)
-        med = {(col, it): statistics.median(samples[(pat, col, it)])
+        pick = min if stat == "min" else statistics.median
+        med = {(col, it): pick(samples[(pat, col, it)])
                for col, _ in COLUMNS for it in iters if (pat, col, it) in samples}
         metg_row, step_row, ratio_row = [], [], []
         for col, _ in COLUMNS:
@@ -271,6 +283,9 @@ def main():
     ap.add_argument("--patterns", default="stencil_1d,nearest,fft,tree,all_to_all")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--threshold", type=float, default=0.5)
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="each point's figure over its runs (default median; min: the best run, "
+                    "for a machine whose other load comes and goes)")
     ap.add_argument("--timeout", type=float, default=600, help="seconds per run")
     ap.add_argument("--keep-env", action="store_true",
                     help="do not set OPENBLAS_NUM_THREADS=1 for the runs (weft links OpenBLAS, whose "
@@ -287,7 +302,7 @@ def main():
     if a.from_runs:
         for path in a.from_runs:
             with open(path, newline="") as f:
-                rows += list(csv.DictReader(f))
+                rows += [dict({"load1": ""}, **r) for r in csv.DictReader(f)]
         with open(runs_path, "w", newline="") as f:
             out = csv.DictWriter(f, RUN_FIELDS)
             out.writeheader()
@@ -303,7 +318,7 @@ def main():
         sys.exit("metg.py: no runs")
 
     with open(os.path.join(a.out, "taskbench_points.csv"), "w", newline="") as f:
-        table, failures, shape = analyse(rows, a.threshold, f)
+        table, failures, shape = analyse(rows, a.threshold, a.stat, f)
 
     header = ["pattern", "figure"] + [h for _, h in COLUMNS]
     lines = ["| " + " | ".join(header) + " |", "| --- | --- |" + " ---: |" * len(COLUMNS)]
@@ -315,8 +330,8 @@ def main():
     machine = a.machine or "%s, %d CPUs" % (platform.node(), os.cpu_count())
     iters = sorted({int(r["iterations"]) for r in rows}, reverse=True)
     params = "; ".join("width %d, %d steps, %d workers" % s for s in shapes) + \
-        ", compute_bound -iter %d..1 and 0 (powers of two), medians of %d runs, threshold %g" % (
-            iters[0], reps, a.threshold)
+        ", compute_bound -iter %d..1 and 0 (powers of two), %s of %d runs, threshold %g" % (
+            iters[0], "medians" if a.stat == "median" else "best", reps, a.threshold)
     cmdline = "benchmarks/taskbench/metg.py " + " ".join(sys.argv[1:])
     md = ["**Machine**: %s. **Date**: %s. **Command**: `%s`. %s." % (
         machine, now, cmdline.strip(), params[0].upper() + params[1:]), "", *lines, ""]
