@@ -15,9 +15,9 @@
  * Outside the timed part: the runtime, the op registration, the expansion of Task Bench's
  * dependence intervals into lists (taskbench_graphs.h), which the Taskflow driver shares, and a
  * warm-up: one run of a graph of one empty node, so that what a process pays once is not
- * counted — weft's timing clock calibrates itself against CLOCK_MONOTONIC at the first launch
- * of the process, spinning 2 ms (src/util/clock.c). --no-warmup counts it. The Taskflow
- * driver warms its executor the same way.
+ * counted (until ea4364b, weft's first launch in a process spun 2 ms calibrating its timing
+ * clock; src/util/clock.c). --no-warmup counts it. The Taskflow driver warms its executor the
+ * same way.
  *
  * Per worker: Task Bench wants scratch_bytes_per_task of scratch per worker, prepared with
  * task_graph_prepare_scratch, and a task needs the list of its input pointers. weft's workers
