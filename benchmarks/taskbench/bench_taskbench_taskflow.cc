@@ -19,7 +19,7 @@
  *           before, untimed, so that the checks see the replay's order too.
  *
  * Usage: taskbench_taskflow [Task Bench options] [-worker N | --workers N]
- *                           [--timing first|replay|both] [--replays N] */
+ *                           [--timing first|replay|both] [--replays N] [--no-warmup] */
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

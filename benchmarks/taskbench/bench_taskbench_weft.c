@@ -30,7 +30,7 @@
  * refused before anything is timed.
  *
  * Usage: taskbench_weft [Task Bench options] [-worker N | --workers N]
- *                       [--timing first|replay|both] [--replays N] [--no-node-timing] */
+ *                       [--timing first|replay|both] [--replays N] [--no-warmup] [--no-node-timing] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdio.h>
