@@ -416,18 +416,25 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
                      weft_device_str(dev, d1, sizeof d1));
   if ((rc = weft__graph_check_idle(g, op->name)) != WEFT_OK) return rc;
   /* The arguments as the node will hold them (a copy in place of a read input on another
-   * device), in the graph's arena; with the tensor pointers in order for the cost hint. */
-  weft__arg *local = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *local, 8);
-  const weft_tensor **targs = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *targs, 8);
-  if (local == NULL || targs == NULL) return call_fail(&c, weft__oom("a call's arguments"));
+   * device): on the stack for the usual few, else in the graph's arena. */
+  weft__arg small[WEFT_MAX_ARGS];
+  weft__arg *local = nargs <= WEFT_MAX_ARGS ? small : weft__arena_alloc(&g->arena, (size_t)nargs * sizeof *local, 8);
+  if (local == NULL) return call_fail(&c, weft__oom("a call's arguments"));
   for (int i = 0; i < nargs; i++) {
     weft_tensor *t = args[i];
-    if (mode_of(op, i) == WEFT_READ && !weft_device_equal(t->device, dev)) {
+    weft_access mode = mode_of(op, i);
+    if (mode == WEFT_READ && (t->device.kind != dev.kind || t->device.index != dev.index)) {
       snprintf(argname, sizeof argname, "%d", i);
       if ((rc = localise(&c, &t, dev, argname)) != WEFT_OK) return call_fail(&c, rc);
     }
-    local[i] = (weft__arg){t, (uint8_t)mode_of(op, i)};
-    targs[i] = t;
+    local[i] = (weft__arg){t, (uint8_t)mode};
+  }
+  /* The tensors in order, for the op's cost hint (planners and the simulator call it). */
+  const weft_tensor **targs = NULL;
+  if (op->desc.cost != NULL) {
+    if ((targs = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *targs, 8)) == NULL)
+      return call_fail(&c, weft__oom("a call's arguments"));
+    for (int i = 0; i < nargs; i++) targs[i] = local[i].t;
   }
   void *p = NULL;
   if (params_size > 0) {
