@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # setup.sh [--tests] — install what weft needs on a fresh Debian/Ubuntu machine: what it takes
 # to build and run (always; jansson among it, libweft's JSON reader and writer, with which the
-# tests also check weft's JSON), and with --tests what the test suite uses besides (clang and
-# its sanitizer runtimes for the fuzzer; libxml2, libpng and Chromium, with which test_report
-# checks the SVG and a rendering of the timeline with a real parser and a real browser).
+# tests also check weft's JSON; OpenBLAS, whose pthreads build weft links where no serial,
+# thread-safe BLAS is installed — none is packaged for Debian 12: docs/architecture.md,
+# "Threads and the cores" — and which bench_cpu_gemm's baseline runs), and with --tests what the
+# test suite uses besides (clang and its sanitizer runtimes for the fuzzer; libxml2, libpng and
+# Chromium, with which test_report checks the SVG and a rendering of the timeline with a real
+# parser and a real browser; OpenBLAS's serial build, which test_cpu_blas preloads as an
+# application's own BLAS that is not thread-safe).
 # Idempotent: packages already present are skipped. The CUDA toolkit is optional and not
 # installed here; where /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev libcmocka-dev libopenblas-dev libjansson-dev
   python3)
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(clang libclang-rt-dev libxml2-dev libpng-dev chromium)
+  pkgs+=(clang libclang-rt-dev libxml2-dev libpng-dev chromium libopenblas0-serial)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

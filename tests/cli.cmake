@@ -18,7 +18,8 @@ foreach(t test_cli test_serve)
   weft_add_test(${t} LABELS cli TIMEOUT 300 SOURCES cli_proc.c)
   target_compile_definitions(${t} PRIVATE _GNU_SOURCE
     WEFT_CLI_PATH="$<TARGET_FILE:weft_cli>"
-    WEFT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+    WEFT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    WEFT_TEST_PTHREAD_BLAS="${WEFT_PTHREAD_BLAS_DEF}" WEFT_TEST_BLAS_SERIAL=${WEFT_BLAS_SERIAL})
   add_dependencies(${t} weft_cli)
 endforeach()
 target_link_libraries(test_serve PRIVATE weft_cli_proto)

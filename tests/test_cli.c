@@ -292,10 +292,41 @@ static void test_devices(void **state) {
   const tp_out *r = tp_cmd(0, NULL, TP_ARGS("devices"));
   assert_true(strncmp(r->out, "cpu ", 4) == 0);
   assert_true(tp_has(r->out, "cores"));
+  /* The BLAS weft links: a serial one and no warning, or the threaded one it fell back to. */
+  assert_true(tp_has(r->out, "\n         BLAS "));
+  assert_true(tp_has(r->out, WEFT_TEST_BLAS_SERIAL ? ", sequential (/" : ", pthreads, "));
+  if (WEFT_TEST_BLAS_SERIAL) assert_false(tp_has(r->out, "warning"));
   r = tp_cmd(0, NULL, TP_ARGS("devices", "--json"));
   assert_true(tp_has(r->out, "[\n  {\"device\": \"cpu\", \"name\": "));
   assert_true(tp_has(r->out, "\"memory_bytes\": "));
+  assert_true(tp_has(r->out, "\"blas\": {\"library\": \"/"));
+  if (WEFT_TEST_BLAS_SERIAL)
+    assert_true(tp_has(r->out, "\"threading\": \"sequential\", \"threads\": 1, \"competes\": false, "
+                               "\"thread_safe\": true, \"message\": null}"));
   tp_cmd(2, NULL, TP_ARGS("devices", "extra"));
+  /* A threaded BLAS brought by the process (OpenBLAS's pthreads build, preloaded) is named,
+   * with its threads and the warning, where it is installed and there is more than one core. */
+  const char *lib = WEFT_TEST_PTHREAD_BLAS;
+  if (lib[0] == '\0' || access(lib, R_OK) != 0 || sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+  char *asan = getenv("ASAN_OPTIONS") ? strdup(getenv("ASAN_OPTIONS")) : NULL;
+  char *nthreads = getenv("OPENBLAS_NUM_THREADS") ? strdup(getenv("OPENBLAS_NUM_THREADS")) : NULL;
+  setenv("LD_PRELOAD", lib, 1);
+  setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
+  unsetenv("OPENBLAS_NUM_THREADS");
+  r = tp_cmd(0, NULL, TP_ARGS("devices"));
+  unsetenv("LD_PRELOAD");
+  if (asan != NULL)
+    setenv("ASAN_OPTIONS", asan, 1);
+  else
+    unsetenv("ASAN_OPTIONS");
+  if (nthreads != NULL) setenv("OPENBLAS_NUM_THREADS", nthreads, 1);
+  free(asan);
+  free(nthreads);
+  assert_true(tp_has(r->out, ", pthreads, ") && tp_has(r->out, " threads (/"));
+  assert_true(tp_has(r->out, "openblas-pthread/libopenblas.so.0)\n"));
+  assert_true(tp_has(r->out, "\n         warning: the BLAS library loaded (/"));
+  assert_true(tp_has(r->out, "which compete with weft's workers; link a serial, thread-safe BLAS or "
+                             "set OPENBLAS_NUM_THREADS=1\n"));
 }
 
 /* ---- examples ------------------------------------------------------------------------------ */

@@ -238,6 +238,53 @@ WEFT_API int weft_runtime_cpu_workers(const weft_runtime *rt);
  * simulated host's, by which it prices a CPU product, by the same rule. Thread-safe: yes. */
 WEFT_API int weft_runtime_blas_threads(const weft_runtime *rt);
 
+/* How the BLAS library behind the CPU's matrix products runs a call (weft_blas_info). */
+typedef enum weft_blas_threading {
+  WEFT_BLAS_SEQUENTIAL = 0, /* on the calling thread alone (a serial build) */
+  WEFT_BLAS_PTHREADS = 1,   /* on threads of its own (OpenBLAS's pthreads build keeps a pool) */
+  WEFT_BLAS_OPENMP = 2,     /* on OpenMP threads (OpenBLAS's or BLIS's OpenMP build) */
+  WEFT_BLAS_THREADED = 3,   /* on threads of its own of a kind it does not say (MKL) */
+  WEFT_BLAS_UNKNOWN = 4,    /* a library weft cannot ask (not OpenBLAS, BLIS or MKL) */
+} weft_blas_threading;
+
+/* The BLAS library that serves the CPU's matrix products, as found loaded in the process. */
+typedef struct weft_blas_info {
+  char library[256]; /* the file that provides cblas_sgemm, as the loader loaded it ("" when it
+                        cannot tell) */
+  char name[32];     /* "BLIS 0.9.0", "OpenBLAS 0.3.21", "MKL", or "unknown" */
+  char config[160];  /* the library's own description of its build (OpenBLAS's
+                        openblas_get_config, BLIS's version and kernels, MKL's version
+                        string), or "" */
+  int threading;     /* weft_blas_threading */
+  int threads;       /* threads one call may use, the caller's included, as the library was set
+                        before weft's first runtime (OPENBLAS_NUM_THREADS, else the cores, for
+                        OpenBLAS): 1 when sequential, 0 when unknown */
+  int competes;      /* 1 when the library runs threads of its own (threading is neither
+                        sequential nor unknown, and threads > 1): they compete with weft's
+                        workers for the cores */
+  int thread_safe;   /* 0 when the library cannot be called from two threads at once: a serial
+                        OpenBLAS built without USE_LOCKING (Debian 12's libopenblas0-serial;
+                        OpenBLAS says so only from 0.3.28). weft then makes one BLAS call at a
+                        time, in every runtime of the process */
+  char message[512]; /* when the library competes, is not thread-safe or has a known fault
+                        (BLIS before 2.0 reads out of bounds): what that costs and what to
+                        change, as `weft devices` and the run statistics say it; else "" */
+} weft_blas_info;
+
+/* Fills *out with the BLAS library that serves the runtime's CPU matrix products, found when
+ * the runtime was created: which file the loader bound weft's cblas_sgemm to, and how it runs.
+ * weft links a serial, thread-safe BLAS where its build finds one, which starts no thread, and
+ * else OpenBLAS's pthreads build held to one thread a call, whose pool of threads starts when
+ * it is loaded; an application that linked or preloaded another CBLAS first replaces weft's for
+ * the whole process. A library's own threads compete with weft's workers for the cores
+ * (docs/architecture.md, "Threads and the cores"); `message` says so, and what to change.
+ * Returns WEFT_OK, or WEFT_EINVAL for a NULL argument. Thread-safe: yes. */
+WEFT_NODISCARD WEFT_API int weft_runtime_blas_info(const weft_runtime *rt, weft_blas_info *out);
+
+/* The name of a weft_blas_threading value: "sequential", "pthreads", "openmp", "threaded" or
+ * "unknown" (also for a value out of range). Thread-safe: yes. */
+WEFT_API const char *weft_blas_threading_name(int threading);
+
 /* Turns batches on or off for the runtime's GPUs, real or simulated, for graphs planned
  * afterwards (new or changed ones). A batch is a chain of small elementwise GPU nodes (add,
  * sub, mul, scale, relu over at most 16 384 elements, each node the only successor of the one

@@ -258,8 +258,18 @@ void weft__ctx_parallel(weft_kernel_ctx *ctx, uint32_t ntiles, void (*fn)(void *
 /* The CPU kernels, shared by the CPU backend, the serial interpreter and (for host-side
  * checks) other backends: executes `ctx->node` with host pointers in ctx->data. */
 int weft__cpu_exec(weft_kernel_ctx *ctx);
-/* Sets the threads each OpenBLAS call may use (process-wide). */
+/* cpu_blas.c. Sets the threads each call of a threaded BLAS (OpenBLAS, BLIS) may use
+ * (process-wide); a serial one has none to set. */
 void weft__cpu_set_blas_threads(int n);
+/* Fills *out with the BLAS library loaded in the process and how it runs
+ * (weft_runtime_blas_info). Call it before weft__cpu_set_blas_threads: the first call keeps the
+ * library's own thread count. */
+void weft__cpu_blas_probe(weft_blas_info *out);
+/* Bracket every BLAS call of the kernels: enter takes the process's BLAS lock when the loaded
+ * library cannot be called from two threads at once (and returns 1), leave releases what enter
+ * took. */
+int weft__cpu_blas_enter(void);
+void weft__cpu_blas_leave(int locked);
 /* Applies `init` to n elements of dtype at p (element indices start at 0). */
 void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init);
 

@@ -1,5 +1,8 @@
 /* cmd_devices.c — `weft devices`: every device the runtime sees (the CPU, then each GPU, or
- * the virtual devices of --simulate), with its properties, as text or JSON. */
+ * the virtual devices of --simulate), with its properties, as text or JSON. The real CPU's
+ * entry names the BLAS library loaded for its matrix products, and warns when that library's
+ * own threads compete with weft's workers, it is not thread-safe or it has a known fault
+ * (weft_runtime_blas_info). */
 #include <string.h>
 
 #include "cli/cli.h"
@@ -16,6 +19,15 @@ static const char devices_help[] =
     "Exit status: 0 success, 1 the runtime could not start, 2 usage.\n";
 
 static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024.0); }
+
+/* "         BLAS OpenBLAS 0.3.21, pthreads, 2 threads (FILE)", and the warning if there is one. */
+static void blas_lines(weft__strbuf *b, const weft_blas_info *bi) {
+  weft__strbuf_printf(b, "         BLAS %s, %s", bi->name, weft_blas_threading_name(bi->threading));
+  if (bi->threading != WEFT_BLAS_SEQUENTIAL && bi->threads > 0)
+    weft__strbuf_printf(b, ", %d thread%s", bi->threads, bi->threads == 1 ? "" : "s");
+  weft__strbuf_printf(b, " (%s)\n", bi->library[0] ? bi->library : "file unknown");
+  if (bi->message[0]) weft__strbuf_printf(b, "         warning: %s\n", bi->message);
+}
 
 int cli_cmd_devices(int argc, char **argv) {
   enum { OPT_JSON = CLI_OPT_LOCAL, OPT_SIMULATE };
@@ -45,6 +57,12 @@ int cli_cmd_devices(int argc, char **argv) {
     return cli_error(simulate != NULL ? CLI_EXIT_USAGE : CLI_EXIT_FAILED,
                      "cannot start the runtime: %s", weft_last_error());
   int ngpu = weft_device_count(rt, WEFT_DEVICE_CUDA);
+  weft_blas_info blas;
+  if (weft_runtime_blas_info(rt, &blas) != WEFT_OK) {
+    int rc = cli_error(CLI_EXIT_FAILED, "%s", weft_last_error());
+    weft_runtime_destroy(rt);
+    return rc;
+  }
   weft__strbuf b;
   weft__strbuf_init(&b);
   if (json) weft__strbuf_puts(&b, "[");
@@ -73,14 +91,20 @@ int cli_cmd_devices(int argc, char **argv) {
       weft__json_put_str(&b, info.name);
       weft__strbuf_printf(&b,
                           ", \"memory_bytes\": %zu, \"copy_engines\": %d, \"compute_capability\": "
-                          "\"%d.%d\", \"multiprocessors\": %d, \"simulated\": %s, \"peers\": [%s]}",
+                          "\"%d.%d\", \"multiprocessors\": %d, \"simulated\": %s, \"peers\": [%s]",
                           info.memory_bytes, info.copy_engines, info.compute_major, info.compute_minor,
                           info.multiprocessors, info.simulated ? "true" : "false",
                           peers.data != NULL ? peers.data : "");
+      if (d.kind == WEFT_DEVICE_CPU && !info.simulated) {
+        weft__strbuf_puts(&b, ", \"blas\": ");
+        weft__json_put_blas(&b, &blas);
+      }
+      weft__strbuf_puts(&b, "}");
     } else if (d.kind == WEFT_DEVICE_CPU) {
       weft__strbuf_printf(&b, "%-8s %s\n         %d cores, %.1f GiB memory%s\n", name, info.name,
                           info.multiprocessors, gib(info.memory_bytes),
                           info.simulated ? ", simulated" : "");
+      if (!info.simulated) blas_lines(&b, &blas);
     } else {
       weft__strbuf_printf(&b,
                           "%-8s %s\n         compute %d.%d, %d SMs, %.1f GiB memory, %d copy "

@@ -1,11 +1,16 @@
 /* runtime.c — the runtime: options, the backends and their devices, the worker pool, the
- * registry of user ops, and the thread policy shared with OpenBLAS.
+ * registry of user ops, and the thread policy: weft's workers own the cores.
  *
  * Thread policy: weft's workers own the cores. Every BLAS call runs on one thread (the worker
  * that makes it); a product large enough is split into tiles that the pool's idle workers run
  * (intra-op parallelism, pool.c "Parallel jobs"), at most `intra` of them (the blas_threads
  * option, else all), so inter-op and intra-op parallelism share the same threads and never
  * multiply.
+ *
+ * weft links a serial, thread-safe BLAS where its build finds one (CMakeLists.txt, "BLAS"),
+ * else OpenBLAS's pthreads build; an application may have brought another one, which then
+ * serves weft's calls too. The CPU backend finds out at runtime creation (rt->blas,
+ * cpu_blas.c); a threaded library is held to one thread a call (a process-wide setting).
  *
  * The library's one `#if WEFT_HAVE_CUDA` outside the CUDA backend is here, where the table of
  * backends is filled (backend.h declares the CUDA table under the same condition). */
@@ -117,7 +122,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
       fprintf(stderr, "weft: no CUDA GPU found%s; running on the CPU alone\n",
               WEFT_HAVE_CUDA ? "" : " (built without CUDA)");
   }
-  weft__cpu_set_blas_threads(1); /* each BLAS call is one thread; weft splits large ones */
+  weft__cpu_blas_probe(&rt->blas); /* before the count is set: it keeps the library's own */
+  weft__cpu_set_blas_threads(1);    /* each BLAS call is one thread; weft splits large ones */
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   *out = rt;
   return WEFT_OK;
@@ -155,6 +161,12 @@ int weft_runtime_cpu_workers(const weft_runtime *rt) { return weft__pool_size(rt
 int weft_runtime_blas_threads(const weft_runtime *rt) {
   const weft__backend *b = rt->by_kind[WEFT_DEVICE_CPU];
   return b->vt->blas_threads != NULL ? b->vt->blas_threads(b) : rt->intra;
+}
+
+int weft_runtime_blas_info(const weft_runtime *rt, weft_blas_info *out) {
+  if (rt == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_runtime_blas_info: NULL argument");
+  *out = rt->blas;
+  return WEFT_OK;
 }
 
 void weft_runtime_set_batching(weft_runtime *rt, int enabled) {

@@ -27,6 +27,7 @@ struct weft_runtime {
   weft_runtime_options opts;
   int cores;
   int intra;   /* the most workers (the caller included) that run one op's tiles */
+  weft_blas_info blas; /* the BLAS loaded when the runtime was created (cpu_blas.c) */
   weft__backend backends[WEFT__MAX_BACKENDS];
   int nbackends;
   weft__backend *by_kind[2]; /* CPU, CUDA */

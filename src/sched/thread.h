@@ -10,6 +10,9 @@ typedef pthread_mutex_t weft__mutex;
 typedef pthread_cond_t weft__cond;
 typedef pthread_t weft__thread;
 
+/* A mutex of static storage, ready without weft__mutex_init. */
+#define WEFT__MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
+
 int weft__mutex_init(weft__mutex *m);
 void weft__mutex_destroy(weft__mutex *m);
 void weft__mutex_lock(weft__mutex *m);

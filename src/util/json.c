@@ -119,6 +119,21 @@ void weft__json_put_str(weft__strbuf *b, const char *s) {
   json_decref(j);
 }
 
+void weft__json_put_blas(weft__strbuf *b, const weft_blas_info *bi) {
+  weft__strbuf_puts(b, "{\"library\": ");
+  weft__json_put_str(b, bi->library[0] ? bi->library : NULL);
+  weft__strbuf_puts(b, ", \"name\": ");
+  weft__json_put_str(b, bi->name);
+  weft__strbuf_puts(b, ", \"config\": ");
+  weft__json_put_str(b, bi->config);
+  weft__strbuf_printf(b, ", \"threading\": \"%s\", \"threads\": %d, \"competes\": %s, "
+                         "\"thread_safe\": %s, \"message\": ",
+                      weft_blas_threading_name(bi->threading), bi->threads,
+                      bi->competes ? "true" : "false", bi->thread_safe ? "true" : "false");
+  weft__json_put_str(b, bi->message[0] ? bi->message : NULL);
+  weft__strbuf_puts(b, "}");
+}
+
 void weft__json_fput_num(FILE *f, double v) {
   if (isfinite(v))
     fprintf(f, "%.9g", v);

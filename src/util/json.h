@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "util/strbuf.h"
+#include "weft/weft.h"
 
 /* 1 if s[0..n) is well-formed UTF-8. */
 int weft__utf8_valid(const char *s, size_t n);
@@ -35,6 +36,11 @@ void weft__utf8_repair(weft__strbuf *b, const char *s, size_t n);
 void weft__json_fput_str(FILE *f, const char *s, int *rc);
 /* The same, appended to b; a failed allocation fails the buffer (b->failed). */
 void weft__json_put_str(weft__strbuf *b, const char *s);
+/* Appends the BLAS library a runtime found (weft_runtime_blas_info) to b as a JSON object:
+ * library, name, config, threading, threads, competes, thread_safe, and message (null when
+ * there is nothing to say),
+ * as `weft devices --json` and the run statistics write it. */
+void weft__json_put_blas(weft__strbuf *b, const weft_blas_info *bi);
 /* Writes `v` with 9 significant digits, or null when it is not finite (JSON has no NaN). */
 void weft__json_fput_num(FILE *f, double v);
 

@@ -1,9 +1,11 @@
 /* cpu_kernels.c — the CPU implementation of every built-in op, and the initialisers.
  *
- * GEMM goes to OpenBLAS's CBLAS (the library made for it); elementwise ops, reductions and
- * fills are plain loops. Every kernel is deterministic for a given thread count: the
- * differential oracle compares the scheduler with a serial interpreter bit for bit, and both
- * call these kernels. Reductions accumulate in double, for f32 too.
+ * GEMM goes to the CBLAS of the BLAS weft links (the library made for it; which library is
+ * really loaded, its threads, and the lock a library that is not thread-safe needs, are
+ * cpu_blas.c's); elementwise ops, reductions and fills are plain loops. Every kernel is
+ * deterministic for a given thread count: the differential oracle compares the scheduler with a
+ * serial interpreter bit for bit, and both call these kernels. Reductions accumulate in double,
+ * for f32 too.
  *
  * Aliasing: a result may be one of the inputs (in-place update). Elementwise kernels are safe
  * as written; mm and linear compute into a scratch buffer when the result aliases an input. */
@@ -13,10 +15,6 @@
 
 #include "backends/backend.h"
 #include "util/philox.h"
-
-void openblas_set_num_threads(int num_threads);
-
-void weft__cpu_set_blas_threads(int n) { openblas_set_num_threads(n); }
 
 #define ELEMENTWISE(T, n, expr)                  \
   do {                                           \
@@ -76,12 +74,14 @@ typedef struct gemm_job {
 static void gemm_call(int dtype, int64_t m, int64_t n, int64_t k, const void *a, const void *b, int transb,
                       int64_t ldb, void *c, int64_t ldc) {
   enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
+  int locked = weft__cpu_blas_enter();
   if (dtype == WEFT_F32)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)ldb, 0.0f, c,
                 (int)ldc);
   else
     cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0, a, (int)k, b, (int)ldb, 0.0, c,
                 (int)ldc);
+  weft__cpu_blas_leave(locked);
 }
 
 static void gemm_tile(void *arg, uint32_t tile) {

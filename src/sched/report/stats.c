@@ -9,6 +9,11 @@
  * where there is one. The memory of each device is the backends' samples where a backend
  * reported some, else the bytes of the tensors with storage on that device.
  *
+ * The BLAS library the runtime found loaded (weft_runtime_blas_info) is part of the statistics
+ * of a run on the real CPU: when its threads compete with weft's workers, or it cannot be called
+ * from two threads at once, the text says so in a note and the JSON's "blas" object carries the
+ * message; a simulated run's JSON has null there.
+ *
  * Units: the model counts nanoseconds; everything public is in seconds. */
 #include <errno.h>
 #include <math.h>
@@ -29,6 +34,12 @@ const char *weft_copy_why_name(int why) {
 }
 
 static double sec(uint64_t ns) { return (double)ns * 1e-9; }
+
+/* The BLAS of the runtime, or NULL for a simulated one (its time is virtual). */
+static const weft_blas_info *run_blas(const weft_run_stats *st) {
+  const weft_runtime *rt = st->graph->rt;
+  return rt->by_kind[WEFT_DEVICE_CPU]->vt == &weft__cpu_backend ? &rt->blas : NULL;
+}
 
 /* ---- labels ------------------------------------------------------------------------------- */
 
@@ -546,6 +557,8 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
           s.critical_path_nodes);
   fprintf(f, "graph: %zu nodes (%zu ran), %zu edges, %zu cross-lane events, %zu copies (%zu inserted)\n",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
+  const weft_blas_info *blas = run_blas(st);
+  if (blas != NULL && blas->message[0]) fprintf(f, "note: %s\n", blas->message);
   fprintf(f, "workers: %llu steals, %llu sleeps, %llu wake-ups, %llu nodes queued from outside\n",
           (unsigned long long)st->pool.steals, (unsigned long long)st->pool.sleeps,
           (unsigned long long)st->pool.wakeups, (unsigned long long)st->pool.injected);
@@ -666,11 +679,17 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
     weft__json_fput_str(f, d->message, &rc);
     fputc('}', f);
   }
+  const weft_blas_info *blas = run_blas(st);
+  weft__strbuf bj;
+  weft__strbuf_init(&bj);
+  if (blas != NULL) weft__json_put_blas(&bj, blas);
+  if (bj.failed && rc == WEFT_OK) rc = weft__oom("the run statistics (JSON)");
   fprintf(f, "], \"pool\": {\"steals\": %llu, \"sleeps\": %llu, \"wakeups\": %llu, \"injected\": %llu}",
           (unsigned long long)st->pool.steals, (unsigned long long)st->pool.sleeps,
           (unsigned long long)st->pool.wakeups, (unsigned long long)st->pool.injected);
-  fprintf(f, ", \"host_timed_nodes\": %zu, \"mem_samples_dropped\": %zu}\n", s.host_timed_nodes,
-          s.mem_samples_dropped);
+  fprintf(f, ", \"blas\": %s, \"host_timed_nodes\": %zu, \"mem_samples_dropped\": %zu}\n",
+          blas != NULL && !bj.failed ? bj.data : "null", s.host_timed_nodes, s.mem_samples_dropped);
+  weft__strbuf_fini(&bj);
   return rc != WEFT_OK ? rc : weft__stats_stream_status(f, "run statistics (JSON)");
 }
 
