@@ -1,6 +1,6 @@
 /* bench_common.h — what every benchmark shares: a checked call that exits with weft's message,
- * a monotonic clock and medians. The GPU benchmarks add their flags and result line in
- * bench_gpu_common.h. */
+ * a monotonic clock, medians and a CPU-only runtime. The GPU benchmarks add their flags and
+ * result line in bench_gpu_common.h. */
 #ifndef WEFT_BENCH_COMMON_H
 #define WEFT_BENCH_COMMON_H
 
@@ -36,6 +36,18 @@ static inline double bench_median(double *v, int n, double *spread) {
   qsort(v, (size_t)n, sizeof *v, bench_cmp);
   if (spread != NULL) *spread = v[n - 1] - v[0];
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* A quiet runtime of `workers` CPU workers (0: one per core) and no GPU; exits on a failure. */
+static inline weft_runtime *bench_cpu_runtime(int workers) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = workers;
+  o.max_gpus = 0;
+  o.flags = WEFT_RUNTIME_QUIET;
+  weft_runtime *rt;
+  BCHECK(weft_runtime_create(&o, &rt));
+  return rt;
 }
 
 #endif

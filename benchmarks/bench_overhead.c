@@ -123,13 +123,7 @@ int main(int argc, char **argv) {
     }
   }
   if (reps < 1 || reps > 64) reps = 5;
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = workers;
-  o.max_gpus = 0;
-  o.flags = WEFT_RUNTIME_QUIET;
-  weft_runtime *rt;
-  CHECK(weft_runtime_create(&o, &rt));
+  weft_runtime *rt = bench_cpu_runtime(workers);
   register_ops(rt);
   static const char *const names[] = {"indep", "chain", "wave"};
   static const size_t counts[] = {200000, 100000, 90000};
