@@ -481,15 +481,7 @@ static int sum_kernel(weft_kernel_ctx *ctx) {
  * kernel, in order, on every run, the graph's 64 producers running first. */
 static void many_arguments(void **state) {
   tu_fixture *f = *state;
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "sum_all";
-  d.nargs = 1;
-  d.access[0] = WEFT_WRITE;
-  d.rest = WEFT_READ;
-  d.cpu = sum_kernel;
-  const weft_op *op;
-  CHECK(weft_op_register(f->rt, &d, &op));
+  const weft_op *op = tu_op_gather(f->rt, "sum_all", sum_kernel);
   weft_graph *g = fresh(f);
   enum { W = 64 };
   weft_tensor *args[W + 1];

@@ -679,16 +679,7 @@ static void test_user_ops(void **state) {
   snprintf(text, sizeof text, "%saxpy(x, y, y, alpha=2)\n", decl);
   expect_in(parse_fail(text), "t.weft:3:21: error: unknown argument 'alpha' of axpy; expected params=");
   /* An op with `rest` takes any number of tensors past its listed ones. */
-  if (weft_op_find(rt, "gather") == NULL) {
-    weft_op_desc d;
-    memset(&d, 0, sizeof d);
-    d.name = "gather";
-    d.nargs = 1;
-    d.access[0] = WEFT_WRITE;
-    d.rest = WEFT_READ;
-    d.cpu = axpy_cpu;
-    CHECK(weft_op_register(rt, &d, NULL));
-  }
+  if (weft_op_find(rt, "gather") == NULL) tu_op_gather(rt, "gather", axpy_cpu);
   p = parse("tensor o: f32[3]\nfor i in 0..20 {\n  tensor a[i]: f32[3] = ones\n}\n"
             "gather(o, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13], "
             "a[14], a[15], a[16], a[17], a[18], a[19])\n");

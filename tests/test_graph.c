@@ -577,16 +577,8 @@ static void op_registration(void **state) {
 static void variadic_user_calls(void **state) {
   tu_fixture *f = *state;
   weft_graph *g = f->g;
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "gather";
-  d.nargs = 1;
-  d.access[0] = WEFT_WRITE;
-  d.rest = WEFT_READ;
-  d.cpu = noop_kernel;
-  const weft_op *op;
-  CHECK(weft_op_register(f->rt, &d, &op));
-  d.name = "bad_rest";
+  const weft_op *op = tu_op_gather(f->rt, "gather", noop_kernel);
+  weft_op_desc d = tu_op_desc("bad_rest", 1, (weft_access[]){WEFT_WRITE}, noop_kernel, NULL, NULL);
   d.rest = (weft_access)5;
   assert_int_equal(weft_op_register(f->rt, &d, NULL), WEFT_EINVAL);
   assert_true(tu_contains(weft_last_error(), "op 'bad_rest' has rest access mode 5"));

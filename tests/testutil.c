@@ -98,6 +98,15 @@ weft_op_desc tu_op_desc(const char *name, int nargs, const weft_access *modes, w
   return d;
 }
 
+const weft_op *tu_op_gather(weft_runtime *rt, const char *name, weft_kernel_fn cpu) {
+  static const weft_access write_first[1] = {WEFT_WRITE};
+  weft_op_desc d = tu_op_desc(name, 1, write_first, cpu, NULL, NULL);
+  d.rest = WEFT_READ;
+  const weft_op *op = NULL;
+  CHECK(weft_op_register(rt, &d, &op));
+  return op;
+}
+
 const weft_op *tu_op(weft_runtime *rt, const char *name, int nargs, const weft_access *modes,
                      weft_kernel_fn cpu, void *user) {
   weft_op_desc d = tu_op_desc(name, nargs, modes, cpu, NULL, user);

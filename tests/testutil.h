@@ -69,6 +69,9 @@ weft_tensor *tu_tensor(weft_graph *g, const char *name, weft_dtype dt, int ndim,
 weft_op_desc tu_op_desc(const char *name, int nargs, const weft_access *modes, weft_kernel_fn cpu,
                         weft_kernel_fn cuda, void *user);
 /* Registers user op `name` (CHECKed) with `nargs` access modes and a CPU kernel. */
+/* Registers (CHECKed) an op that writes its first argument and reads any number after it
+ * (weft_op_desc.rest = WEFT_READ), with a CPU kernel. */
+const weft_op *tu_op_gather(weft_runtime *rt, const char *name, weft_kernel_fn cpu);
 const weft_op *tu_op(weft_runtime *rt, const char *name, int nargs, const weft_access *modes,
                      weft_kernel_fn cpu, void *user);
 /* Reads a CPU tensor's contents as doubles into out[0..numel) (CHECKed). */
