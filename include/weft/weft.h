@@ -269,6 +269,10 @@ typedef struct weft_blas_info {
   char message[512]; /* when the library competes, is not thread-safe or has a known fault
                         (BLIS before 2.0 reads out of bounds): what that costs and what to
                         change, as `weft devices` and the run statistics say it; else "" */
+  int stopped;       /* 1 when the library is OpenBLAS's pthreads build whose pool of threads,
+                        started when it was loaded, weft stopped at its first runtime (it holds
+                        the library to one thread a call, which needs no pool): it no longer
+                        competes */
 } weft_blas_info;
 
 /* Fills *out with the BLAS library that serves the runtime's CPU matrix products, found when

@@ -23,7 +23,10 @@ static double gib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0 * 1024
 /* "         BLAS OpenBLAS 0.3.21, pthreads, 2 threads (FILE)", and the warning if there is one. */
 static void blas_lines(weft__strbuf *b, const weft_blas_info *bi) {
   weft__strbuf_printf(b, "         BLAS %s, %s", bi->name, weft_blas_threading_name(bi->threading));
-  if (bi->threading != WEFT_BLAS_SEQUENTIAL && bi->threads > 0)
+  if (bi->stopped)
+    weft__strbuf_printf(b, ", held to one thread a call (the %d threads it started at load are stopped)",
+                        bi->threads);
+  else if (bi->threading != WEFT_BLAS_SEQUENTIAL && bi->threads > 0)
     weft__strbuf_printf(b, ", %d thread%s", bi->threads, bi->threads == 1 ? "" : "s");
   weft__strbuf_printf(b, " (%s)\n", bi->library[0] ? bi->library : "file unknown");
   if (bi->message[0]) weft__strbuf_printf(b, "         warning: %s\n", bi->message);

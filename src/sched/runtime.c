@@ -122,8 +122,12 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
       fprintf(stderr, "weft: no CUDA GPU found%s; running on the CPU alone\n",
               WEFT_HAVE_CUDA ? "" : " (built without CUDA)");
   }
-  weft__cpu_blas_probe(&rt->blas); /* before the count is set: it keeps the library's own */
-  weft__cpu_set_blas_threads(1);    /* each BLAS call is one thread; weft splits large ones */
+  /* The probe keeps the library's own thread count (the first probe of the process reads it),
+   * then each BLAS call is held to one thread (weft splits large ones) and a threaded OpenBLAS's
+   * pool is stopped, which the probe after it reports. */
+  weft__cpu_blas_probe(&rt->blas);
+  weft__cpu_set_blas_threads(1);
+  weft__cpu_blas_probe(&rt->blas);
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   *out = rt;
   return WEFT_OK;

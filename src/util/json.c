@@ -126,9 +126,9 @@ void weft__json_put_blas(weft__strbuf *b, const weft_blas_info *bi) {
   weft__json_put_str(b, bi->name);
   weft__strbuf_puts(b, ", \"config\": ");
   weft__json_put_str(b, bi->config);
-  weft__strbuf_printf(b, ", \"threading\": \"%s\", \"threads\": %d, \"competes\": %s, "
+  weft__strbuf_printf(b, ", \"threading\": \"%s\", \"threads\": %d, \"stopped\": %s, \"competes\": %s, "
                          "\"thread_safe\": %s, \"message\": ",
-                      weft_blas_threading_name(bi->threading), bi->threads,
+                      weft_blas_threading_name(bi->threading), bi->threads, bi->stopped ? "true" : "false",
                       bi->competes ? "true" : "false", bi->thread_safe ? "true" : "false");
   weft__json_put_str(b, bi->message[0] ? bi->message : NULL);
   weft__strbuf_puts(b, "}");

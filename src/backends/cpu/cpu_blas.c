@@ -48,6 +48,7 @@ typedef struct blas_calls {
   char *(*ob_config)(void);
   int (*ob_threads)(void);
   void (*ob_set_threads)(int);
+  int (*ob_shutdown)(void);   /* OpenBLAS's pthreads build: stops its pool of threads */
   char *(*bli_version)(void); /* BLIS (its integers are 64-bit on a 64-bit host) */
   int64_t (*bli_threading)(void);
   int64_t (*bli_openmp)(void);
@@ -85,6 +86,7 @@ static void find_calls(char *file, size_t size, blas_calls *c) {
   c->ob_config = (char *(*)(void))dlsym(h, "openblas_get_config");
   c->ob_threads = (int (*)(void))dlsym(h, "openblas_get_num_threads");
   c->ob_set_threads = (void (*)(int))dlsym(h, "openblas_set_num_threads");
+  c->ob_shutdown = (int (*)(void))dlsym(h, "blas_thread_shutdown_");
   c->bli_version = (char *(*)(void))dlsym(h, "bli_info_get_version_str");
   c->bli_threading = (int64_t (*)(void))dlsym(h, "bli_info_get_enable_threading");
   c->bli_openmp = (int64_t (*)(void))dlsym(h, "bli_info_get_enable_openmp");
@@ -112,6 +114,9 @@ static int threads_now(const blas_calls *c) {
   return c->mkl_threads != NULL ? c->mkl_threads() : 0;
 }
 
+/* 1 once weft stopped the pool a threaded OpenBLAS started when it was loaded. */
+static atomic_int pool_stopped;
+
 void weft__cpu_set_blas_threads(int n) {
   char file[8];
   blas_calls c;
@@ -120,6 +125,14 @@ void weft__cpu_set_blas_threads(int n) {
     c.ob_set_threads(n);
   else if (c.bli_set_threads != NULL && c.bli_threading != NULL && c.bli_threading() != 0)
     c.bli_set_threads(n);
+  /* OpenBLAS's pthreads build started a thread a core when it was loaded, and they spin after
+   * their start and after every call that uses them. Held to one thread a call, the library
+   * never needs them again (a call of one thread runs on its caller, and the pool restarts only
+   * for a call of more): stop them, so that no thread of the BLAS competes with the workers. */
+  if (n == 1 && c.ob_parallel != NULL && c.ob_parallel() == 1 && c.ob_shutdown != NULL) {
+    c.ob_shutdown();
+    atomic_store(&pool_stopped, 1);
+  }
 }
 
 /* Name, build description, threading and thread safety of an OpenBLAS. */
@@ -176,8 +189,9 @@ void weft__cpu_blas_probe(weft_blas_info *out) {
     out->threading = WEFT_BLAS_UNKNOWN;
   }
   out->threads = out->threading == WEFT_BLAS_SEQUENTIAL ? 1 : out->threading == WEFT_BLAS_UNKNOWN ? 0 : first;
+  out->stopped = atomic_load(&pool_stopped) && out->threading == WEFT_BLAS_PTHREADS && out->threads > 1;
   out->competes = out->threading != WEFT_BLAS_SEQUENTIAL && out->threading != WEFT_BLAS_UNKNOWN &&
-                  out->threads > 1;
+                  out->threads > 1 && !out->stopped;
   const char *file = out->library[0] ? out->library : out->name;
   if (out->competes)
     snprintf(out->message, sizeof out->message,
