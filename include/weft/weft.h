@@ -270,7 +270,7 @@ typedef struct weft_blas_info {
                         (BLIS before 2.0 reads out of bounds): what that costs and what to
                         change, as `weft devices` and the run statistics say it; else "" */
   int stopped;       /* 1 when the library is OpenBLAS's pthreads build whose pool of threads,
-                        started when it was loaded, weft stopped at its first runtime (it holds
+                        started when it was loaded, weft stopped when it loaded (it holds
                         the library to one thread a call, which needs no pool): it no longer
                         competes */
 } weft_blas_info;

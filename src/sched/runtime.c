@@ -124,7 +124,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   }
   /* The probe keeps the library's own thread count (the first probe of the process reads it),
    * then each BLAS call is held to one thread (weft splits large ones) and a threaded OpenBLAS's
-   * pool is stopped, which the probe after it reports. */
+   * pool, stopped when weft loaded, is stopped again should the application have restarted it;
+   * the probe after it reports that. */
   weft__cpu_blas_probe(&rt->blas);
   weft__cpu_set_blas_threads(1);
   weft__cpu_blas_probe(&rt->blas);

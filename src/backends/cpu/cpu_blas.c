@@ -19,10 +19,11 @@
  * Any other library is "unknown": never said to compete, and trusted to be thread-safe.
  *
  * A threaded OpenBLAS starts its pool when it is loaded, sized by its thread count at that
- * moment; weft's first runtime then lowers the count to one (weft__cpu_set_blas_threads), which
- * stops no thread. So the count a report gives is the one read by the process's first probe,
- * before any runtime set it, kept in an atomic that the first probe fills (every runtime probes
- * before it sets the count, so the first value stored is the library's own).
+ * moment; weft stops that pool as soon as it is loaded itself, and each runtime lowers the count
+ * to one (weft__cpu_set_blas_threads). So the count a report gives is the one read by the
+ * process's first probe, before any runtime set it, kept in an atomic that the first probe
+ * fills (every runtime probes before it sets the count, so the first value stored is the
+ * library's own).
  *
  * Two libraries are known to fail weft's concurrent calls. A serial OpenBLAS built without
  * USE_LOCKING (Debian 12's libopenblas0-serial) takes its packing buffers from a pool with no
@@ -117,6 +118,28 @@ static int threads_now(const blas_calls *c) {
 /* 1 once weft stopped the pool a threaded OpenBLAS started when it was loaded. */
 static atomic_int pool_stopped;
 
+/* OpenBLAS's pthreads build starts a thread a core when it is loaded, and they spin for about
+ * 0.1 s after their start and after every call that uses them. Stopping them costs nothing: the
+ * library starts them again for its next call of more than one thread, and a call of one runs on
+ * its caller. */
+static void stop_pool(const blas_calls *c) {
+  if (c->ob_parallel != NULL && c->ob_parallel() == 1 && c->ob_shutdown != NULL) {
+    c->ob_shutdown();
+    atomic_store(&pool_stopped, 1);
+  }
+}
+
+/* As soon as weft is loaded (after the libraries it needs, the BLAS among them), so that the
+ * pool does not take the cores from whatever the program does before its first runtime — a CUDA
+ * backend's start, the graph's build. An application that calls the BLAS with threads of its
+ * own gets them back at its first such call. */
+__attribute__((constructor)) static void stop_pool_at_load(void) {
+  char file[8];
+  blas_calls c;
+  find_calls(file, sizeof file, &c);
+  stop_pool(&c);
+}
+
 void weft__cpu_set_blas_threads(int n) {
   char file[8];
   blas_calls c;
@@ -125,14 +148,9 @@ void weft__cpu_set_blas_threads(int n) {
     c.ob_set_threads(n);
   else if (c.bli_set_threads != NULL && c.bli_threading != NULL && c.bli_threading() != 0)
     c.bli_set_threads(n);
-  /* OpenBLAS's pthreads build started a thread a core when it was loaded, and they spin after
-   * their start and after every call that uses them. Held to one thread a call, the library
-   * never needs them again (a call of one thread runs on its caller, and the pool restarts only
-   * for a call of more): stop them, so that no thread of the BLAS competes with the workers. */
-  if (n == 1 && c.ob_parallel != NULL && c.ob_parallel() == 1 && c.ob_shutdown != NULL) {
-    c.ob_shutdown();
-    atomic_store(&pool_stopped, 1);
-  }
+  /* Held to one thread a call, the library never needs its pool again: stop it, should a call
+   * of the application's have started it since the load. */
+  if (n == 1) stop_pool(&c);
 }
 
 /* Name, build description, threading and thread safety of an OpenBLAS. */
