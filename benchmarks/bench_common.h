@@ -7,7 +7,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "weft/weft.h"
 
@@ -48,6 +50,37 @@ static inline weft_runtime *bench_cpu_runtime(int workers) {
   weft_runtime *rt;
   BCHECK(weft_runtime_create(&o, &rt));
   return rt;
+}
+
+/* A median and its spread (max - min), in milliseconds. */
+typedef struct bench_figure {
+  double ms, spread_ms;
+} bench_figure;
+
+/* Runs this executable again as `args` (its baseline's child mode) with the library `lib`
+ * preloaded (OpenBLAS's pthreads build, serving the BLAS and LAPACK calls ahead of the serial
+ * build weft links) and reads the line "BASELINE <median ms> <spread ms>" it prints; anything
+ * else it prints goes to stderr. Exits on a failure, naming `who`. Needs _GNU_SOURCE and
+ * <unistd.h> (readlink). */
+static inline bench_figure bench_child(const char *who, const char *lib, const char *args) {
+  char self[4096], cmd[8400];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0 || strchr(lib, '\'') != NULL) {
+    fprintf(stderr, "%s: cannot start the baseline's process\n", who);
+    exit(1);
+  }
+  self[len] = '\0';
+  snprintf(cmd, sizeof cmd, "env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS LD_PRELOAD='%s' '%s' %s", lib, self, args);
+  FILE *p = popen(cmd, "r");
+  bench_figure f = {-1, -1};
+  char line[256];
+  while (p != NULL && fgets(line, sizeof line, p) != NULL)
+    if (sscanf(line, "BASELINE %lf %lf", &f.ms, &f.spread_ms) != 2) fputs(line, stderr);
+  if (p == NULL || pclose(p) != 0 || f.ms < 0) {
+    fprintf(stderr, "%s: the baseline's process failed: %s\n", who, cmd);
+    exit(1);
+  }
+  return f;
 }
 
 #endif

@@ -111,27 +111,10 @@ static int baseline_child(const char *dtype, int threads, int64_t n, int reps) {
 
 /* Runs the child with `lib` preloaded and reads its figure; exits on a failure. */
 static figure time_openblas(const char *lib, const char *dtype, int threads, int64_t n, int reps) {
-  char self[4096], cmd[8400];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0 || strchr(lib, '\'') != NULL) {
-    fprintf(stderr, "bench_cpu_gemm: cannot start the baseline's process\n");
-    exit(1);
-  }
-  self[len] = '\0';
-  snprintf(cmd, sizeof cmd,
-           "env -u OPENBLAS_NUM_THREADS -u OMP_NUM_THREADS LD_PRELOAD='%s' '%s' --baseline-child "
-           "%s %d %lld %d",
-           lib, self, dtype, threads, (long long)n, reps);
-  FILE *p = popen(cmd, "r");
-  figure f = {-1, -1};
-  char line[256];
-  while (p != NULL && fgets(line, sizeof line, p) != NULL)
-    if (sscanf(line, "BASELINE %lf %lf", &f.ms, &f.spread_ms) != 2) fputs(line, stderr);
-  if (p == NULL || pclose(p) != 0 || f.ms < 0) {
-    fprintf(stderr, "bench_cpu_gemm: the baseline's process failed: %s\n", cmd);
-    exit(1);
-  }
-  return f;
+  char args[128];
+  snprintf(args, sizeof args, "--baseline-child %s %d %lld %d", dtype, threads, (long long)n, reps);
+  bench_figure f = bench_child("bench_cpu_gemm", lib, args);
+  return (figure){f.ms, f.spread_ms};
 }
 
 int main(int argc, char **argv) {

@@ -1,7 +1,7 @@
 # tests/cuda.cmake — the CUDA backend's tests (label `gpu`). Each test skips itself (cmocka's
 # skip()) where the runtime finds no GPU, and the program then exits 77, which CTest reports as
 # "Skipped", so a CPU-only run passes honestly and says what it did not run.
-set(WEFT_CUDA_TESTS test_cuda_backend test_cuda_memory test_cuda_replay test_cuda_oracle test_cuda_errors
+set(WEFT_CUDA_TESTS test_cuda_backend test_cuda_memory test_cuda_replay test_cuda_oracle test_cuda_errors test_cuda_linalg
     test_cuda_timing)
 foreach(t ${WEFT_CUDA_TESTS})
   set(extra gpu_test.c)

@@ -1,6 +1,8 @@
 /* testutil.c — see testutil.h. */
+
 #include "testutil.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -231,3 +233,49 @@ void tu_alloc_fail_at(long at) {
 long tu_alloc_live(void) { return __atomic_load_n(&live, __ATOMIC_RELAXED); }
 long tu_alloc_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
 int tu_alloc_failed(void) { return __atomic_load_n(&failed, __ATOMIC_RELAXED); }
+
+/* ---- tiled Cholesky ------------------------------------------------------------------ */
+
+/* A symmetric positive definite n x n matrix: random entries in [0, 1), made symmetric, plus n
+ * on the diagonal (diagonally dominant). */
+double *tu_spd(int64_t n, uint64_t seed) {
+  double *a = malloc((size_t)(n * n) * sizeof *a);
+  srand((unsigned)seed);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j <= i; j++) {
+      double v = (double)rand() / RAND_MAX;
+      a[i * n + j] = a[j * n + i] = v + (i == j ? (double)n : 0);
+    }
+  return a;
+}
+
+/* The tiled right-looking Cholesky of x (lower), tiles of b. */
+void tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b) {
+  CHECK(weft_tensor_tiles(g, x, b, b));
+  int64_t t = weft_tensor_tile_count(x, 0);
+  for (int64_t k = 0; k < t; k++) {
+    weft_tensor *akk = weft_tensor_tile(x, k, k);
+    CHECK(weft_potrf(g, akk));
+    for (int64_t i = k + 1; i < t; i++) CHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
+    for (int64_t i = k + 1; i < t; i++) {
+      weft_tensor *aik = weft_tensor_tile(x, i, k);
+      CHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i)));
+      for (int64_t j = k + 1; j < i; j++)
+        CHECK(weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j)));
+    }
+  }
+}
+
+/* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l. */
+double tu_residual(const double *l, const double *a, int64_t n) {
+  double worst = 0, amax = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j <= i; j++) {
+      double s = 0;
+      for (int64_t k = 0; k <= j; k++) s += l[i * n + k] * l[j * n + k];
+      worst = fmax(worst, fabs(s - a[i * n + j]));
+      amax = fmax(amax, fabs(a[i * n + j]));
+    }
+  return worst / amax;
+}
+

@@ -407,6 +407,26 @@ WEFT_NODISCARD WEFT_API int weft_tensor_write(weft_tensor *t, const void *src, s
 /* Reads element `index` (flat, row-major) converted to double. */
 WEFT_NODISCARD WEFT_API int weft_tensor_get(weft_tensor *t, int64_t index, double *out);
 
+/* Tiles. weft_tensor_tiles partitions a 2-D tensor x [m,n] into a grid of tiles of
+ * tile_rows x tile_cols (the last row and column of tiles take what is left: a ragged edge).
+ * A tile is a tensor that views its part of x: it owns no storage, lives on x's device, and
+ * nodes read and write it like any tensor. Dependencies are tracked per tile, and a node that
+ * uses the whole of x depends on (and orders) every tile, so tiles and the whole tensor mix
+ * freely in one graph. A tile narrower than x is strided (its rows are x's rows): the dense
+ * linear-algebra ops below take it; the other ops, user ops and copies need contiguous data
+ * and refuse it with WEFT_ESHAPE. The tiles are created in row-major grid order, after x.
+ * Fails with WEFT_ESHAPE if x is not 2-D or a tile size is not positive, WEFT_ESTATE if x is
+ * a tile or is already partitioned, WEFT_EBUSY while a run is in flight. */
+WEFT_NODISCARD WEFT_API int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows,
+                                              int64_t tile_cols);
+/* Tile (i, j) of a partitioned tensor, or NULL when x is not partitioned or (i, j) is outside
+ * its grid. */
+WEFT_API weft_tensor *weft_tensor_tile(const weft_tensor *x, int64_t i, int64_t j);
+/* The number of tiles down (dim 0) or across (dim 1) x's grid; 0 when x is not partitioned. */
+WEFT_API int64_t weft_tensor_tile_count(const weft_tensor *x, int dim);
+/* The tensor a tile views, or NULL for a tensor that is not a tile. */
+WEFT_API weft_tensor *weft_tensor_parent(const weft_tensor *t);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Ops                                                                                       */
 /* ---------------------------------------------------------------------------------------- */
@@ -446,6 +466,28 @@ WEFT_NODISCARD WEFT_API int weft_copy(weft_graph *g, weft_tensor *src, weft_devi
 /* A node that sets every element of t from `init` on every run (unlike a tensor's creation
  * initialiser, which applies once). */
 WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init init);
+
+/* Dense linear algebra in place, for tiled factorisations: cuBLAS/cuSOLVER on a GPU, OpenBLAS
+ * (BLAS and its LAPACK) on the CPU, f32 and f64, on whole 2-D tensors or tiles (strided tiles
+ * included). The updated tensor is read and written; the others are read. All operands must
+ * share the dtype and the device (no copy is inserted). Row-major, as every weft tensor.
+ *
+ * weft_gemm:  C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_a, trans_b).
+ * weft_potrf: A = L, the lower Cholesky factor of the symmetric positive definite A (only the
+ *             lower triangle is read; the strict upper triangle is left as it was). A matrix
+ *             that is not positive definite fails the node, naming it and the tile.
+ * weft_trsm:  B = alpha * B * op(L)^-1 (right, the tiled Cholesky's panel solve) or
+ *             B = alpha * op(L)^-1 * B (left), L lower triangular with its diagonal.
+ * weft_syrk:  C = alpha * A * A^T + beta * C on the lower triangle of C (the strict upper
+ *             triangle is left as it was). */
+typedef enum weft_side { WEFT_LEFT = 0, WEFT_RIGHT = 1 } weft_side;
+WEFT_NODISCARD WEFT_API int weft_gemm(weft_graph *g, weft_tensor *a, int trans_a, weft_tensor *b,
+                                      int trans_b, double alpha, double beta, weft_tensor *c);
+WEFT_NODISCARD WEFT_API int weft_potrf(weft_graph *g, weft_tensor *a);
+WEFT_NODISCARD WEFT_API int weft_trsm(weft_graph *g, weft_side side, int trans, double alpha,
+                                      weft_tensor *l, weft_tensor *b);
+WEFT_NODISCARD WEFT_API int weft_syrk(weft_graph *g, double alpha, weft_tensor *a, double beta,
+                                      weft_tensor *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* User ops                                                                                  */

@@ -44,6 +44,29 @@ static inline void add_edge(scratch *s, uint32_t from, uint32_t to, uint32_t ten
   s->edges[s->nedges++] = (weft__edge){from, to, tensor, (uint8_t)hazard};
 }
 
+static inline void read_access(scratch *s, uint32_t id, uint32_t t) {
+  if (s->last_writer[t] != NONE) add_edge(s, s->last_writer[t], id, t, WEFT_HAZARD_RAW);
+  s->readers[s->nreaders] = (reader){id, s->head[t]};
+  s->head[t] = s->nreaders++;
+}
+
+static inline void write_access(scratch *s, uint32_t id, uint32_t t) {
+  int any_reader = 0;
+  for (uint32_t r = s->head[t]; r != NONE; r = s->readers[r].next) {
+    uint32_t from = s->readers[r].node;
+    if (from == id) continue;
+    any_reader = 1;
+    add_edge(s, from, id, t, WEFT_HAZARD_WAR);
+  }
+  if (!any_reader && s->last_writer[t] != NONE) add_edge(s, s->last_writer[t], id, t, WEFT_HAZARD_WAW);
+  s->last_writer[t] = id;
+  s->head[t] = NONE;
+}
+
+/* The ids of a partitioned tensor's tiles. */
+#define FOR_TILES(t, k) \
+  for (uint32_t k = (t)->grid->first, k##_end = k + (uint32_t)((t)->grid->rows * (t)->grid->cols); k < k##_end; k++)
+
 /* Finds a cycle among the nodes Kahn's algorithm could not order and writes its nodes into the
  * error message. `left` marks them. A leftover node need not lie on a cycle (it may only be
  * downstream of one, with no leftover successor), but every leftover node has a leftover
@@ -167,7 +190,11 @@ int weft__graph_analyse(weft_graph *g) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tensors = g->tensors.data;
   size_t accesses = 0;
-  for (uint32_t id = 0; id < nn; id++) accesses += nodes[id]->nargs;
+  for (uint32_t id = 0; id < nn; id++)
+    for (int a = 0; a < nodes[id]->nargs; a++) {
+      const weft_tensor *t = nodes[id]->args[a].t;
+      accesses += 1 + (t->grid != NULL ? (size_t)(t->grid->rows * t->grid->cols) : 0);
+    }
   g->edges.len = 0;
   if ((rc = weft__vec_reserve(&g->edges, 2 * accesses + g->explicit_edges.len)) != WEFT_OK) goto done;
   if ((rc = weft__vec_reserve(&s.readers_vec, accesses)) != WEFT_OK) goto done;
@@ -206,28 +233,18 @@ int weft__graph_analyse(weft_graph *g) {
   for (uint32_t id = 0; id < nn; id++) {
     weft_node *n = nodes[id];
     /* Reads first, then writes, so a read-write access orders after the previous writer and
-     * after the other readers. */
+     * after the other readers. A partitioned tensor is accessed with each of its tiles. */
     for (int a = 0; a < n->nargs; a++) {
       if (!(n->args[a].mode & WEFT_READ)) continue;
-      uint32_t t = n->args[a].t->id;
-      if (s.last_writer[t] != NONE) add_edge(&s, s.last_writer[t], id, t, WEFT_HAZARD_RAW);
-      s.readers[s.nreaders] = (reader){id, s.head[t]};
-      s.head[t] = s.nreaders++;
+      const weft_tensor *t = n->args[a].t;
+      read_access(&s, id, t->id);
+      if (t->grid != NULL) FOR_TILES(t, k) read_access(&s, id, k);
     }
     for (int a = 0; a < n->nargs; a++) {
       if (!(n->args[a].mode & WEFT_WRITE)) continue;
-      uint32_t t = n->args[a].t->id;
-      int any_reader = 0;
-      for (uint32_t r = s.head[t]; r != NONE; r = s.readers[r].next) {
-        uint32_t from = s.readers[r].node;
-        if (from == id) continue;
-        any_reader = 1;
-        add_edge(&s, from, id, t, WEFT_HAZARD_WAR);
-      }
-      if (!any_reader && s.last_writer[t] != NONE)
-        add_edge(&s, s.last_writer[t], id, t, WEFT_HAZARD_WAW);
-      s.last_writer[t] = id;
-      s.head[t] = NONE;
+      const weft_tensor *t = n->args[a].t;
+      write_access(&s, id, t->id);
+      if (t->grid != NULL) FOR_TILES(t, k) write_access(&s, id, k);
     }
     if (ne > 0)
       for (uint32_t k = eoff[id]; k < eoff[id + 1]; k++)

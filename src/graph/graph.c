@@ -219,6 +219,70 @@ void weft_tensor_keep(weft_tensor *t) {
   }
 }
 
+/* ---- tiles ------------------------------------------------------------------------------ */
+
+int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows, int64_t tile_cols) {
+  if (g == NULL || x == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_tiles: NULL argument");
+  if (x->graph != g)
+    return weft__err(WEFT_EINVAL, "weft_tensor_tiles: tensor %s belongs to another graph", weft__tensor_name(x));
+  if (x->ndim != 2)
+    return weft__err(WEFT_ESHAPE, "weft_tensor_tiles: tensor %s has %d dimensions; tiles are of 2-D tensors",
+                     weft__tensor_name(x), x->ndim);
+  if (tile_rows <= 0 || tile_cols <= 0)
+    return weft__err(WEFT_ESHAPE, "weft_tensor_tiles: tensor %s: tiles of %lld x %lld; both sizes must be positive",
+                     weft__tensor_name(x), (long long)tile_rows, (long long)tile_cols);
+  if (x->view != NULL)
+    return weft__err(WEFT_ESTATE, "weft_tensor_tiles: %s is a tile; partition the tensor it views instead",
+                     weft__tensor_name(x));
+  if (x->grid != NULL)
+    return weft__err(WEFT_ESTATE, "weft_tensor_tiles: tensor %s is already partitioned (%lld x %lld tiles)",
+                     weft__tensor_name(x), (long long)x->grid->rows, (long long)x->grid->cols);
+  int rc = weft__graph_check_idle(g, "weft_tensor_tiles");
+  if (rc != WEFT_OK) return rc;
+  int64_t rows = x->shape[0] == 0 ? 0 : (x->shape[0] + tile_rows - 1) / tile_rows;
+  int64_t cols = x->shape[1] == 0 ? 0 : (x->shape[1] + tile_cols - 1) / tile_cols;
+  if (rows * cols >= (int64_t)(UINT32_MAX / 2) - (int64_t)g->tensors.len)
+    return weft__err(WEFT_ELIMIT, "weft_tensor_tiles: tensor %s: %lld x %lld tiles are too many",
+                     weft__tensor_name(x), (long long)rows, (long long)cols);
+  weft__grid *grid = weft__arena_alloc(&g->arena, sizeof *grid, 8);
+  if (grid == NULL) return WEFT_ENOMEM;
+  *grid = (weft__grid){rows, cols, {tile_rows, tile_cols}, (uint32_t)g->tensors.len};
+  size_t tensors0 = g->tensors.len;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      int64_t shape[2] = {x->shape[0] - i * tile_rows < tile_rows ? x->shape[0] - i * tile_rows : tile_rows,
+                          x->shape[1] - j * tile_cols < tile_cols ? x->shape[1] - j * tile_cols : tile_cols};
+      char name[160];
+      snprintf(name, sizeof name, "%s[%lld,%lld]", weft__tensor_name(x), (long long)i, (long long)j);
+      weft_tensor *t = NULL;
+      weft__view *v = weft__arena_alloc(&g->arena, sizeof *v, 8);
+      if (v == NULL) rc = WEFT_ENOMEM;
+      else rc = weft__tensor_new(g, name, x->dtype, 2, shape, x->device, x->init, 0, &t);
+      if (rc != WEFT_OK) {
+        g->tensors.len = tensors0; /* the arena keeps the bytes until the graph dies */
+        return rc;
+      }
+      *v = (weft__view){x, i * tile_rows * x->shape[1] + j * tile_cols, x->shape[1], i, j};
+      t->view = v;
+    }
+  x->grid = grid;
+  x->flags |= WEFT__T_KEEP; /* the tiles' storage: never a temporary's, released early */
+  g->version++;
+  return WEFT_OK;
+}
+
+weft_tensor *weft_tensor_tile(const weft_tensor *x, int64_t i, int64_t j) {
+  if (x == NULL || x->grid == NULL || i < 0 || j < 0 || i >= x->grid->rows || j >= x->grid->cols) return NULL;
+  return WEFT__VEC_AT(&x->graph->tensors, weft_tensor *, x->grid->first + (size_t)(i * x->grid->cols + j));
+}
+
+int64_t weft_tensor_tile_count(const weft_tensor *x, int dim) {
+  if (x == NULL || x->grid == NULL || dim < 0 || dim > 1) return 0;
+  return dim == 0 ? x->grid->rows : x->grid->cols;
+}
+
+weft_tensor *weft_tensor_parent(const weft_tensor *t) { return t != NULL && t->view != NULL ? t->view->parent : NULL; }
+
 int weft_tensor_is_kept(const weft_tensor *t) {
   if (!(t->flags & WEFT__T_AUTO) || (t->flags & WEFT__T_KEEP)) return 1;
   weft_graph *g = t->graph;

@@ -25,6 +25,10 @@ typedef enum weft__op_kind {
   WEFT__OP_LINEAR,
   WEFT__OP_COPY,
   WEFT__OP_FILL,
+  WEFT__OP_GEMM,  /* the dense linear-algebra ops: in place, params in weft__la */
+  WEFT__OP_POTRF,
+  WEFT__OP_TRSM,
+  WEFT__OP_SYRK,
   WEFT__OP_USER,
   WEFT__OP_COUNT
 } weft__op_kind;
@@ -56,6 +60,7 @@ enum {
   WEFT__S_HEAP,       /* host, aligned heap block */
   WEFT__S_PINNED,     /* host, pinned by a GPU backend */
   WEFT__S_DEVICE,     /* device memory, owned by the tensor's backend */
+  WEFT__S_VIEW,       /* a tile: its parent's storage */
 };
 
 struct weft_tensor {
@@ -81,7 +86,42 @@ struct weft_tensor {
   weft_tensor *copy_cache;
   weft_device copy_dev;
   weft_tensor *copy_src; /* an inserted copy: the tensor it copies (whose cache it may be) */
+  /* Tiles (weft_tensor_tiles): a tile's place in the tensor it views, a partitioned tensor's
+   * grid. NULL for the rest. */
+  struct weft__view *view;
+  struct weft__grid *grid;
 };
+
+/* A tile: rows x cols of `parent` from element `offset` (row-major), rows `ld` elements
+ * apart. Its storage is the parent's. */
+typedef struct weft__view {
+  weft_tensor *parent;
+  int64_t offset, ld;
+  int64_t i, j; /* its place in the grid */
+} weft__view;
+
+/* A partitioned tensor's grid: rows x cols tiles of tile[0] x tile[1] elements (the last ones
+ * ragged), the first with id `first` and the rest after it in row-major order. */
+typedef struct weft__grid {
+  int64_t rows, cols;
+  int64_t tile[2];
+  uint32_t first;
+} weft__grid;
+
+/* The parameters of a dense linear-algebra node (weft_node.params). */
+typedef struct weft__la {
+  double alpha, beta;
+  uint8_t trans_a, trans_b, side;
+} weft__la;
+
+/* A 2-D tensor's row stride in elements (a tile's is its parent's), and whether its
+ * elements are contiguous (every tensor but a tile narrower than its parent). */
+static inline int64_t weft__tensor_ld(const weft_tensor *t) {
+  return t->view != NULL ? t->view->ld : t->ndim == 2 ? t->shape[1] : 1;
+}
+static inline int weft__tensor_contiguous(const weft_tensor *t) {
+  return t->view == NULL || t->shape[0] <= 1 || t->view->ld == t->shape[1];
+}
 
 typedef struct weft__arg {
   weft_tensor *t;
@@ -154,6 +194,10 @@ int weft__graph_analyse(weft_graph *g);
 /* Writes a topological order of the analysed graph's nodes into out (n entries): insertion
  * order, or the analysis's order where explicit edges point backward. */
 void weft__graph_order(const weft_graph *g, uint32_t *out);
+
+/* The floating-point operations of a dense linear-algebra node (gemm, potrf, trsm, syrk); -1
+ * for other kinds. */
+double weft__la_flops(const weft_node *n);
 
 /* Returns the tensor's display name. */
 const char *weft__tensor_name(const weft_tensor *t);

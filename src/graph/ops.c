@@ -11,7 +11,8 @@
 
 
 static const char *const kind_names[WEFT__OP_COUNT] = {
-    "mm", "add", "sub", "mul", "scale", "relu", "sum", "norm", "linear", "copy", "fill", "user"};
+    "mm",   "add",  "sub",   "mul",  "scale", "relu", "sum",  "norm",
+    "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk", "user"};
 
 const char *weft__op_kind_name(int kind) {
   return (kind >= 0 && kind < WEFT__OP_COUNT) ? kind_names[kind] : "?";
@@ -143,6 +144,17 @@ static int check_tensor(call *c, const weft_tensor *t, const char *argname) {
   return WEFT_OK;
 }
 
+/* A strided tile (narrower than the tensor it views) reaches only the dense linear-algebra
+ * ops, which take a row stride; every other kernel reads contiguous elements. */
+static int check_contiguous(call *c, const weft_tensor *t, const char *argname) {
+  if (weft__tensor_contiguous(t)) return WEFT_OK;
+  return weft__err(WEFT_ESHAPE,
+                   "node %u '%s': argument %s (%s) is a strided tile (%lld columns of a tensor of %lld); "
+                   "only gemm, potrf, trsm and syrk take strided tiles",
+                   c->id, c->opname, argname, weft__tensor_name(t), (long long)t->shape[1],
+                   (long long)t->view->ld);
+}
+
 static int check_same_dtype(call *c, const weft_tensor *a, const weft_tensor *b, const char *an,
                             const char *bn) {
   if (a->dtype != b->dtype)
@@ -188,6 +200,9 @@ static int finish_op(call *c, weft_tensor **ins, const char *const *names, int n
     return weft__err(WEFT_EINVAL, "node %u '%s': the out pointer is NULL", c->id, c->opname);
   weft_device dev = *out != NULL ? (*out)->device : ins[0]->device;
   if (*out != NULL && (rc = check_out(c, *out, dtype, ndim, shape)) != WEFT_OK) return rc;
+  if (*out != NULL && (rc = check_contiguous(c, *out, "out")) != WEFT_OK) return rc;
+  for (int i = 0; i < nin; i++)
+    if ((rc = check_contiguous(c, ins[i], names[i])) != WEFT_OK) return rc;
   if (*out == NULL && (rc = check_result_size(c, ndim, shape)) != WEFT_OK) return rc;
   if ((rc = weft__graph_check_idle(c->g, c->opname)) != WEFT_OK) return rc;
   for (int i = 0; i < nin; i++)
@@ -323,10 +338,11 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
   call c;
   call_begin(&c, g, WEFT__OP_COPY, "copy");
   int rc;
-  if ((rc = check_tensor(&c, src, "src"))) return rc;
+  if ((rc = check_tensor(&c, src, "src")) || (rc = check_contiguous(&c, src, "src"))) return rc;
   if (out == NULL) return weft__err(WEFT_EINVAL, "node %u 'copy': the out pointer is NULL", c.id);
   if (*out != NULL) {
-    if ((rc = check_out(&c, *out, src->dtype, src->ndim, src->shape))) return rc;
+    if ((rc = check_out(&c, *out, src->dtype, src->ndim, src->shape)) || (rc = check_contiguous(&c, *out, "out")))
+      return rc;
     device = (*out)->device;
   } else if (!weft_device_exists(g->rt, device)) {
     return weft__err(WEFT_EDEVICE, "node %u 'copy': the runtime has no device %s", c.id,
@@ -352,7 +368,7 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   call c;
   call_begin(&c, g, WEFT__OP_FILL, "fill");
   int rc;
-  if ((rc = check_tensor(&c, t, "t"))) return rc;
+  if ((rc = check_tensor(&c, t, "t")) || (rc = check_contiguous(&c, t, "t"))) return rc;
   if (init.kind < WEFT_INIT_ZEROS || init.kind > WEFT_INIT_NORMAL ||
       (init.kind == WEFT_INIT_UNIFORM && !(init.a <= init.b)) ||
       (init.kind == WEFT_INIT_NORMAL && !(init.b >= 0)))
@@ -393,9 +409,10 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
   weft_device dev = weft_cpu();
   int have_dev = 0;
   for (int i = 0; i < nargs; i++) {
-    if (args[i] == NULL || args[i]->graph != g) {
+    if (args[i] == NULL || args[i]->graph != g || !weft__tensor_contiguous(args[i])) {
       snprintf(argname, sizeof argname, "%d", i);
-      return check_tensor(&c, args[i], argname);
+      if ((rc = check_tensor(&c, args[i], argname)) != WEFT_OK) return rc;
+      return check_contiguous(&c, args[i], argname);
     }
     if ((mode_of(op, i) & WEFT_WRITE) && !have_dev) {
       dev = args[i]->device;
@@ -449,4 +466,149 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
   n->targs = targs;
   invalidate_copies(n);
   return WEFT_OK;
+}
+
+/* ---- dense linear algebra ------------------------------------------------------------------ */
+
+/* Whether two tensors share elements: the same tensor, or a tile and the tensor it views. */
+static int overlap(const weft_tensor *a, const weft_tensor *b) {
+  const weft_tensor *pa = a->view != NULL ? a->view->parent : a, *pb = b->view != NULL ? b->view->parent : b;
+  return a == b || (pa == pb && (a->view == NULL || b->view == NULL));
+}
+
+/* Checks the operands of a linear-algebra op (the last one is updated in place: read and
+ * written) and appends its node on their device. */
+static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, weft__la la) {
+  char d1[32], d2[32];
+  int rc;
+  for (int i = 0; i < nts; i++) {
+    if ((rc = check_tensor(c, ts[i], names[i])) != WEFT_OK) return rc;
+    if (ts[i]->ndim != 2)
+      return weft__err(WEFT_ESHAPE, "node %u '%s': %s (%s) has %d dimensions; the op takes matrices",
+                       c->id, c->opname, names[i], weft__tensor_name(ts[i]), ts[i]->ndim);
+    if (i > 0 && (rc = check_same_dtype(c, ts[0], ts[i], names[0], names[i])) != WEFT_OK) return rc;
+    if (i > 0 && !weft_device_equal(ts[0]->device, ts[i]->device))
+      return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; the op copies nothing",
+                       c->id, c->opname, names[0], weft__tensor_name(ts[0]),
+                       weft_device_str(ts[0]->device, d1, sizeof d1), names[i], weft__tensor_name(ts[i]),
+                       weft_device_str(ts[i]->device, d2, sizeof d2));
+  }
+  weft_tensor *out = ts[nts - 1];
+  for (int i = 0; i < nts - 1; i++)
+    if (overlap(ts[i], out))
+      return weft__err(WEFT_EINVAL, "node %u '%s': %s (%s) and %s (%s) share elements; the updated operand must be apart",
+                       c->id, c->opname, names[i], weft__tensor_name(ts[i]), names[nts - 1], weft__tensor_name(out));
+  if ((rc = weft__graph_check_idle(c->g, c->opname)) != WEFT_OK) return rc;
+  weft__la *p = weft__arena_alloc(&c->g->arena, sizeof *p, 8);
+  if (p == NULL) return WEFT_ENOMEM;
+  *p = la;
+  weft__arg args[3];
+  for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? WEFT_READ_WRITE : WEFT_READ};
+  weft_node *n;
+  if ((rc = append_node(c->g, c->kind, NULL, args, nts, out->device, 0, &n)) != WEFT_OK) return rc;
+  n->params = p;
+  n->params_size = sizeof *p;
+  n->alpha = la.alpha;
+  invalidate_copies(n);
+  return WEFT_OK;
+}
+
+double weft__la_flops(const weft_node *n) {
+  const weft_tensor *a = n->args[0].t, *out = n->args[n->nargs - 1].t;
+  const weft__la *la = n->params;
+  double r = (double)out->shape[0], c = (double)out->shape[1];
+  switch (n->kind) {
+    case WEFT__OP_GEMM:
+      return 2.0 * r * c * (double)a->shape[la->trans_a ? 0 : 1];
+    case WEFT__OP_POTRF:
+      return r * r * r / 3.0;
+    case WEFT__OP_TRSM:
+      return la->side == WEFT_RIGHT ? r * c * c : c * r * r;
+    case WEFT__OP_SYRK:
+      return r * r * (double)a->shape[1];
+    default:
+      return -1;
+  }
+}
+
+/* rows and columns of op(t). */
+static int64_t op_rows(const weft_tensor *t, int trans) { return t->shape[trans ? 1 : 0]; }
+static int64_t op_cols(const weft_tensor *t, int trans) { return t->shape[trans ? 0 : 1]; }
+
+static int square(call *c, const weft_tensor *t, const char *name) {
+  char s1[96];
+  if (t->shape[0] == t->shape[1]) return WEFT_OK;
+  return weft__err(WEFT_ESHAPE, "node %u '%s': %s (%s) is %s; it must be square", c->id, c->opname, name,
+                   weft__tensor_name(t), shape_str(t, s1, sizeof s1));
+}
+
+int weft_gemm(weft_graph *g, weft_tensor *a, int trans_a, weft_tensor *b, int trans_b, double alpha, double beta,
+              weft_tensor *cm) {
+  char s1[96], s2[96], s3[96];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_gemm: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_GEMM, "gemm");
+  int rc;
+  if ((rc = check_tensor(&c, a, "a")) || (rc = check_tensor(&c, b, "b")) || (rc = check_tensor(&c, cm, "c")))
+    return rc;
+  if (a->ndim == 2 && b->ndim == 2 && cm->ndim == 2 &&
+      (op_cols(a, trans_a) != op_rows(b, trans_b) || op_rows(a, trans_a) != cm->shape[0] ||
+       op_cols(b, trans_b) != cm->shape[1]))
+    return weft__err(WEFT_ESHAPE, "node %u 'gemm': op(a) (%s%s) is %s%s, op(b) (%s%s) is %s%s: their product is not c (%s) %s",
+                     c.id, weft__tensor_name(a), trans_a ? "^T" : "", shape_str(a, s1, sizeof s1),
+                     trans_a ? " transposed" : "", weft__tensor_name(b), trans_b ? "^T" : "",
+                     shape_str(b, s2, sizeof s2), trans_b ? " transposed" : "", weft__tensor_name(cm),
+                     shape_str(cm, s3, sizeof s3));
+  weft_tensor *ts[3] = {a, b, cm};
+  static const char *const names[3] = {"a", "b", "c"};
+  return la_op(&c, ts, names, 3, (weft__la){alpha, beta, (uint8_t)(trans_a != 0), (uint8_t)(trans_b != 0), 0});
+}
+
+int weft_potrf(weft_graph *g, weft_tensor *a) {
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_potrf: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_POTRF, "potrf");
+  int rc;
+  if ((rc = check_tensor(&c, a, "a"))) return rc;
+  if (a->ndim == 2 && (rc = square(&c, a, "a"))) return rc;
+  weft_tensor *ts[1] = {a};
+  static const char *const names[1] = {"a"};
+  return la_op(&c, ts, names, 1, (weft__la){1, 0, 0, 0, 0});
+}
+
+int weft_trsm(weft_graph *g, weft_side side, int trans, double alpha, weft_tensor *l, weft_tensor *b) {
+  char s1[96], s2[96];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_trsm: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_TRSM, "trsm");
+  int rc;
+  if ((rc = check_tensor(&c, l, "l")) || (rc = check_tensor(&c, b, "b"))) return rc;
+  if (side != WEFT_LEFT && side != WEFT_RIGHT)
+    return weft__err(WEFT_EINVAL, "node %u 'trsm': side %d is neither WEFT_LEFT nor WEFT_RIGHT", c.id, (int)side);
+  if (l->ndim == 2 && (rc = square(&c, l, "l"))) return rc;
+  if (l->ndim == 2 && b->ndim == 2 && b->shape[side == WEFT_RIGHT ? 1 : 0] != l->shape[0])
+    return weft__err(WEFT_ESHAPE, "node %u 'trsm': l (%s) is %s but b (%s) is %s: b's %s must be %lld", c.id,
+                     weft__tensor_name(l), shape_str(l, s1, sizeof s1), weft__tensor_name(b),
+                     shape_str(b, s2, sizeof s2), side == WEFT_RIGHT ? "columns" : "rows",
+                     (long long)l->shape[0]);
+  weft_tensor *ts[2] = {l, b};
+  static const char *const names[2] = {"l", "b"};
+  return la_op(&c, ts, names, 2, (weft__la){alpha, 0, (uint8_t)(trans != 0), 0, (uint8_t)side});
+}
+
+int weft_syrk(weft_graph *g, double alpha, weft_tensor *a, double beta, weft_tensor *cm) {
+  char s1[96], s2[96];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_syrk: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_SYRK, "syrk");
+  int rc;
+  if ((rc = check_tensor(&c, a, "a")) || (rc = check_tensor(&c, cm, "c"))) return rc;
+  if (cm->ndim == 2 && (rc = square(&c, cm, "c"))) return rc;
+  if (a->ndim == 2 && cm->ndim == 2 && a->shape[0] != cm->shape[0])
+    return weft__err(WEFT_ESHAPE, "node %u 'syrk': a (%s) is %s but c (%s) is %s: a must have %lld rows", c.id,
+                     weft__tensor_name(a), shape_str(a, s1, sizeof s1), weft__tensor_name(cm),
+                     shape_str(cm, s2, sizeof s2), (long long)cm->shape[0]);
+  weft_tensor *ts[2] = {a, cm};
+  static const char *const names[2] = {"a", "c"};
+  return la_op(&c, ts, names, 2, (weft__la){alpha, beta, 0, 0, 0});
 }

@@ -22,6 +22,8 @@ static void mark_pinned(weft_graph *g) {
     weft_node *n = nodes[i];
     if (n->kind != WEFT__OP_COPY) continue;
     weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
+    if (src->view != NULL) src = src->view->parent; /* a tile's storage is its parent's */
+    if (dst->view != NULL) dst = dst->view->parent;
     if (src->device.kind == WEFT_DEVICE_CPU && dst->device.kind != WEFT_DEVICE_CPU)
       src->flags |= WEFT__T_PINNED;
     if (dst->device.kind == WEFT_DEVICE_CPU && src->device.kind != WEFT_DEVICE_CPU)
@@ -59,6 +61,14 @@ static int host_alloc(weft_graph *g, weft_tensor *t) {
 int weft__storage_prepare(weft_tensor *t) {
   int rc;
   weft_graph *g = t->graph;
+  if (t->view != NULL && t->storage_kind == WEFT__S_NONE) {
+    weft_tensor *p = t->view->parent;
+    if ((rc = weft__storage_prepare(p)) != WEFT_OK) return rc;
+    t->data = (char *)p->data + (size_t)t->view->offset * weft_dtype_size(t->dtype);
+    t->storage_kind = WEFT__S_VIEW;
+    t->initialised = 1;
+    return WEFT_OK;
+  }
   if (t->storage_kind == WEFT__S_NONE) {
     if (t->bytes == 0) {
       t->storage_kind = WEFT__S_EMPTY;
@@ -139,11 +149,31 @@ static int access_check(weft_tensor *t, size_t size, const char *what, int readi
   return weft__storage_prepare(t);
 }
 
+/* Reads or writes a strided tile through its parent: in place on the host, through a copy of
+ * the parent elsewhere. */
+static int tile_io(weft_tensor *t, void *buf, int reading) {
+  weft_tensor *p = t->view->parent;
+  size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1] * es, ld = (size_t)t->view->ld * es;
+  char *whole = p->device.kind == WEFT_DEVICE_CPU ? p->data : weft__malloc(p->bytes);
+  if (whole == NULL) return weft__oom("a copy of a tile's parent");
+  int rc = p->device.kind == WEFT_DEVICE_CPU ? WEFT_OK : weft_tensor_read(p, whole, p->bytes);
+  char *at = whole + (size_t)t->view->offset * es;
+  for (int64_t i = 0; rc == WEFT_OK && i < t->shape[0]; i++)
+    if (reading)
+      memcpy((char *)buf + (size_t)i * row, at + (size_t)i * ld, row);
+    else
+      memcpy(at + (size_t)i * ld, (const char *)buf + (size_t)i * row, row);
+  if (rc == WEFT_OK && !reading && p->device.kind != WEFT_DEVICE_CPU) rc = weft_tensor_write(p, whole, p->bytes);
+  if (whole != p->data) weft__free(whole);
+  return rc;
+}
+
 int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
   int rc = access_check(t, size, "weft_tensor_read", 1);
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
   if (dst == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_read: dst is NULL");
+  if (!weft__tensor_contiguous(t)) return tile_io(t, dst, 1);
   if (t->device.kind == WEFT_DEVICE_CPU) {
     memcpy(dst, t->data, size);
     return WEFT_OK;
@@ -157,6 +187,7 @@ int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
   if (src == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_write: src is NULL");
+  if (!weft__tensor_contiguous(t)) return tile_io(t, (void *)src, 0);
   if (t->device.kind == WEFT_DEVICE_CPU) {
     memcpy(t->data, src, size);
     return WEFT_OK;
@@ -174,7 +205,8 @@ int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
   if (t->device.kind == WEFT_DEVICE_CPU) {
     int rc = access_check(t, t->bytes, "weft_tensor_get", 1);
     if (rc != WEFT_OK) return rc;
-    const char *p = (const char *)t->data + (size_t)index * es;
+    int64_t at = weft__tensor_contiguous(t) ? index : index / t->shape[1] * t->view->ld + index % t->shape[1];
+    const char *p = (const char *)t->data + (size_t)at * es;
     *out = t->dtype == WEFT_F32 ? (double)*(const float *)p : *(const double *)p;
     return WEFT_OK;
   }

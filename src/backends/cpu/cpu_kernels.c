@@ -64,39 +64,64 @@ void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init) {
  * are one call. */
 #define TILE_FLOPS (1.0 * (1 << 30))
 
-typedef struct gemm_job {
-  int dtype, transb;
-  int64_t m, n, k, side, cols; /* cols: tiles across n */
+/* C[m,n] = alpha op(A) op(B) + beta C, row-major with row strides lda, ldb, ldc; op(A) is
+ * m x k. */
+typedef struct gemm_args {
+  int dtype, ta, tb;
+  int64_t m, n, k, lda, ldb, ldc;
+  double alpha, beta;
   const void *a, *b;
   void *c;
+} gemm_args;
+
+typedef struct gemm_job {
+  gemm_args g;
+  int64_t side, cols; /* cols: tiles across n */
 } gemm_job;
 
-static void gemm_call(int dtype, int64_t m, int64_t n, int64_t k, const void *a, const void *b, int transb,
-                      int64_t ldb, void *c, int64_t ldc) {
-  enum CBLAS_TRANSPOSE tb = transb ? CblasTrans : CblasNoTrans;
+static void gemm_call(const gemm_args *g) {
+  enum CBLAS_TRANSPOSE ta = g->ta ? CblasTrans : CblasNoTrans, tb = g->tb ? CblasTrans : CblasNoTrans;
   int locked = weft__cpu_blas_enter();
-  if (dtype == WEFT_F32)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)ldb, 0.0f, c,
-                (int)ldc);
+  if (g->dtype == WEFT_F32)
+    cblas_sgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, (float)g->alpha, g->a, (int)g->lda, g->b,
+                (int)g->ldb, (float)g->beta, g->c, (int)g->ldc);
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)n, (int)k, 1.0, a, (int)k, b, (int)ldb, 0.0, c,
-                (int)ldc);
+    cblas_dgemm(CblasRowMajor, ta, tb, (int)g->m, (int)g->n, (int)g->k, g->alpha, g->a, (int)g->lda, g->b,
+                (int)g->ldb, g->beta, g->c, (int)g->ldc);
   weft__cpu_blas_leave(locked);
 }
 
 static void gemm_tile(void *arg, uint32_t tile) {
   const gemm_job *j = arg;
-  size_t es = weft_dtype_size(j->dtype);
+  gemm_args t = j->g;
+  size_t es = weft_dtype_size(t.dtype);
   int64_t r0 = (int64_t)(tile / (uint32_t)j->cols) * j->side, c0 = (int64_t)(tile % (uint32_t)j->cols) * j->side;
-  int64_t mr = j->m - r0 < j->side ? j->m - r0 : j->side, nc = j->n - c0 < j->side ? j->n - c0 : j->side;
-  const char *a = (const char *)j->a + (size_t)(r0 * j->k) * es;
-  /* op(B)'s columns c0..: B[k,n]'s columns, or B[n,k]'s rows when transposed. */
-  const char *b = (const char *)j->b + (size_t)(j->transb ? c0 * j->k : c0) * es;
-  char *c = (char *)j->c + (size_t)(r0 * j->n + c0) * es;
-  gemm_call(j->dtype, mr, nc, j->k, a, b, j->transb, j->transb ? j->k : j->n, c, j->n);
+  t.m = t.m - r0 < j->side ? t.m - r0 : j->side;
+  t.n = t.n - c0 < j->side ? t.n - c0 : j->side;
+  /* op(A)'s rows r0..: A[m,k]'s rows, or A[k,m]'s columns; op(B)'s columns c0..: B[k,n]'s
+   * columns, or B[n,k]'s rows. */
+  t.a = (const char *)t.a + (size_t)(t.ta ? r0 : r0 * t.lda) * es;
+  t.b = (const char *)t.b + (size_t)(t.tb ? c0 * t.ldb : c0) * es;
+  t.c = (char *)t.c + (size_t)(r0 * t.ldc + c0) * es;
+  gemm_call(&t);
 }
 
-/* C[m,n] = A[m,k] . op(B) with op(B) = B[k,n] (transb 0) or B[n,k]^T (transb 1). */
+/* A product as one call, or split into tiles of the result that the workers share. */
+static void gemm_run(weft_kernel_ctx *ctx, const gemm_args *g) {
+  double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
+  if (flops < 2 * TILE_FLOPS) {
+    gemm_call(g);
+    return;
+  }
+  /* The side of a tile of TILE_FLOPS, in multiples of 64 (the BLAS kernels' blocking). */
+  int64_t side = (int64_t)sqrt(TILE_FLOPS / (2.0 * (double)g->k)) / 64 * 64;
+  if (side < 256) side = 256;
+  gemm_job j = {*g, side, (g->n + side - 1) / side};
+  uint32_t tiles = (uint32_t)(((g->m + side - 1) / side) * j.cols);
+  weft__ctx_parallel(ctx, tiles, gemm_tile, &j);
+}
+
+/* C[m,n] = A[m,k] . op(B) with op(B) = B[k,n] (transb 0) or B[n,k]^T (transb 1), contiguous. */
 static int gemm(weft_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k, const void *a,
                 const void *b, int transb, void *c) {
   size_t es = weft_dtype_size(dtype);
@@ -112,22 +137,78 @@ static int gemm(weft_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k
     weft_ctx_fail(ctx, "out of host memory for a %zu-byte scratch buffer", cbytes);
     return WEFT_ENOMEM;
   }
-  double flops = 2.0 * (double)m * (double)n * (double)k;
-  if (flops < 2 * TILE_FLOPS) {
-    gemm_call(dtype, m, n, k, a, b, transb, transb ? k : n, out, n);
-  } else {
-    /* The side of a tile of TILE_FLOPS, in multiples of 64 (the BLAS kernels' blocking). */
-    int64_t side = (int64_t)sqrt(TILE_FLOPS / (2.0 * (double)k)) / 64 * 64;
-    if (side < 256) side = 256;
-    gemm_job j = {dtype, transb, m, n, k, side, (n + side - 1) / side, a, b, out};
-    uint32_t tiles = (uint32_t)(((m + side - 1) / side) * j.cols);
-    weft__ctx_parallel(ctx, tiles, gemm_tile, &j);
-  }
+  gemm_args g = {dtype, 0, transb, m, n, k, k, transb ? k : n, n, 1, 0, a, b, out};
+  gemm_run(ctx, &g);
   if (alias) {
     memcpy(c, out, cbytes);
     weft__free(out);
   }
   return WEFT_OK;
+}
+
+/* LAPACK's Cholesky, through the Fortran interface of the BLAS weft links (OpenBLAS carries
+ * LAPACK and its own parallel potrf; docs/architecture.md, "Dense linear algebra"). */
+void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
+
+/* The dense linear-algebra ops on row-major (possibly strided) matrices. */
+static int linear_algebra(weft_kernel_ctx *ctx) {
+  const weft_node *nd = ctx->node;
+  const weft__la *la = nd->params;
+  const weft_tensor *a = nd->args[0].t, *out = nd->args[nd->nargs - 1].t;
+  void **d = ctx->data;
+  int dt = a->dtype, f32 = dt == WEFT_F32;
+  int m = (int)out->shape[0], n = (int)out->shape[1];
+  int lda = (int)weft__tensor_ld(a), ldc = (int)weft__tensor_ld(out);
+  if (m == 0 || n == 0) return WEFT_OK;
+  switch (nd->kind) {
+    case WEFT__OP_GEMM: {
+      const weft_tensor *b = nd->args[1].t;
+      int64_t k = a->shape[la->trans_a ? 0 : 1];
+      gemm_args g = {dt, la->trans_a, la->trans_b, m, n, k, lda, weft__tensor_ld(b), ldc, la->alpha, la->beta,
+                     d[0], d[1], d[2]};
+      gemm_run(ctx, &g);
+      return WEFT_OK;
+    }
+    case WEFT__OP_POTRF: {
+      /* A row-major lower triangle is the column-major upper one of the same memory: LAPACK's
+       * upper factor U (A = U^T U) there is L = U^T here, with no transposition. */
+      int info = 0, locked = weft__cpu_blas_enter();
+      if (f32)
+        spotrf_("U", &n, d[0], &lda, &info);
+      else
+        dpotrf_("U", &n, d[0], &lda, &info);
+      weft__cpu_blas_leave(locked);
+      if (info > 0)
+        return weft_ctx_fail(ctx, "%s is not positive definite: its leading minor of order %d is not positive",
+                             weft__tensor_name(a), info);
+      if (info < 0) return weft_ctx_fail(ctx, "LAPACK potrf refused argument %d", -info);
+      return WEFT_OK;
+    }
+    case WEFT__OP_TRSM: {
+      enum CBLAS_SIDE side = la->side == WEFT_RIGHT ? CblasRight : CblasLeft;
+      enum CBLAS_TRANSPOSE t = la->trans_a ? CblasTrans : CblasNoTrans;
+      int locked = weft__cpu_blas_enter();
+      if (f32)
+        cblas_strsm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, (float)la->alpha, d[0], lda, d[1], ldc);
+      else
+        cblas_dtrsm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, la->alpha, d[0], lda, d[1], ldc);
+      weft__cpu_blas_leave(locked);
+      return WEFT_OK;
+    }
+    case WEFT__OP_SYRK: {
+      int k = (int)a->shape[1], locked = weft__cpu_blas_enter();
+      if (f32)
+        cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, k, (float)la->alpha, d[0], lda, (float)la->beta,
+                    d[1], ldc);
+      else
+        cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, k, la->alpha, d[0], lda, la->beta, d[1], ldc);
+      weft__cpu_blas_leave(locked);
+      return WEFT_OK;
+    }
+    default:
+      return weft_ctx_fail(ctx, "unknown op kind %d", nd->kind);
+  }
 }
 
 static double reduce(const void *x, int dtype, int64_t n, int squares) {
@@ -252,6 +333,11 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     case WEFT__OP_FILL:
       if (t0->bytes) weft__cpu_fill(d[0], dt, n, nd->fill);
       return WEFT_OK;
+    case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_SYRK:
+      return linear_algebra(ctx);
     default:
       return weft_ctx_fail(ctx, "unknown op kind %d", nd->kind);
   }

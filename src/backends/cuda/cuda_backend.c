@@ -246,6 +246,10 @@ static int stream_init(cu_stream *s, int dev, int kind, size_t workspace, cublas
 }
 
 static void stream_fini(cu_stream *s) {
+  if (s->solver_params != NULL) cusolverDnDestroyParams(s->solver_params);
+  if (s->solver != NULL) cusolverDnDestroy(s->solver);
+  if (s->solver_info != NULL) cudaFree(s->solver_info);
+  weft__free(s->solver_host);
   if (s->blas != NULL) cublasDestroy(s->blas);
   if (s->workspace != NULL) cudaFree(s->workspace);
   if (s->scratch != NULL) cudaFree(s->scratch);

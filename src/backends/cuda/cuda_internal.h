@@ -17,6 +17,11 @@
 #define WEFT_CUDA_INTERNAL_H
 
 #include <cublas_v2.h>
+/* cusolverDn.h declares a function without a prototype (cusolverGetVersion's neighbours). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cusolverDn.h>
+#pragma GCC diagnostic pop
 #include <cuda_runtime.h>
 
 #include "backends/cuda/cuda_kernels.h"
@@ -45,6 +50,13 @@ struct cu_defer;
 typedef struct cu_stream {
   cudaStream_t s;
   cublasHandle_t blas;   /* compute streams only */
+  /* cuSOLVER (potrf), made at the stream's first potrf: its handle and parameters, its info
+   * word on the device, a host workspace (LAPACK's potrf asks for none today). */
+  cusolverDnHandle_t solver;
+  cusolverDnParams_t solver_params;
+  int *solver_info;
+  void *solver_host;
+  size_t solver_host_bytes;
   void *workspace;       /* cuBLAS workspace of `blas` */
   double *scratch;       /* partial sums of reductions run on this stream */
   atomic_int lock;       /* serialises enqueueing onto the stream and the use of `blas` */
@@ -219,7 +231,9 @@ typedef struct cu_plan {
   uint32_t ncuda;            /* CUDA nodes */
   int all_cuda;              /* every node of the plan is a CUDA node */
   cu_timing *tm;             /* node timing; NULL when timing is off */
-  int has_user;              /* a user op among them */
+  int eager_only;            /* never replayed (plan.h's weft__gpu_plan.eager_only) */
+  int *potrf_info;           /* per node, pinned: a potrf's LAPACK info, copied back after it;
+                                NULL when the plan has none */
   cu_defer *defer;           /* per node: its record when it is left to its stream's holder */
   /* Turns (cuda_launch.c): the nodes that take their stream in the plan's order. */
   uint32_t *parked;          /* per turn (turn_base + turn): this run's node parked there, or

@@ -202,6 +202,121 @@ cudaError_t weft__cu_batch_flush(cu_state *st, cu_plan *cp, cu_batch *bt) {
   return e;
 }
 
+
+/* ---- dense linear algebra ---------------------------------------------------------------- */
+
+/* A row-major matrix is the column-major transpose of the same memory, so each row-major op
+ * maps to the column-major one with the operands' roles swapped: C = op(A) op(B) is
+ * C^T = op(B)^T op(A)^T (gemm with B first); a row-major lower triangle is the column-major
+ * upper one (potrf 'U' gives L^T there, which is L here; syrk on the upper triangle with A
+ * transposed); a solve from the right is one from the left (trsm with the side swapped and
+ * the triangle upper). Nothing is transposed in memory. */
+
+static int fail_solver(weft_kernel_ctx *ctx, cusolverStatus_t s, const char *what) {
+  cudaGetLastError();
+  snprintf(ctx->err, ctx->err_size, "%s failed: cuSOLVER status %d", what, (int)s);
+  return s == CUSOLVER_STATUS_ALLOC_FAILED ? WEFT_EDEVMEM : WEFT_ECUBLAS;
+}
+
+/* The stream's cuSOLVER handle, made at its first potrf (under the stream's lock). */
+static int solver_of(weft_kernel_ctx *ctx, lane *l) {
+  cu_stream *s = l->own;
+  if (s->solver != NULL) return WEFT_OK;
+  cusolverStatus_t cs;
+  cudaError_t e;
+  if ((e = cudaMalloc((void **)&s->solver_info, sizeof(int))) != cudaSuccess)
+    return FAIL_CUDA(ctx, e, "cudaMalloc (potrf's info)");
+  if ((cs = cusolverDnCreate(&s->solver)) != CUSOLVER_STATUS_SUCCESS) {
+    s->solver = NULL;
+    return fail_solver(ctx, cs, "cusolverDnCreate");
+  }
+  if ((cs = cusolverDnSetStream(s->solver, s->s)) != CUSOLVER_STATUS_SUCCESS ||
+      (cs = cusolverDnCreateParams(&s->solver_params)) != CUSOLVER_STATUS_SUCCESS)
+    return fail_solver(ctx, cs, "configuring cuSOLVER");
+  return WEFT_OK;
+}
+
+static int potrf(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int64_t n, void *a, int64_t lda) {
+  int rc = solver_of(ctx, l);
+  if (rc != WEFT_OK) return rc;
+  cu_stream *s = l->own;
+  cudaDataType t = dtype == WEFT_F32 ? CUDA_R_32F : CUDA_R_64F;
+  size_t dev_bytes = 0, host_bytes = 0;
+  cusolverStatus_t cs = cusolverDnXpotrf_bufferSize(s->solver, s->solver_params, CUBLAS_FILL_MODE_UPPER, n, t, a,
+                                                    lda, t, &dev_bytes, &host_bytes);
+  if (cs != CUSOLVER_STATUS_SUCCESS) return fail_solver(ctx, cs, "cusolverDnXpotrf_bufferSize");
+  if (host_bytes > s->solver_host_bytes) {
+    void *h = weft__realloc(s->solver_host, host_bytes);
+    if (h == NULL) return weft_ctx_fail(ctx, "no host memory for cuSOLVER's %zu-byte workspace", host_bytes);
+    s->solver_host = h;
+    s->solver_host_bytes = host_bytes;
+  }
+  void *work = NULL;
+  cudaError_t e = dev_bytes > 0 ? weft__cu_pool_alloc(l->d, &work, dev_bytes, l->s) : cudaSuccess;
+  if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating cuSOLVER's workspace");
+  cs = cusolverDnXpotrf(s->solver, s->solver_params, CUBLAS_FILL_MODE_UPPER, n, t, a, lda, t, work, dev_bytes,
+                        s->solver_host, host_bytes, s->solver_info);
+  if (cs != CUSOLVER_STATUS_SUCCESS) rc = fail_solver(ctx, cs, "cusolverDnXpotrf");
+  /* The host reads the info after the run (cuda_complete.c): a matrix that is not positive
+   * definite fails the run there, naming this node. */
+  if (rc == WEFT_OK &&
+      (e = cudaMemcpyAsync(&cp->potrf_info[ctx->index], s->solver_info, sizeof(int), cudaMemcpyDeviceToHost, l->s)) !=
+          cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "cudaMemcpyAsync (potrf's info)");
+  if (work != NULL && (e = cudaFreeAsync(work, l->s)) != cudaSuccess && rc == WEFT_OK)
+    rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
+  return rc;
+}
+
+static int linear_algebra(weft_kernel_ctx *ctx, cu_plan *cp, lane *l) {
+  const weft_node *nd = ctx->node;
+  const weft__la *la = nd->params;
+  const weft_tensor *a = nd->args[0].t, *out = nd->args[nd->nargs - 1].t;
+  void **d = ctx->data;
+  int f32 = a->dtype == WEFT_F32;
+  int64_t m = out->shape[0], n = out->shape[1], lda = weft__tensor_ld(a), ldc = weft__tensor_ld(out);
+  int64_t k = nd->kind == WEFT__OP_GEMM ? a->shape[la->trans_a ? 0 : 1] : a->shape[1];
+  int rc = check_dims(ctx, m, n, k);
+  if (rc != WEFT_OK || m == 0 || n == 0) return rc;
+  if (lda > INT32_MAX || ldc > INT32_MAX) return check_dims(ctx, lda, ldc, 0);
+  float af = (float)la->alpha, bf = (float)la->beta;
+  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+  const char *what = "";
+  switch (nd->kind) {
+    case WEFT__OP_GEMM: {
+      int64_t ldb = weft__tensor_ld(nd->args[1].t);
+      cublasOperation_t ta = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = la->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+      what = f32 ? "cublasSgemm" : "cublasDgemm";
+      s = f32 ? cublasSgemm(l->blas, tb, ta, (int)n, (int)m, (int)k, &af, d[1], (int)ldb, d[0], (int)lda, &bf, d[2], (int)ldc)
+              : cublasDgemm(l->blas, tb, ta, (int)n, (int)m, (int)k, &la->alpha, d[1], (int)ldb, d[0], (int)lda,
+                            &la->beta, d[2], (int)ldc);
+      break;
+    }
+    case WEFT__OP_POTRF:
+      return potrf(ctx, cp, l, a->dtype, n, d[0], lda);
+    case WEFT__OP_TRSM: {
+      cublasSideMode_t side = la->side == WEFT_RIGHT ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
+      cublasOperation_t t = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+      what = f32 ? "cublasStrsm" : "cublasDtrsm";
+      s = f32 ? cublasStrsm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0],
+                            (int)lda, d[1], (int)ldc)
+              : cublasDtrsm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha,
+                            d[0], (int)lda, d[1], (int)ldc);
+      break;
+    }
+    case WEFT__OP_SYRK:
+      what = f32 ? "cublasSsyrk" : "cublasDsyrk";
+      s = f32 ? cublasSsyrk(l->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, (int)n, (int)k, &af, d[0], (int)lda, &bf, d[1],
+                            (int)ldc)
+              : cublasDsyrk(l->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, (int)n, (int)k, &la->alpha, d[0], (int)lda,
+                            &la->beta, d[1], (int)ldc);
+      break;
+    default:
+      break;
+  }
+  return s == CUBLAS_STATUS_SUCCESS ? WEFT_OK : FAIL_BLAS(ctx, s, what);
+}
+
 static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, const weft__gnode *x, lane *l, const cu_streams *cap) {
   const weft_node *nd = ctx->node;
   const weft_tensor *src = nd->args[0].t, *dst = nd->args[1].t;
@@ -306,6 +421,11 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, const weft__gno
       return copy(ctx, st, cp, x, l, cap);
     case WEFT__OP_FILL:
       return kernel_status(ctx, weft__cu_fill(dt, t0->numel, d[0], nd->fill, l->s), "the fill kernel");
+    case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_SYRK:
+      return linear_algebra(ctx, cp, l);
     default:
       snprintf(ctx->err, ctx->err_size, "unknown op kind %d", nd->kind);
       return WEFT_EINVAL;

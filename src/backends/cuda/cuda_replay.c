@@ -24,7 +24,7 @@
 #include "backends/cuda/cuda_internal.h"
 
 static int replayable(cu_state *st, cu_plan *cp) {
-  if (!atomic_load(&st->replay) || st->launch_blocking || !cp->all_cuda || cp->has_user || cp->n == 0)
+  if (!atomic_load(&st->replay) || st->launch_blocking || !cp->all_cuda || cp->eager_only || cp->n == 0)
     return 0;
   weft__plan *p = cp->p;
   for (uint32_t i = 0; i < cp->n; i++) {

@@ -14,6 +14,12 @@ static double gemm_s(const weft__sim_curve *c, double threads, int64_t m, int64_
   return flops / rate;
 }
 
+/* A dense linear-algebra node of f flops, at the rate of the product of the same flops. */
+static double la_s(const weft__sim_curve *c, double threads, double f) {
+  if (f <= 0) return 0;
+  return f / (weft__sim_curve_at(c, cbrt(f / 2)) * threads);
+}
+
 /* The host side of a host<->device copy is pinned (storage.c pins it at the first launch)
  * unless its storage already existed then as ordinary memory. */
 static int pinned(const weft_tensor *t) {
@@ -110,6 +116,17 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
                          : WEFT__MIN(1.0, WEFT__MAX(1.0 / g->compute_streams, weft__sim_curve_at(&g->gemm_share, side)));
       break;
     }
+    case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_SYRK: {
+      /* Priced as the product of the same flops: potrf and trsm run slower than that on small
+       * tiles (their critical path is serial), which measured times refine. */
+      double f = weft__la_flops(n);
+      t = la_s(gc, 1, f);
+      tpeak = f / peak_of(gc);
+      break;
+    }
     case WEFT__OP_FILL:
       t = tpeak = (double)t0->bytes / (n->fill.kind == WEFT_INIT_UNIFORM || n->fill.kind == WEFT_INIT_NORMAL
                                            ? g->fill_bandwidth
@@ -158,6 +175,13 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
                  t0->shape[1]) +
           (double)n->args[n->nargs - 1].t->bytes / h->memory_bandwidth;
       break;
+    case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_SYRK: {
+      t = la_s(&h->gemm[dtype_index(n)], m->blas_threads, weft__la_flops(n));
+      break;
+    }
     case WEFT__OP_FILL:
       t = n->fill.kind == WEFT_INIT_UNIFORM || n->fill.kind == WEFT_INIT_NORMAL
               ? (double)t0->numel / h->fill_rate
@@ -186,7 +210,7 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
 void weft__cost_submit(const weft__cost_model *m, const weft_node *nd, int events, double *submit,
                        double *submit_min) {
   const weft__sim_gpu *g = &m->prof.gpu;
-  int gemm = nd->kind == WEFT__OP_MM || nd->kind == WEFT__OP_LINEAR;
+  int gemm = nd->kind == WEFT__OP_MM || nd->kind == WEFT__OP_LINEAR || weft__la_flops(nd) >= 0;
   double launch = gemm && g->gemm_launch_s > 0 ? g->gemm_launch_s : g->launch_s;
   *submit = launch + events * g->event_s;
   *submit_min = 0;

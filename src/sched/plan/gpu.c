@@ -123,7 +123,7 @@ int weft__plan_gpu(weft__plan *p, const weft__gpu_target *t, weft__vec *extra) {
     bd.cost[i] = weft__plan_work(nd);
     if (nd->device.kind != WEFT_DEVICE_CUDA) continue;
     gp->nnodes++;
-    if (nd->kind == WEFT__OP_USER) gp->has_user = 1;
+    if (nd->kind == WEFT__OP_USER || nd->kind == WEFT__OP_POTRF) gp->eager_only = 1;
     weft__lanes_classify(&bd, i);
   }
   if ((rc = data_csr(&bd)) != WEFT_OK) goto done;

@@ -31,6 +31,11 @@ double weft__plan_work(const weft_node *nd) {
       return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[1];
     case WEFT__OP_LINEAR:
       return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)nd->args[1].t->shape[0];
+    case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_SYRK:
+      return weft__la_flops(nd);
     case WEFT__OP_USER:
       if (nd->user_op->desc.cost != NULL)
         return nd->user_op->desc.cost(nd->targs, nd->nargs, nd->params, nd->user_op->desc.user);
@@ -46,6 +51,10 @@ int weft__plan_fills_device(const weft_node *nd, int sms) {
   switch (nd->kind) {
     case WEFT__OP_MM:
     case WEFT__OP_LINEAR:
+    case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_SYRK:
       return ((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= sms;
     case WEFT__OP_USER:
       return 0;

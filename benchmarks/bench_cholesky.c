@@ -1,0 +1,342 @@
+/* bench_cholesky.c — a tiled Cholesky factorisation in weft against the vendor's one call.
+ *
+ * weft: the right-looking tiled Cholesky (lower) of an n x n symmetric positive definite
+ * matrix, tiles of b x b (each --tile given), with the built-in tile ops — per step k: potrf
+ * of tile (k,k), trsm of the tiles below it, syrk of the diagonal tiles and gemm of the rest of
+ * the trailing matrix — every dependency inferred from the tiles each node reads and writes.
+ * All nodes on one device (--device cpu: the CPU pool, one worker a core; --device cuda: GPU
+ * 0, whose streams run the independent nodes side by side).
+ *
+ * The baseline, on the same matrix: --device cpu, LAPACK's dpotrf / spotrf of OpenBLAS's
+ * pthreads build with a thread a core, in a process of its own (this executable started
+ * again with that library preloaded, as an application linked against it runs); --device
+ * cuda, cuSOLVER's cusolverDnXpotrf, in this process (its workspace allocated beforehand).
+ *
+ * Timing: each rep writes the matrix in again (untimed), then times the factorisation alone:
+ * weft's from the call of weft_graph_run to its return (a GPU run waits for the device), the
+ * baseline's around the call (cuSOLVER: events on its stream). The median of --reps after a
+ * warm-up. Rate: n^3 / 3 flops over the time. Both results are checked: L L^T against A at
+ * 2000 random entries of the lower triangle (relative error below 1e-10 in f64, 1e-3 in f32).
+ *
+ * Usage: bench_cholesky [--device cpu|cuda] [--n N] [--tile B[,B...]] [--dtype f64|f32]
+ *                       [--reps R] [--workers W] [--openblas FILE] [--json]
+ * Defaults: cpu: n 4096, tiles 512; cuda: n 32768, tiles 1024,2048,4096; f64; 3 reps. */
+#define _GNU_SOURCE
+#include "bench_common.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#if WEFT_BENCH_CUDA
+#include <cuda_runtime.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cusolverDn.h>
+#pragma GCC diagnostic pop
+#endif
+
+void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
+
+/* The matrix, row-major in `es`-byte elements: symmetric, entries in [0, 1) off the
+ * diagonal, n + [0, 1) on it (diagonally dominant, so positive definite). Deterministic. */
+static void *make_spd(int64_t n, size_t es) {
+  void *a = malloc((size_t)(n * n) * es);
+  if (a == NULL) {
+    fprintf(stderr, "bench_cholesky: no host memory for a %lld^2 matrix\n", (long long)n);
+    exit(1);
+  }
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1); /* xorshift64 per row */
+    for (int64_t j = 0; j <= i; j++) {
+      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+      double v = (double)(s >> 11) / 9007199254740992.0 + (i == j ? (double)n : 0);
+      if (es == 4) {
+        ((float *)a)[i * n + j] = ((float *)a)[j * n + i] = (float)v;
+      } else {
+        ((double *)a)[i * n + j] = ((double *)a)[j * n + i] = v;
+      }
+    }
+  }
+  return a;
+}
+
+static double at(const void *m, size_t es, int64_t k) {
+  return es == 4 ? (double)((const float *)m)[k] : ((const double *)m)[k];
+}
+
+/* max over 2000 random (i, j), j <= i, of |(L L^T)_ij - A_ij| / |A_ij|. */
+static double check(const void *l, const void *a, int64_t n, size_t es) {
+  uint64_t s = 12345;
+  double worst = 0;
+  for (int r = 0; r < 2000; r++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    int64_t i = (int64_t)(s % (uint64_t)n), j = (int64_t)((s >> 32) % (uint64_t)(i + 1));
+    double sum = 0;
+    for (int64_t k = 0; k <= j; k++) sum += at(l, es, i * n + k) * at(l, es, j * n + k);
+    worst = fmax(worst, fabs(sum - at(a, es, i * n + j)) / fabs(at(a, es, i * n + j)));
+  }
+  return worst;
+}
+
+/* weft: the tiled factorisation of a (n x n) in tiles of b on `dev`; reps timed runs. */
+static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, const void *a, int64_t n, int64_t b,
+                              int reps, double *err, size_t *nodes) {
+  size_t es = dtype == WEFT_F32 ? 4 : 8, bytes = (size_t)(n * n) * es;
+  weft_graph *g;
+  weft_tensor *x;
+  BCHECK(weft_graph_create(rt, &g));
+  BCHECK(weft_tensor_create(g, "A", (weft_dtype)dtype, 2, (int64_t[]){n, n}, dev, weft_zeros(), &x));
+  BCHECK(weft_tensor_tiles(g, x, b, b));
+  int64_t t = weft_tensor_tile_count(x, 0);
+  for (int64_t k = 0; k < t; k++) {
+    weft_tensor *akk = weft_tensor_tile(x, k, k);
+    BCHECK(weft_potrf(g, akk));
+    for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
+    for (int64_t i = k + 1; i < t; i++) {
+      weft_tensor *aik = weft_tensor_tile(x, i, k);
+      BCHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i)));
+      for (int64_t j = k + 1; j < i; j++)
+        BCHECK(weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j)));
+    }
+  }
+  *nodes = weft_graph_node_count(g);
+  double ms[65];
+  for (int r = -1; r < reps; r++) {
+    BCHECK(weft_tensor_write(x, a, bytes));
+    double t0 = bench_now_ms();
+    BCHECK(weft_graph_run(g));
+    if (r >= 0) ms[r] = bench_now_ms() - t0;
+  }
+  void *l = malloc(bytes);
+  if (l == NULL) exit(1);
+  BCHECK(weft_tensor_read(x, l, bytes));
+  *err = check(l, a, n, es);
+  free(l);
+  weft_graph_destroy(g);
+  bench_figure f;
+  f.ms = bench_median(ms, reps, &f.spread_ms);
+  return f;
+}
+
+/* The CPU baseline's child: LAPACK's potrf of OpenBLAS's pthreads build with `threads`
+ * threads (the row-major lower factor is LAPACK's column-major upper one). */
+static int baseline_child(int dtype, int threads, int64_t n, int reps) {
+  int (*parallel)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_parallel");
+  void (*set_threads)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
+  Dl_info potrf, ob;
+  if (parallel == NULL || set_threads == NULL || parallel() != 1 || dladdr((void *)dpotrf_, &potrf) == 0 ||
+      dladdr((void *)parallel, &ob) == 0 || strcmp(potrf.dli_fname, ob.dli_fname) != 0) {
+    fprintf(stderr, "bench_cholesky: the baseline's dpotrf is not OpenBLAS's pthreads build: preload it (--openblas FILE)\n");
+    return 1;
+  }
+  size_t es = dtype == WEFT_F32 ? 4 : 8, bytes = (size_t)(n * n) * es;
+  void *a = make_spd(n, es), *l = malloc(bytes);
+  if (l == NULL) return 1;
+  set_threads(threads);
+  int nn = (int)n, info = 0;
+  double ms[65];
+  for (int r = -1; r < reps; r++) {
+    memcpy(l, a, bytes);
+    double t0 = bench_now_ms();
+    if (es == 4)
+      spotrf_("U", &nn, l, &nn, &info);
+    else
+      dpotrf_("U", &nn, l, &nn, &info);
+    if (r >= 0) ms[r] = bench_now_ms() - t0;
+    if (info != 0) {
+      fprintf(stderr, "bench_cholesky: the baseline's potrf failed (info %d)\n", info);
+      return 1;
+    }
+  }
+  double err = check(l, a, n, es);
+  bench_figure f;
+  f.ms = bench_median(ms, reps, &f.spread_ms);
+  fprintf(stderr, "baseline check: max relative error %.2e\n", err);
+  printf("BASELINE %.3f %.3f\n", f.ms, f.spread_ms);
+  free(a);
+  free(l);
+  return 0;
+}
+
+#if WEFT_BENCH_CUDA
+#define CU(x)                                                                                            \
+  do {                                                                                                   \
+    int e_ = (int)(x);                                                                                   \
+    if (e_ != 0) {                                                                                       \
+      fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, e_);                            \
+      exit(1);                                                                                           \
+    }                                                                                                    \
+  } while (0)
+
+/* cuSOLVER's potrf of the same matrix on GPU 0, timed with events on its stream. */
+static bench_figure time_cusolver(int dtype, const void *a, int64_t n, int reps, double *err) {
+  size_t es = dtype == WEFT_F32 ? 4 : 8, bytes = (size_t)(n * n) * es;
+  cudaDataType t = es == 4 ? CUDA_R_32F : CUDA_R_64F;
+  cusolverDnHandle_t h;
+  cusolverDnParams_t prm;
+  cudaStream_t s;
+  void *d, *work;
+  int *info;
+  size_t dev_bytes, host_bytes;
+  CU(cudaSetDevice(0));
+  CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CU(cusolverDnCreate(&h));
+  CU(cusolverDnSetStream(h, s));
+  CU(cusolverDnCreateParams(&prm));
+  CU(cudaMalloc(&d, bytes));
+  CU(cudaMalloc((void **)&info, sizeof(int)));
+  CU(cusolverDnXpotrf_bufferSize(h, prm, CUBLAS_FILL_MODE_UPPER, n, t, d, n, t, &dev_bytes, &host_bytes));
+  CU(cudaMalloc(&work, dev_bytes ? dev_bytes : 1));
+  void *hwork = malloc(host_bytes ? host_bytes : 1);
+  cudaEvent_t e0, e1;
+  CU(cudaEventCreate(&e0));
+  CU(cudaEventCreate(&e1));
+  double ms[65];
+  int hinfo = 0;
+  for (int r = -1; r < reps; r++) {
+    CU(cudaMemcpy(d, a, bytes, cudaMemcpyHostToDevice));
+    CU(cudaEventRecord(e0, s));
+    CU(cusolverDnXpotrf(h, prm, CUBLAS_FILL_MODE_UPPER, n, t, d, n, t, work, dev_bytes, hwork, host_bytes, info));
+    CU(cudaEventRecord(e1, s));
+    CU(cudaEventSynchronize(e1));
+    float f;
+    CU(cudaEventElapsedTime(&f, e0, e1));
+    if (r >= 0) ms[r] = f;
+    CU(cudaMemcpy(&hinfo, info, sizeof hinfo, cudaMemcpyDeviceToHost));
+    if (hinfo != 0) {
+      fprintf(stderr, "bench_cholesky: cuSOLVER's potrf failed (info %d)\n", hinfo);
+      exit(1);
+    }
+  }
+  void *l = malloc(bytes);
+  if (l == NULL) exit(1);
+  CU(cudaMemcpy(l, d, bytes, cudaMemcpyDeviceToHost));
+  *err = check(l, a, n, es);
+  free(l);
+  free(hwork);
+  cudaFree(work);
+  cudaFree(info);
+  cudaFree(d);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cusolverDnDestroyParams(prm);
+  cusolverDnDestroy(h);
+  cudaStreamDestroy(s);
+  bench_figure fig;
+  fig.ms = bench_median(ms, reps, &fig.spread_ms);
+  return fig;
+}
+#endif
+
+int main(int argc, char **argv) {
+  if (argc == 6 && strcmp(argv[1], "--baseline-child") == 0)
+    return baseline_child(strcmp(argv[2], "f32") == 0 ? WEFT_F32 : WEFT_F64, atoi(argv[3]), atoll(argv[4]), atoi(argv[5]));
+  const char *device = "cpu", *tiles = NULL, *dtypes = "f64", *lib = WEFT_PTHREAD_BLAS;
+  int64_t n = 0;
+  int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  for (int i = 1; i < argc; i++) {
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(argv[i], "--json") == 0) json = 1;
+    else if (v != NULL && strcmp(argv[i], "--device") == 0) device = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--n") == 0) n = atoll(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--tile") == 0) tiles = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--dtype") == 0) dtypes = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--reps") == 0) reps = atoi(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--workers") == 0) workers = atoi(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--openblas") == 0) lib = v, i++;
+    else {
+      fprintf(stderr, "usage: %s [--device cpu|cuda] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
+                      "[--workers W] [--openblas FILE] [--json]\n", argv[0]);
+      return 2;
+    }
+  }
+  int cuda = strcmp(device, "cuda") == 0;
+  if (n == 0) n = cuda ? 32768 : 4096;
+  if (tiles == NULL) tiles = cuda ? "1024,2048,4096" : "512";
+  int dtype = strcmp(dtypes, "f32") == 0 ? WEFT_F32 : WEFT_F64;
+  if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > 46340 || reps < 1 || reps > 64 || workers < 1 ||
+      (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
+    fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda), --n (1..46340), --reps (1..64), --workers or --dtype\n");
+    return 2;
+  }
+#if !WEFT_BENCH_CUDA
+  if (cuda) {
+    fprintf(stderr, "bench_cholesky: built without CUDA: --device cuda is not available\n");
+    return 2;
+  }
+#endif
+  if (!cuda && (lib[0] == '\0' || access(lib, R_OK) != 0)) {
+    fprintf(stderr, "bench_cholesky: OpenBLAS's pthreads build not found (%s): install it (Debian: libopenblas0-pthread) "
+                    "or name it with --openblas FILE\n", lib[0] ? lib : "none at configure time");
+    return 2;
+  }
+  size_t es = dtype == WEFT_F32 ? 4 : 8;
+  double flop = (double)n * (double)n * (double)n / 3.0, tol = es == 4 ? 1e-3 : 1e-10;
+  void *a = make_spd(n, es);
+  /* The baseline first. */
+  bench_figure base;
+  double base_err = 0;
+  char who[32];
+  if (cuda) {
+#if WEFT_BENCH_CUDA
+    base = time_cusolver(dtype, a, n, reps, &base_err);
+    snprintf(who, sizeof who, "cuSOLVER");
+#endif
+  } else {
+    char args[128];
+    snprintf(args, sizeof args, "--baseline-child %s %d %lld %d", es == 4 ? "f32" : "f64", workers, (long long)n, reps);
+    base = bench_child("bench_cholesky", lib, args);
+    snprintf(who, sizeof who, "OpenBLAS (%d threads)", workers);
+  }
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = workers;
+  o.max_gpus = cuda ? 1 : 0;
+  o.flags = WEFT_RUNTIME_QUIET;
+  weft_runtime *rt;
+  BCHECK(weft_runtime_create(&o, &rt));
+  if (cuda && weft_device_count(rt, WEFT_DEVICE_CUDA) < 1) {
+    fprintf(stderr, "bench_cholesky: no GPU\n");
+    return 2;
+  }
+  const char *sdt = es == 4 ? "f32" : "f64";
+  if (!json)
+    printf("tiled Cholesky %s n=%lld on %s, median of %d (spread); %s %.1f ms (%.1f), %.2f TFLOP/s%s\n", sdt,
+           (long long)n, cuda ? "cuda:0" : "the CPU", reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
+           base_err < tol || cuda ? "" : " CHECK FAILED");
+  int failed = base_err >= tol;
+  for (const char *p = tiles; *p;) {
+    int64_t b = atoll(p);
+    if (b < 1) {
+      fprintf(stderr, "bench_cholesky: bad tile size in --tile %s\n", tiles);
+      return 2;
+    }
+    double err;
+    size_t nodes;
+    bench_figure w = time_weft(rt, cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps, &err, &nodes);
+    failed |= err >= tol;
+    double ratio = base.ms / w.ms;
+    if (json)
+      printf("{\"bench\":\"cholesky\",\"device\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,\"tile\":%lld,\"nodes\":%zu,"
+             "\"reps\":%d,\"weft_ms\":%.3f,\"weft_spread_ms\":%.3f,\"weft_tflops\":%.4f,\"baseline\":\"%s\","
+             "\"baseline_ms\":%.3f,\"baseline_spread_ms\":%.3f,\"baseline_tflops\":%.4f,\"ratio\":%.4f,"
+             "\"weft_error\":%.3e,\"baseline_error\":%.3e}\n",
+             device, sdt, (long long)n, (long long)b, nodes, reps, w.ms, w.spread_ms, flop / w.ms * 1e-9, who,
+             base.ms, base.spread_ms, flop / base.ms * 1e-9, ratio, err, base_err);
+    else
+      printf("  tiles of %5lld (%5zu nodes): weft %9.1f ms (%6.1f) %7.2f TFLOP/s, ratio %.3f, error %.1e%s\n",
+             (long long)b, nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, err, err < tol ? "" : " CHECK FAILED");
+    printf("RESULT bench=cholesky device=%s dtype=%s n=%lld tile=%lld weft_ms=%.3f baseline_ms=%.3f ratio=%.4f\n", device,
+           sdt, (long long)n, (long long)b, w.ms, base.ms, ratio);
+    fflush(stdout);
+    p = strchr(p, ',');
+    if (p == NULL) break;
+    p++;
+  }
+  weft_runtime_destroy(rt);
+  free(a);
+  return failed;
+}

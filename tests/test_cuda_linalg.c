@@ -1,0 +1,153 @@
+/* test_cuda_linalg.c — the dense linear-algebra ops on a GPU (cuBLAS, cuSOLVER) on whole
+ * matrices and strided tiles: each against the CPU's (OpenBLAS) result, a tiled Cholesky
+ * against its residual, the same graph run again (eager each time: a potrf's result is checked
+ * by the host after every run), and a potrf of a matrix that is not positive definite, which
+ * must fail the run naming the node and the tile. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_test.h"
+
+/* The tiled Cholesky of a (n x n f64, tiles of b) on `dev`, run `runs` times from the same
+ * input; returns the factor (malloc'd). */
+static double *factor_on(weft_device dev, const double *a, int64_t n, int64_t b, int runs) {
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g = tu_graph(rt);
+  int64_t shape[2] = {n, n};
+  size_t bytes = (size_t)(n * n) * sizeof(double);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, shape, dev, weft_zeros(), &x));
+  tu_cholesky(g, x, b);
+  double *l = malloc(bytes);
+  for (int r = 0; r < runs; r++) {
+    CHECK(weft_tensor_write(x, a, bytes));
+    CHECK(weft_graph_run(g));
+    CHECK(weft_tensor_read(x, l, bytes));
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  return l;
+}
+
+static void test_cholesky_f64(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  const int64_t n = 700, b = 256; /* 3 x 3 tiles, the last row and column of 188 */
+  double *a = tu_spd(n, 11);
+  double *lg = factor_on(weft_cuda(0), a, n, b, 2), *lc = factor_on(weft_cpu(), a, n, b, 1);
+  assert_true(tu_residual(lg, a, n) < 1e-13);
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      if (j > i) assert_true(lg[i * n + j] == a[i * n + j]); /* upper triangle untouched */
+      worst = fmax(worst, fabs(lg[i * n + j] - lc[i * n + j]));
+    }
+  assert_true(worst < 1e-10);
+  free(a);
+  free(lg);
+  free(lc);
+}
+
+/* Each op on strided tiles of f32 and f64 matrices on the GPU, against the same graph on the
+ * CPU: gemm with every pair of transposes, trsm on both sides with and without the transpose,
+ * syrk. */
+static void run_ops(weft_device dev, int dtype, double *out, int64_t n) {
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g = tu_graph(rt);
+  int64_t shape[2] = {n, n};
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "X", (weft_dtype)dtype, 2, shape, dev, weft_uniform(0.5, 1.5, 9), &x));
+  int64_t b = n / 4;
+  CHECK(weft_tensor_tiles(g, x, b, b));
+  /* A well-conditioned lower triangle (the upper one is never read: garbage there). */
+  int64_t ls[2] = {b, b};
+  weft_tensor *l;
+  CHECK(weft_tensor_create(g, "L", (weft_dtype)dtype, 2, ls, dev, weft_zeros(), &l));
+  double *lh = malloc((size_t)(b * b) * sizeof *lh);
+  float *lf = malloc((size_t)(b * b) * sizeof *lf);
+  for (int64_t i = 0; i < b; i++)
+    for (int64_t j = 0; j < b; j++) {
+      lh[i * b + j] = i == j ? 2.0 + (double)(i % 3) : j < i ? 0.01 * (double)((i * 7 + j * 3) % 10) : 1e30;
+      lf[i * b + j] = (float)lh[i * b + j];
+    }
+  CHECK(weft_tensor_write(l, dtype == WEFT_F32 ? (void *)lf : (void *)lh, (size_t)(b * b) * (dtype == WEFT_F32 ? 4 : 8)));
+  free(lh);
+  free(lf);
+  CHECK(weft_syrk(g, 1.0, weft_tensor_tile(x, 0, 1), 0.5, weft_tensor_tile(x, 3, 3)));
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      CHECK(weft_gemm(g, weft_tensor_tile(x, 1, 2), ta, weft_tensor_tile(x, 3, 1), tb, 0.25, -0.5,
+                      weft_tensor_tile(x, 2, 3)));
+  for (int side = 0; side < 2; side++)
+    for (int tr = 0; tr < 2; tr++)
+      CHECK(weft_trsm(g, side ? WEFT_RIGHT : WEFT_LEFT, tr, 1.5, l, weft_tensor_tile(x, 1 + side, 0)));
+  CHECK(weft_graph_run(g));
+  size_t es = dtype == WEFT_F32 ? 4 : 8;
+  void *buf = malloc((size_t)(n * n) * es);
+  CHECK(weft_tensor_read(x, buf, (size_t)(n * n) * es));
+  for (int64_t i = 0; i < n * n; i++) out[i] = dtype == WEFT_F32 ? ((float *)buf)[i] : ((double *)buf)[i];
+  free(buf);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+static void test_ops_against_cpu(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  const int64_t n = 192;
+  double *gpu = malloc((size_t)(n * n) * sizeof *gpu), *cpu = malloc((size_t)(n * n) * sizeof *cpu);
+  for (int dt = 0; dt < 2; dt++) {
+    int dtype = dt ? WEFT_F64 : WEFT_F32;
+    run_ops(weft_cuda(0), dtype, gpu, n);
+    run_ops(weft_cpu(), dtype, cpu, n);
+    double worst = 0, big = 0;
+    for (int64_t i = 0; i < n * n; i++) {
+      worst = fmax(worst, fabs(gpu[i] - cpu[i]));
+      big = fmax(big, fabs(cpu[i]));
+    }
+    assert_true(big > 1);
+    assert_true(worst / big < (dt ? 1e-12 : 1e-4));
+  }
+  free(gpu);
+  free(cpu);
+}
+
+static void test_potrf_not_spd(void **state) {
+  GT_NEED_GPUS(1);
+  tu_fixture *f = *state;
+  int64_t shape[2] = {64, 64};
+  weft_tensor *x, *s = NULL;
+  CHECK(weft_tensor_create(f->g, "M", WEFT_F64, 2, shape, weft_cuda(0), weft_full(1), &x));
+  tu_cholesky(f->g, x, 32);
+  CHECK(weft_sum(f->g, x, &s));
+  for (int run = 0; run < 2; run++) { /* never replayed: checked again */
+    assert_int_equal(weft_graph_run(f->g), WEFT_EKERNEL);
+    const char *e = weft_last_error();
+    assert_non_null(strstr(e, "potrf"));
+    assert_non_null(strstr(e, "M[0,0]"));
+    assert_non_null(strstr(e, "not positive definite"));
+  }
+}
+
+static void test_devices_must_match(void **state) {
+  GT_NEED_GPUS(1);
+  tu_fixture *f = *state;
+  int64_t shape[2] = {8, 8};
+  weft_tensor *h, *d;
+  CHECK(weft_tensor_create(f->g, "H", WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &h));
+  CHECK(weft_tensor_create(f->g, "D", WEFT_F64, 2, shape, weft_cuda(0), weft_zeros(), &d));
+  assert_int_equal(weft_trsm(f->g, WEFT_LEFT, 0, 1, h, d), WEFT_EDEVICE);
+  assert_non_null(strstr(weft_last_error(), "cuda:0"));
+  assert_int_equal(weft_graph_node_count(f->g), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cholesky_f64),
+      cmocka_unit_test(test_ops_against_cpu),
+      cmocka_unit_test_setup_teardown(test_potrf_not_spd, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(test_devices_must_match, gt_setup, gt_teardown),
+  };
+  return GT_RUN(tests);
+}

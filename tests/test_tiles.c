@@ -1,0 +1,269 @@
+/* test_tiles.c — tiles (views of a 2-D tensor tracked one by one) and the dense linear-algebra
+ * ops (gemm, potrf, trsm, syrk) on the CPU: results against plain loops, a tiled Cholesky
+ * against its residual and bit for bit across worker counts, dependencies between tiles and the
+ * whole tensor, and every bad input with the error it must give. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+/* Runs the tiled Cholesky of `a` (n x n, tiles of b) with `workers` workers; returns the
+ * factor (malloc'd). */
+static double *factor(const double *a, int64_t n, int64_t b, int workers) {
+  weft_runtime *rt = tu_runtime_cpu(workers);
+  weft_graph *g = tu_graph(rt);
+  int64_t shape[2] = {n, n};
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &x));
+  CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof(double)));
+  tu_cholesky(g, x, b);
+  CHECK(weft_graph_run(g));
+  double *l = malloc((size_t)(n * n) * sizeof *l);
+  CHECK(weft_tensor_read(x, l, (size_t)(n * n) * sizeof(double)));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  return l;
+}
+
+static void test_cholesky_f64(void **state) {
+  (void)state;
+  const int64_t n = 300, b = 128; /* 3 x 3 tiles, the last row and column of 44 */
+  double *a = tu_spd(n, 7);
+  double *l1 = factor(a, n, b, 1), *l4 = factor(a, n, b, 4);
+  assert_true(tu_residual(l4, a, n) < 1e-13);
+  assert_memory_equal(l1, l4, (size_t)(n * n) * sizeof(double)); /* bit for bit */
+  for (int64_t i = 0; i < n; i++) /* the strict upper triangle is left as it was */
+    for (int64_t j = i + 1; j < n; j++) assert_true(l4[i * n + j] == a[i * n + j]);
+  free(a);
+  free(l1);
+  free(l4);
+}
+
+static void test_cholesky_f32_and_whole_tensor_after_tiles(void **state) {
+  tu_fixture *f = *state;
+  const int64_t n = 96;
+  double *a = tu_spd(n, 3);
+  float *af = malloc((size_t)(n * n) * sizeof *af), *l = malloc((size_t)(n * n) * sizeof *l);
+  for (int64_t i = 0; i < n * n; i++) af[i] = (float)a[i];
+  int64_t shape[2] = {n, n};
+  weft_tensor *x, *s = NULL;
+  CHECK(weft_tensor_create(f->g, "A", WEFT_F32, 2, shape, weft_cpu(), weft_zeros(), &x));
+  CHECK(weft_tensor_write(x, af, (size_t)(n * n) * sizeof(float)));
+  tu_cholesky(f->g, x, 32);
+  CHECK(weft_scale(f->g, x, 2.0, &s)); /* the whole tensor, after every tile's last write */
+  CHECK(weft_graph_run(f->g));
+  CHECK(weft_tensor_read(x, l, (size_t)(n * n) * sizeof(float)));
+  float *sd = malloc((size_t)(n * n) * sizeof *sd);
+  CHECK(weft_tensor_read(s, sd, (size_t)(n * n) * sizeof(float)));
+  double *ld = malloc((size_t)(n * n) * sizeof *ld);
+  for (int64_t i = 0; i < n * n; i++) {
+    ld[i] = l[i];
+    assert_true(sd[i] == 2.0f * l[i]);
+  }
+  assert_true(tu_residual(ld, a, n) < 1e-5);
+  free(a);
+  free(af);
+  free(l);
+  free(sd);
+  free(ld);
+}
+
+/* gemm on strided tiles with both transposes and accumulation, against a plain loop. */
+static void test_gemm_tiles(void **state) {
+  tu_fixture *f = *state;
+  const int64_t n = 12;
+  int64_t shape[2] = {n, n};
+  weft_tensor *x;
+  CHECK(weft_tensor_create(f->g, "X", WEFT_F64, 2, shape, weft_cpu(), weft_uniform(-1, 1, 5), &x));
+  double x0[144];
+  CHECK(weft_tensor_read(x, x0, sizeof x0));
+  CHECK(weft_tensor_tiles(f->g, x, 4, 4));
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++)
+      CHECK(weft_gemm(f->g, weft_tensor_tile(x, 0, 1), ta, weft_tensor_tile(x, 2, 0), tb, 0.5, -1.0,
+                      weft_tensor_tile(x, 1, 2)));
+  CHECK(weft_graph_run(f->g));
+  double x1[144], c[16];
+  CHECK(weft_tensor_read(x, x1, sizeof x1));
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) c[i * 4 + j] = x0[(4 + i) * n + 8 + j];
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      double r[16];
+      for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+          double s = 0;
+          for (int k = 0; k < 4; k++) {
+            double av = ta ? x0[k * n + 4 + i] : x0[i * n + 4 + k];          /* A = X[0,1] */
+            double bv = tb ? x0[(8 + j) * n + k] : x0[(8 + k) * n + j];      /* B = X[2,0] */
+            s += av * bv;
+          }
+          r[i * 4 + j] = 0.5 * s - c[i * 4 + j];
+        }
+      memcpy(c, r, sizeof r);
+    }
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      int in_c = i >= 4 && i < 8 && j >= 8;
+      double want = in_c ? c[(i - 4) * 4 + j - 8] : x0[i * n + j];
+      assert_true(fabs(x1[i * n + j] - want) < 1e-12);
+    }
+  /* A tile reads back as its own elements, row-major and contiguous. */
+  double t[16];
+  CHECK(weft_tensor_read(weft_tensor_tile(x, 1, 2), t, sizeof t));
+  for (int i = 0; i < 16; i++) assert_true(t[i] == x1[(4 + i / 4) * n + 8 + i % 4]);
+  double v;
+  CHECK(weft_tensor_get(weft_tensor_tile(x, 1, 2), 5, &v));
+  assert_true(v == x1[5 * n + 9]);
+  /* Writing a tile changes its elements of the whole and no other. */
+  double w[16];
+  for (int i = 0; i < 16; i++) w[i] = 100 + i;
+  CHECK(weft_tensor_write(weft_tensor_tile(x, 1, 2), w, sizeof w));
+  double x2[144];
+  CHECK(weft_tensor_read(x, x2, sizeof x2));
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < n; j++)
+      assert_true(x2[i * n + j] == (i >= 4 && i < 8 && j >= 8 ? w[(i - 4) * 4 + j - 8] : x1[i * n + j]));
+}
+
+/* trsm on each side, with and without the transpose: B op(L) (right) or op(L) B (left) gives
+ * back the B it started from. syrk against a plain loop. */
+static void test_trsm_syrk(void **state) {
+  tu_fixture *f = *state;
+  double l[9] = {2, 0, 0, 1, 3, 0, -1, 0.5, 4}, b0[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
+  int64_t shape[2] = {3, 3};
+  for (int side = 0; side < 2; side++)
+    for (int tr = 0; tr < 2; tr++) {
+      weft_tensor *lt, *bt;
+      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &lt));
+      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &bt));
+      CHECK(weft_tensor_write(lt, l, sizeof l));
+      CHECK(weft_tensor_write(bt, b0, sizeof b0));
+      CHECK(weft_trsm(f->g, side ? WEFT_RIGHT : WEFT_LEFT, tr, 2.0, lt, bt));
+      CHECK(weft_graph_run(f->g));
+      double x[9];
+      CHECK(weft_tensor_read(bt, x, sizeof x));
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+          double s = 0;
+          for (int k = 0; k < 3; k++) {
+            double lv = side ? (tr ? l[j * 3 + k] : l[k * 3 + j]) : (tr ? l[k * 3 + i] : l[i * 3 + k]);
+            s += side ? x[i * 3 + k] * lv : lv * x[k * 3 + j];
+          }
+          assert_true(fabs(s - 2.0 * b0[i * 3 + j]) < 1e-12);
+        }
+    }
+  int64_t as[2] = {3, 2};
+  double a[6] = {1, 2, -1, 0.5, 3, 1}, c0[9] = {1, 9, 9, 2, 1, 9, 3, 4, 1};
+  weft_tensor *at, *ct;
+  CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, as, weft_cpu(), weft_zeros(), &at));
+  CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &ct));
+  CHECK(weft_tensor_write(at, a, sizeof a));
+  CHECK(weft_tensor_write(ct, c0, sizeof c0));
+  CHECK(weft_syrk(f->g, 2.0, at, -1.0, ct));
+  CHECK(weft_graph_run(f->g));
+  double c[9];
+  CHECK(weft_tensor_read(ct, c, sizeof c));
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      double want = j <= i ? 2.0 * (a[i * 2] * a[j * 2] + a[i * 2 + 1] * a[j * 2 + 1]) - c0[i * 3 + j] : c0[i * 3 + j];
+      assert_true(fabs(c[i * 3 + j] - want) < 1e-12);
+    }
+}
+
+/* Tiles of one tensor are independent; the whole tensor orders after (and before) each. */
+static void test_tile_dependencies(void **state) {
+  tu_fixture *f = *state;
+  int64_t shape[2] = {4, 4};
+  weft_tensor *x, *s = NULL;
+  CHECK(weft_tensor_create(f->g, "X", WEFT_F64, 2, shape, weft_cpu(), weft_ones(), &x));
+  CHECK(weft_tensor_tiles(f->g, x, 2, 2));
+  CHECK(weft_fill(f->g, x, weft_full(3)));                      /* node 0: the whole */
+  CHECK(weft_potrf(f->g, weft_tensor_tile(x, 0, 0)));           /* 1 */
+  CHECK(weft_potrf(f->g, weft_tensor_tile(x, 1, 1)));           /* 2: apart from 1 */
+  CHECK(weft_sum(f->g, x, &s));                                 /* 3: after 1 and 2 */
+  CHECK(weft_graph_analyse(f->g));
+  int e[4][4] = {{0}};
+  for (size_t i = 0; i < weft_graph_edge_count(f->g); i++) {
+    weft_edge ed;
+    CHECK(weft_graph_edge(f->g, i, &ed));
+    e[weft_node_id(ed.from)][weft_node_id(ed.to)] = 1;
+  }
+  assert_true(e[0][1] && e[0][2] && e[1][3] && e[2][3]);
+  assert_false(e[1][2]);
+}
+
+static void test_bad_input(void **state) {
+  tu_fixture *f = *state;
+  weft_graph *g = f->g;
+  int64_t s2[2] = {6, 6}, s3[3] = {2, 2, 2}, s23[2] = {2, 3};
+  weft_tensor *x, *y, *cube, *r = NULL;
+  CHECK(weft_tensor_create(g, "X", WEFT_F64, 2, s2, weft_cpu(), weft_zeros(), &x));
+  CHECK(weft_tensor_create(g, "C", WEFT_F64, 3, s3, weft_cpu(), weft_zeros(), &cube));
+  CHECK(weft_tensor_create(g, "Y", WEFT_F32, 2, s23, weft_cpu(), weft_zeros(), &y));
+  assert_int_equal(weft_tensor_tiles(g, cube, 1, 1), WEFT_ESHAPE);
+  assert_non_null(strstr(weft_last_error(), "C"));
+  assert_int_equal(weft_tensor_tiles(g, x, 0, 2), WEFT_ESHAPE);
+  assert_null(weft_tensor_tile(x, 0, 0)); /* not partitioned */
+  CHECK(weft_tensor_tiles(g, x, 4, 4));   /* 2 x 2 tiles, ragged */
+  assert_int_equal(weft_tensor_tile_count(x, 0), 2);
+  assert_int_equal(weft_tensor_dim(weft_tensor_tile(x, 1, 1), 0), 2);
+  assert_null(weft_tensor_tile(x, 2, 0));
+  assert_ptr_equal(weft_tensor_parent(weft_tensor_tile(x, 1, 0)), x);
+  assert_int_equal(weft_tensor_tiles(g, x, 2, 2), WEFT_ESTATE);
+  assert_non_null(strstr(weft_last_error(), "already partitioned"));
+  assert_int_equal(weft_tensor_tiles(g, weft_tensor_tile(x, 0, 0), 2, 2), WEFT_ESTATE);
+  assert_non_null(strstr(weft_last_error(), "is a tile"));
+  size_t nodes = weft_graph_node_count(g);
+  /* A strided tile reaches only the linear-algebra ops. */
+  assert_int_equal(weft_relu(g, weft_tensor_tile(x, 0, 0), &r), WEFT_ESHAPE);
+  assert_non_null(strstr(weft_last_error(), "X[0,0]"));
+  assert_non_null(strstr(weft_last_error(), "strided tile"));
+  /* Shapes, dtypes, overlap. */
+  assert_int_equal(weft_potrf(g, y), WEFT_ESHAPE);
+  assert_non_null(strstr(weft_last_error(), "square"));
+  assert_int_equal(weft_gemm(g, weft_tensor_tile(x, 0, 0), 0, y, 0, 1, 0, weft_tensor_tile(x, 1, 1)), WEFT_ESHAPE);
+  assert_int_equal(weft_gemm(g, weft_tensor_tile(x, 0, 1), 0, weft_tensor_tile(x, 0, 0), 0, 1, 0, weft_tensor_tile(x, 0, 1)),
+                   WEFT_ESHAPE); /* 4x2 . 4x4: inner dimensions differ */
+  assert_int_equal(weft_gemm(g, weft_tensor_tile(x, 0, 0), 0, weft_tensor_tile(x, 0, 0), 0, 1, 0, weft_tensor_tile(x, 0, 0)),
+                   WEFT_EINVAL);
+  assert_non_null(strstr(weft_last_error(), "share elements"));
+  assert_int_equal(weft_syrk(g, 1, x, 1, weft_tensor_tile(x, 0, 0)), WEFT_ESHAPE);
+  assert_int_equal(weft_trsm(g, (weft_side)7, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 0)), WEFT_EINVAL);
+  assert_int_equal(weft_trsm(g, WEFT_RIGHT, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 1)), WEFT_ESHAPE);
+  assert_int_equal(weft_potrf(g, cube), WEFT_ESHAPE);
+  int64_t s44[2] = {4, 4};
+  weft_tensor *f32;
+  CHECK(weft_tensor_create(g, "F", WEFT_F32, 2, s44, weft_cpu(), weft_zeros(), &f32));
+  assert_int_equal(weft_gemm(g, weft_tensor_tile(x, 0, 0), 0, weft_tensor_tile(x, 0, 0), 0, 1, 0, f32), WEFT_EDTYPE);
+  assert_int_equal(weft_graph_node_count(g), nodes); /* nothing added */
+}
+
+/* A potrf of a matrix that is not positive definite fails the run, naming the node and the
+ * tile; the nodes after it do not run. */
+static void test_potrf_not_spd(void **state) {
+  tu_fixture *f = *state;
+  int64_t shape[2] = {4, 4};
+  weft_tensor *x;
+  CHECK(weft_tensor_create(f->g, "M", WEFT_F64, 2, shape, weft_cpu(), weft_full(1), &x));
+  tu_cholesky(f->g, x, 2); /* all ones: the minor of order 2 is 0 */
+  assert_int_equal(weft_graph_run(f->g), WEFT_EKERNEL);
+  const char *e = weft_last_error();
+  assert_non_null(strstr(e, "potrf"));
+  assert_non_null(strstr(e, "M[0,0]"));
+  assert_non_null(strstr(e, "not positive definite"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cholesky_f64),
+      cmocka_unit_test_setup_teardown(test_cholesky_f32_and_whole_tensor_after_tiles, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(test_gemm_tiles, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(test_trsm_syrk, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(test_tile_dependencies, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(test_bad_input, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(test_potrf_not_spd, tu_setup, tu_teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
