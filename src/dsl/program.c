@@ -502,13 +502,21 @@ static const char *op_signature(int kind) {
     case WEFT__OP_LINEAR: return "linear(x, w) or linear(x, w, b)";
     case WEFT__OP_COPY: return "copy(x, device)";
     case WEFT__OP_FILL: return "fill(x, init)";
+    case WEFT__OP_GEMM: return "gemm(a, b, c, alpha=1, beta=1, trans_a=0, trans_b=0)";
+    case WEFT__OP_POTRF: return "potrf(a)";
+    case WEFT__OP_TRSM: return "trsm(l, b, side=left, trans=0, alpha=1)";
+    case WEFT__OP_SYRK: return "syrk(a, c, alpha=1, beta=1)";
     default: return "?";
   }
 }
 
 static const char *const op_list =
-    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill or a user op registered by "
-    "the program that embeds weft";
+    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill, gemm, potrf, trsm, syrk, tiles or "
+    "a user op registered by the program that embeds weft";
+
+static int is_linear_algebra(int kind) {
+  return kind == WEFT__OP_GEMM || kind == WEFT__OP_POTRF || kind == WEFT__OP_TRSM || kind == WEFT__OP_SYRK;
+}
 
 /* y = op(...) with a built-in op. `out` is the existing target or NULL. */
 static int builtin_assign(ctx *c, int kind, const weft__dsl_expr *call, weft_tensor **out) {
@@ -805,6 +813,14 @@ static int exec_assign(ctx *c, const weft__dsl_stmt *s) {
     rc = err(c, WEFT_EPARSE, call->line, call->col,
              "fill writes the tensor it is given and has no result; expected a statement of its own: "
              "fill(tensor, init)");
+  } else if (is_linear_algebra(kind)) {
+    rc = err(c, WEFT_EPARSE, call->line, call->col,
+             "%s updates its last tensor in place and has no result; expected a statement of its own: %s",
+             call->text, op_signature(kind));
+  } else if (strcmp(call->text, "tiles") == 0) {
+    rc = err(c, WEFT_EPARSE, call->line, call->col,
+             "tiles partitions a tensor and has no result; expected a statement of its own: tiles(x, rows) or "
+             "tiles(x, rows, cols)");
   } else if (kind >= 0) {
     rc = builtin_assign(c, kind, call, &out);
   } else if (weft_op_find(c->rt, call->text) != NULL) {
@@ -828,6 +844,97 @@ static int exec_assign(ctx *c, const weft__dsl_stmt *s) {
   return set_label(c, s);
 }
 
+/* The keyword arguments of a linear-algebra op: each name in `names` (NULL-terminated) with
+ * its value in vals[] (numbers; side takes left or right, 0 and 1 in vals). Positional
+ * arguments are counted into *npos and must come first. */
+static int la_args(ctx *c, const weft__dsl_expr *call, const char *const *names, double *vals, int *npos) {
+  const char *sig = op_signature(weft__op_kind_find(call->text));
+  *npos = 0;
+  for (int i = 0; i < call->nitems; i++) {
+    const weft__dsl_expr *x = call->items[i];
+    if (call->keys[i] == NULL) {
+      if (*npos < i)
+        return err(c, WEFT_EPARSE, x->line, x->col, "a tensor after keyword arguments; expected %s", sig);
+      (*npos)++;
+      continue;
+    }
+    int k = 0;
+    while (names[k] != NULL && strcmp(names[k], call->keys[i]) != 0) k++;
+    if (names[k] == NULL)
+      return err(c, WEFT_EPARSE, x->line, x->col, "unknown argument '%s' of %s; expected %s", call->keys[i], call->text,
+                 sig);
+    if (strcmp(names[k], "side") == 0) {
+      if (x->kind != EX_NAME || x->has_index || (strcmp(x->text, "left") != 0 && strcmp(x->text, "right") != 0))
+        return err(c, WEFT_EPARSE, x->line, x->col, "side must be left or right");
+      vals[k] = strcmp(x->text, "right") == 0;
+      continue;
+    }
+    value v;
+    if (eval_num(c, x, &v) != OK) return FAIL;
+    vals[k] = as_double(v);
+    if (strncmp(names[k], "trans", 5) == 0 && vals[k] != 0 && vals[k] != 1)
+      return err(c, WEFT_EPARSE, x->line, x->col, "%s must be 0 or 1", names[k]);
+  }
+  return OK;
+}
+
+/* gemm, potrf, trsm, syrk: statements that update their last tensor in place. */
+static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
+  static const char *const gemm_keys[] = {"alpha", "beta", "trans_a", "trans_b", NULL};
+  static const char *const trsm_keys[] = {"side", "trans", "alpha", NULL};
+  static const char *const syrk_keys[] = {"alpha", "beta", NULL};
+  static const char *const none[] = {NULL};
+  const char *const *keys = kind == WEFT__OP_GEMM ? gemm_keys : kind == WEFT__OP_TRSM ? trsm_keys
+                            : kind == WEFT__OP_SYRK ? syrk_keys : none;
+  double v[4] = {1, 1, 0, 0}; /* alpha, beta, trans_a, trans_b (trsm: side, trans, alpha) */
+  if (kind == WEFT__OP_TRSM) v[0] = 0, v[1] = 0, v[2] = 1;
+  int npos, want = kind == WEFT__OP_GEMM ? 3 : kind == WEFT__OP_POTRF ? 1 : 2;
+  if (la_args(c, call, keys, v, &npos) != OK) return FAIL;
+  if (npos != want)
+    return err(c, WEFT_EPARSE, call->line, call->col, "%s takes %d tensor argument%s, got %d; expected %s", call->text,
+               want, want == 1 ? "" : "s", npos, op_signature(kind));
+  weft_tensor *t[3];
+  for (int i = 0; i < want; i++)
+    if (eval_tensor(c, call->items[i], &t[i]) != OK) return FAIL;
+  if (check_writable(c, call->items[want - 1], t[want - 1]) != OK) return FAIL;
+  int rc;
+  switch (kind) {
+    case WEFT__OP_GEMM: rc = weft_gemm(c->g, t[0], (int)v[2], t[1], (int)v[3], v[0], v[1], t[2]); break;
+    case WEFT__OP_POTRF: rc = weft_potrf(c->g, t[0]); break;
+    case WEFT__OP_TRSM: rc = weft_trsm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, (int)v[1], v[2], t[0], t[1]); break;
+    default: rc = weft_syrk(c->g, v[0], t[0], v[1], t[1]); break;
+  }
+  return rc == WEFT_OK ? OK : api_err(c, rc, call->line, call->col);
+}
+
+/* tiles(x, rows, cols): partitions x; its tiles are the tensors x[i, j]. */
+static int exec_tiles(ctx *c, const weft__dsl_expr *call) {
+  static const char *const sig = "tiles(x, rows) or tiles(x, rows, cols)";
+  weft_tensor *x;
+  int64_t r = 0, k = 0;
+  if (check_args(c, call, 2, 3, sig) != OK || eval_tensor(c, call->items[0], &x) != OK ||
+      eval_int(c, call->items[1], "a tile's rows", &r) != OK ||
+      (call->nitems == 3 && eval_int(c, call->items[2], "a tile's columns", &k) != OK))
+    return FAIL;
+  if (call->nitems == 2) k = r;
+  if (strchr(weft_tensor_name(x), '[') != NULL)
+    return err(c, WEFT_EPARSE, call->items[0]->line, call->items[0]->col,
+               "tiles takes a tensor with a plain name (its tiles are named %s[i, j]); '%s' is not one",
+               weft_tensor_name(x), weft_tensor_name(x));
+  size_t t0 = weft_graph_tensor_count(c->g);
+  int rc = weft_tensor_tiles(c->g, x, r, k);
+  if (rc != WEFT_OK) return api_err(c, rc, call->line, call->col);
+  for (size_t i = t0; i < weft_graph_tensor_count(c->g); i++) {
+    weft_tensor *t = weft_graph_tensor(c->g, i);
+    sym *y = symtab_slot(&c->syms, c->a, weft_tensor_name(t));
+    if (y == NULL) return oom(c);
+    if (y->kind != SYM_NONE)
+      return err(c, WEFT_EPARSE, call->line, call->col, "tile '%s' of %s: the name is already %s (from %u:%u)",
+                 y->key, weft_tensor_name(x), kind_word(y->kind), y->line, y->col);
+  }
+  return OK;
+}
+
 static int exec_call(ctx *c, const weft__dsl_stmt *s) {
   const weft__dsl_expr *call = s->value;
   int kind = weft__op_kind_find(call->text);
@@ -840,9 +947,13 @@ static int exec_call(ctx *c, const weft__dsl_stmt *s) {
       return FAIL;
     int rc = weft_fill(c->g, t, init);
     if (rc != WEFT_OK) return api_err(c, rc, call->line, call->col);
+  } else if (is_linear_algebra(kind)) {
+    if (exec_linear_algebra(c, kind, call) != OK) return FAIL;
   } else if (kind >= 0) {
     return err(c, WEFT_EPARSE, call->line, call->col, "%s computes a result; expected an assignment: y = %s",
                call->text, op_signature(kind));
+  } else if (strcmp(call->text, "tiles") == 0) {
+    if (exec_tiles(c, call) != OK) return FAIL;
   } else {
     const weft_op *op = weft_op_find(c->rt, call->text);
     if (op == NULL)

@@ -132,6 +132,27 @@ static void bind(writer *w, weft_tensor *t, int must_be_free) {
 static void declare_upto(writer *w, size_t limit) {
   for (; w->next_decl < limit && w->rc == WEFT_OK; w->next_decl++) {
     weft_tensor *t = tensor_at(w, w->next_decl);
+    if (t->view != NULL) {
+      /* The first tile of a grid: the statement that made them all. */
+      const weft_tensor *x = t->view->parent;
+      const weft__grid *grid = x->grid;
+      if (t->id != grid->first) {
+        fail(w, WEFT_ENOTSUP, "weft_graph_write: tile %u '%s' is out of its grid's creation order", t->id,
+             weft__tensor_name(t));
+        return;
+      }
+      weft__strbuf_puts(&w->out, "tiles(");
+      put_ref(w, (weft_tensor *)x);
+      weft__strbuf_printf(&w->out, ", %lld, %lld)\n", (long long)grid->tile[0], (long long)grid->tile[1]);
+      size_t count = (size_t)(grid->rows * grid->cols);
+      for (size_t k = 0; k < count; k++) {
+        weft_tensor *tile = tensor_at(w, grid->first + k);
+        w->created[tile->id] = 1;
+        bind(w, tile, 1);
+      }
+      w->next_decl += count - 1;
+      continue;
+    }
     if (t->flags & WEFT__T_AUTO) {
       if (!w->created[t->id])
         fail(w, WEFT_ENOTSUP, "weft_graph_write: tensor %u '%s' was made by an op but no node uses it",
@@ -155,7 +176,7 @@ static void declare_upto(writer *w, size_t limit) {
 /* The arguments a node's call localises (reads that get automatic copies). */
 static int localised(const weft_node *n, int i) {
   if (n->kind == WEFT__OP_USER) return n->args[i].mode == WEFT_READ;
-  if (n->kind == WEFT__OP_COPY || n->kind == WEFT__OP_FILL) return 0;
+  if (n->kind == WEFT__OP_COPY || n->kind == WEFT__OP_FILL || weft__la_flops(n) >= 0) return 0;
   return i < n->nargs - 1;
 }
 
@@ -246,7 +267,7 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
   /* The tensors the call creates, in order: the inserted copies' destinations, then a new
    * result. They must come next in the replay's creation order. */
   weft_tensor *result = NULL;
-  int has_result = n->kind != WEFT__OP_USER && n->kind != WEFT__OP_FILL;
+  int has_result = n->kind != WEFT__OP_USER && n->kind != WEFT__OP_FILL && weft__la_flops(n) < 0;
   if (has_result) result = n->args[n->nargs - 1].t;
   int new_result = has_result && (result->flags & WEFT__T_AUTO) && !(result->flags & WEFT__T_INSERTED) &&
                    !w->created[result->id];
@@ -327,6 +348,20 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
     case WEFT__OP_USER:
       put_params(w, n, nin > 0);
       break;
+    case WEFT__OP_GEMM:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_SYRK: {
+      char num2[40];
+      const weft__la *la = n->params;
+      if (n->kind == WEFT__OP_TRSM)
+        weft__strbuf_printf(b, ", side=%s, trans=%d, alpha=%s", la->side == WEFT_RIGHT ? "right" : "left", la->trans_a,
+                            weft__dsl_fmt_double(num, la->alpha));
+      else
+        weft__strbuf_printf(b, ", alpha=%s, beta=%s", weft__dsl_fmt_double(num, la->alpha),
+                            weft__dsl_fmt_double(num2, la->beta));
+      if (n->kind == WEFT__OP_GEMM) weft__strbuf_printf(b, ", trans_a=%d, trans_b=%d", la->trans_a, la->trans_b);
+      break;
+    }
     default:
       break;
   }

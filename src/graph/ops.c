@@ -501,7 +501,12 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   if ((rc = weft__graph_check_idle(c->g, c->opname)) != WEFT_OK) return rc;
   weft__la *p = weft__arena_alloc(&c->g->arena, sizeof *p, 8);
   if (p == NULL) return WEFT_ENOMEM;
-  *p = la;
+  memset(p, 0, sizeof *p); /* the padding too: params are compared byte for byte */
+  p->alpha = la.alpha;
+  p->beta = la.beta;
+  p->trans_a = la.trans_a;
+  p->trans_b = la.trans_b;
+  p->side = la.side;
   weft__arg args[3];
   for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? WEFT_READ_WRITE : WEFT_READ};
   weft_node *n;
