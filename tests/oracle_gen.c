@@ -18,6 +18,7 @@
  * readable argument, the checksum and the node's parameter, through x / (1 + |x|) so values
  * stay bounded over long programs. */
 #include "oracle_gen.h"
+#include "testutil.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -191,6 +192,11 @@ static int chance(gen *s, int percent) { return below(s, 100) < percent; }
 static double unit(gen *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
 
 static size_t ntensors(gen *s) { return s->nts; }
+
+/* Tensors no generated op may pick: a Cholesky block's M and A (add_cholesky), tiles. */
+static int private_tensor(weft_tensor *t) {
+  return weft_tensor_parent(t) != NULL || strncmp(weft_tensor_name(t), "chol", 4) == 0;
+}
 static weft_tensor *tensor_at(gen *s, size_t i) { return s->ts[i]; }
 
 static int64_t rand_dim(gen *s) {
@@ -509,7 +515,7 @@ size_t oracle_program_tensors(weft_graph *g, weft_tensor **out, size_t cap) {
   unsigned char *ins = inserted_tensors(g);
   size_t k = 0;
   for (size_t i = 0; ins != NULL && i < weft_graph_tensor_count(g); i++) {
-    if (ins[i]) continue;
+    if (ins[i] || weft_tensor_parent(weft_graph_tensor(g, i)) != NULL) continue; /* tiles are their parents' */
     if (k < cap) out[k] = weft_graph_tensor(g, i);
     k++;
   }
@@ -534,7 +540,7 @@ static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const
   unsigned char *ins = inserted_tensors(g);
   if (ins == NULL) return WEFT_ENOMEM;
   for (size_t i = 0; i < weft_graph_tensor_count(g); i++)
-    if (!ins[i] && add_tensor(s, weft_graph_tensor(g, i)) != WEFT_OK) {
+    if (!ins[i] && !private_tensor(weft_graph_tensor(g, i)) && add_tensor(s, weft_graph_tensor(g, i)) != WEFT_OK) {
       free(ins);
       return WEFT_ENOMEM;
     }
@@ -545,6 +551,36 @@ static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const
   return WEFT_OK;
 }
 
+/* A tiled Cholesky block on one device: M [n, 2n] random, A = M M^T (gemm), A's tiles factored
+ * (tu_cholesky), then s = sum(A) over the whole. Its nodes and s join the program; M and A do
+ * not (no later op may write them: a zero M would leave A singular at the next run), nor do
+ * A's tiles (they are A's views). */
+
+static int add_cholesky(gen *s) {
+  int dev = rand_dev(s), dtype = rand_dtype(s), rc;
+  int64_t n = 2 + below(s, 3 * s->cfg->max_dim), b = 1 + below(s, (int)n);
+  int64_t ms[2] = {n, 2 * n}, as[2] = {n, n};
+  weft_tensor *m, *a, *sum = NULL;
+  size_t n0 = weft_graph_node_count(s->g);
+  char name[32];
+  snprintf(name, sizeof name, "cholM%zu", weft_graph_tensor_count(s->g));
+  if ((rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, 2, ms, device_at(s, dev), weft_uniform(-1, 1, next_u64(s)),
+                               &m)) != WEFT_OK)
+    return rc;
+  snprintf(name, sizeof name, "cholA%zu", weft_graph_tensor_count(s->g));
+  if ((rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, 2, as, device_at(s, dev), weft_zeros(), &a)) != WEFT_OK ||
+      (rc = weft_gemm(s->g, m, 0, m, 1, 1.0, 0.0, a)) != WEFT_OK || (rc = tu_cholesky(s->g, a, b)) != WEFT_OK ||
+      (rc = weft_sum(s->g, a, &sum)) != WEFT_OK)
+    return rc;
+  program_name(s, name, sizeof name, "r", dev);
+  if ((rc = weft_tensor_set_name(sum, name)) != WEFT_OK || (rc = add_tensor(s, sum)) != WEFT_OK) return rc;
+  /* The block's nodes but the last (gen_nodes adds that one). */
+  for (size_t i = n0; i + 1 < weft_graph_node_count(s->g); i++)
+    if (!weft_node_is_inserted(weft_graph_node(s->g, i)) && (rc = add_node(s, weft_graph_node(s->g, i))) != WEFT_OK)
+      return rc;
+  return WEFT_OK;
+}
+
 /* Adds `count` nodes, with a new input now and then, a name now and then, and forward
  * explicit edges as the configuration asks. */
 static int gen_nodes(gen *s, int count) {
@@ -552,7 +588,10 @@ static int gen_nodes(gen *s, int count) {
   for (int k = 0; k < count; k++) {
     weft_tensor *t;
     if ((chance(s, 10) || ntensors(s) == 0) && (rc = new_random_input(s, &t)) != WEFT_OK) return rc;
-    rc = s->cfg->user_ops && chance(s, 35) ? add_user(s) : add_builtin(s);
+    if (s->cfg->tiles_percent > 0 && chance(s, s->cfg->tiles_percent))
+      rc = add_cholesky(s);
+    else
+      rc = s->cfg->user_ops && chance(s, 35) ? add_user(s) : add_builtin(s);
     if (rc != WEFT_OK) return rc;
     weft_node *last = weft_graph_last_node(s->g); /* the call's own node comes after its copies */
     if ((rc = add_node(s, last)) != WEFT_OK) return rc;
@@ -642,55 +681,68 @@ int oracle_build(weft_graph *g, uint64_t seed, const oracle_cfg *cfg) {
 struct oracle_serial {
   weft_graph *g;
   size_t n;
-  void **buf; /* per tensor id; NULL for zero bytes */
+  void **buf;          /* per tensor id; NULL for zero bytes */
+  unsigned char *view; /* per tensor id: 1 for a tile, whose buf points into its parent's */
 };
+
+/* Tensor i's buffer: its own, filled by its initialiser, or a tile's place in its parent's. */
+static int serial_buffer(oracle_serial *s, size_t i) {
+  weft_tensor *t = weft_graph_tensor(s->g, i), *p = weft_tensor_parent(t);
+  s->buf[i] = NULL;
+  s->view[i] = p != NULL;
+  if (p != NULL) {
+    int64_t rows = weft_tensor_tile_count(p, 0), cols = weft_tensor_tile_count(p, 1);
+    const weft_tensor *first = weft_tensor_tile(p, 0, 0);
+    for (int64_t r = 0; r < rows; r++)
+      for (int64_t c = 0; c < cols; c++)
+        if (weft_tensor_tile(p, r, c) == t)
+          s->buf[i] = (char *)s->buf[weft_tensor_id(p)] + (size_t)(r * weft_tensor_dim(first, 0) * weft_tensor_dim(p, 1) +
+                                                                   c * weft_tensor_dim(first, 1)) *
+                                                              weft_dtype_size(weft_tensor_dtype(t));
+    return WEFT_OK;
+  }
+  size_t bytes = weft_tensor_bytes(t);
+  if (bytes == 0) return WEFT_OK;
+  if ((s->buf[i] = malloc(bytes)) == NULL) return WEFT_ENOMEM;
+  weft__cpu_fill(s->buf[i], weft_tensor_dtype(t), weft_tensor_numel(t), weft_tensor_init(t));
+  return WEFT_OK;
+}
 
 oracle_serial *oracle_serial_create(weft_graph *g) {
   oracle_serial *s = calloc(1, sizeof *s);
   if (s == NULL) return NULL;
   s->g = g;
-  s->n = weft_graph_tensor_count(g);
-  s->buf = calloc(s->n ? s->n : 1, sizeof *s->buf);
-  if (s->buf == NULL) {
-    free(s);
+  if (oracle_serial_sync(s) != WEFT_OK) {
+    oracle_serial_destroy(s);
     return NULL;
-  }
-  for (size_t i = 0; i < s->n; i++) {
-    weft_tensor *t = weft_graph_tensor(g, i);
-    size_t bytes = weft_tensor_bytes(t);
-    if (bytes == 0) continue;
-    if ((s->buf[i] = malloc(bytes)) == NULL) {
-      oracle_serial_destroy(s);
-      return NULL;
-    }
-    weft__cpu_fill(s->buf[i], weft_tensor_dtype(t), weft_tensor_numel(t), weft_tensor_init(t));
   }
   return s;
 }
 
 void oracle_serial_destroy(oracle_serial *s) {
   if (s == NULL) return;
-  for (size_t i = 0; i < s->n; i++) free(s->buf[i]);
+  for (size_t i = 0; i < s->n; i++)
+    if (!s->view[i]) free(s->buf[i]);
   free(s->buf);
+  free(s->view);
   free(s);
 }
 
 int oracle_serial_sync(oracle_serial *s) {
   size_t n = weft_graph_tensor_count(s->g);
-  if (n <= s->n) return WEFT_OK;
-  void **buf = realloc(s->buf, n * sizeof *buf);
+  if (n <= s->n && s->buf != NULL) return WEFT_OK;
+  void **buf = realloc(s->buf, (n ? n : 1) * sizeof *buf);
   if (buf == NULL) return WEFT_ENOMEM;
   s->buf = buf;
+  unsigned char *view = realloc(s->view, n ? n : 1);
+  if (view == NULL) return WEFT_ENOMEM;
+  s->view = view;
   for (size_t i = s->n; i < n; i++) {
-    weft_tensor *t = weft_graph_tensor(s->g, i);
-    size_t bytes = weft_tensor_bytes(t);
-    buf[i] = NULL;
-    if (bytes == 0) continue;
-    if ((buf[i] = malloc(bytes)) == NULL) {
+    if (serial_buffer(s, i) != WEFT_OK) {
       s->n = i;
       return WEFT_ENOMEM;
     }
-    weft__cpu_fill(buf[i], weft_tensor_dtype(t), weft_tensor_numel(t), weft_tensor_init(t));
+    s->n = i + 1;
   }
   s->n = n;
   return WEFT_OK;

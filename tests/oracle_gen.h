@@ -38,6 +38,10 @@ typedef struct oracle_cfg {
   int cycle_per_mille;      /* programs that end with a cycle-closing backward edge (default 15);
                                with devices > 1 the two nodes may only conflict through a copy
                                weft inserted, which orders nothing: use 0 there */
+  int tiles_percent;        /* chance per node of a tiled Cholesky block instead (default 0): a
+                               symmetric positive definite matrix made by gemm, partitioned,
+                               factored by potrf, trsm, syrk and gemm on its tiles, then summed
+                               whole */
   int devices;              /* 1: CPU only (default); N: the CPU and cuda:0..N-2 where they exist
                                (with user ops: a simulated machine, see oracle_register_ops) */
 } oracle_cfg;

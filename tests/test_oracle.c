@@ -30,7 +30,7 @@ static struct {
 } stats;
 
 static const char *const stat_ops[] = {"mm", "add", "sub", "mul", "scale", "relu", "sum", "norm",
-                                       "linear", "copy", "fill"};
+                                       "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk"};
 enum { N_STAT_OPS = sizeof stat_ops / sizeof stat_ops[0] };
 
 static void count_program(weft_graph *g) {
@@ -264,6 +264,7 @@ static void random_programs_agree_with_serial(void **state) {
   (void)state;
   oracle_cfg cfg;
   oracle_cfg_init(&cfg);
+  cfg.tiles_percent = 4; /* tiled Cholesky blocks: tiles, the linear-algebra ops */
   weft_runtime *rts[3];
   for (int i = 0; i < 3; i++) {
     rts[i] = tu_runtime_cpu(2 + i);

@@ -17,7 +17,7 @@ static double *factor(const double *a, int64_t n, int64_t b, int workers) {
   weft_tensor *x;
   CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &x));
   CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof(double)));
-  tu_cholesky(g, x, b);
+  CHECK(tu_cholesky(g, x, b));
   CHECK(weft_graph_run(g));
   double *l = malloc((size_t)(n * n) * sizeof *l);
   CHECK(weft_tensor_read(x, l, (size_t)(n * n) * sizeof(double)));
@@ -50,7 +50,7 @@ static void test_cholesky_f32_and_whole_tensor_after_tiles(void **state) {
   weft_tensor *x, *s = NULL;
   CHECK(weft_tensor_create(f->g, "A", WEFT_F32, 2, shape, weft_cpu(), weft_zeros(), &x));
   CHECK(weft_tensor_write(x, af, (size_t)(n * n) * sizeof(float)));
-  tu_cholesky(f->g, x, 32);
+  CHECK(tu_cholesky(f->g, x, 32));
   CHECK(weft_scale(f->g, x, 2.0, &s)); /* the whole tensor, after every tile's last write */
   CHECK(weft_graph_run(f->g));
   CHECK(weft_tensor_read(x, l, (size_t)(n * n) * sizeof(float)));
@@ -247,7 +247,7 @@ static void test_potrf_not_spd(void **state) {
   int64_t shape[2] = {4, 4};
   weft_tensor *x;
   CHECK(weft_tensor_create(f->g, "M", WEFT_F64, 2, shape, weft_cpu(), weft_full(1), &x));
-  tu_cholesky(f->g, x, 2); /* all ones: the minor of order 2 is 0 */
+  CHECK(tu_cholesky(f->g, x, 2)); /* all ones: the minor of order 2 is 0 */
   assert_int_equal(weft_graph_run(f->g), WEFT_EKERNEL);
   const char *e = weft_last_error();
   assert_non_null(strstr(e, "potrf"));

@@ -250,20 +250,21 @@ double *tu_spd(int64_t n, uint64_t seed) {
 }
 
 /* The tiled right-looking Cholesky of x (lower), tiles of b. */
-void tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b) {
-  CHECK(weft_tensor_tiles(g, x, b, b));
+int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b) {
+  int rc = weft_tensor_tiles(g, x, b, b);
   int64_t t = weft_tensor_tile_count(x, 0);
-  for (int64_t k = 0; k < t; k++) {
+  for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
     weft_tensor *akk = weft_tensor_tile(x, k, k);
-    CHECK(weft_potrf(g, akk));
-    for (int64_t i = k + 1; i < t; i++) CHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
-    for (int64_t i = k + 1; i < t; i++) {
+    rc = weft_potrf(g, akk);
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k));
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
       weft_tensor *aik = weft_tensor_tile(x, i, k);
-      CHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i)));
-      for (int64_t j = k + 1; j < i; j++)
-        CHECK(weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j)));
+      rc = weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
+      for (int64_t j = k + 1; j < i && rc == WEFT_OK; j++)
+        rc = weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j));
     }
   }
+  return rc;
 }
 
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l. */

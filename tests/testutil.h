@@ -100,8 +100,9 @@ int tu_alloc_failed(void);  /* 1 if the planned failure happened */
 /* A symmetric positive definite n x n f64 matrix (malloc'd): random entries in [0, 1) made
  * symmetric, plus n on the diagonal. */
 double *tu_spd(int64_t n, uint64_t seed);
-/* Adds the tiled right-looking Cholesky (lower) of x, tiles of b x b, to g (CHECKed). */
-void tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b);
+/* Adds the tiled right-looking Cholesky (lower) of x, tiles of b x b, to g: WEFT_OK or the
+ * first call's error. */
+int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b);
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l (n x n). */
 double tu_residual(const double *l, const double *a, int64_t n);
 

@@ -210,12 +210,13 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
 void weft__cost_submit(const weft__cost_model *m, const weft_node *nd, int events, double *submit,
                        double *submit_min) {
   const weft__sim_gpu *g = &m->prof.gpu;
-  int gemm = nd->kind == WEFT__OP_MM || nd->kind == WEFT__OP_LINEAR || weft__la_flops(nd) >= 0;
-  double launch = gemm && g->gemm_launch_s > 0 ? g->gemm_launch_s : g->launch_s;
+  int product = nd->kind == WEFT__OP_MM || nd->kind == WEFT__OP_LINEAR;
+  int blas = product || weft__la_flops(nd) >= 0; /* a cuBLAS or cuSOLVER call */
+  double launch = blas && g->gemm_launch_s > 0 ? g->gemm_launch_s : g->launch_s;
   *submit = launch + events * g->event_s;
   *submit_min = 0;
   const weft__sim_curve *wide = &g->gemm_wide_s;
-  if (!gemm || wide->n == 0 || dtype_index(nd) != 0 || weft__plan_fills_device(nd, g->multiprocessors)) return;
+  if (!product || wide->n == 0 || dtype_index(nd) != 0 || weft__plan_fills_device(nd, g->multiprocessors)) return;
   double side = product_side(nd);
   if (side >= wide->x[0] && side <= wide->x[wide->n - 1]) *submit_min = weft__sim_curve_at(wide, side);
 }
