@@ -4,6 +4,7 @@
  * machine (copy engines, the main stream, chains, the window's waits, batches), its bad
  * arguments, and a plan build that runs out of memory at each allocation in turn. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -44,6 +45,50 @@ static void policies_are_chosen_by_name(void **state) {
   o.policy = "fixed";
   CHECK(weft_runtime_create(&o, &rt));
   weft_runtime_destroy(rt);
+}
+
+/* With `heft`, a tiled Cholesky's next panel goes before the rest of the step before's updates
+ * (look-ahead); with `fixed`, the program's order stands. The order is topological either way. */
+static void heft_orders_the_critical_path_first(void **state) {
+  (void)state;
+  for (int heft = 0; heft < 2; heft++) {
+    weft_runtime_options o;
+    weft_runtime_options_init(&o);
+    o.simulate = "h100";
+    o.cpu_workers = 2;
+    o.flags = WEFT_RUNTIME_QUIET;
+    o.policy = heft ? "heft" : "fixed";
+    weft_runtime *rt = NULL;
+    CHECK(weft_runtime_create(&o, &rt));
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *a;
+    CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){16384, 16384}, weft_cuda(0), weft_zeros(), &a));
+    CHECK(tu_cholesky(g, a, 4096));
+    size_t n = weft_graph_node_count(g), potrf1 = 0, last_step0 = 0, *pos = calloc(n, sizeof *pos);
+    for (size_t i = 0; i < n; i++) {
+      weft_placement pl;
+      weft_node *nd = weft_graph_node(g, i);
+      CHECK(weft_node_placement(g, nd, &pl));
+      pos[i] = pl.order;
+      if (strcmp(weft_node_op_name(nd), "potrf") == 0 && weft_node_arg(nd, 0, NULL) == weft_tensor_tile(a, 1, 1)) potrf1 = i;
+      if (potrf1 == 0) last_step0 = i; /* the program's nodes before it: step 0 */
+    }
+    for (size_t i = 0; i < n; i++) /* topological: every edge forward */
+      for (size_t e = 0; e < weft_graph_edge_count(g); e++) {
+        weft_edge ed;
+        CHECK(weft_graph_edge(g, e, &ed));
+        assert_true(pos[weft_node_id(ed.from)] < pos[weft_node_id(ed.to)]);
+      }
+    size_t step0_last = 0; /* the last of step 0's nodes in the plan's order */
+    for (size_t i = 0; i <= last_step0; i++) step0_last = pos[i] > step0_last ? pos[i] : step0_last;
+    if (heft)
+      assert_true(pos[potrf1] < step0_last); /* the panel of step 1 before step 0's last update */
+    else
+      for (size_t i = 0; i < n; i++) assert_int_equal(pos[i], i);
+    free(pos);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
 }
 
 /* ---- order and depth ----------------------------------------------------------------------- */
@@ -244,6 +289,7 @@ static void plan_build_survives_every_failed_allocation(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(policies_are_chosen_by_name),
+      cmocka_unit_test(heft_orders_the_critical_path_first),
       cmocka_unit_test_setup_teardown(depth_follows_every_edge, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(backward_edges_order_the_run, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(cpu_placement_says_the_dispatcher_rule, tu_setup, tu_teardown),

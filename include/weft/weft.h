@@ -611,6 +611,8 @@ typedef struct weft_placement {
   char lane[64];      /* "cpu workers", "cuda:0 stream 2", "cuda:0 copy d2h", with
                          " (simulated)" on a simulated machine */
   char why[320];      /* the rule of the plan that put it there, in a sentence or two */
+  size_t order;       /* the node's position in the plan's order (0-based): the program's
+                         with the `fixed` policy, list scheduling's with `heft` */
 } weft_placement;
 
 /* Fills *out with where node n runs and why, building the graph's plan as a launch would

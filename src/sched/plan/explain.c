@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sched/plan/planner.h"
+#include "sched/plan/policy.h"
 #include "sched/sched.h"
 
 static void cpu_reason(const weft__plan *p, uint32_t i, weft_placement *out) {
@@ -43,7 +44,8 @@ static void gpu_reason(const weft__plan *p, uint32_t i, weft_placement *out) {
                x->heir_of, waits);
       break;
     case WEFT__WHY_BIG:
-      snprintf(out->why, sizeof out->why, "fills the GPU on its own, so it runs in program order on the main stream%s%s",
+      snprintf(out->why, sizeof out->why, "fills the GPU on its own, so it runs in the plan's order (%s) on the main stream%s%s",
+               p->graph->rt->policy == &weft__policy_heft ? "list scheduling: the critical path first" : "the program's",
                x->flags & WEFT__G_SPLIT ? "; the last there, its result going to the host: computed in two row "
                                           "halves so the copy of the first overlaps the second"
                                         : "",
@@ -87,6 +89,8 @@ int weft_node_placement(weft_graph *g, const weft_node *n, weft_placement *out) 
   const weft__plan *p = g->plan;
   memset(out, 0, sizeof *out);
   out->device = n->device;
+  for (uint32_t k = 0; k < p->n; k++)
+    if (p->order[k] == n->id) out->order = k;
   if (p->gpu.node != NULL && p->gpu.node[n->id].dev >= 0)
     gpu_reason(p, n->id, out);
   else

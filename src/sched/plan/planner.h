@@ -60,6 +60,9 @@ void weft__lanes_heirs(weft__pbuild *bd);
 /* Each compute node's stream: its heir's predecessor's, the main stream or round-robin. */
 int weft__lanes_assign(weft__pbuild *bd);
 
+/* heft.c: reorders p->order (and pos) by list scheduling on the devices' engines. */
+int weft__heft_order(weft__pbuild *bd);
+
 /* memory.c */
 int weft__memory_temporaries(weft__pbuild *bd);
 int weft__memory_window(weft__pbuild *bd);

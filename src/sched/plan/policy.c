@@ -1,4 +1,4 @@
-/* policy.c — the table of placement policies (policy.h) and the one there is today, `fixed`. */
+/* policy.c — the table of placement policies (policy.h): `fixed` and `heft`. */
 #include <stdio.h>
 #include <string.h>
 
@@ -12,7 +12,19 @@ const weft__policy weft__policy_fixed = {
     .place = fixed_place,
 };
 
-static const weft__policy *const policies[] = {&weft__policy_fixed};
+static int heft_place(weft__pbuild *bd) {
+  int rc = weft__heft_order(bd);
+  return rc == WEFT_OK ? weft__lanes_assign(bd) : rc;
+}
+
+const weft__policy weft__policy_heft = {
+    .name = "heft",
+    .summary = "every node runs on the device the program gave it, in the order list scheduling on the "
+               "devices' engines gives (the critical path first: look-ahead)",
+    .place = heft_place,
+};
+
+static const weft__policy *const policies[] = {&weft__policy_fixed, &weft__policy_heft};
 
 const weft__policy *weft__policy_find(const char *name) {
   if (name == NULL) return policies[0];

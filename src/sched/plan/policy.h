@@ -5,7 +5,10 @@
  *
  *   fixed   every node runs on the device the program gave it (an op where its result lives,
  *           a copy on its GPU side), and each GPU node goes to a stream by the heir rule
- *           (lanes.c). The only policy today; the placement of `auto` devices adds another. */
+ *           (lanes.c), in the program's order (the default).
+ *   heft    the same devices and stream rule, in the order list scheduling on the devices'
+ *           engines gives (heft.c): the critical path first. The placement of `auto` devices
+ *           is to come as part of it. */
 #ifndef WEFT_SCHED_POLICY_H
 #define WEFT_SCHED_POLICY_H
 
@@ -19,7 +22,7 @@ typedef struct weft__policy {
   int (*place)(weft__pbuild *bd);
 } weft__policy;
 
-extern const weft__policy weft__policy_fixed;
+extern const weft__policy weft__policy_fixed, weft__policy_heft;
 
 /* The policy called `name` (NULL: the default), or NULL when there is none by that name. */
 const weft__policy *weft__policy_find(const char *name);
