@@ -221,8 +221,8 @@ static void cu_host_free(weft__backend *b, void *p) { weft__cu_pinned_free(b->st
 
 /* A stream; compute streams also get a cuBLAS handle in `math` mode with its workspace and a
  * reduction scratch buffer. */
-static int stream_init(cu_stream *s, int dev, int kind, size_t workspace, cublasMath_t math) {
-  cudaError_t e = cudaStreamCreateWithFlags(&s->s, cudaStreamNonBlocking);
+static int stream_init(cu_stream *s, int dev, int kind, size_t workspace, cublasMath_t math, int priority) {
+  cudaError_t e = cudaStreamCreateWithPriority(&s->s, cudaStreamNonBlocking, priority);
   if (e != cudaSuccess) return weft__cu_error(e, "cudaStreamCreate", dev);
   s->kind = kind;
   atomic_init(&s->lock, 0);
@@ -290,15 +290,20 @@ static int device_init(cu_state *st, cu_device *d, int ordinal, int ncompute) {
   d->d2h = ncompute + 1;
   d->peer = ncompute + 2;
   d->nstreams = ncompute + 3;
+  /* The side compute streams carry chains and small nodes (lanes.c), which a large product on
+   * the main stream would otherwise hold back block by block: they get the device's highest
+   * priority, the main stream the default. */
+  int least = 0, side = 0;
+  if (cudaDeviceGetStreamPriorityRange(&least, &side) != cudaSuccess) side = 0;
   for (int i = 0; i < ncompute; i++)
-    if ((rc = stream_init(&d->streams[i], ordinal, CU_S_COMPUTE, WEFT__CU_WORKSPACE(i), math)) != WEFT_OK)
+    if ((rc = stream_init(&d->streams[i], ordinal, CU_S_COMPUTE, WEFT__CU_WORKSPACE(i), math, i > 0 ? side : 0)) != WEFT_OK)
       return rc;
-  if ((rc = stream_init(&d->streams[d->h2d], ordinal, CU_S_H2D, 0, math)) != WEFT_OK ||
-      (rc = stream_init(&d->streams[d->d2h], ordinal, CU_S_D2H, 0, math)) != WEFT_OK ||
-      (rc = stream_init(&d->streams[d->peer], ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
-      (rc = stream_init(&d->sync, ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
-      (rc = stream_init(&d->join, ordinal, CU_S_PEER, 0, math)) != WEFT_OK ||
-      (rc = stream_init(&d->clk, ordinal, CU_S_PEER, 0, math)) != WEFT_OK)
+  if ((rc = stream_init(&d->streams[d->h2d], ordinal, CU_S_H2D, 0, math, 0)) != WEFT_OK ||
+      (rc = stream_init(&d->streams[d->d2h], ordinal, CU_S_D2H, 0, math, 0)) != WEFT_OK ||
+      (rc = stream_init(&d->streams[d->peer], ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK ||
+      (rc = stream_init(&d->sync, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK ||
+      (rc = stream_init(&d->join, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK ||
+      (rc = stream_init(&d->clk, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK)
     return rc;
   if ((rc = weft__mutex_init(&d->qlock)) != WEFT_OK) return rc;
   d->have_qlock = 1;

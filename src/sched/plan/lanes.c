@@ -52,10 +52,13 @@ int weft__plan_fills_device(const weft_node *nd, int sms) {
     case WEFT__OP_MM:
     case WEFT__OP_LINEAR:
     case WEFT__OP_GEMM:
-    case WEFT__OP_TRSM:
     case WEFT__OP_SYRK:
       return ((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= sms;
-    case WEFT__OP_POTRF: /* a chain of panel kernels, each far smaller than the device */
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+      /* Chains of panel kernels, each far smaller than the device: they go to a side stream,
+       * whose priority lets them through beside the large updates (measured on a tiled
+       * Cholesky, docs/benchmarks.md). */
       return 0;
     case WEFT__OP_USER:
       return 0;
