@@ -337,7 +337,7 @@ static void test_devices(void **state) {
   p = parse_opts("device gpu = cuda:0\ntensor x: f32[2] on gpu\n", &o);
   weft_program_destroy(p);
   expect_in(parse_fail("tensor x: f32[2] on nowhere\n"),
-            "t.weft:1:21: error: unknown device 'nowhere'; expected cpu, cuda:N or a name declared with 'device'");
+            "t.weft:1:21: error: unknown device 'nowhere'; expected cpu, cuda:N, auto or a name declared with 'device'");
   expect_in(parse_fail("tensor x: f32[2]\ny = copy(x, x)\n"), "t.weft:2:13: error: 'x' is a tensor; expected a device");
 
   /* On a (simulated) machine with two GPUs the declarations pick them. */

@@ -117,7 +117,7 @@ WEFT_API void weft_set_allocator(const weft_allocator *a);
 /* Devices                                                                                   */
 /* ---------------------------------------------------------------------------------------- */
 
-typedef enum weft_device_kind { WEFT_DEVICE_CPU = 0, WEFT_DEVICE_CUDA = 1 } weft_device_kind;
+typedef enum weft_device_kind { WEFT_DEVICE_CPU = 0, WEFT_DEVICE_CUDA = 1, WEFT_DEVICE_AUTO = 2 } weft_device_kind;
 
 /* A device is a value: {WEFT_DEVICE_CPU, 0} is "cpu", {WEFT_DEVICE_CUDA, 1} is "cuda:1". */
 typedef struct weft_device {
@@ -127,6 +127,12 @@ typedef struct weft_device {
 
 /* The CPU device. */
 WEFT_API weft_device weft_cpu(void);
+/* "auto": weft decides. A tensor created on auto lives where the planner puts it (its home,
+ * chosen at the first launch: the device of its last writer, or of its first reader when no
+ * node writes it), and has a copy wherever a node reads it; an op whose result is auto runs on
+ * the device where it would finish first (docs/placement.md, "auto"). weft_tensor_device then
+ * tells the home; weft_tensor_is_auto that it was chosen. */
+WEFT_API weft_device weft_auto(void);
 /* The device cuda:index (which may or may not exist: see weft_device_exists). */
 WEFT_API weft_device weft_cuda(int index);
 /* Returns 1 if a and b are the same device. */
@@ -396,6 +402,8 @@ WEFT_API size_t weft_tensor_id(const weft_tensor *t);
 WEFT_API weft_graph *weft_tensor_graph(const weft_tensor *t);
 /* How the tensor was initialised at creation. */
 WEFT_API weft_init weft_tensor_init(const weft_tensor *t);
+/* 1 for a tensor created on weft_auto() (its device is the planner's choice). */
+WEFT_API int weft_tensor_is_auto(const weft_tensor *t);
 
 /* Copies the tensor's contents (row-major; `size` must equal weft_tensor_bytes) into `dst`.
  * Works for any device (a GPU tensor is copied back). It does not wait for a run: while a run

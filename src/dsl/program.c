@@ -273,9 +273,13 @@ static int eval_device(ctx *c, const weft__dsl_expr *e, int may_be_absent, weft_
           *out = s->dev;
           return OK;
         }
+        if ((s == NULL || s->kind == SYM_NONE) && strcmp(e->text, "auto") == 0) {
+          *out = weft_auto(); /* the planner decides (docs/placement.md) */
+          return OK;
+        }
         if (s == NULL || s->kind == SYM_NONE)
           return err(c, WEFT_EPARSE, e->line, e->col,
-                     "unknown device '%s'; expected cpu, cuda:N or a name declared with 'device'",
+                     "unknown device '%s'; expected cpu, cuda:N, auto or a name declared with 'device'",
                      e->text);
         return err(c, WEFT_EPARSE, e->line, e->col, "'%s' is %s; expected a device", e->text,
                    kind_word(s->kind));
@@ -285,7 +289,7 @@ static int eval_device(ctx *c, const weft__dsl_expr *e, int may_be_absent, weft_
     default:
       break;
   }
-  return err(c, WEFT_EPARSE, e->line, e->col, "expected a device: cpu, cuda:N or a declared device name");
+  return err(c, WEFT_EPARSE, e->line, e->col, "expected a device: cpu, cuda:N, auto or a declared device name");
 }
 
 /* A copy weft inserted is read through its source's name (weft reuses it while the source is

@@ -56,6 +56,10 @@ static int fail(writer *w, int status, const char *fmt, ...) {
 static weft_tensor *tensor_at(const writer *w, size_t i) { return WEFT__VEC_AT(&w->g->tensors, weft_tensor *, i); }
 
 static void put_device(writer *w, weft_device d) {
+  if (d.kind == WEFT_DEVICE_AUTO) {
+    weft__strbuf_puts(&w->out, "auto");
+    return;
+  }
   if (d.kind == WEFT_DEVICE_CUDA && d.index >= 0 && d.index < w->ndev && w->devnames[d.index] != NULL)
     weft__strbuf_puts(&w->out, w->devnames[d.index]);
   else
@@ -164,7 +168,7 @@ static void declare_upto(writer *w, size_t limit) {
     weft__strbuf_printf(&w->out, ": %s[", weft_dtype_name((weft_dtype)t->dtype));
     for (int i = 0; i < t->ndim; i++) weft__strbuf_printf(&w->out, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     weft__strbuf_puts(&w->out, "] on ");
-    put_device(w, t->device);
+    put_device(w, weft__tensor_dev(t));
     weft__strbuf_puts(&w->out, " = ");
     put_init(w, t->init);
     weft__strbuf_puts(&w->out, "\n");
@@ -339,7 +343,7 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
       break;
     case WEFT__OP_COPY:
       weft__strbuf_puts(b, ", ");
-      put_device(w, result->device);
+      put_device(w, weft__tensor_dev(result));
       break;
     case WEFT__OP_FILL:
       weft__strbuf_puts(b, ", ");
@@ -417,7 +421,7 @@ static void declare_devices(writer *w) {
   }
   for (size_t i = 0; i < g->tensors.len; i++) {
     weft_tensor *t = tensor_at(w, i);
-    if (t->device.kind != WEFT_DEVICE_CUDA || w->devnames[t->device.index] != NULL) continue;
+    if (weft__tensor_dev(t).kind != WEFT_DEVICE_CUDA || w->devnames[t->device.index] != NULL) continue;
     char name[64];
     size_t len = (size_t)snprintf(name, sizeof name, "gpu%d", t->device.index);
     for (;;) {

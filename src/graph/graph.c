@@ -54,6 +54,7 @@ void weft_graph_set_strict(weft_graph *g, int strict) { g->strict = strict != 0;
 
 weft_device weft_cpu(void) { return (weft_device){WEFT_DEVICE_CPU, 0}; }
 weft_device weft_cuda(int index) { return (weft_device){WEFT_DEVICE_CUDA, index}; }
+weft_device weft_auto(void) { return (weft_device){WEFT_DEVICE_AUTO, 0}; }
 
 int weft_device_equal(weft_device a, weft_device b) {
   return a.kind == b.kind && a.index == b.index;
@@ -63,6 +64,8 @@ char *weft_device_str(weft_device d, char *buf, size_t size) {
   if (size == 0) return buf;
   if (d.kind == WEFT_DEVICE_CPU)
     snprintf(buf, size, "cpu");
+  else if (d.kind == WEFT_DEVICE_AUTO)
+    snprintf(buf, size, "auto");
   else if (d.kind == WEFT_DEVICE_CUDA)
     snprintf(buf, size, "cuda:%d", d.index);
   else
@@ -74,6 +77,10 @@ int weft_device_parse(const char *text, weft_device *out) {
   if (text == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_device_parse: NULL argument");
   if (strcmp(text, "cpu") == 0) {
     *out = weft_cpu();
+    return WEFT_OK;
+  }
+  if (strcmp(text, "auto") == 0) {
+    *out = weft_auto();
     return WEFT_OK;
   }
   const char *rest = NULL;
@@ -96,7 +103,7 @@ int weft_device_parse(const char *text, weft_device *out) {
       }
     }
   }
-  return weft__err(WEFT_EINVAL, "'%s' is not a device: expected cpu, cuda, cuda:N or gpu:N", text);
+  return weft__err(WEFT_EINVAL, "'%s' is not a device: expected cpu, cuda, cuda:N, gpu:N or auto", text);
 }
 
 size_t weft_dtype_size(weft_dtype dt) {
@@ -197,6 +204,10 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   t->device = device;
   t->init = init;
   t->flags = (uint8_t)flags;
+  if (device.kind == WEFT_DEVICE_AUTO) {
+    t->flags |= WEFT__T_AUTODEV;
+    g->nauto++;
+  }
   weft__vec_push(&g->tensors, &t); /* cannot fail: reserved */
   g->version++;
   *out = t;
@@ -301,6 +312,7 @@ weft_device weft_tensor_device(const weft_tensor *t) { return t->device; }
 size_t weft_tensor_id(const weft_tensor *t) { return t->id; }
 weft_graph *weft_tensor_graph(const weft_tensor *t) { return t->graph; }
 weft_init weft_tensor_init(const weft_tensor *t) { return t->init; }
+int weft_tensor_is_auto(const weft_tensor *t) { return (t->flags & WEFT__T_AUTODEV) != 0; }
 
 const char *weft__tensor_name(const weft_tensor *t) {
   if (t->name != NULL) return t->name;

@@ -50,6 +50,8 @@ enum {
   WEFT__T_TEMP = 1u << 2,     /* analysis: auto, not kept, read by a later node */
   WEFT__T_INSERTED = 1u << 3, /* the destination of an inserted copy */
   WEFT__T_PINNED = 1u << 4,   /* a CPU tensor a GPU copies to or from: pinned storage */
+  WEFT__T_AUTODEV = 1u << 5,  /* created on weft_auto(): `device` is the planner's (auto until
+                                 the first placement, then the home it chose) */
 };
 
 /* How a tensor's storage was obtained (weft_tensor.storage_kind), for the matching free. */
@@ -114,21 +116,35 @@ typedef struct weft__la {
   uint8_t trans_a, trans_b, side;
 } weft__la;
 
+/* The device a tensor asks for: auto for one created on weft_auto() (whatever home the planner
+ * gave it since), else its device. Ops derive their node's device from it. */
+static inline weft_device weft__tensor_dev(const weft_tensor *t) {
+  return (t->flags & WEFT__T_AUTODEV) ? (weft_device){WEFT_DEVICE_AUTO, 0} : t->device;
+}
+
 /* A 2-D tensor's row stride in elements (a tile's is its parent's), and whether its
  * elements are contiguous (every tensor but a tile narrower than its parent). */
 static inline int64_t weft__tensor_ld(const weft_tensor *t) {
   return t->view != NULL ? t->view->ld : t->ndim == 2 ? t->shape[1] : 1;
 }
 static inline int weft__tensor_contiguous(const weft_tensor *t) {
-  return t->view == NULL || t->shape[0] <= 1 || t->view->ld == t->shape[1];
+  return t->view == NULL || t->ndim != 2 || t->shape[0] <= 1 || t->view->ld == t->shape[1];
 }
+
+/* Appends to g a node like n (same op, parameters, scalars, name and origin) on `device` with
+ * the arguments `args` (n's modes, other tensors of g), flagged `flags`: how the planner lowers
+ * a placed graph (sched/plan/place.c). WEFT_OK or WEFT_ENOMEM. */
+int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args, weft_device device,
+                     unsigned flags, weft_node **out);
+/* Appends a copy node src -> dst to g on `device`, flagged `flags`. */
+int weft__copy_node(weft_graph *g, weft_tensor *src, weft_tensor *dst, weft_device device, unsigned flags);
 
 typedef struct weft__arg {
   weft_tensor *t;
   uint8_t mode; /* weft_access */
 } weft__arg;
 
-enum { WEFT__N_INSERTED = 1u << 0 };
+enum { WEFT__N_INSERTED = 1u << 0, WEFT__N_AUTO = 1u << 1 /* its device is the planner's */ };
 
 struct weft_node {
   weft_graph *graph;
@@ -155,6 +171,7 @@ typedef struct weft__edge {
 } weft__edge;
 
 struct weft__plan;
+struct weft__placement;
 
 struct weft_graph {
   weft_runtime *rt;
@@ -168,9 +185,11 @@ struct weft_graph {
   weft__vec order;    /* uint32_t: the analysis's topological order where insertion order is not
                          one (an explicit edge points backward); empty where it is */
   int strict;
+  size_t nauto;       /* tensors and nodes created on auto: the graph is placed (sched/plan/place.c) */
   uint64_t version, analysed_version;
   /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
   struct weft__plan *plan;
+  struct weft__placement *placement; /* a graph with auto devices: its placed graph (place.c) */
   atomic_int busy;
   size_t materialised; /* tensors [0, materialised) have storage */
 };

@@ -79,6 +79,10 @@ static int append_node(weft_graph *g, int kind, const weft_op *uop, const weft__
   n->nargs = (uint16_t)nargs;
   n->flags = (uint8_t)flags;
   n->device = dev;
+  if (dev.kind == WEFT_DEVICE_AUTO) {
+    n->flags |= WEFT__N_AUTO;
+    g->nauto++;
+  }
   n->user_op = uop;
   n->args = (weft__arg *)(n + 1);
   memcpy(n->args, args, (size_t)nargs * sizeof(weft__arg));
@@ -104,7 +108,9 @@ static void invalidate_copies(weft_node *n) {
 static int localise(call *c, weft_tensor **t, weft_device dev, const char *argname) {
   char d1[32], d2[32];
   weft_tensor *src = *t;
-  if (weft_device_equal(src->device, dev)) return WEFT_OK;
+  /* A tensor or a node the planner places gets its copies from the planner. */
+  if (weft_device_equal(src->device, dev) || weft__tensor_dev(src).kind == WEFT_DEVICE_AUTO || dev.kind == WEFT_DEVICE_AUTO)
+    return WEFT_OK;
   if (c->g->strict)
     return weft__err(WEFT_EDEVICE,
                      "node %u '%s': argument %s (%s) lives on %s but the node runs on %s; "
@@ -198,7 +204,7 @@ static int finish_op(call *c, weft_tensor **ins, const char *const *names, int n
   int rc;
   if (out == NULL)
     return weft__err(WEFT_EINVAL, "node %u '%s': the out pointer is NULL", c->id, c->opname);
-  weft_device dev = *out != NULL ? (*out)->device : ins[0]->device;
+  weft_device dev = weft__tensor_dev(*out != NULL ? *out : ins[0]);
   if (*out != NULL && (rc = check_out(c, *out, dtype, ndim, shape)) != WEFT_OK) return rc;
   if (*out != NULL && (rc = check_contiguous(c, *out, "out")) != WEFT_OK) return rc;
   for (int i = 0; i < nin; i++)
@@ -343,7 +349,7 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
   if (*out != NULL) {
     if ((rc = check_out(&c, *out, src->dtype, src->ndim, src->shape)) || (rc = check_contiguous(&c, *out, "out")))
       return rc;
-    device = (*out)->device;
+    device = weft__tensor_dev(*out);
   } else if (!weft_device_exists(g->rt, device)) {
     return weft__err(WEFT_EDEVICE, "node %u 'copy': the runtime has no device %s", c.id,
                      weft_device_str(device, d1, sizeof d1));
@@ -354,7 +360,11 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
                                             weft_zeros(), WEFT__T_AUTO, &dst)) != WEFT_OK)
     return rc;
   weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
-  weft_device run_on = src->device.kind != WEFT_DEVICE_CPU ? src->device : device;
+  weft_device sd = weft__tensor_dev(src), dd = weft__tensor_dev(dst);
+  /* On its GPU side; the planner's when either side is. */
+  weft_device run_on = sd.kind == WEFT_DEVICE_AUTO || dd.kind == WEFT_DEVICE_AUTO ? weft_auto()
+                       : sd.kind != WEFT_DEVICE_CPU                              ? sd
+                                                                                 : dd;
   weft_node *n;
   if ((rc = append_node(g, WEFT__OP_COPY, NULL, args, 2, run_on, 0, &n)) != WEFT_OK)
     return call_fail(&c, rc);
@@ -377,7 +387,7 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   if ((rc = weft__graph_check_idle(g, "fill")) != WEFT_OK) return rc;
   weft__arg arg = {t, WEFT_WRITE};
   weft_node *n;
-  if ((rc = append_node(g, WEFT__OP_FILL, NULL, &arg, 1, t->device, 0, &n)) != WEFT_OK) return rc;
+  if ((rc = append_node(g, WEFT__OP_FILL, NULL, &arg, 1, weft__tensor_dev(t), 0, &n)) != WEFT_OK) return rc;
   n->fill = init;
   invalidate_copies(n);
   return WEFT_OK;
@@ -415,20 +425,21 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
       return check_contiguous(&c, args[i], argname);
     }
     if ((mode_of(op, i) & WEFT_WRITE) && !have_dev) {
-      dev = args[i]->device;
+      dev = weft__tensor_dev(args[i]);
       have_dev = 1;
     }
   }
-  if (!have_dev && nargs > 0) dev = args[0]->device;
+  if (!have_dev && nargs > 0) dev = weft__tensor_dev(args[0]);
   for (int i = 0; i < nargs; i++)
-    if ((mode_of(op, i) & WEFT_WRITE) && !weft_device_equal(args[i]->device, dev))
+    if ((mode_of(op, i) & WEFT_WRITE) && !weft_device_equal(weft__tensor_dev(args[i]), dev))
       return weft__err(WEFT_EDEVICE,
                        "node %u '%s': written argument %d (%s) lives on %s but the node runs on %s",
                        c.id, op->name, i, weft__tensor_name(args[i]),
-                       weft_device_str(args[i]->device, d1, sizeof d1),
+                       weft_device_str(weft__tensor_dev(args[i]), d1, sizeof d1),
                        weft_device_str(dev, d2, sizeof d2));
   if ((dev.kind == WEFT_DEVICE_CPU && op->desc.cpu == NULL) ||
-      (dev.kind == WEFT_DEVICE_CUDA && op->desc.cuda == NULL))
+      (dev.kind == WEFT_DEVICE_CUDA && op->desc.cuda == NULL) ||
+      (dev.kind == WEFT_DEVICE_AUTO && op->desc.cpu == NULL && op->desc.cuda == NULL))
     return weft__err(WEFT_EDEVICE, "node %u '%s': the op has no kernel for %s", c.id, op->name,
                      weft_device_str(dev, d1, sizeof d1));
   if ((rc = weft__graph_check_idle(g, op->name)) != WEFT_OK) return rc;
@@ -440,7 +451,8 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
   for (int i = 0; i < nargs; i++) {
     weft_tensor *t = args[i];
     weft_access mode = mode_of(op, i);
-    if (mode == WEFT_READ && (t->device.kind != dev.kind || t->device.index != dev.index)) {
+    if (mode == WEFT_READ && !weft_device_equal(t->device, dev) && weft__tensor_dev(t).kind != WEFT_DEVICE_AUTO &&
+        dev.kind != WEFT_DEVICE_AUTO) {
       snprintf(argname, sizeof argname, "%d", i);
       if ((rc = localise(&c, &t, dev, argname)) != WEFT_OK) return call_fail(&c, rc);
     }
@@ -487,11 +499,11 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
       return weft__err(WEFT_ESHAPE, "node %u '%s': %s (%s) has %d dimensions; the op takes matrices",
                        c->id, c->opname, names[i], weft__tensor_name(ts[i]), ts[i]->ndim);
     if (i > 0 && (rc = check_same_dtype(c, ts[0], ts[i], names[0], names[i])) != WEFT_OK) return rc;
-    if (i > 0 && !weft_device_equal(ts[0]->device, ts[i]->device))
+    if (i > 0 && !weft_device_equal(weft__tensor_dev(ts[0]), weft__tensor_dev(ts[i])))
       return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; the op copies nothing",
                        c->id, c->opname, names[0], weft__tensor_name(ts[0]),
-                       weft_device_str(ts[0]->device, d1, sizeof d1), names[i], weft__tensor_name(ts[i]),
-                       weft_device_str(ts[i]->device, d2, sizeof d2));
+                       weft_device_str(weft__tensor_dev(ts[0]), d1, sizeof d1), names[i], weft__tensor_name(ts[i]),
+                       weft_device_str(weft__tensor_dev(ts[i]), d2, sizeof d2));
   }
   weft_tensor *out = ts[nts - 1];
   for (int i = 0; i < nts - 1; i++)
@@ -510,7 +522,7 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   weft__arg args[3];
   for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? WEFT_READ_WRITE : WEFT_READ};
   weft_node *n;
-  if ((rc = append_node(c->g, c->kind, NULL, args, nts, out->device, 0, &n)) != WEFT_OK) return rc;
+  if ((rc = append_node(c->g, c->kind, NULL, args, nts, weft__tensor_dev(out), 0, &n)) != WEFT_OK) return rc;
   n->params = p;
   n->params_size = sizeof *p;
   n->alpha = la.alpha;
@@ -616,4 +628,44 @@ int weft_syrk(weft_graph *g, double alpha, weft_tensor *a, double beta, weft_ten
   weft_tensor *ts[2] = {a, cm};
   static const char *const names[2] = {"a", "c"};
   return la_op(&c, ts, names, 2, (weft__la){alpha, beta, 0, 0, 0});
+}
+
+/* ---- the planner's lowering (sched/plan/place.c) ------------------------------------------ */
+
+int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args, weft_device device,
+                     unsigned flags, weft_node **out) {
+  weft__arg small[WEFT_MAX_ARGS];
+  weft__arg *a = n->nargs <= WEFT_MAX_ARGS ? small : weft__arena_alloc(&g->arena, (size_t)n->nargs * sizeof *a, 8);
+  if (a == NULL) return WEFT_ENOMEM;
+  for (int i = 0; i < n->nargs; i++) a[i] = (weft__arg){args[i], n->args[i].mode};
+  void *params = NULL;
+  if (n->params_size > 0) {
+    if ((params = weft__arena_alloc(&g->arena, n->params_size, 16)) == NULL) return WEFT_ENOMEM;
+    memcpy(params, n->params, n->params_size);
+  }
+  const weft_tensor **targs = NULL;
+  if (n->targs != NULL) {
+    if ((targs = weft__arena_alloc(&g->arena, (size_t)(n->nargs ? n->nargs : 1) * sizeof *targs, 8)) == NULL)
+      return WEFT_ENOMEM;
+    for (int i = 0; i < n->nargs; i++) targs[i] = args[i];
+  }
+  weft_node *c;
+  int rc = append_node(g, n->kind, n->user_op, a, n->nargs, device, flags, &c);
+  if (rc != WEFT_OK) return rc;
+  c->alpha = n->alpha;
+  c->fill = n->fill;
+  c->params = params;
+  c->params_size = n->params_size;
+  c->targs = targs;
+  c->name = n->name != NULL ? weft__arena_strdup(&g->arena, n->name) : NULL;
+  c->origin = n->origin != NULL ? weft__arena_strdup(&g->arena, n->origin) : NULL;
+  if ((n->name != NULL && c->name == NULL) || (n->origin != NULL && c->origin == NULL)) return WEFT_ENOMEM;
+  if (out != NULL) *out = c;
+  return WEFT_OK;
+}
+
+int weft__copy_node(weft_graph *g, weft_tensor *src, weft_tensor *dst, weft_device device, unsigned flags) {
+  weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
+  weft_node *n;
+  return append_node(g, WEFT__OP_COPY, NULL, args, 2, device, flags, &n);
 }

@@ -287,6 +287,7 @@ static void end_run(weft_run *r) {
   weft__pool_counts(rt->pool, &r->pool_end);
   pl->exec->run = NULL;
   atomic_store_explicit(&g->busy, 0, memory_order_release);
+  if (r->program != g) atomic_store_explicit(&r->program->busy, 0, memory_order_release);
   /* The callback may ask for the run's error and failed node: publish them first. */
   atomic_store_explicit(&r->ended, 1, memory_order_release);
   if (r->cb != NULL) r->cb(r, st, r->cb_arg);
@@ -336,14 +337,19 @@ int weft__run_latest_plan(const weft_run *run, const char *what, const weft__pla
   return WEFT_OK;
 }
 
-static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
-  if (g == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_launch: NULL argument");
+static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out) {
+  if (program == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_launch: NULL argument");
   int expected = 0;
-  if (!atomic_compare_exchange_strong_explicit(&g->busy, &expected, 1, memory_order_acq_rel,
+  if (!atomic_compare_exchange_strong_explicit(&program->busy, &expected, 1, memory_order_acq_rel,
                                                memory_order_relaxed))
     return weft__err(WEFT_EBUSY, "weft_graph_launch: a run of this graph is already in flight");
   int rc;
   weft_run *r = NULL;
+  /* A program with auto devices runs as its placed graph (src/sched/plan/place.c), which only
+   * its runs use: it is idle whenever the program is. */
+  weft_graph *g = program;
+  if ((rc = weft__place(program, &g)) != WEFT_OK) goto fail;
+  if (g != program) atomic_store_explicit(&g->busy, 1, memory_order_relaxed);
   if ((rc = weft__plan_build(g)) != WEFT_OK) goto fail;
   if ((rc = weft__storage_materialise(g)) != WEFT_OK) goto fail;
   /* A run holds 64-byte-aligned counters; the allocator hook only promises malloc's alignment. */
@@ -364,6 +370,7 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
   weft__pool_counts(rt->pool, &r->pool_launch);
   r->t_launch = weft__clock_now();
   r->graph = g;
+  r->program = program;
   r->plan = pl;
   int owned = 0; /* a backend runs the whole plan (a replayed CUDA graph) */
   for (int b = 0; b < rt->nbackends; b++) {
@@ -407,6 +414,7 @@ static int launch(weft_graph *g, weft_run_cb cb, void *arg, weft_run **out) {
 fail:
   weft__aligned_free(r);
   atomic_store_explicit(&g->busy, 0, memory_order_release);
+  atomic_store_explicit(&program->busy, 0, memory_order_release);
   return rc;
 }
 
@@ -451,10 +459,20 @@ weft_node *weft_run_failed_node(const weft_run *r) {
   if (r == NULL || !atomic_load_explicit(&r->ended, memory_order_acquire) ||
       r->failed_node == UINT32_MAX)
     return NULL;
-  return weft_graph_node(r->graph, r->failed_node);
+  weft_node *n = weft_graph_node(r->graph, r->failed_node);
+  /* A placed graph's node stands for one of the program's, unless it is a transfer. */
+  const weft__placement *pl = r->program->placement;
+  if (r->program != r->graph && pl != NULL)
+    for (size_t i = 0; i < r->program->nodes.len; i++) {
+      const weft_graph *pg;
+      uint32_t at;
+      if (weft__placement_of(r->program, (uint32_t)i, &pg, &at) != NULL && at == r->failed_node)
+        return weft_graph_node(r->program, i);
+    }
+  return n;
 }
 
-weft_graph *weft_run_graph(const weft_run *r) { return r->graph; }
+weft_graph *weft_run_graph(const weft_run *r) { return r->program; }
 
 void weft_run_destroy(weft_run *r) {
   if (r == NULL) return;

@@ -189,7 +189,7 @@ int weft_device_count(const weft_runtime *rt, int kind) {
 }
 
 int weft_device_exists(const weft_runtime *rt, weft_device d) {
-  if (d.kind == WEFT_DEVICE_CPU) return d.index == 0;
+  if (d.kind == WEFT_DEVICE_CPU || d.kind == WEFT_DEVICE_AUTO) return d.index == 0;
   return d.index >= 0 && d.index < weft_device_count(rt, d.kind);
 }
 

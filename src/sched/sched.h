@@ -38,7 +38,26 @@ struct weft_runtime {
   weft__mutex ops_lock;
   weft__vec ops; /* weft_op * */
   atomic_int graphs; /* live graphs, to catch destroy-before-graphs */
+  struct weft__cost_model *place_model; /* auto placement's prices, made at its first use (ops_lock) */
 };
+
+/* place.c: auto placement. Where a node of a program with auto devices runs, and why. */
+typedef struct weft__node_place {
+  weft_device device, other; /* chosen, and the runner-up (== device when there was none) */
+  double start_s, finish_s;  /* its estimated start and finish there */
+  double other_finish_s;     /* its estimated finish on the runner-up */
+  int auto_placed;           /* 1: the planner chose (a node created on auto) */
+  int forced;                /* 1: where its tiles' group lives, or its fixed device */
+} weft__node_place;
+typedef struct weft__placement weft__placement;
+/* The graph to run for program g: g itself, or (with auto devices) its placed graph, rebuilt
+ * when g changed. WEFT_OK or an error (no device can run a node; out of memory). */
+int weft__place(weft_graph *g, weft_graph **out);
+/* Frees g's placement (its placed graph). */
+void weft__placement_free(weft_graph *g);
+/* Where program node `node` was placed (NULL when g has no current placement) and its node in
+ * the placed graph. */
+const weft__node_place *weft__placement_of(const weft_graph *g, uint32_t node, const weft_graph **pg, uint32_t *pnode);
 
 /* The dispatcher's per-run state of a plan (plan.h holds the plan itself), allocated with it
  * and reused by every run of it. */
@@ -56,7 +75,8 @@ int weft__exec_init(weft__plan *p);
 void weft__exec_free(weft__plan *p);
 
 struct weft_run {
-  weft_graph *graph;
+  weft_graph *graph;   /* the graph that runs: the program's, or its placed graph */
+  weft_graph *program; /* the graph the user launched */
   weft__plan *plan;
   _Alignas(64) atomic_uint remaining; /* nodes not yet completed */
   _Alignas(64) atomic_uint root_next; /* next unclaimed root */
@@ -81,6 +101,8 @@ struct weft_run {
 int weft__storage_materialise(weft_graph *g);
 int weft__storage_prepare(weft_tensor *t);
 void weft__storage_release_all(weft_graph *g);
+/* Releases one tensor's storage (it has none after). */
+void weft__storage_release(weft_tensor *t);
 
 /* pool.c */
 int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out);

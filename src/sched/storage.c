@@ -61,9 +61,12 @@ static int host_alloc(weft_graph *g, weft_tensor *t) {
 int weft__storage_prepare(weft_tensor *t) {
   int rc;
   weft_graph *g = t->graph;
+  /* An auto tensor used before the planner gave it a home lives on the host until then. */
+  if (t->device.kind == WEFT_DEVICE_AUTO && t->view == NULL) t->device = weft_cpu();
   if (t->view != NULL && t->storage_kind == WEFT__S_NONE) {
     weft_tensor *p = t->view->parent;
     if ((rc = weft__storage_prepare(p)) != WEFT_OK) return rc;
+    if (p->graph == t->graph) t->device = p->device; /* a tile is where its parent is */
     t->data = (char *)p->data + (size_t)t->view->offset * weft_dtype_size(t->dtype);
     t->storage_kind = WEFT__S_VIEW;
     t->initialised = 1;
@@ -105,13 +108,9 @@ int weft__storage_materialise(weft_graph *g) {
   return WEFT_OK;
 }
 
-void weft__storage_release_all(weft_graph *g) {
-  weft_tensor **ts = g->tensors.data;
-  /* Tensors dropped by a failed op call sit past tensors.len only in the arena; they never
-   * got storage, since storage is made at launch or read/write time. */
-  for (size_t i = 0; i < g->tensors.len; i++) {
-    weft_tensor *t = ts[i];
-    switch (t->storage_kind) {
+void weft__storage_release(weft_tensor *t) {
+  weft_graph *g = t->graph;
+  switch (t->storage_kind) {
       case WEFT__S_HEAP:
         weft__aligned_free(t->data);
         break;
@@ -125,10 +124,16 @@ void weft__storage_release_all(weft_graph *g) {
       }
       default:
         break;
-    }
-    t->data = NULL;
-    t->storage_kind = WEFT__S_NONE;
   }
+  t->data = NULL;
+  t->storage_kind = WEFT__S_NONE;
+}
+
+void weft__storage_release_all(weft_graph *g) {
+  weft_tensor **ts = g->tensors.data;
+  /* Tensors dropped by a failed op call sit past tensors.len only in the arena; they never
+   * got storage, since storage is made at launch or read/write time. */
+  for (size_t i = 0; i < g->tensors.len; i++) weft__storage_release(ts[i]);
 }
 
 /* ---- public: reading and writing contents ---------------------------------------------- */
@@ -238,6 +243,7 @@ void weft_graph_destroy(weft_graph *g) {
    * user's to destroy). Runs end on their own, so this wait is bounded. */
   while (atomic_load_explicit(&g->busy, memory_order_acquire)) weft__thread_yield();
   weft_runtime *rt = g->rt;
+  weft__placement_free(g); /* the placed graph's views of g's tensors go first */
   weft__plan_free(rt, g->plan);
   g->plan = NULL;
   weft__storage_release_all(g);

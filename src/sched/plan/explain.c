@@ -81,11 +81,36 @@ static void gpu_reason(const weft__plan *p, uint32_t i, weft_placement *out) {
   }
 }
 
+/* A node of a program with auto devices: the placement's choice, then the plan of the placed
+ * graph for the node that stands for it. */
+static int auto_reason(weft_graph *g, const weft_node *n, weft_placement *out) {
+  weft_graph *pg;
+  int rc = weft__place(g, &pg);
+  const weft_graph *pgc;
+  uint32_t at;
+  const weft__node_place *np = rc == WEFT_OK ? weft__placement_of(g, n->id, &pgc, &at) : NULL;
+  if (rc != WEFT_OK) return rc;
+  if (np == NULL) return weft__err(WEFT_ESTATE, "weft_node_placement: node %u has no placement", n->id);
+  if ((rc = weft_node_placement(pg, weft_graph_node(pg, at), out)) != WEFT_OK) return rc;
+  char d1[32], d2[32], tail[sizeof out->why];
+  snprintf(tail, sizeof tail, "%s", out->why);
+  if (np->auto_placed && !np->forced && !weft_device_equal(np->device, np->other))
+    snprintf(out->why, sizeof out->why, "auto: finishes first there (est. %.3g ms, against %.3g ms on %s); %.200s",
+             np->finish_s * 1e3, np->other_finish_s * 1e3, weft_device_str(np->other, d2, sizeof d2), tail);
+  else if (np->auto_placed)
+    snprintf(out->why, sizeof out->why, "auto: %s (est. finish %.3g ms); %.200s",
+             np->forced ? "where its tiles live" : "the only device with a kernel for it", np->finish_s * 1e3, tail);
+  (void)d1;
+  return WEFT_OK;
+}
+
 int weft_node_placement(weft_graph *g, const weft_node *n, weft_placement *out) {
   if (g == NULL || n == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_node_placement: NULL argument");
   if (n->graph != g) return weft__err(WEFT_EINVAL, "weft_node_placement: node %u is not a node of this graph", n->id);
   int rc = weft__graph_check_idle(g, "weft_node_placement");
-  if (rc != WEFT_OK || (rc = weft__plan_build(g)) != WEFT_OK) return rc;
+  if (rc != WEFT_OK) return rc;
+  if (g->nauto > 0) return auto_reason(g, n, out);
+  if ((rc = weft__plan_build(g)) != WEFT_OK) return rc;
   const weft__plan *p = g->plan;
   memset(out, 0, sizeof *out);
   out->device = n->device;
