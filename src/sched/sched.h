@@ -103,6 +103,10 @@ int weft__storage_prepare(weft_tensor *t);
 void weft__storage_release_all(weft_graph *g);
 /* Releases one tensor's storage (it has none after). */
 void weft__storage_release(weft_tensor *t);
+/* A whole contiguous tensor's contents to or from a host buffer (its storage prepared),
+ * whatever device it is on; no check of the graph's state. */
+int weft__storage_copy_out(weft_tensor *t, void *dst);
+int weft__storage_copy_in(weft_tensor *t, const void *src);
 
 /* pool.c */
 int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out);

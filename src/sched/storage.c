@@ -173,18 +173,33 @@ static int tile_io(weft_tensor *t, void *buf, int reading) {
   return rc;
 }
 
+int weft__storage_copy_out(weft_tensor *t, void *dst) {
+  if (t->bytes == 0) return WEFT_OK;
+  if (t->device.kind == WEFT_DEVICE_CPU) {
+    memcpy(dst, t->data, t->bytes);
+    return WEFT_OK;
+  }
+  weft__backend *b = weft__backend_for(t->graph->rt, t->device);
+  return b->vt->read(b, t, dst);
+}
+
+int weft__storage_copy_in(weft_tensor *t, const void *src) {
+  if (t->bytes == 0) return WEFT_OK;
+  if (t->device.kind == WEFT_DEVICE_CPU) {
+    memcpy(t->data, src, t->bytes);
+    return WEFT_OK;
+  }
+  weft__backend *b = weft__backend_for(t->graph->rt, t->device);
+  return b->vt->write(b, t, src);
+}
+
 int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
   int rc = access_check(t, size, "weft_tensor_read", 1);
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
   if (dst == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_read: dst is NULL");
   if (!weft__tensor_contiguous(t)) return tile_io(t, dst, 1);
-  if (t->device.kind == WEFT_DEVICE_CPU) {
-    memcpy(dst, t->data, size);
-    return WEFT_OK;
-  }
-  weft__backend *b = weft__backend_for(t->graph->rt, t->device);
-  return b->vt->read(b, t, dst);
+  return weft__storage_copy_out(t, dst);
 }
 
 int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
@@ -193,12 +208,7 @@ int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
   if (size == 0) return WEFT_OK;
   if (src == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_write: src is NULL");
   if (!weft__tensor_contiguous(t)) return tile_io(t, (void *)src, 0);
-  if (t->device.kind == WEFT_DEVICE_CPU) {
-    memcpy(t->data, src, size);
-    return WEFT_OK;
-  }
-  weft__backend *b = weft__backend_for(t->graph->rt, t->device);
-  return b->vt->write(b, t, src);
+  return weft__storage_copy_in(t, src);
 }
 
 int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {

@@ -213,7 +213,7 @@ static int move_home(weft_tensor *t, weft_device home) {
   int rc = WEFT_OK;
   if (had) {
     if ((buf = weft__malloc(t->bytes)) == NULL) return weft__oom("moving a tensor to its new home");
-    if ((rc = weft_tensor_read(t, buf, t->bytes)) != WEFT_OK) {
+    if ((rc = weft__storage_copy_out(t, buf)) != WEFT_OK) {
       weft__free(buf);
       return rc;
     }
@@ -224,7 +224,7 @@ static int move_home(weft_tensor *t, weft_device home) {
   if (had) {
     t->initialised = 1; /* the contents are what it held, not its initialiser */
     rc = weft__storage_prepare(t);
-    if (rc == WEFT_OK) rc = weft_tensor_write(t, buf, t->bytes);
+    if (rc == WEFT_OK) rc = weft__storage_copy_in(t, buf);
   }
   weft__free(buf);
   return rc;
@@ -283,13 +283,13 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     weft__view *v = rc == WEFT_OK ? weft__arena_alloc(&pg->arena, sizeof *v, 8) : NULL;
     if (rc == WEFT_OK && v == NULL) rc = WEFT_ENOMEM;
     if (rc != WEFT_OK) break;
-    *v = (weft__view){x, 0, weft__tensor_ld(x), 0, 0};
-    twin[t]->view = v;
-    if (x->grid != NULL) {
+    if (x->grid != NULL) { /* partitioned before it becomes a view (tiles of tiles are refused) */
       if ((rc = weft_tensor_tiles(pg, twin[t], x->grid->tile[0], x->grid->tile[1])) != WEFT_OK) break;
       for (int64_t k = 0; k < x->grid->rows * x->grid->cols; k++)
         twin[x->grid->first + (size_t)k] = weft_tensor_tile(twin[t], k / x->grid->cols, k % x->grid->cols);
     }
+    *v = (weft__view){x, 0, weft__tensor_ld(x), 0, 0};
+    twin[t]->view = v;
   }
   weft_node **nodes = g->nodes.data;
   for (size_t i = 0; i < nn && rc == WEFT_OK; i++) {

@@ -1,0 +1,231 @@
+/* test_place.c — auto placement (src/sched/plan/place.c): where auto nodes run and auto tensors
+ * live, on the CPU alone and on a simulated H100 machine that computes on the CPU (so results
+ * can be compared bit for bit with the same program on the CPU); the transfers the placed graph
+ * adds; contents written before the first run follow the tensor to its home; a user op goes
+ * where its kernel is; tiles stay together; and the errors. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "weft/report.h"
+#include "weft/sim.h"
+
+/* A CPU runtime (sim == NULL) or a simulated machine that computes. */
+static weft_runtime *runtime(const char *sim) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | (sim != NULL ? WEFT_RUNTIME_SIM_COMPUTE : 0u);
+  o.simulate = sim;
+  o.max_gpus = sim != NULL ? -1 : 0;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  return rt;
+}
+
+typedef struct prog {
+  weft_tensor *a, *b, *c, *s, *h, *small, *small3;
+} prog;
+
+/* c = a . b (large), s = sum(c), h = s on the CPU, small3 = 3 * small (tiny), on `d`. */
+static void build(weft_graph *g, weft_device d, prog *p) {
+  memset(p, 0, sizeof *p);
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){512, 512}, d, weft_uniform(-1, 1, 1), &p->a));
+  CHECK(weft_tensor_create(g, "b", WEFT_F32, 2, (int64_t[]){512, 512}, d, weft_uniform(-1, 1, 2), &p->b));
+  CHECK(weft_tensor_create(g, "small", WEFT_F32, 1, (int64_t[]){4}, d, weft_ones(), &p->small));
+  CHECK(weft_tensor_create(g, "h", WEFT_F32, 0, NULL, weft_cpu(), weft_zeros(), &p->h));
+  CHECK(weft_mm(g, p->a, p->b, &p->c));
+  CHECK(weft_sum(g, p->c, &p->s));
+  CHECK(weft_copy(g, p->s, weft_cpu(), &p->h));
+  CHECK(weft_scale(g, p->small, 3, &p->small3));
+  weft_tensor_keep(p->c);
+}
+
+static void read_all(weft_tensor *t, void *buf) { CHECK(weft_tensor_read(t, buf, weft_tensor_bytes(t))); }
+
+/* The same program on auto and on the CPU, on a CPU-only runtime and on a simulated H100:
+ * the same bits; on the H100 the product goes to the GPU, the tiny scale stays on the CPU, and
+ * the copy of the sum to the host is one transfer on the GPU's copy engine. */
+static void auto_matches_the_cpu(void **state) {
+  (void)state;
+  static float want_c[512 * 512], got_c[512 * 512];
+  float want_h, got_h, want3[4], got3[4];
+  weft_runtime *ref = runtime(NULL);
+  weft_graph *rg = tu_graph(ref);
+  prog r;
+  build(rg, weft_cpu(), &r);
+  CHECK(weft_graph_run(rg));
+  read_all(r.c, want_c);
+  read_all(r.h, &want_h);
+  read_all(r.small3, want3);
+  for (int sim = 0; sim < 2; sim++) {
+    weft_runtime *rt = runtime(sim ? "h100" : NULL);
+    weft_graph *g = tu_graph(rt);
+    prog p;
+    build(g, weft_auto(), &p);
+    assert_true(weft_tensor_is_auto(p.a) && weft_tensor_is_auto(p.c) && !weft_tensor_is_auto(p.h));
+    for (int run = 0; run < 2; run++) {
+      weft_run *w;
+      CHECK(weft_graph_launch(g, &w));
+      CHECK(weft_run_wait(w));
+      assert_ptr_equal(weft_run_graph(w), g);
+      weft_run_destroy(w);
+      read_all(p.c, got_c);
+      read_all(p.h, &got_h);
+      read_all(p.small3, got3);
+      assert_memory_equal(got_c, want_c, sizeof want_c);
+      assert_true(got_h == want_h);
+      assert_memory_equal(got3, want3, sizeof want3);
+    }
+    weft_placement pl;
+    CHECK(weft_node_placement(g, weft_graph_node(g, 0), &pl));
+    assert_int_equal(pl.device.kind, sim ? WEFT_DEVICE_CUDA : WEFT_DEVICE_CPU);
+    assert_true(tu_contains(pl.why, "auto:"));
+    assert_int_equal(weft_tensor_device(p.c).kind, sim ? WEFT_DEVICE_CUDA : WEFT_DEVICE_CPU); /* its home */
+    CHECK(weft_node_placement(g, weft_graph_node(g, 2), &pl)); /* s to the host: one transfer */
+    if (sim) assert_true(tu_contains(pl.lane, "copy d2h"));
+    CHECK(weft_node_placement(g, weft_graph_node(g, 3), &pl)); /* the tiny scale */
+    assert_int_equal(pl.device.kind, WEFT_DEVICE_CPU);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  weft_graph_destroy(rg);
+  weft_runtime_destroy(ref);
+}
+
+/* Contents written before the first run move with the tensor to its home. */
+static void written_contents_follow_the_tensor(void **state) {
+  (void)state;
+  weft_runtime *rt = runtime("h100");
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *x, *y = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 2, (int64_t[]){256, 256}, weft_auto(), weft_zeros(), &x));
+  double *v = malloc(256 * 256 * sizeof *v), *out = malloc(256 * 256 * sizeof *out);
+  for (int i = 0; i < 256 * 256; i++) v[i] = (double)(i % 17) - 8;
+  CHECK(weft_tensor_write(x, v, 256 * 256 * sizeof *v)); /* on the host: no home yet */
+  CHECK(weft_mm(g, x, x, &y));
+  CHECK(weft_graph_run(g));
+  assert_int_equal(weft_tensor_device(x).kind, WEFT_DEVICE_CUDA); /* moved to the GPU */
+  read_all(x, out);
+  assert_memory_equal(out, v, 256 * 256 * sizeof *v);
+  read_all(y, out);
+  double want = 0;
+  for (int k = 0; k < 256; k++) want += v[k] * v[k * 256];
+  assert_true(fabs(out[0] - want) < 1e-9);
+  free(v);
+  free(out);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+static int add_one(weft_kernel_ctx *ctx) {
+  double *p = weft_ctx_data(ctx, 0);
+  int64_t n = weft_tensor_numel(weft_ctx_tensor(ctx, 0));
+  for (int64_t i = 0; i < n; i++) p[i] += 1;
+  return WEFT_OK;
+}
+
+/* A user op goes where it has a kernel; one that has a kernel nowhere the planner may put it
+ * fails the launch, naming the node. */
+static void user_ops_go_where_their_kernel_is(void **state) {
+  (void)state;
+  weft_runtime *rt = runtime("h100");
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "add_one";
+  d.nargs = 1;
+  d.access[0] = WEFT_READ_WRITE;
+  d.cpu = add_one;
+  const weft_op *op;
+  CHECK(weft_op_register(rt, &d, &op));
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *x, *y = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 2, (int64_t[]){1024, 1024}, weft_auto(), weft_ones(), &x));
+  CHECK(weft_mm(g, x, x, &y)); /* the GPU's */
+  CHECK(weft_call(g, op, &y, 1, NULL, 0)); /* the CPU's: its only kernel */
+  CHECK(weft_graph_run(g));
+  weft_placement pl;
+  CHECK(weft_node_placement(g, weft_graph_node(g, 1), &pl));
+  assert_int_equal(pl.device.kind, WEFT_DEVICE_CPU);
+  double v;
+  CHECK(weft_tensor_get(y, 5, &v));
+  assert_true(v == 1025.0);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  /* A CUDA-only op on a machine without a GPU. */
+  rt = runtime(NULL);
+  d.name = "gpu_only";
+  d.cpu = NULL;
+  d.cuda = add_one;
+  CHECK(weft_op_register(rt, &d, &op));
+  g = tu_graph(rt);
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, (int64_t[]){4}, weft_auto(), weft_ones(), &x));
+  CHECK(weft_call(g, op, &x, 1, NULL, 0));
+  assert_int_equal(weft_graph_run(g), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "gpu_only"));
+  assert_true(tu_contains(weft_last_error(), "no device can run it"));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* A partitioned auto tensor and its tiles stay on one device: a tiled Cholesky runs there. */
+static void tiles_stay_together(void **state) {
+  (void)state;
+  weft_runtime *rt = runtime("h100");
+  weft_graph *g = tu_graph(rt);
+  const int64_t n = 96;
+  double *a = tu_spd(n, 5), *l = malloc((size_t)(n * n) * sizeof *l);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_auto(), weft_zeros(), &x));
+  CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof *a));
+  CHECK(tu_cholesky(g, x, 32));
+  CHECK(weft_graph_run(g));
+  for (size_t i = 0; i < weft_graph_node_count(g); i++) {
+    weft_placement pl;
+    CHECK(weft_node_placement(g, weft_graph_node(g, i), &pl));
+    assert_true(weft_device_equal(pl.device, weft_tensor_device(x)));
+  }
+  read_all(x, l);
+  assert_true(tu_residual(l, a, n) < 1e-13);
+  free(a);
+  free(l);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* A fixed GPU tensor read by an auto node that runs on the CPU, and an auto tensor read by a
+ * fixed node on the GPU: each gets its transfer, and the results are the CPU's. */
+static void fixed_and_auto_mix(void **state) {
+  (void)state;
+  double want[8], got[8];
+  for (int sim = 0; sim < 2; sim++) {
+    weft_runtime *rt = runtime(sim ? "h100" : NULL);
+    weft_graph *g = tu_graph(rt);
+    weft_device gpu = sim ? weft_cuda(0) : weft_cpu();
+    weft_tensor *f, *a, *s = NULL, *t = NULL;
+    CHECK(weft_tensor_create(g, "f", WEFT_F64, 1, (int64_t[]){8}, gpu, weft_uniform(0, 1, 3), &f));
+    CHECK(weft_tensor_create(g, "a", WEFT_F64, 1, (int64_t[]){8}, weft_auto(), weft_full(2), &a));
+    CHECK(weft_mul(g, a, f, &a)); /* auto: a *= f */
+    CHECK(weft_tensor_create(g, "t", WEFT_F64, 1, (int64_t[]){8}, gpu, weft_zeros(), &t));
+    CHECK(weft_add(g, a, f, &t)); /* fixed: t = a + f */
+    CHECK(weft_sum(g, t, &s));
+    weft_tensor_keep(s);
+    CHECK(weft_graph_run(g));
+    read_all(t, sim ? got : want);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_memory_equal(got, want, sizeof got);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(auto_matches_the_cpu),
+      cmocka_unit_test(written_contents_follow_the_tensor),
+      cmocka_unit_test(user_ops_go_where_their_kernel_is),
+      cmocka_unit_test(tiles_stay_together),
+      cmocka_unit_test(fixed_and_auto_mix),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
