@@ -267,8 +267,9 @@ static void program_name(gen *s, char *buf, size_t size, const char *prefix, int
 static int new_input_dev(gen *s, int dev, int dtype, int ndim, const int64_t *shape, weft_tensor **out) {
   char name[32];
   program_name(s, name, sizeof name, "in", dev);
-  int rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, ndim, shape, device_at(s, dev),
-                              rand_init(s), out);
+  weft_device d = device_at(s, dev);
+  if (s->cfg->auto_percent > 0 && chance(s, s->cfg->auto_percent)) d = weft_auto(); /* the planner's */
+  int rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, ndim, shape, d, rand_init(s), out);
   return rc != WEFT_OK ? rc : add_tensor(s, *out);
 }
 

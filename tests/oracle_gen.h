@@ -38,6 +38,8 @@ typedef struct oracle_cfg {
   int cycle_per_mille;      /* programs that end with a cycle-closing backward edge (default 15);
                                with devices > 1 the two nodes may only conflict through a copy
                                weft inserted, which orders nothing: use 0 there */
+  int auto_percent;         /* share of inputs created on weft_auto() (default 0): ops on them are
+                               placed by the planner */
   int tiles_percent;        /* chance per node of a tiled Cholesky block instead (default 0): a
                                symmetric positive definite matrix made by gemm, partitioned,
                                factored by potrf, trsm, syrk and gemm on its tiles, then summed

@@ -265,6 +265,7 @@ static void random_programs_agree_with_serial(void **state) {
   oracle_cfg cfg;
   oracle_cfg_init(&cfg);
   cfg.tiles_percent = 4; /* tiled Cholesky blocks: tiles, the linear-algebra ops */
+  cfg.auto_percent = 25; /* inputs on auto: placement, replicas and their transfers */
   weft_runtime *rts[3];
   for (int i = 0; i < 3; i++) {
     rts[i] = tu_runtime_cpu(2 + i);

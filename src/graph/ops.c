@@ -424,14 +424,18 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
       if ((rc = check_tensor(&c, args[i], argname)) != WEFT_OK) return rc;
       return check_contiguous(&c, args[i], argname);
     }
-    if ((mode_of(op, i) & WEFT_WRITE) && !have_dev) {
-      dev = weft__tensor_dev(args[i]);
+    /* Where its first written argument lives; an auto one gives way to a fixed one, whose
+     * device the planner then runs the node on. */
+    weft_device wd = weft__tensor_dev(args[i]);
+    if ((mode_of(op, i) & WEFT_WRITE) && (!have_dev || (dev.kind == WEFT_DEVICE_AUTO && wd.kind != WEFT_DEVICE_AUTO))) {
+      dev = wd;
       have_dev = 1;
     }
   }
   if (!have_dev && nargs > 0) dev = weft__tensor_dev(args[0]);
   for (int i = 0; i < nargs; i++)
-    if ((mode_of(op, i) & WEFT_WRITE) && !weft_device_equal(weft__tensor_dev(args[i]), dev))
+    if ((mode_of(op, i) & WEFT_WRITE) && weft__tensor_dev(args[i]).kind != WEFT_DEVICE_AUTO &&
+        !weft_device_equal(weft__tensor_dev(args[i]), dev))
       return weft__err(WEFT_EDEVICE,
                        "node %u '%s': written argument %d (%s) lives on %s but the node runs on %s",
                        c.id, op->name, i, weft__tensor_name(args[i]),

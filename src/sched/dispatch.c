@@ -352,6 +352,8 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   if (g != program) atomic_store_explicit(&g->busy, 1, memory_order_relaxed);
   if ((rc = weft__plan_build(g)) != WEFT_OK) goto fail;
   if ((rc = weft__storage_materialise(g)) != WEFT_OK) goto fail;
+  /* The placed graph's twins gave every tensor of the program its storage. */
+  if (g != program) program->materialised = program->tensors.len;
   /* A run holds 64-byte-aligned counters; the allocator hook only promises malloc's alignment. */
   r = weft__aligned_alloc(64, sizeof *r);
   if (r == NULL) {

@@ -136,6 +136,7 @@ fail:
   for (int b = rt->nbackends - 1; b >= 0; b--)
     if (rt->backends[b].vt->fini != NULL) rt->backends[b].vt->fini(&rt->backends[b]);
   weft__blockpool_destroy(rt->blocks);
+  weft__free(rt->place_model);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->ops);
   weft__free(rt);
@@ -157,6 +158,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
   }
   weft__vec_fini(&rt->ops);
   weft__blockpool_destroy(rt->blocks);
+  weft__free(rt->place_model);
   weft__mutex_destroy(&rt->ops_lock);
   weft__free(rt);
 }
