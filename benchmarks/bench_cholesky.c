@@ -18,7 +18,9 @@
  * warm-up. Rate: n^3 / 3 flops over the time. Both results are checked: L L^T against A at
  * 2000 random entries of the lower triangle (relative error below 1e-10 in f64, 1e-3 in f32).
  *
- * Usage: bench_cholesky [--device cpu|cuda] [--n N] [--tile B[,B...]] [--dtype f64|f32]
+ * --device auto puts the matrix on weft_auto(): weft places the nodes (on the GPU) itself.
+ *
+ * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
  *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--json]
  * Defaults: cpu: n 4096, tiles 512; cuda: n 32768, tiles 1024,2048,4096; f64; 3 reps; the heft
  * policy (look-ahead: each step's panel before the rest of the step before's updates). */
@@ -261,18 +263,19 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--openblas") == 0) lib = v, i++;
     else if (v != NULL && strcmp(argv[i], "--policy") == 0) policy = v, i++;
     else {
-      fprintf(stderr, "usage: %s [--device cpu|cuda] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
+      fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
                       "[--workers W] [--openblas FILE] [--policy fixed|heft] [--json]\n", argv[0]);
       return 2;
     }
   }
-  int cuda = strcmp(device, "cuda") == 0;
+  /* auto: the matrix on weft_auto(), placed by weft (on the GPU), against cuSOLVER. */
+  int on_auto = strcmp(device, "auto") == 0, cuda = strcmp(device, "cuda") == 0 || on_auto;
   if (n == 0) n = cuda ? 32768 : 4096;
   if (tiles == NULL) tiles = cuda ? "1024,2048,4096" : "512";
   int dtype = strcmp(dtypes, "f32") == 0 ? WEFT_F32 : WEFT_F64;
   if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > 46340 || reps < 1 || reps > 64 || workers < 1 ||
       (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
-    fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda), --n (1..46340), --reps (1..64), --workers or --dtype\n");
+    fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340), --reps (1..64), --workers or --dtype\n");
     return 2;
   }
 #if !WEFT_BENCH_CUDA
@@ -326,7 +329,7 @@ int main(int argc, char **argv) {
   const char *sdt = es == 4 ? "f32" : "f64";
   if (!json)
     printf("tiled Cholesky %s n=%lld on %s, policy %s, median of %d (spread); %s %.1f ms (%.1f), %.2f TFLOP/s%s\n", sdt,
-           (long long)n, cuda ? "cuda:0" : "the CPU", policy, reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
+           (long long)n, on_auto ? "auto (placed by weft)" : cuda ? "cuda:0" : "the CPU", policy, reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
            base_err < tol || cuda ? "" : " CHECK FAILED");
   int failed = base_err >= tol;
   for (const char *p = tiles; *p;) {
@@ -337,7 +340,7 @@ int main(int argc, char **argv) {
     }
     double err;
     size_t nodes;
-    bench_figure w = time_weft(rt, cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps, &err, &nodes);
+    bench_figure w = time_weft(rt, on_auto ? weft_auto() : cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps, &err, &nodes);
     failed |= err >= tol;
     double ratio = base.ms / w.ms;
     if (json)
@@ -352,7 +355,7 @@ int main(int argc, char **argv) {
              (long long)b, nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, err, err < tol ? "" : " CHECK FAILED");
     printf("RESULT bench=%scholesky_%s device=%s n=%lld tile=%lld weft_ms=%.3f weft_tflops=%.3f baseline_ms=%.3f "
            "baseline_tflops=%.3f ratio=%.4f\n",
-           cuda ? "" : "cpu_", sdt, device, (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms,
+           on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, device, (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms,
            flop / base.ms * 1e-9, ratio);
     fflush(stdout);
     p = strchr(p, ',');

@@ -55,6 +55,12 @@ if wanted cholesky; then
     "$exe" --device cuda --dtype "$dt" --tile 2048,4096 2>&1 | tee "$logs/bench_cholesky_$dt.txt"
     grep -E '^RESULT' "$logs/bench_cholesky_$dt.txt" >> "$logs/results.txt"
   done
+  # The same with the matrix on auto: weft places the nodes itself.
+  if [ -n "$exe" ]; then
+    echo "== bench_cholesky --device auto --dtype f64"
+    "$exe" --device auto --dtype f64 --tile 4096 2>&1 | tee "$logs/bench_cholesky_auto.txt"
+    grep -E '^RESULT' "$logs/bench_cholesky_auto.txt" >> "$logs/results.txt"
+  fi
 fi
 
 python3 - "$logs/results.txt" <<'PY'
@@ -135,6 +141,12 @@ for dt, target in (("f64", 1.0), ("f32", 1.0)):
     row("cholesky %s n=%s, best tile (%s), TFLOP/s" % (dt, c.get("n"), c.get("tile")), w, f(c, "baseline_tflops"),
         "%.2f", "%.2f (cuSOLVER potrf)", ">= %.1f x" % target, f(c, "ratio") is not None and f(c, "ratio") >= target,
         ratio=f(c, "ratio"))
+au = res.get("auto_cholesky_f64")
+fx = res.get("cholesky_f64")
+if au is not None:
+    w, r = f(au, "weft_ms"), f(fx, "weft_ms") if fx is not None and fx.get("tile") == au.get("tile") else None
+    row("cholesky f64 on auto, ms (tile %s)" % au.get("tile"), w, r, "%.1f", "%.1f (placed by hand, cuda:0)",
+        "<= 1.02", w is not None and r is not None and w / r <= 1.02)
 
 head = ("benchmark", "weft", "reference (same call)", "ratio", "target", "result")
 widths = [max(len(str(x[i])) for x in rows + [head]) for i in range(6)]
