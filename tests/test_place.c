@@ -219,6 +219,26 @@ static void fixed_and_auto_mix(void **state) {
   assert_memory_equal(got, want, sizeof got);
 }
 
+/* The profile that prices placement: a shipped name or a file; one that does not load fails
+ * the runtime's creation, naming it. */
+static void the_profile_is_chosen(void **state) {
+  (void)state;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 1;
+  o.max_gpus = 0;
+  o.flags = WEFT_RUNTIME_QUIET;
+  o.profile = "h200x2";
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  weft_runtime_destroy(rt);
+  rt = NULL;
+  o.profile = "/nonexistent/machine.json";
+  assert_int_not_equal(weft_runtime_create(&o, &rt), WEFT_OK);
+  assert_null(rt);
+  assert_true(tu_contains(weft_last_error(), "/nonexistent/machine.json"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(auto_matches_the_cpu),
@@ -226,6 +246,7 @@ int main(void) {
       cmocka_unit_test(user_ops_go_where_their_kernel_is),
       cmocka_unit_test(tiles_stay_together),
       cmocka_unit_test(fixed_and_auto_mix),
+      cmocka_unit_test(the_profile_is_chosen),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,6 +188,10 @@ typedef struct weft_runtime_options {
    * the program gave it (docs/architecture.md, "Plan"). An unknown name fails
    * weft_runtime_create with WEFT_EINVAL and the list of policies. */
   const char *policy;
+  /* The machine profile that prices `auto` placement (docs/placement.md): a JSON file written
+   * by `weft calibrate` for this machine, or a shipped name. NULL: the simulated machine's
+   * profile, else the shipped "h100". One that cannot be loaded fails weft_runtime_create. */
+  const char *profile;
 } weft_runtime_options;
 
 /* Fills `o` with the defaults. */

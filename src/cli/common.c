@@ -131,6 +131,9 @@ int cli_prog_option(cli_prog_opts *o, const char *sub, int c, const char *arg) {
     case CLI_OPT_POLICY:
       o->policy = arg;
       return 1;
+    case CLI_OPT_PROFILE:
+      o->profile = arg;
+      return 1;
     case 'h':
       o->help = 1;
       return 1;
@@ -185,18 +188,19 @@ const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const ch
   return argv[optind];
 }
 
-int cli_runtime(int workers, const char *simulate, const char *policy, weft_runtime **out) {
+int cli_runtime(int workers, const char *simulate, const char *policy, const char *profile, weft_runtime **out) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = workers;
   o.flags |= WEFT_RUNTIME_QUIET;
   o.simulate = simulate;
   o.policy = policy;
+  o.profile = profile;
   *out = NULL;
   int rc = weft_runtime_create(&o, out);
   if (rc == WEFT_OK) return CLI_EXIT_OK;
   *out = NULL;
-  int code = (simulate != NULL || policy != NULL) && rc != WEFT_ENOMEM ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
+  int code = (simulate != NULL || policy != NULL || profile != NULL) && rc != WEFT_ENOMEM ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
   return cli_error(code, "cannot start the runtime: %s", weft_last_error());
 }
 

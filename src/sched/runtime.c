@@ -83,6 +83,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   rt->opts = o;
   rt->opts.simulate = NULL;
   rt->opts.policy = NULL;
+  rt->opts.profile = NULL;
   rt->policy = policy;
   rt->cores = cores;
   rt->intra = intra;
@@ -93,6 +94,13 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     return rc;
   }
   if ((rc = weft__blockpool_create(&rt->blocks)) != WEFT_OK) goto fail;
+  /* Placement's prices: the profile asked for (loaded now, so a bad one fails here), else the
+   * simulated machine's or the shipped h100's, loaded at the first placement. */
+  if ((rt->place_profile = weft__strdup(o.profile != NULL ? o.profile : o.simulate != NULL ? o.simulate : "h100")) == NULL) {
+    rc = weft__oom("the runtime");
+    goto fail;
+  }
+  if (o.profile != NULL && (rc = weft__place_model_load(rt)) != WEFT_OK) goto fail;
   if (o.simulate != NULL) {
     /* A simulated machine: one backend stands for its host and all its GPUs, so that every
      * node is priced in the same virtual time (src/backends/sim). */
@@ -137,6 +145,7 @@ fail:
     if (rt->backends[b].vt->fini != NULL) rt->backends[b].vt->fini(&rt->backends[b]);
   weft__blockpool_destroy(rt->blocks);
   weft__free(rt->place_model);
+  weft__free(rt->place_profile);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->ops);
   weft__free(rt);
@@ -159,6 +168,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
   weft__vec_fini(&rt->ops);
   weft__blockpool_destroy(rt->blocks);
   weft__free(rt->place_model);
+  weft__free(rt->place_profile);
   weft__mutex_destroy(&rt->ops_lock);
   weft__free(rt);
 }

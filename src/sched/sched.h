@@ -39,6 +39,7 @@ struct weft_runtime {
   weft__vec ops; /* weft_op * */
   atomic_int graphs; /* live graphs, to catch destroy-before-graphs */
   struct weft__cost_model *place_model; /* auto placement's prices, made at its first use (ops_lock) */
+  char *place_profile;                  /* ... from this profile (a path or a shipped name) */
 };
 
 /* place.c: auto placement. Where a node of a program with auto devices runs, and why. */
@@ -53,6 +54,9 @@ typedef struct weft__placement weft__placement;
 /* The graph to run for program g: g itself, or (with auto devices) its placed graph, rebuilt
  * when g changed. WEFT_OK or an error (no device can run a node; out of memory). */
 int weft__place(weft_graph *g, weft_graph **out);
+/* Loads rt->place_model from rt->place_profile if it is not loaded: WEFT_OK or the profile's
+ * error (named). */
+int weft__place_model_load(weft_runtime *rt);
 /* Frees g's placement (its placed graph). */
 void weft__placement_free(weft_graph *g);
 /* Where program node `node` was placed (NULL when g has no current placement) and its node in

@@ -47,24 +47,27 @@ struct weft__placement {
 static int dev_index(weft_device d) { return d.kind == WEFT_DEVICE_CUDA ? 1 + d.index : 0; }
 static weft_device dev_of(int k) { return k == 0 ? weft_cpu() : weft_cuda(k - 1); }
 
-/* The cost model for placement: the simulated machine's profile, else the shipped h100's. */
-static const weft__cost_model *model_of(weft_runtime *rt) {
+/* The cost model for placement, from the runtime's profile (runtime.c chose it). */
+int weft__place_model_load(weft_runtime *rt) {
+  int rc = WEFT_OK;
   weft__mutex_lock(&rt->ops_lock);
   if (rt->place_model == NULL) {
     weft__cost_model *m = weft__calloc(1, sizeof *m);
-    if (m != NULL && weft__sim_profile_load(rt->opts.simulate != NULL ? rt->opts.simulate : "h100", &m->prof) != WEFT_OK &&
-        weft__sim_profile_load("h100", &m->prof) != WEFT_OK) {
+    if (m == NULL) {
+      rc = weft__oom("the placement's cost model");
+    } else if ((rc = weft__sim_profile_load(rt->place_profile, &m->prof)) != WEFT_OK) {
+      char why[300];
+      snprintf(why, sizeof why, "%s", weft_last_error());
+      rc = weft__err(rc, "the machine profile for placement, '%s', cannot be loaded: %s", rt->place_profile, why);
       weft__free(m);
-      m = NULL;
-    }
-    if (m != NULL) {
-      m->host_lanes = weft_runtime_cpu_workers(rt);
+    } else {
+      m->host_lanes = rt->opts.cpu_workers > 0 ? rt->opts.cpu_workers : rt->cores;
       m->blas_threads = 1;
+      rt->place_model = m;
     }
-    rt->place_model = m;
   }
   weft__mutex_unlock(&rt->ops_lock);
-  return rt->place_model;
+  return rc;
 }
 
 /* The seconds to move `bytes` from device s to device d. */
@@ -392,8 +395,8 @@ int weft__place(weft_graph *g, weft_graph **out) {
   int rc = weft__graph_analyse(g); /* a cycle is the program's error, found first */
   if (rc != WEFT_OK) return rc;
   weft_runtime *rt = g->rt;
-  const weft__cost_model *m = model_of(rt);
-  if (m == NULL) return weft__oom("the placement's cost model");
+  if ((rc = weft__place_model_load(rt)) != WEFT_OK) return rc;
+  const weft__cost_model *m = rt->place_model;
   int ndev = 1 + weft_device_count(rt, WEFT_DEVICE_CUDA);
   if (ndev > MAXD) ndev = MAXD;
   const weft__backend *gb = rt->by_kind[WEFT_DEVICE_CUDA];
