@@ -559,17 +559,19 @@ static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const
 
 static int add_cholesky(gen *s) {
   int dev = rand_dev(s), dtype = rand_dtype(s), rc;
+  int on_auto = s->cfg->auto_percent > 0 && chance(s, s->cfg->auto_percent); /* tiles placed one by one */
   int64_t n = 2 + below(s, 3 * s->cfg->max_dim), b = 1 + below(s, (int)n);
   int64_t ms[2] = {n, 2 * n}, as[2] = {n, n};
   weft_tensor *m, *a, *sum = NULL;
   size_t n0 = weft_graph_node_count(s->g);
   char name[32];
   snprintf(name, sizeof name, "cholM%zu", weft_graph_tensor_count(s->g));
-  if ((rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, 2, ms, device_at(s, dev), weft_uniform(-1, 1, next_u64(s)),
-                               &m)) != WEFT_OK)
+  if ((rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, 2, ms, on_auto ? weft_auto() : device_at(s, dev),
+                               weft_uniform(-1, 1, next_u64(s)), &m)) != WEFT_OK)
     return rc;
   snprintf(name, sizeof name, "cholA%zu", weft_graph_tensor_count(s->g));
-  if ((rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, 2, as, device_at(s, dev), weft_zeros(), &a)) != WEFT_OK ||
+  if ((rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, 2, as, on_auto ? weft_auto() : device_at(s, dev), weft_zeros(),
+                               &a)) != WEFT_OK ||
       (rc = weft_gemm(s->g, m, 0, m, 1, 1.0, 0.0, a)) != WEFT_OK || (rc = tu_cholesky(s->g, a, b)) != WEFT_OK ||
       (rc = weft_sum(s->g, a, &sum)) != WEFT_OK)
     return rc;

@@ -169,8 +169,10 @@ static void user_ops_go_where_their_kernel_is(void **state) {
   weft_runtime_destroy(rt);
 }
 
-/* A partitioned auto tensor and its tiles stay on one device: a tiled Cholesky runs there. */
-static void tiles_stay_together(void **state) {
+/* A tiled Cholesky on an auto matrix: the planner places each tile's node (tiles move between
+ * devices as contiguous replicas); the factor is right. Then a tile written on the GPU is read
+ * by a CPU-only op: a strided transfer to a replica on the host. */
+static void tiles_are_placed_one_by_one(void **state) {
   (void)state;
   weft_runtime *rt = runtime("h100");
   weft_graph *g = tu_graph(rt);
@@ -181,13 +183,38 @@ static void tiles_stay_together(void **state) {
   CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof *a));
   CHECK(tu_cholesky(g, x, 32));
   CHECK(weft_graph_run(g));
-  for (size_t i = 0; i < weft_graph_node_count(g); i++) {
-    weft_placement pl;
-    CHECK(weft_node_placement(g, weft_graph_node(g, i), &pl));
-    assert_true(weft_device_equal(pl.device, weft_tensor_device(x)));
-  }
   read_all(x, l);
   assert_true(tu_residual(l, a, n) < 1e-13);
+  /* A tile read on the host by the CPU-only op, after a GPU gemm wrote it. */
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "add_one";
+  d.nargs = 1;
+  d.access[0] = WEFT_READ_WRITE;
+  d.cpu = add_one;
+  const weft_op *op;
+  CHECK(weft_op_register(rt, &d, &op));
+  weft_tensor *big;
+  CHECK(weft_tensor_create(g, "B", WEFT_F64, 2, (int64_t[]){1024, 1024}, weft_auto(), weft_ones(), &big));
+  CHECK(weft_tensor_tiles(g, big, 512, 512));
+  CHECK(weft_call(g, op, &big, 1, NULL, 0)); /* the whole on the host (its only kernel): B's home */
+  CHECK(weft_gemm(g, weft_tensor_tile(big, 0, 1), 0, weft_tensor_tile(big, 1, 0), 0, 1.0, 0.0, weft_tensor_tile(big, 1, 1)));
+  CHECK(weft_scale(g, big, 2.0, &big)); /* the whole, after the tile's write */
+  CHECK(weft_graph_run(g));
+  size_t last = weft_graph_node_count(g);
+  weft_placement pl;
+  CHECK(weft_node_placement(g, weft_graph_node(g, last - 3), &pl));
+  assert_int_equal(pl.device.kind, WEFT_DEVICE_CPU); /* add_one */
+  CHECK(weft_node_placement(g, weft_graph_node(g, last - 2), &pl));
+  assert_int_equal(pl.device.kind, WEFT_DEVICE_CUDA); /* the 512^3 gemm: its tiles moved there */
+  assert_int_equal(weft_tensor_device(big).kind, WEFT_DEVICE_CPU);
+  double v;
+  CHECK(weft_tensor_get(big, 512 * 1024 + 512, &v)); /* tile (1,1): 512 products of 2 x 2, doubled */
+  assert_true(v == 4096.0);
+  CHECK(weft_tensor_get(big, 1023 * 1024 + 1023, &v));
+  assert_true(v == 4096.0);
+  CHECK(weft_tensor_get(big, 0, &v));
+  assert_true(v == 4.0);
   free(a);
   free(l);
   weft_graph_destroy(g);
@@ -244,7 +271,7 @@ int main(void) {
       cmocka_unit_test(auto_matches_the_cpu),
       cmocka_unit_test(written_contents_follow_the_tensor),
       cmocka_unit_test(user_ops_go_where_their_kernel_is),
-      cmocka_unit_test(tiles_stay_together),
+      cmocka_unit_test(tiles_are_placed_one_by_one),
       cmocka_unit_test(fixed_and_auto_mix),
       cmocka_unit_test(the_profile_is_chosen),
   };

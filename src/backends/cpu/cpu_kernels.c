@@ -327,9 +327,19 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     case WEFT__OP_NORM:
       store_scalar(d[1], dt, reduce(d[0], dt, n, nd->kind == WEFT__OP_NORM));
       return WEFT_OK;
-    case WEFT__OP_COPY:
-      if (d[0] != d[1] && t0->bytes) memcpy(d[1], d[0], t0->bytes);
+    case WEFT__OP_COPY: {
+      const weft_tensor *t1 = nd->args[1].t;
+      if (d[0] == d[1] || t0->bytes == 0) return WEFT_OK;
+      if (weft__tensor_contiguous(t0) && weft__tensor_contiguous(t1)) {
+        memcpy(d[1], d[0], t0->bytes);
+        return WEFT_OK;
+      }
+      /* A strided tile to or from its replica (auto placement's transfers): row by row. */
+      size_t es = weft_dtype_size(dt), row = (size_t)t0->shape[1] * es;
+      size_t ls = (size_t)weft__tensor_ld(t0) * es, ld = (size_t)weft__tensor_ld(t1) * es;
+      for (int64_t r = 0; r < t0->shape[0]; r++) memcpy((char *)d[1] + (size_t)r * ld, (const char *)d[0] + (size_t)r * ls, row);
       return WEFT_OK;
+    }
     case WEFT__OP_FILL:
       if (t0->bytes) weft__cpu_fill(d[0], dt, n, nd->fill);
       return WEFT_OK;

@@ -325,6 +325,17 @@ static int copy(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, const weft__gno
   const void *from = ctx->data[0];
   if (bytes == 0 || to == from) return WEFT_OK;
   cudaError_t e;
+  if (!weft__tensor_contiguous(src) || !weft__tensor_contiguous(dst)) {
+    /* A strided tile to or from its replica (auto placement's transfers): one 2-D copy. */
+    if (x->flags & WEFT__G_STAGED) {
+      snprintf(ctx->err, ctx->err_size, "a strided tile between two GPUs without peer access is not supported yet");
+      return WEFT_ENOTSUP;
+    }
+    size_t es = src->dtype == WEFT_F32 ? 4 : 8, width = (size_t)src->shape[1] * es;
+    e = cudaMemcpy2DAsync(to, (size_t)weft__tensor_ld(dst) * es, from, (size_t)weft__tensor_ld(src) * es, width,
+                          (size_t)src->shape[0], cudaMemcpyDefault, l->s);
+    return e == cudaSuccess ? WEFT_OK : FAIL_CUDA(ctx, e, "cudaMemcpy2DAsync");
+  }
   if (src->device.kind == WEFT_DEVICE_CPU) {
     e = cudaMemcpyAsync(to, from, bytes, cudaMemcpyHostToDevice, l->s);
   } else if (dst->device.kind == WEFT_DEVICE_CPU && (x->flags & WEFT__G_SPLIT_COPY)) {

@@ -119,11 +119,6 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
     double best = INFINITY, second = INFINITY, best_start = 0;
     int bestk = -1, secondk = -1, forced = -1;
     if (!(n->flags & WEFT__N_AUTO)) forced = dev_index(n->device);
-    for (int a = 0; a < n->nargs && forced < 0; a++) { /* a partitioned tensor's group stays together */
-      weft_tensor *grp = group_of(n->args[a].t);
-      if ((grp->grid != NULL || grp != n->args[a].t) && (grp->flags & WEFT__T_AUTODEV) && ts[grp->id].first_dev >= 0)
-        forced = ts[grp->id].first_dev;
-    }
     for (int k = 0; k < ndev; k++) {
       if ((forced >= 0 && k != forced) || !runs_on(n, k)) continue;
       double ready = 0;
@@ -175,10 +170,17 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
       gpu_free[bestk] = best;
     }
     for (int a = 0; a < n->nargs; a++) {
-      weft_tensor *t = n->args[a].t;
-      tstate *s = &ts[t->id], *gs = &ts[group_of(t)->id];
+      weft_tensor *t = n->args[a].t, *grp = group_of(t);
+      tstate *s = &ts[t->id], *gs = &ts[grp->id];
       if (s->first_dev < 0) s->first_dev = bestk;
       if (gs->first_dev < 0) gs->first_dev = bestk;
+      /* A partitioned tensor's tiles live in its storage: the first touch of any of them puts
+       * them all (and it) there. */
+      if (grp->grid != NULL && gs->valid == 0) {
+        gs->valid = 1u << bestk;
+        for (uint32_t q = grp->grid->first; q < grp->grid->first + (uint32_t)(grp->grid->rows * grp->grid->cols); q++)
+          if (ts[q].valid == 0) ts[q].valid = 1u << bestk;
+      }
       if (n->args[a].mode & WEFT_READ) {
         if (s->valid == 0) s->valid = 1u << bestk, s->avail[bestk] = 0;
         s->valid |= 1u << bestk;
@@ -246,18 +248,80 @@ void weft__placement_free(weft_graph *g) {
   g->placement = NULL;
 }
 
+/* The lowering's state: the placed graph, each program tensor's twin (at home) and replicas
+ * (per device), and the devices where each is valid now. */
+typedef struct lctx {
+  weft_graph *pg;
+  weft_tensor **twin, **rep;
+  uint32_t *valid;
+  const tstate *ts;
+  int ndev, peer;
+} lctx;
+
 /* The placed graph's tensor for program tensor t on device k: its twin at home, else its
- * replica there (made on first use). */
-static weft_tensor *on_device(weft_graph *pg, weft_tensor **twin, weft_tensor **rep, int ndev, const tstate *ts,
-                              weft_tensor *t, int k, int *rc) {
-  if (ts[t->id].home == k) return twin[t->id];
-  weft_tensor **r = &rep[(size_t)t->id * (size_t)ndev + (size_t)k];
+ * replica there (made on first use: contiguous, even for a strided tile). */
+static weft_tensor *on_device(lctx *c, weft_tensor *t, int k, int *rc) {
+  if (c->ts[t->id].home == k) return c->twin[t->id];
+  weft_tensor **r = &c->rep[(size_t)t->id * (size_t)c->ndev + (size_t)k];
   if (*r == NULL) {
     char name[160], d[32];
     snprintf(name, sizeof name, "%s@%s", weft__tensor_name(t), weft_device_str(dev_of(k), d, sizeof d));
-    *rc = weft__tensor_new(pg, name, t->dtype, t->ndim, t->shape, dev_of(k), weft_zeros(), WEFT__T_AUTO | WEFT__T_INSERTED, r);
+    *rc = weft__tensor_new(c->pg, name, t->dtype, t->ndim, t->shape, dev_of(k), weft_zeros(), WEFT__T_AUTO | WEFT__T_INSERTED, r);
   }
   return *r;
+}
+
+/* The device to copy t from onto k: another GPU over the peer link, else the host, else any. */
+static int source_of(const lctx *c, uint32_t valid, int k) {
+  for (int s = 1; s < c->ndev && k > 0 && c->peer; s++)
+    if (valid >> s & 1) return s;
+  if (valid & 1) return 0;
+  for (int s = 0; s < c->ndev; s++)
+    if (valid >> s & 1) return s;
+  return -1;
+}
+
+/* A transfer of t from device s to device k (twin or replica on each side). */
+static int transfer(lctx *c, weft_tensor *t, int s, int k) {
+  int rc = WEFT_OK;
+  weft_tensor *from = on_device(c, t, s, &rc), *to = rc == WEFT_OK ? on_device(c, t, k, &rc) : NULL;
+  if (rc == WEFT_OK) rc = weft__copy_node(c->pg, from, to, dev_of(s > 0 ? s : k), WEFT__N_INSERTED);
+  c->valid[t->id] |= 1u << k;
+  return rc;
+}
+
+/* A partitioned tensor made valid at home from its tiles: each tile last written elsewhere is
+ * copied back into its place. */
+static int gather(lctx *c, weft_tensor *x) {
+  int h = c->ts[x->id].home, rc = WEFT_OK;
+  for (uint32_t q = x->grid->first; q < x->grid->first + (uint32_t)(x->grid->rows * x->grid->cols) && rc == WEFT_OK; q++)
+    if (!(c->valid[q] >> h & 1)) rc = transfer(c, WEFT__VEC_AT(&x->graph->tensors, weft_tensor *, q), source_of(c, c->valid[q], h), h);
+  c->valid[x->id] |= 1u << h;
+  return rc;
+}
+
+/* Makes t valid on device k for reading. */
+static int bring(lctx *c, weft_tensor *t, int k) {
+  int rc = WEFT_OK;
+  if (t->grid != NULL && c->valid[t->id] == 0) rc = gather(c, t);
+  if (rc != WEFT_OK || (c->valid[t->id] >> k & 1)) return rc;
+  if (t->grid != NULL && !(c->valid[t->id] >> c->ts[t->id].home & 1) && (rc = gather(c, t)) != WEFT_OK) return rc;
+  return (c->valid[t->id] >> k & 1) ? WEFT_OK : transfer(c, t, source_of(c, c->valid[t->id], k), k);
+}
+
+/* Records a write of t on device k. A tile's write leaves its parent valid only where the tile
+ * is (at home, in place) or nowhere until gathered; a whole partitioned tensor written away
+ * from home is copied home at once, so that its tiles (views there) stay coherent. */
+static int wrote(lctx *c, weft_tensor *t, int k) {
+  c->valid[t->id] = 1u << k;
+  if (t->view != NULL) {
+    uint32_t p = t->view->parent->id;
+    c->valid[p] = k == c->ts[p].home ? c->valid[p] & (1u << k) : 0;
+  }
+  if (t->grid == NULL) return WEFT_OK;
+  int h = c->ts[t->id].home, rc = k == h ? WEFT_OK : transfer(c, t, k, h);
+  for (uint32_t q = t->grid->first; q < t->grid->first + (uint32_t)(t->grid->rows * t->grid->cols); q++) c->valid[q] = 1u << h;
+  return rc;
 }
 
 static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int peer) {
@@ -267,12 +331,12 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   if (rc != WEFT_OK) return rc;
   pl->pg = pg;
   size_t nt = g->tensors.len, nn = g->nodes.len;
-  weft_tensor **tens = g->tensors.data, **twin = weft__calloc(nt ? nt : 1, sizeof *twin);
-  weft_tensor **rep = weft__calloc((nt ? nt : 1) * (size_t)ndev, sizeof *rep);
+  weft_tensor **tens = g->tensors.data;
+  lctx c = {pg, weft__calloc(nt ? nt : 1, sizeof(weft_tensor *)), weft__calloc((nt ? nt : 1) * (size_t)ndev, sizeof(weft_tensor *)),
+            weft__malloc((nt ? nt : 1) * sizeof(uint32_t)), ts, ndev, peer};
   weft_tensor **args = NULL;
   size_t cap = 0;
-  uint32_t *valid = weft__malloc((nt ? nt : 1) * sizeof *valid);
-  if (twin == NULL || rep == NULL || valid == NULL) {
+  if (c.twin == NULL || c.rep == NULL || c.valid == NULL) {
     rc = weft__oom("the placed graph");
     goto done;
   }
@@ -280,19 +344,19 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
    * tiles are its twin's tiles, so the placed graph tracks them like the program. */
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++) {
     weft_tensor *x = tens[t];
-    valid[t] = 1u << ts[t].home;
+    c.valid[t] = 1u << ts[t].home;
     if (x->view != NULL) continue; /* made with its parent's grid */
-    rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, x->init, 0, &twin[t]);
+    rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, x->init, 0, &c.twin[t]);
     weft__view *v = rc == WEFT_OK ? weft__arena_alloc(&pg->arena, sizeof *v, 8) : NULL;
     if (rc == WEFT_OK && v == NULL) rc = WEFT_ENOMEM;
     if (rc != WEFT_OK) break;
     if (x->grid != NULL) { /* partitioned before it becomes a view (tiles of tiles are refused) */
-      if ((rc = weft_tensor_tiles(pg, twin[t], x->grid->tile[0], x->grid->tile[1])) != WEFT_OK) break;
+      if ((rc = weft_tensor_tiles(pg, c.twin[t], x->grid->tile[0], x->grid->tile[1])) != WEFT_OK) break;
       for (int64_t k = 0; k < x->grid->rows * x->grid->cols; k++)
-        twin[x->grid->first + (size_t)k] = weft_tensor_tile(twin[t], k / x->grid->cols, k % x->grid->cols);
+        c.twin[x->grid->first + (size_t)k] = weft_tensor_tile(c.twin[t], k / x->grid->cols, k % x->grid->cols);
     }
     *v = (weft__view){x, 0, weft__tensor_ld(x), 0, 0};
-    twin[t]->view = v;
+    c.twin[t]->view = v;
   }
   weft_node **nodes = g->nodes.data;
   for (size_t i = 0; i < nn && rc == WEFT_OK; i++) {
@@ -302,21 +366,17 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
       /* One transfer: from a valid copy of the source (the destination's device first, then
        * the node's, the host, any) into the destination where it lives. */
       weft_tensor *x = n->args[0].t, *y = n->args[1].t;
-      int to = ts[y->id].home, src = -1;
-      if (y->flags & WEFT__T_AUTODEV) to = k;
-      if (valid[x->id] >> to & 1) src = to;
-      else if (valid[x->id] >> k & 1) src = k;
-      else if (valid[x->id] & 1) src = 0;
-      for (int s = 0; s < ndev && src < 0; s++)
-        if (valid[x->id] >> s & 1) src = s;
-      weft_tensor *from = on_device(pg, twin, rep, ndev, ts, x, src, &rc);
-      weft_tensor *dst = rc == WEFT_OK ? on_device(pg, twin, rep, ndev, ts, y, to, &rc) : NULL;
+      int to = (y->flags & WEFT__T_AUTODEV) ? k : ts[y->id].home, src;
+      if (x->grid != NULL && !(c.valid[x->id] >> ts[x->id].home & 1) && (rc = gather(&c, x)) != WEFT_OK) break;
+      src = (c.valid[x->id] >> to & 1) ? to : (c.valid[x->id] >> k & 1) ? k : source_of(&c, c.valid[x->id], to);
+      weft_tensor *from = on_device(&c, x, src, &rc);
+      weft_tensor *dst = rc == WEFT_OK ? on_device(&c, y, to, &rc) : NULL;
       int runs = src > 0 ? src : to;
       if (rc == WEFT_OK) rc = weft__copy_node(pg, from, dst, dev_of(runs), n->flags & WEFT__N_INSERTED);
+      if (rc == WEFT_OK) rc = wrote(&c, y, to);
       if (rc != WEFT_OK) break;
-      pl->node[i] = (uint32_t)(pg->nodes.len - 1);
+      pl->node[i] = (uint32_t)(pg->nodes.len - 1 - (y->grid != NULL && to != ts[y->id].home));
       pl->at[i].device = dev_of(runs);
-      valid[y->id] = 1u << to;
       continue;
     }
     if ((size_t)n->nargs > cap) {
@@ -329,58 +389,33 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     }
     for (int a = 0; a < n->nargs && rc == WEFT_OK; a++) {
       weft_tensor *t = n->args[a].t;
-      args[a] = on_device(pg, twin, rep, ndev, ts, t, k, &rc);
-      if (rc != WEFT_OK || !(n->args[a].mode & WEFT_READ) || (valid[t->id] >> k & 1)) continue;
-      /* A stale copy: fill it from the cheapest valid one (another GPU over the peer link,
-       * else the host, else any). */
-      int src = -1;
-      for (int s = 0; s < ndev && src < 0; s++)
-        if ((valid[t->id] >> s & 1) && s > 0 && k > 0 && peer) src = s;
-      if (src < 0 && (valid[t->id] & 1)) src = 0;
-      for (int s = 0; s < ndev && src < 0; s++)
-        if (valid[t->id] >> s & 1) src = s;
-      if (!weft__tensor_contiguous(t)) {
-        char d1[32], d2[32];
-        rc = weft__err(WEFT_ENOTSUP, "node %u '%s' on %s reads strided tile %s, which lives on %s: tiles do not move between devices yet",
-                       n->id, weft_node_op_name(n), weft_device_str(dev_of(k), d1, sizeof d1), weft__tensor_name(t),
-                       weft_device_str(dev_of(src), d2, sizeof d2));
-        break;
-      }
-      weft_tensor *from = on_device(pg, twin, rep, ndev, ts, t, src, &rc);
-      if (rc == WEFT_OK) rc = weft__copy_node(pg, from, args[a], dev_of(src > 0 ? src : k), WEFT__N_INSERTED);
-      valid[t->id] |= 1u << k;
+      args[a] = on_device(&c, t, k, &rc);
+      if (rc == WEFT_OK && (n->args[a].mode & WEFT_READ)) rc = bring(&c, t, k);
     }
     if (rc != WEFT_OK) break;
-    weft_node *c;
-    if ((rc = weft__node_clone(pg, n, args, dev_of(k), n->flags & WEFT__N_INSERTED, &c)) != WEFT_OK) break;
-    pl->node[i] = c->id;
-    for (int a = 0; a < n->nargs; a++) {
-      weft_tensor *t = n->args[a].t;
-      if (!(n->args[a].mode & WEFT_WRITE)) continue;
-      valid[t->id] = 1u << k;
-      /* A tile's write makes its parent's other copies stale, and the parent's its tiles'. */
-      if (t->view != NULL) valid[t->view->parent->id] &= 1u << k;
-      if (t->grid != NULL)
-        for (int64_t q = 0; q < t->grid->rows * t->grid->cols; q++) valid[t->grid->first + (size_t)q] = 1u << k;
-    }
+    weft_node *cl;
+    if ((rc = weft__node_clone(pg, n, args, dev_of(k), n->flags & WEFT__N_INSERTED, &cl)) != WEFT_OK) break;
+    pl->node[i] = cl->id;
+    for (int a = 0; a < n->nargs && rc == WEFT_OK; a++)
+      if (n->args[a].mode & WEFT_WRITE) rc = wrote(&c, n->args[a].t, k);
   }
-  /* Every tensor valid at home when the run ends. */
+  /* Every tensor valid at home when the run ends: tiles first (into their parents), then the
+   * rest. */
+  for (size_t t = 0; t < nt && rc == WEFT_OK; t++)
+    if (tens[t]->grid != NULL && !(c.valid[t] >> ts[t].home & 1)) rc = gather(&c, tens[t]);
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++) {
     int h = ts[t].home;
-    if (valid[t] >> h & 1 || tens[t]->view != NULL) continue;
-    int src = 0;
-    while (!(valid[t] >> src & 1)) src++;
-    weft_tensor *from = on_device(pg, twin, rep, ndev, ts, tens[t], src, &rc);
-    if (rc == WEFT_OK) rc = weft__copy_node(pg, from, twin[t], dev_of(src > 0 ? src : h), WEFT__N_INSERTED);
+    if (tens[t]->view != NULL || (c.valid[t] >> h & 1)) continue;
+    rc = transfer(&c, tens[t], source_of(&c, c.valid[t], h), h);
   }
   /* The program's explicit edges, between the nodes that stand for its nodes. */
   const weft__edge *e = g->explicit_edges.data;
   for (size_t k = 0; k < g->explicit_edges.len && rc == WEFT_OK; k++)
     rc = weft_graph_add_edge(pg, weft_graph_node(pg, pl->node[e[k].from]), weft_graph_node(pg, pl->node[e[k].to]));
 done:
-  weft__free(twin);
-  weft__free(rep);
-  weft__free(valid);
+  weft__free(c.twin);
+  weft__free(c.rep);
+  weft__free(c.valid);
   weft__free(args);
   return rc;
 }
