@@ -142,12 +142,62 @@ static void test_devices_must_match(void **state) {
   assert_int_equal(weft_graph_node_count(f->g), 0);
 }
 
+static int add_one(weft_kernel_ctx *ctx) {
+  double *p = weft_ctx_data(ctx, 0);
+  int64_t n = weft_tensor_numel(weft_ctx_tensor(ctx, 0));
+  for (int64_t i = 0; i < n; i++) p[i] += 1;
+  return WEFT_OK;
+}
+
+/* auto on a real GPU: a matrix whose home is the host (a CPU-only op touched it first), a gemm
+ * of three of its tiles placed on the GPU (strided tiles to and from contiguous replicas: 2-D
+ * copies), then the whole scaled. */
+static void auto_tiles_move_to_the_gpu(void **state) {
+  GT_NEED_GPUS(1);
+  tu_fixture *f = *state;
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "add_one";
+  d.nargs = 1;
+  d.access[0] = WEFT_READ_WRITE;
+  d.cpu = add_one;
+  const weft_op *op;
+  CHECK(weft_op_register(f->rt, &d, &op));
+  weft_tensor *b;
+  CHECK(weft_tensor_create(f->g, "B", WEFT_F64, 2, (int64_t[]){2048, 2048}, weft_auto(), weft_ones(), &b));
+  CHECK(weft_tensor_tiles(f->g, b, 1024, 1024));
+  CHECK(weft_call(f->g, op, &b, 1, NULL, 0));
+  CHECK(weft_gemm(f->g, weft_tensor_tile(b, 0, 1), 0, weft_tensor_tile(b, 1, 0), 0, 1.0, 0.0, weft_tensor_tile(b, 1, 1)));
+  CHECK(weft_scale(f->g, b, 2.0, &b));
+  for (int run = 0; run < 2; run++) {
+    double one = 1.0;
+    if (run) { /* the same program again, from ones */
+      double *ones = malloc(2048 * 2048 * sizeof *ones);
+      for (int i = 0; i < 2048 * 2048; i++) ones[i] = one;
+      CHECK(weft_tensor_write(b, ones, 2048 * 2048 * sizeof *ones));
+      free(ones);
+    }
+    CHECK(weft_graph_run(f->g));
+    weft_placement pl;
+    CHECK(weft_node_placement(f->g, weft_graph_node(f->g, 1), &pl));
+    assert_int_equal(pl.device.kind, WEFT_DEVICE_CUDA);
+    double v;
+    CHECK(weft_tensor_get(b, 1024 * 2048 + 1024, &v));
+    assert_true(v == 2.0 * 1024 * 4);
+    CHECK(weft_tensor_get(b, 2047 * 2048 + 2047, &v));
+    assert_true(v == 2.0 * 1024 * 4);
+    CHECK(weft_tensor_get(b, 5, &v));
+    assert_true(v == 4.0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cholesky_f64),
       cmocka_unit_test(test_ops_against_cpu),
       cmocka_unit_test_setup_teardown(test_potrf_not_spd, gt_setup, gt_teardown),
       cmocka_unit_test_setup_teardown(test_devices_must_match, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(auto_tiles_move_to_the_gpu, gt_setup, gt_teardown),
   };
   return GT_RUN(tests);
 }

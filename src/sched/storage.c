@@ -22,8 +22,8 @@ static void mark_pinned(weft_graph *g) {
     weft_node *n = nodes[i];
     if (n->kind != WEFT__OP_COPY) continue;
     weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
-    if (src->view != NULL) src = src->view->parent; /* a tile's storage is its parent's */
-    if (dst->view != NULL) dst = dst->view->parent;
+    while (src->view != NULL) src = src->view->parent; /* a view's storage is its parent's */
+    while (dst->view != NULL) dst = dst->view->parent;
     if (src->device.kind == WEFT_DEVICE_CPU && dst->device.kind != WEFT_DEVICE_CPU)
       src->flags |= WEFT__T_PINNED;
     if (dst->device.kind == WEFT_DEVICE_CPU && src->device.kind != WEFT_DEVICE_CPU)
