@@ -266,6 +266,54 @@ static void the_profile_is_chosen(void **state) {
   assert_true(tu_contains(weft_last_error(), "/nonexistent/machine.json"));
 }
 
+/* With a GPU memory limit, a node whose operands do not fit goes elsewhere, and one that fits
+ * nowhere it has a kernel fails the launch naming it and the bytes. */
+static void the_memory_limit_is_kept(void **state) {
+  (void)state;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  o.simulate = "h100";
+  o.device_memory_limit = 6u << 20; /* 6 MiB */
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *a, *c = NULL, *small, *s2 = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){1024, 1024}, weft_auto(), weft_ones(), &a)); /* 4 MiB */
+  CHECK(weft_mm(g, a, a, &c)); /* 8 MiB of operands: not on the GPU (6 MiB) */
+  CHECK(weft_tensor_create(g, "small", WEFT_F32, 2, (int64_t[]){512, 512}, weft_auto(), weft_ones(), &small));
+  CHECK(weft_mm(g, small, small, &s2)); /* 2 MiB: fits */
+  CHECK(weft_graph_run(g));
+  weft_placement pl;
+  CHECK(weft_node_placement(g, weft_graph_node(g, 0), &pl));
+  assert_int_equal(pl.device.kind, WEFT_DEVICE_CPU);
+  CHECK(weft_node_placement(g, weft_graph_node(g, 1), &pl));
+  assert_int_equal(pl.device.kind, WEFT_DEVICE_CUDA);
+  double v;
+  CHECK(weft_tensor_get(c, 0, &v));
+  assert_true(v == 1024.0);
+  weft_graph_destroy(g);
+  /* A CUDA-only op on 16 MiB. */
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "gpu_only";
+  d.nargs = 1;
+  d.access[0] = WEFT_READ_WRITE;
+  d.cuda = add_one;
+  const weft_op *op;
+  CHECK(weft_op_register(rt, &d, &op));
+  g = tu_graph(rt);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 2, (int64_t[]){1024, 2048}, weft_auto(), weft_ones(), &x));
+  CHECK(weft_call(g, op, &x, 1, NULL, 0));
+  assert_int_equal(weft_graph_run(g), WEFT_EDEVMEM);
+  assert_true(tu_contains(weft_last_error(), "gpu_only"));
+  assert_true(tu_contains(weft_last_error(), "16777216 bytes"));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(auto_matches_the_cpu),
@@ -274,6 +322,7 @@ int main(void) {
       cmocka_unit_test(tiles_are_placed_one_by_one),
       cmocka_unit_test(fixed_and_auto_mix),
       cmocka_unit_test(the_profile_is_chosen),
+      cmocka_unit_test(the_memory_limit_is_kept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

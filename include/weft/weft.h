@@ -192,6 +192,10 @@ typedef struct weft_runtime_options {
    * by `weft calibrate` for this machine, or a shipped name. NULL: the simulated machine's
    * profile, else the shipped "h100". One that cannot be loaded fails weft_runtime_create. */
   const char *profile;
+  /* The bytes of each GPU that `auto` placement may fill (0: the device's memory). A node whose
+   * operands do not fit beside the tensors already living on a GPU is not placed there; one
+   * that fits no device it has a kernel for fails the launch, naming it and the bytes. */
+  size_t device_memory_limit;
 } weft_runtime_options;
 
 /* Fills `o` with the defaults. */

@@ -59,6 +59,9 @@ int cli_bad_option(const char *sub, int c, char **argv);
  * prints a usage error and returns -1. */
 int cli_parse_int(const char *sub, const char *flag, const char *text, long lo, long hi,
                   long *out);
+/* A size in bytes: a number with an optional unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g.
+ * 2GiB. 0, or -1 after a usage error that names `flag`. */
+int cli_parse_size(const char *sub, const char *flag, const char *text, size_t *out);
 
 /* The exit code for a weft status: 0 for WEFT_OK; 1 for what goes wrong while running (kernel,
  * cancellation, memory, CUDA); 2 for bad input (parse, shape, device, cycle, file). */
@@ -79,13 +82,22 @@ void cli_defines_fini(cli_defines *d);
  * --workers N, --simulate PROFILE, -h/--help. A command lists CLI_PROG_LONGOPTS in its option
  * table and "D:h" in its short options, and passes what getopt_long returns to
  * cli_prog_option first (cli_parse_prog_args does all of this). */
-enum { CLI_OPT_DEVICE = 256, CLI_OPT_WORKERS, CLI_OPT_SIMULATE, CLI_OPT_POLICY, CLI_OPT_PROFILE, CLI_OPT_LOCAL = 300 };
+enum {
+  CLI_OPT_DEVICE = 256,
+  CLI_OPT_WORKERS,
+  CLI_OPT_SIMULATE,
+  CLI_OPT_POLICY,
+  CLI_OPT_PROFILE,
+  CLI_OPT_MEMLIMIT,
+  CLI_OPT_LOCAL = 300
+};
 #define CLI_PROG_LONGOPTS                                                                   \
   {"define", required_argument, NULL, 'D'}, {"device", required_argument, NULL, CLI_OPT_DEVICE}, \
       {"workers", required_argument, NULL, CLI_OPT_WORKERS},                                  \
       {"simulate", required_argument, NULL, CLI_OPT_SIMULATE},                                \
       {"policy", required_argument, NULL, CLI_OPT_POLICY},                                    \
-      {"profile", required_argument, NULL, CLI_OPT_PROFILE}, {"help", no_argument, NULL, 'h'}
+      {"profile", required_argument, NULL, CLI_OPT_PROFILE},                                  \
+      {"device-memory-limit", required_argument, NULL, CLI_OPT_MEMLIMIT}, {"help", no_argument, NULL, 'h'}
 #define CLI_PROG_HELP                                                                     \
   "  -D, --define NAME=VALUE  override parameter NAME (repeatable)\n"                        \
   "      --device DEV         resolve every device declaration to DEV (cpu, cuda:N)\n"       \
@@ -96,6 +108,7 @@ enum { CLI_OPT_DEVICE = 256, CLI_OPT_WORKERS, CLI_OPT_SIMULATE, CLI_OPT_POLICY, 
   "                           heft (list scheduling: the critical path first)\n"             \
   "      --profile PROFILE    the machine profile that prices auto placement (weft calibrate's\n"\
   "                           JSON file or a shipped name; default: h100)\n"                 \
+  "      --device-memory-limit SIZE  the bytes of each GPU auto placement may fill (2GiB)\n" \
   "  -h, --help               show this help and exit\n"
 
 typedef struct cli_prog_opts {
@@ -105,6 +118,7 @@ typedef struct cli_prog_opts {
   const char *simulate; /* --simulate, or NULL */
   const char *policy;   /* --policy, or NULL */
   const char *profile;  /* --profile, or NULL */
+  size_t memlimit;      /* --device-memory-limit, or 0 */
   int help;             /* -h was given */
 } cli_prog_opts;
 
@@ -127,7 +141,8 @@ const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const ch
 /* Creates the runtime the command uses: quiet, `workers` CPU workers (0: one per core), the
  * real devices or, with `simulate` (may be NULL), a simulated machine. Returns 0, or prints
  * the reason and returns the exit code (2 for a bad profile, 1 otherwise). */
-int cli_runtime(int workers, const char *simulate, const char *policy, const char *profile, weft_runtime **out);
+int cli_runtime(int workers, const char *simulate, const char *policy, const char *profile, size_t memlimit,
+                weft_runtime **out);
 
 /* The most a program read from standard input may hold. */
 #define CLI_STDIN_MAX ((size_t)256 << 20)

@@ -68,7 +68,7 @@ int cli_cmd_calibrate(int argc, char **argv) {
   if (!writable)
     return cli_error(CLI_EXIT_USAGE, "calibrate: cannot write the profile %s: %s", out, strerror(errno));
   weft_runtime *rt = NULL;
-  int code = cli_runtime((int)workers, simulate, NULL, NULL, &rt);
+  int code = cli_runtime((int)workers, simulate, NULL, NULL, 0, &rt);
   if (code != CLI_EXIT_OK) return code;
   co.log = quiet ? NULL : stderr;
   int rc = weft_calibrate(rt, &co, out);

@@ -922,7 +922,7 @@ int cli_cmd_serve(int argc, char **argv) {
   uv_loop_t loop;
   if (uv_loop_init(&loop) != 0) return cli_error(CLI_EXIT_FAILED, "cannot create the event loop");
   s.loop = &loop;
-  if ((code = cli_runtime((int)workers, simulate, NULL, NULL, &s.rt)) != 0) goto done;
+  if ((code = cli_runtime((int)workers, simulate, NULL, NULL, 0, &s.rt)) != 0) goto done;
   code = CLI_EXIT_FAILED;
   uv_signal_init(&loop, &s.sigint);
   uv_signal_init(&loop, &s.sigterm);

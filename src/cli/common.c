@@ -52,6 +52,23 @@ int cli_bad_option(const char *sub, int c, char **argv) {
   return cli_usage_error(sub, "unknown option '%s'", arg);
 }
 
+int cli_parse_size(const char *sub, const char *flag, const char *text, size_t *out) {
+  static const struct {
+    const char *unit;
+    double scale;
+  } units[] = {{"", 1},      {"B", 1},         {"KB", 1e3},         {"MB", 1e6},         {"GB", 1e9},
+               {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  char *end;
+  double v = strtod(text, &end);
+  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+    if (end != text && strcmp(end, units[i].unit) == 0 && v > 0 && v * units[i].scale < 1.8e19) {
+      *out = (size_t)(v * units[i].scale);
+      return 0;
+    }
+  cli_usage_error(sub, "%s expects a positive size such as 2GiB, 512MiB or 4000000000, not '%s'", flag, text);
+  return -1;
+}
+
 int cli_parse_int(const char *sub, const char *flag, const char *text, long lo, long hi,
                   long *out) {
   char *end;
@@ -134,6 +151,8 @@ int cli_prog_option(cli_prog_opts *o, const char *sub, int c, const char *arg) {
     case CLI_OPT_PROFILE:
       o->profile = arg;
       return 1;
+    case CLI_OPT_MEMLIMIT:
+      return cli_parse_size(sub, "--device-memory-limit", arg, &o->memlimit) == 0 ? 1 : -1;
     case 'h':
       o->help = 1;
       return 1;
@@ -188,7 +207,8 @@ const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const ch
   return argv[optind];
 }
 
-int cli_runtime(int workers, const char *simulate, const char *policy, const char *profile, weft_runtime **out) {
+int cli_runtime(int workers, const char *simulate, const char *policy, const char *profile, size_t memlimit,
+                weft_runtime **out) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = workers;
@@ -196,6 +216,7 @@ int cli_runtime(int workers, const char *simulate, const char *policy, const cha
   o.simulate = simulate;
   o.policy = policy;
   o.profile = profile;
+  o.device_memory_limit = memlimit;
   *out = NULL;
   int rc = weft_runtime_create(&o, out);
   if (rc == WEFT_OK) return CLI_EXIT_OK;

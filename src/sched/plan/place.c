@@ -107,20 +107,71 @@ typedef struct tstate {
 } tstate;
 
 /* Decides each auto node's device and each auto tensor's home (into at[] and the states). */
+/* The bytes auto placement may use on GPU k (the limit option, else the device's memory). */
+static double capacity_of(weft_runtime *rt, int k) {
+  weft_device_info info;
+  if (k == 0 || weft_device_info_get(rt, dev_of(k), &info) != WEFT_OK) return INFINITY;
+  size_t cap = info.memory_bytes;
+  if (rt->opts.device_memory_limit > 0 && rt->opts.device_memory_limit < cap) cap = rt->opts.device_memory_limit;
+  return (double)cap;
+}
+
+/* The bytes of node n's operands on device k that are not there already (their storage, or
+ * their replicas for the node). */
+static double working_set(const weft_node *n, int k, const tstate *ts, const uint32_t *resident) {
+  double b = 0;
+  for (int a = 0; a < n->nargs; a++) {
+    const weft_tensor *t = n->args[a].t;
+    int dup = 0;
+    for (int q = 0; q < a; q++) dup |= n->args[q].t == t;
+    const weft_tensor *grp = t->view != NULL ? t->view->parent : t;
+    if (!dup && !(resident[t->id] >> k & 1) && !(resident[grp->id] >> k & 1)) b += (double)t->bytes;
+  }
+  (void)ts;
+  return b;
+}
+
 static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, tstate *ts, weft__node_place *at) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tens = g->tensors.data;
+  /* GPU memory: the tensors living on each GPU (homes, fixed tensors) stay; a node's other
+   * operands (replicas) come and go with it. */
+  double cap[MAXD], used[MAXD] = {0};
+  uint32_t *resident = weft__calloc(g->tensors.len ? g->tensors.len : 1, sizeof *resident); /* bit k: on GPU k */
+  if (resident == NULL) return weft__oom("the placement");
+  for (int k = 0; k < ndev; k++) cap[k] = capacity_of(g->rt, k);
+  for (size_t t = 0; t < g->tensors.len; t++) {
+    const weft_tensor *x = tens[t];
+    if (x->view != NULL || x->device.kind != WEFT_DEVICE_CUDA || (x->flags & WEFT__T_AUTODEV)) continue;
+    int k = dev_index(x->device);
+    if (k < ndev) {
+      resident[t] |= 1u << k;
+      used[k] += (double)x->bytes;
+    }
+  }
   int workers = m->host_lanes > 0 ? m->host_lanes : 1;
   double gpu_free[MAXD] = {0}, *cpu_free = weft__calloc((size_t)workers, sizeof *cpu_free);
-  if (cpu_free == NULL) return weft__oom("the placement");
+  if (cpu_free == NULL) {
+    weft__free(resident);
+    return weft__oom("the placement");
+  }
+  double need_min = 0; /* the smallest working set among the devices it did not fit */
   for (size_t i = 0; i < g->nodes.len; i++) {
     weft_node *n = nodes[i];
     weft__node_place *pl = &at[i];
     double best = INFINITY, second = INFINITY, best_start = 0;
     int bestk = -1, secondk = -1, forced = -1;
     if (!(n->flags & WEFT__N_AUTO)) forced = dev_index(n->device);
+    need_min = INFINITY;
     for (int k = 0; k < ndev; k++) {
       if ((forced >= 0 && k != forced) || !runs_on(n, k)) continue;
+      if (k > 0 && n->flags & WEFT__N_AUTO) {
+        double need = working_set(n, k, ts, resident);
+        if (used[k] + need > cap[k]) {
+          need_min = fmin(need_min, need);
+          continue;
+        }
+      }
       double ready = 0;
       for (int a = 0; a < n->nargs; a++) {
         const tstate *s = &ts[n->args[a].t->id];
@@ -150,9 +201,14 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
     }
     if (bestk < 0) {
       weft__free(cpu_free);
+      weft__free(resident);
       char d[200];
-      return weft__err(WEFT_EDEVICE, "%s: no device can run it (its op has no kernel where its tiles live)",
-                       weft_node_describe(n, d, sizeof d));
+      if (need_min < INFINITY)
+        return weft__err(WEFT_EDEVMEM,
+                         "%s: its operands need %.0f bytes on a GPU beside the %.0f that live there, more than the "
+                         "device allows (%.0f; device_memory_limit), and no other device can run it",
+                         weft_node_describe(n, d, sizeof d), need_min, used[1], cap[1]);
+      return weft__err(WEFT_EDEVICE, "%s: no device can run it", weft_node_describe(n, d, sizeof d));
     }
     pl->device = dev_of(bestk);
     pl->start_s = best_start;
@@ -174,6 +230,12 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
       tstate *s = &ts[t->id], *gs = &ts[grp->id];
       if (s->first_dev < 0) s->first_dev = bestk;
       if (gs->first_dev < 0) gs->first_dev = bestk;
+      /* An auto tensor first touched on a GPU lives there from now on (its home, near enough:
+       * the last writer's device is not known yet). */
+      if (bestk > 0 && (grp->flags & WEFT__T_AUTODEV) && gs->valid == 0 && !(resident[grp->id] >> bestk & 1)) {
+        resident[grp->id] |= 1u << bestk;
+        used[bestk] += (double)grp->bytes;
+      }
       /* A partitioned tensor's tiles live in its storage: the first touch of any of them puts
        * them all (and it) there. */
       if (grp->grid != NULL && gs->valid == 0) {
@@ -193,6 +255,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
     }
   }
   weft__free(cpu_free);
+  weft__free(resident);
   /* Homes: the last writer's device, else the first accessor's, else the CPU; a tile's its
    * parent's. Fixed tensors keep theirs. */
   for (size_t t = 0; t < g->tensors.len; t++) {
