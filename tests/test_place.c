@@ -314,6 +314,40 @@ static void the_memory_limit_is_kept(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* The overlap graph (50 x (y = x.x; copy y to the host)) on auto on a simulated H100: the same
+ * makespan and GPU memory as placed by hand (the program's temporaries are the placed graph's,
+ * freed by its memory plan), and its copies go to pinned memory (the views' owners). */
+static void overlap_on_auto_matches_hand_placement(void **state) {
+  (void)state;
+  double makespan[2];
+  uint64_t peak[2];
+  for (int a = 0; a < 2; a++) {
+    weft_runtime_options o;
+    weft_runtime_options_init(&o);
+    o.cpu_workers = 2;
+    o.flags = WEFT_RUNTIME_QUIET;
+    o.simulate = "h100";
+    weft_runtime *rt = NULL;
+    CHECK(weft_runtime_create(&o, &rt));
+    weft_graph *g = tu_graph(rt);
+    tu_overlap o2;
+    tu_overlap_build(&o2, g, a ? weft_auto() : weft_cuda(0), 4000, weft_uniform(-1, 1, 1), 50);
+    weft_run *r;
+    CHECK(weft_graph_run(g));
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    weft_sim_summary s;
+    CHECK(weft_sim_run_summary(r, &s));
+    makespan[a] = s.makespan_s;
+    CHECK(weft_sim_peak_bytes(r, weft_cuda(0), &peak[a]));
+    weft_run_destroy(r);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_true(fabs(makespan[1] - makespan[0]) <= 0.02 * makespan[0]);
+  assert_true(peak[1] <= peak[0] + (peak[0] >> 3));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(auto_matches_the_cpu),
@@ -323,6 +357,7 @@ int main(void) {
       cmocka_unit_test(fixed_and_auto_mix),
       cmocka_unit_test(the_profile_is_chosen),
       cmocka_unit_test(the_memory_limit_is_kept),
+      cmocka_unit_test(overlap_on_auto_matches_hand_placement),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,6 +116,12 @@ typedef struct weft__la {
   uint8_t trans_a, trans_b, side;
 } weft__la;
 
+/* The tensor that owns t's storage: t, or the root of the views it is one of. */
+static inline const weft_tensor *weft__storage_owner(const weft_tensor *t) {
+  while (t->view != NULL) t = t->view->parent;
+  return t;
+}
+
 /* The device a tensor asks for: auto for one created on weft_auto() (whatever home the planner
  * gave it since), else its device. Ops derive their node's device from it. */
 static inline weft_device weft__tensor_dev(const weft_tensor *t) {

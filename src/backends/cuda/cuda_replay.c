@@ -32,7 +32,8 @@ static int replayable(cu_state *st, cu_plan *cp) {
     if (nd->kind != WEFT__OP_COPY) continue;
     for (int a = 0; a < 2; a++) {
       const weft_tensor *t = nd->args[a].t;
-      if (t->device.kind == WEFT_DEVICE_CPU && t->bytes > 0 && t->storage_kind != WEFT__S_PINNED) return 0;
+      if (t->device.kind == WEFT_DEVICE_CPU && t->bytes > 0 && weft__storage_owner(t)->storage_kind != WEFT__S_PINNED)
+        return 0;
     }
   }
   return 1;

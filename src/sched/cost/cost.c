@@ -23,6 +23,7 @@ static double la_s(const weft__sim_curve *c, double threads, double f) {
 /* The host side of a host<->device copy is pinned (storage.c pins it at the first launch)
  * unless its storage already existed then as ordinary memory. */
 static int pinned(const weft_tensor *t) {
+  t = weft__storage_owner(t);
   return t->storage_kind == WEFT__S_NONE || t->storage_kind == WEFT__S_PINNED;
 }
 

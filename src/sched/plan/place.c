@@ -409,6 +409,13 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     weft_tensor *x = tens[t];
     c.valid[t] = 1u << ts[t].home;
     if (x->view != NULL) continue; /* made with its parent's grid */
+    if (x->flags & WEFT__T_TEMP) {
+      /* A temporary of the program (nobody may read it after the run): the placed graph's
+       * own, so that its memory plan frees it after its last reader. */
+      rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, x->init, WEFT__T_AUTO,
+                            &c.twin[t]);
+      continue;
+    }
     rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, x->init, 0, &c.twin[t]);
     weft__view *v = rc == WEFT_OK ? weft__arena_alloc(&pg->arena, sizeof *v, 8) : NULL;
     if (rc == WEFT_OK && v == NULL) rc = WEFT_ENOMEM;

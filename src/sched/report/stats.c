@@ -331,7 +331,7 @@ static void fill_model(weft_run_stats *st, const weft__plan *p, uint64_t t0, con
       x->copy = 1;
       x->src = a->device;
       x->dst = b->device;
-      const weft_tensor *host = a->device.kind == WEFT_DEVICE_CPU ? a : b;
+      const weft_tensor *host = weft__storage_owner(a->device.kind == WEFT_DEVICE_CPU ? a : b);
       int cross = (a->device.kind == WEFT_DEVICE_CPU) != (b->device.kind == WEFT_DEVICE_CPU);
       x->pageable = cross && host->storage_kind != WEFT__S_PINNED &&
                     host->storage_kind != WEFT__S_EMPTY;
