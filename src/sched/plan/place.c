@@ -150,7 +150,11 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
     }
   }
   int workers = m->host_lanes > 0 ? m->host_lanes : 1;
-  double gpu_free[MAXD] = {0}, *cpu_free = weft__calloc((size_t)workers, sizeof *cpu_free);
+  /* A GPU as its compute streams: a kernel that fills the device takes them all, a small one
+   * the first free (small kernels run side by side, bound by their launches). */
+  enum { LANES = 8 };
+  int lanes = m->prof.gpu.compute_streams > 0 && m->prof.gpu.compute_streams < LANES ? m->prof.gpu.compute_streams : 4;
+  double gpu_free[MAXD][LANES] = {{0}}, *cpu_free = weft__calloc((size_t)workers, sizeof *cpu_free);
   if (cpu_free == NULL) {
     weft__free(resident);
     return weft__oom("the placement");
@@ -183,13 +187,15 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
         ready = fmax(ready, arrive);
       }
       double start = ready;
-      int slot = 0;
+      int slot = 0, fills = k > 0 && weft__plan_fills_device(n, m->prof.gpu.multiprocessors);
       if (k == 0) {
         for (int w = 1; w < workers; w++)
           if (cpu_free[w] < cpu_free[slot]) slot = w;
         start = fmax(start, cpu_free[slot]);
       } else {
-        start = fmax(start, gpu_free[k]);
+        for (int l = 0; l < lanes; l++)
+          if (fills ? gpu_free[k][l] > gpu_free[k][slot] : gpu_free[k][l] < gpu_free[k][slot]) slot = l;
+        start = fmax(start, gpu_free[k][slot]);
       }
       double fin = start + cost_on(m, n, k);
       if (fin < best) {
@@ -222,8 +228,13 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
       for (int w = 1; w < workers; w++)
         if (cpu_free[w] < cpu_free[slot]) slot = w;
       cpu_free[slot] = best;
+    } else if (weft__plan_fills_device(n, m->prof.gpu.multiprocessors)) {
+      for (int l = 0; l < lanes; l++) gpu_free[bestk][l] = best;
     } else {
-      gpu_free[bestk] = best;
+      int slot = 0;
+      for (int l = 1; l < lanes; l++)
+        if (gpu_free[bestk][l] < gpu_free[bestk][slot]) slot = l;
+      gpu_free[bestk][slot] = best;
     }
     for (int a = 0; a < n->nargs; a++) {
       weft_tensor *t = n->args[a].t, *grp = group_of(t);
