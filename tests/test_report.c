@@ -318,6 +318,12 @@ static void stats_json_has_the_documented_keys(void **state) {
   assert_true(json_is_integer(json_object_get(j, "edges")));
   assert_true(json_is_integer(json_object_get(j, "events")));
   assert_true(json_is_integer(json_object_get(j, "inserted_copies")));
+  json_t *moved = json_object_get(j, "bytes_moved");
+  assert_true(json_is_object(moved));
+  assert_int_equal(json_integer_value(json_object_get(moved, "h2d")) + json_integer_value(json_object_get(moved, "d2h")) +
+                       json_integer_value(json_object_get(moved, "peer")) + json_integer_value(json_object_get(moved, "local")),
+                   s.bytes_h2d + s.bytes_d2h + s.bytes_peer + s.bytes_local);
+  assert_true(s.bytes_local > 0); /* the four copies ran within the host */
   json_t *lanes = json_object_get(j, "lanes");
   assert_true(json_is_array(lanes));
   assert_int_equal(json_array_size(lanes), weft_run_stats_lane_count(st));

@@ -88,6 +88,9 @@ typedef struct weft_stats_summary {
   size_t host_timed_nodes;     /* device nodes whose backend reported no device times: their
                                   intervals are the host's launch, on a "host-side" lane, and
                                   they are left out of the copy accounting */
+  uint64_t bytes_h2d, bytes_d2h; /* bytes the copies that ran moved: host to device, device to
+                                    host, */
+  uint64_t bytes_peer, bytes_local; /* between two GPUs, and within one device */
 } weft_stats_summary;
 
 /* Fills *out. Thread-safe: yes (the snapshot is read-only). */

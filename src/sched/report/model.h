@@ -58,6 +58,7 @@ typedef struct weft__rnode {
                                of the overlap accounting (WEFT__LANE_HOSTSIDE) */
   weft_device device;       /* where the node runs (a copy: its destination) */
   weft_device src, dst;     /* a copy's two ends (both = device for other nodes) */
+  uint64_t bytes;           /* a copy's bytes */
 } weft__rnode;
 
 typedef struct weft__rlane {

@@ -331,6 +331,7 @@ static void fill_model(weft_run_stats *st, const weft__plan *p, uint64_t t0, con
       x->copy = 1;
       x->src = a->device;
       x->dst = b->device;
+      x->bytes = a->bytes;
       const weft_tensor *host = weft__storage_owner(a->device.kind == WEFT_DEVICE_CPU ? a : b);
       int cross = (a->device.kind == WEFT_DEVICE_CPU) != (b->device.kind == WEFT_DEVICE_CPU);
       x->pageable = cross && host->storage_kind != WEFT__S_PINNED &&
@@ -462,6 +463,15 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
   out->lanes = r->nlanes;
   out->mem_samples_dropped = st->dropped;
   out->host_timed_nodes = st->hostside;
+  for (uint32_t i = 0; i < r->n; i++) {
+    const weft__rnode *x = &r->node[i];
+    if (!x->copy || x->lane == WEFT__REP_NONE) continue;
+    int hs = x->src.kind == WEFT_DEVICE_CPU, hd = x->dst.kind == WEFT_DEVICE_CPU;
+    uint64_t *to = hs && !hd ? &out->bytes_h2d : !hs && hd ? &out->bytes_d2h
+                 : !hs && !hd && !weft_device_equal(x->src, x->dst) ? &out->bytes_peer
+                                                                    : &out->bytes_local;
+    *to += x->bytes;
+  }
 }
 
 size_t weft_run_stats_lane_count(const weft_run_stats *st) { return st->rep->nlanes; }
@@ -598,6 +608,8 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
     weft__fmt_time(a, sizeof a, s.copy_s);
     weft__fmt_time(b, sizeof b, s.hidden_copy_s);
     fprintf(f, "copies: %s, %.1f%% hidden behind compute (%s)\n", a, 100 * s.hidden_copy_fraction, b);
+    fprintf(f, "  moved: %.1f MB host to device, %.1f MB device to host, %.1f MB between GPUs\n",
+            (double)s.bytes_h2d * 1e-6, (double)s.bytes_d2h * 1e-6, (double)s.bytes_peer * 1e-6);
     if (st->ndiag > 0) {
       weft__fmt_time(a, sizeof a, s.copy_s - s.hidden_copy_s);
       fprintf(f, "  not hidden: %s\n", a);
@@ -647,6 +659,9 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   fprintf(f, ", \"nodes\": %zu, \"nodes_run\": %zu, \"edges\": %zu, \"events\": %zu, "
              "\"copies\": %zu, \"inserted_copies\": %zu",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
+  fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu}",
+          (unsigned long long)s.bytes_h2d, (unsigned long long)s.bytes_d2h, (unsigned long long)s.bytes_peer,
+          (unsigned long long)s.bytes_local);
   fputs(", \"lanes\": [", f);
   for (size_t l = 0; l < st->rep->nlanes; l++) {
     weft_lane_stats ls;
