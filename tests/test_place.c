@@ -348,6 +348,59 @@ static void overlap_on_auto_matches_hand_placement(void **state) {
   assert_true(peak[1] <= peak[0] + (peak[0] >> 3));
 }
 
+/* Out of core: a tiled Cholesky of a matrix four times the GPU memory placement may use. The
+ * matrix lives on the host; its tiles visit the GPU (the replicas used furthest ahead leave
+ * first, written back when they hold the only valid copy); the factor is right, and the GPU's
+ * peak stays near the limit. */
+static void larger_than_the_gpu(void **state) {
+  (void)state;
+  const int64_t n = 2048, b = 512;
+  const size_t limit = (size_t)(n * n) * sizeof(double) / 4;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  o.simulate = "h100";
+  o.device_memory_limit = limit;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  weft_graph *g = tu_graph(rt);
+  double *a = tu_spd(n, 9), *l = malloc((size_t)(n * n) * sizeof *l);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_auto(), weft_zeros(), &x));
+  CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof *a));
+  CHECK(tu_cholesky(g, x, b));
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  uint64_t peak;
+  CHECK(weft_sim_peak_bytes(r, weft_cuda(0), &peak));
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(r, &st));
+  weft_stats_summary s;
+  weft_run_stats_summary(st, &s);
+  weft_run_stats_destroy(st);
+  weft_run_destroy(r);
+  size_t on_gpu = 0;
+  for (size_t i = 0; i < weft_graph_node_count(g); i++) {
+    weft_placement pl;
+    CHECK(weft_node_placement(g, weft_graph_node(g, i), &pl));
+    on_gpu += pl.device.kind == WEFT_DEVICE_CUDA;
+  }
+  print_message("out of core: %zu of %zu nodes on the GPU, peak %.1f MiB (limit %.1f MiB), moved %.1f MB in, %.1f MB out\n",
+                on_gpu, weft_graph_node_count(g), (double)peak / 1048576.0, (double)limit / 1048576.0,
+                (double)s.bytes_h2d * 1e-6, (double)s.bytes_d2h * 1e-6);
+  assert_true(on_gpu > weft_graph_node_count(g) / 2);
+  assert_int_equal(weft_tensor_device(x).kind, WEFT_DEVICE_CPU); /* it lives on the host */
+  assert_true(peak <= limit + limit / 2);
+  read_all(x, l);
+  assert_true(tu_residual(l, a, n) < 1e-13);
+  free(a);
+  free(l);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(auto_matches_the_cpu),
@@ -358,6 +411,7 @@ int main(void) {
       cmocka_unit_test(the_profile_is_chosen),
       cmocka_unit_test(the_memory_limit_is_kept),
       cmocka_unit_test(overlap_on_auto_matches_hand_placement),
+      cmocka_unit_test(larger_than_the_gpu),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -275,6 +275,10 @@ int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows, int64_t 
       }
       *v = (weft__view){x, i * tile_rows * x->shape[1] + j * tile_cols, x->shape[1], i, j};
       t->view = v;
+      if ((x->flags & WEFT__T_AUTODEV) && !(t->flags & WEFT__T_AUTODEV)) { /* an auto tensor's tiles are auto */
+        t->flags |= WEFT__T_AUTODEV;
+        g->nauto++;
+      }
     }
   x->grid = grid;
   x->flags |= WEFT__T_KEEP; /* the tiles' storage: never a temporary's, released early */

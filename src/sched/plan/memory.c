@@ -19,6 +19,7 @@
  * and no product waits (a copy takes half a product's time); 1000 small logged products free
  * nothing during the run. */
 #include "sched/plan/planner.h"
+#include "sched/sched.h"
 
 int weft__memory_temporaries(weft__pbuild *bd) {
   weft_graph *g = bd->g;
@@ -136,6 +137,9 @@ int weft__memory_window(weft__pbuild *bd) {
       for (uint32_t a = aoff[i]; a < aoff[i + 1] && rc == WEFT_OK; a++) {
         size_t budget = (size_t)bd->t->window_count * ts[al[a].value]->bytes;
         if (budget < bd->t->window_min_bytes) budget = bd->t->window_min_bytes;
+        /* Under a memory limit for placement (out of core), the window keeps to a quarter of it. */
+        size_t limit = bd->g->rt->opts.device_memory_limit;
+        if (limit > 0 && budget > limit / 4) budget = limit / 4;
         while (head < tailq && sum > budget && rc == WEFT_OK) {
           uint32_t u = fifo[head].tensor;
           sum -= fifo[head++].bytes;

@@ -104,6 +104,8 @@ typedef struct tstate {
   int home;          /* -1 until known */
   int first_dev;     /* the device of its first access, -1 before */
   int last_writer;   /* device of its last writer, -1 if none */
+  int spill;         /* an auto tensor too large to live on the GPU that first touched it: it
+                        lives on the host, and GPUs hold replicas of it (or of its tiles) */
 } tstate;
 
 /* Decides each auto node's device and each auto tensor's home (into at[] and the states). */
@@ -239,13 +241,24 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
     for (int a = 0; a < n->nargs; a++) {
       weft_tensor *t = n->args[a].t, *grp = group_of(t);
       tstate *s = &ts[t->id], *gs = &ts[grp->id];
+      int first_touch = gs->first_dev < 0;
       if (s->first_dev < 0) s->first_dev = bestk;
       if (gs->first_dev < 0) gs->first_dev = bestk;
       /* An auto tensor first touched on a GPU lives there from now on (its home, near enough:
        * the last writer's device is not known yet). */
-      if (bestk > 0 && (grp->flags & WEFT__T_AUTODEV) && gs->valid == 0 && !(resident[grp->id] >> bestk & 1)) {
-        resident[grp->id] |= 1u << bestk;
-        used[bestk] += (double)grp->bytes;
+      if (bestk > 0 && (grp->flags & WEFT__T_AUTODEV) && first_touch && !(resident[grp->id] >> bestk & 1)) {
+        if (used[bestk] + (double)grp->bytes <= cap[bestk]) {
+          resident[grp->id] |= 1u << bestk;
+          used[bestk] += (double)grp->bytes;
+        } else {
+          /* Too large to live there: it lives on the host, and its pieces visit the GPU. */
+          gs->spill = 1;
+          gs->first_dev = 0;
+          gs->valid = 1u;
+          if (grp->grid != NULL)
+            for (uint32_t q = grp->grid->first; q < grp->grid->first + (uint32_t)(grp->grid->rows * grp->grid->cols); q++)
+              ts[q].valid = 1u;
+        }
       }
       /* A partitioned tensor's tiles live in its storage: the first touch of any of them puts
        * them all (and it) there. */
@@ -278,7 +291,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
       int f = ts[group_of(x)->id].first_dev;
       s->home = f >= 0 ? f : 0;
     } else {
-      s->home = s->last_writer >= 0 ? s->last_writer : s->first_dev >= 0 ? s->first_dev : 0;
+      s->home = s->spill ? 0 : s->last_writer >= 0 ? s->last_writer : s->first_dev >= 0 ? s->first_dev : 0;
     }
   }
   return WEFT_OK;
@@ -330,13 +343,59 @@ typedef struct lctx {
   uint32_t *valid;
   const tstate *ts;
   int ndev, peer;
+  /* GPU memory: what placement may use on each GPU, what the tensors living there take, what
+   * the replicas there take now; each tensor's accesses (program node ids, ascending) for the
+   * eviction's choice; the node being lowered, whose operands stay. */
+  double cap[MAXD], homes[MAXD], replicas[MAXD];
+  uint32_t *acc_off, *acc;
+  const weft_graph *prog;
+  const weft_node *cur; /* NULL after the last node */
 } lctx;
+
+/* The next access to tensor t after program node i (UINT32_MAX: none). */
+static uint32_t next_use(const lctx *c, uint32_t t, uint32_t i) {
+  for (uint32_t q = c->acc_off[t]; q < c->acc_off[t + 1]; q++)
+    if (c->acc[q] > i) return c->acc[q];
+  return UINT32_MAX;
+}
+
+static int transfer(struct lctx *c, weft_tensor *t, int s, int k);
+
+/* Room for `bytes` more of replicas on GPU k: the replicas used furthest ahead (Belady) leave
+ * first; a replica that holds the only valid copy is written back home before it goes. */
+static int make_room(lctx *c, int k, double bytes) {
+  int rc = WEFT_OK;
+  const weft_graph *g = c->prog;
+  uint32_t now = c->cur != NULL ? c->cur->id : UINT32_MAX - 1;
+  while (rc == WEFT_OK && c->homes[k] + c->replicas[k] + bytes > c->cap[k]) {
+    uint32_t victim = UINT32_MAX, far = 0;
+    for (uint32_t t = 0; t < (uint32_t)g->tensors.len; t++) {
+      if (c->rep[(size_t)t * (size_t)c->ndev + (size_t)k] == NULL) continue;
+      int used_now = 0;
+      for (int a = 0; c->cur != NULL && a < c->cur->nargs; a++) used_now |= c->cur->args[a].t->id == t;
+      uint32_t nu = used_now ? 0 : next_use(c, t, now);
+      if (!used_now && (victim == UINT32_MAX || nu > far)) victim = t, far = nu;
+    }
+    if (victim == UINT32_MAX) break; /* nothing left to evict: the node's own operands */
+    weft_tensor *v = WEFT__VEC_AT(&g->tensors, weft_tensor *, victim);
+    int h = c->ts[victim].home;
+    if (c->valid[victim] == (1u << k) && h != k) rc = transfer(c, v, k, h);
+    c->valid[victim] &= ~(1u << k);
+    c->rep[(size_t)victim * (size_t)c->ndev + (size_t)k] = NULL; /* a later visit gets a new one */
+    c->replicas[k] -= (double)v->bytes;
+  }
+  return rc;
+}
 
 /* The placed graph's tensor for program tensor t on device k: its twin at home, else its
  * replica there (made on first use: contiguous, even for a strided tile). */
 static weft_tensor *on_device(lctx *c, weft_tensor *t, int k, int *rc) {
   if (c->ts[t->id].home == k) return c->twin[t->id];
   weft_tensor **r = &c->rep[(size_t)t->id * (size_t)c->ndev + (size_t)k];
+  if (*r == NULL && k > 0) {
+    if ((*rc = make_room(c, k, (double)t->bytes)) != WEFT_OK) return NULL;
+    c->replicas[k] += (double)t->bytes;
+  }
   if (*r == NULL) {
     char name[160], d[32];
     snprintf(name, sizeof name, "%s@%s", weft__tensor_name(t), weft_device_str(dev_of(k), d, sizeof d));
@@ -356,7 +415,7 @@ static int source_of(const lctx *c, uint32_t valid, int k) {
 }
 
 /* A transfer of t from device s to device k (twin or replica on each side). */
-static int transfer(lctx *c, weft_tensor *t, int s, int k) {
+static int transfer(struct lctx *c, weft_tensor *t, int s, int k) {
   int rc = WEFT_OK;
   weft_tensor *from = on_device(c, t, s, &rc), *to = rc == WEFT_OK ? on_device(c, t, k, &rc) : NULL;
   if (rc == WEFT_OK) rc = weft__copy_node(c->pg, from, to, dev_of(s > 0 ? s : k), WEFT__N_INSERTED);
@@ -406,13 +465,43 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   pl->pg = pg;
   size_t nt = g->tensors.len, nn = g->nodes.len;
   weft_tensor **tens = g->tensors.data;
-  lctx c = {pg, weft__calloc(nt ? nt : 1, sizeof(weft_tensor *)), weft__calloc((nt ? nt : 1) * (size_t)ndev, sizeof(weft_tensor *)),
-            weft__malloc((nt ? nt : 1) * sizeof(uint32_t)), ts, ndev, peer};
+  lctx c;
+  memset(&c, 0, sizeof c);
+  c.pg = pg;
+  c.twin = weft__calloc(nt ? nt : 1, sizeof(weft_tensor *));
+  c.rep = weft__calloc((nt ? nt : 1) * (size_t)ndev, sizeof(weft_tensor *));
+  c.valid = weft__malloc((nt ? nt : 1) * sizeof(uint32_t));
+  c.ts = ts;
+  c.prog = g;
+  c.ndev = ndev;
+  c.peer = peer;
+  c.acc_off = weft__calloc(nt + 1, sizeof(uint32_t));
   weft_tensor **args = NULL;
   size_t cap = 0;
-  if (c.twin == NULL || c.rep == NULL || c.valid == NULL) {
+  if (c.twin == NULL || c.rep == NULL || c.valid == NULL || c.acc_off == NULL) {
     rc = weft__oom("the placed graph");
     goto done;
+  }
+  /* Each tensor's accesses, for eviction; the GPUs' budgets and the tensors living there. */
+  {
+    weft_node **nd = g->nodes.data;
+    size_t total = 0;
+    for (size_t i = 0; i < nn; i++)
+      for (int a = 0; a < nd[i]->nargs; a++) c.acc_off[nd[i]->args[a].t->id + 1]++, total++;
+    for (size_t t = 0; t < nt; t++) c.acc_off[t + 1] += c.acc_off[t];
+    uint32_t *fill = weft__malloc((nt ? nt : 1) * sizeof *fill);
+    if ((c.acc = weft__malloc((total ? total : 1) * sizeof *c.acc)) == NULL || fill == NULL) {
+      weft__free(fill);
+      rc = weft__oom("the placed graph");
+      goto done;
+    }
+    memcpy(fill, c.acc_off, nt * sizeof *fill);
+    for (size_t i = 0; i < nn; i++)
+      for (int a = 0; a < nd[i]->nargs; a++) c.acc[fill[nd[i]->args[a].t->id]++] = (uint32_t)i;
+    weft__free(fill);
+    for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, k);
+    for (size_t t = 0; t < nt; t++)
+      if (tens[t]->view == NULL && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
   }
   /* Twins, in the program's order: a view of each tensor on its home; a partitioned tensor's
    * tiles are its twin's tiles, so the placed graph tracks them like the program. */
@@ -443,6 +532,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   for (size_t i = 0; i < nn && rc == WEFT_OK; i++) {
     weft_node *n = nodes[i];
     int k = dev_index(pl->at[i].device);
+    c.cur = n;
     if (n->kind == WEFT__OP_COPY) {
       /* One transfer: from a valid copy of the source (the destination's device first, then
        * the node's, the host, any) into the destination where it lives. */
@@ -480,6 +570,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     for (int a = 0; a < n->nargs && rc == WEFT_OK; a++)
       if (n->args[a].mode & WEFT_WRITE) rc = wrote(&c, n->args[a].t, k);
   }
+  c.cur = NULL;
   /* Every tensor valid at home when the run ends: tiles first (into their parents), then the
    * rest. */
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++)
@@ -497,6 +588,8 @@ done:
   weft__free(c.twin);
   weft__free(c.rep);
   weft__free(c.valid);
+  weft__free(c.acc_off);
+  weft__free(c.acc);
   weft__free(args);
   return rc;
 }
