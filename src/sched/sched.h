@@ -48,7 +48,8 @@ typedef struct weft__node_place {
   double start_s, finish_s;  /* its estimated start and finish there */
   double other_finish_s;     /* its estimated finish on the runner-up */
   int auto_placed;           /* 1: the planner chose (a node created on auto) */
-  int forced;                /* 1: where its tiles' group lives, or its fixed device */
+  int forced;                /* 1: its fixed device */
+  int no_room;               /* 1: a GPU was left out for want of memory */
 } weft__node_place;
 typedef struct weft__placement weft__placement;
 /* The graph to run for program g: g itself, or (with auto devices) its placed graph, rebuilt

@@ -93,13 +93,18 @@ static int auto_reason(weft_graph *g, const weft_node *n, weft_placement *out) {
   if (np == NULL) return weft__err(WEFT_ESTATE, "weft_node_placement: node %u has no placement", n->id);
   if ((rc = weft_node_placement(pg, weft_graph_node(pg, at), out)) != WEFT_OK) return rc;
   char d1[32], d2[32], tail[sizeof out->why];
-  snprintf(tail, sizeof tail, "%s", out->why);
+  /* The lane's reason counts nodes of the placed graph, whose numbers include its transfers. */
+  if (at != n->id)
+    snprintf(tail, sizeof tail, "as placed node %u: %.240s", at, out->why);
+  else
+    snprintf(tail, sizeof tail, "%.300s", out->why);
   if (np->auto_placed && !np->forced && !weft_device_equal(np->device, np->other))
     snprintf(out->why, sizeof out->why, "auto: finishes first there (est. %.3g ms, against %.3g ms on %s); %.200s",
              np->finish_s * 1e3, np->other_finish_s * 1e3, weft_device_str(np->other, d2, sizeof d2), tail);
   else if (np->auto_placed)
     snprintf(out->why, sizeof out->why, "auto: %s (est. finish %.3g ms); %.200s",
-             np->forced ? "where its tiles live" : "the only device with a kernel for it", np->finish_s * 1e3, tail);
+             np->no_room ? "its operands do not fit a GPU's memory budget" : "the only device with a kernel for it",
+             np->finish_s * 1e3, tail);
   (void)d1;
   return WEFT_OK;
 }

@@ -175,6 +175,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
         double need = working_set(n, k, ts, resident);
         if (used[k] + need > cap[k]) {
           need_min = fmin(need_min, need);
+          pl->no_room = 1;
           continue;
         }
       }
