@@ -3,13 +3,17 @@
  * can be compared bit for bit with the same program on the CPU); the transfers the placed graph
  * adds; contents written before the first run follow the tensor to its home; a user op goes
  * where its kernel is; tiles stay together; and the errors. */
+#define _GNU_SOURCE /* mkstemp */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "weft/report.h"
 #include "weft/sim.h"
+
+enum { LEARN_RUNS = 3 }; /* place.c's LEARN_MIN */
 
 /* A CPU runtime (sim == NULL) or a simulated machine that computes. */
 static weft_runtime *runtime(const char *sim) {
@@ -401,6 +405,69 @@ static void larger_than_the_gpu(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* Measured times correct a wrong profile: placement is told the CPU multiplies 10^4 times
+ * faster than it does, so the product goes to the CPU; the simulated runs measure what it
+ * really costs there, and once three runs agree (a median, not one sample) the next launch
+ * places it on the GPU. */
+static void measured_times_correct_the_prices(void **state) {
+  (void)state;
+  char path[256];
+  snprintf(path, sizeof path, "%s/h100.json", WEFT_PROFILES_DIR);
+  size_t len;
+  char *text = tu_read_file(path, &len);
+  assert_non_null(text);
+  /* The host's rates x 10^4 (written as 1.22423e+11): each "e+NN" between the "host" and
+   * "gpu" sections becomes "e+(NN+4)". */
+  char *host = strstr(text, "\"host\""), *gpu = strstr(text, "\"gpu\"");
+  assert_non_null(host);
+  assert_non_null(gpu);
+  char *out = malloc(len * 2 + 64);
+  size_t o = 0;
+  int changed = 0;
+  for (char *q = text; *q; q++) {
+    if (q > host && q < gpu && q[0] == 'e' && q[1] == '+' && q[2] >= '0' && q[2] <= '9' && q[3] >= '0' && q[3] <= '9') {
+      o += (size_t)sprintf(out + o, "e+%02d", (q[2] - '0') * 10 + (q[3] - '0') + 4);
+      q += 3;
+      changed++;
+      continue;
+    }
+    out[o++] = *q;
+  }
+  assert_true(changed >= 10);
+  char tmp[] = "/tmp/weft_test_profileXXXXXX";
+  int fd = mkstemp(tmp);
+  assert_true(fd >= 0);
+  assert_int_equal(write(fd, out, o), (ssize_t)o);
+  close(fd);
+  free(out);
+  free(text);
+  weft_runtime_options ro;
+  weft_runtime_options_init(&ro);
+  ro.cpu_workers = 2;
+  ro.flags = WEFT_RUNTIME_QUIET;
+  ro.simulate = "h100";
+  ro.profile = tmp;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&ro, &rt));
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *a, *c = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_auto(), weft_ones(), &a));
+  CHECK(weft_mm(g, a, a, &c));
+  int first_gpu = -1;
+  for (int run = 0; run < 8 && first_gpu < 0; run++) {
+    weft_placement pl;
+    CHECK(weft_node_placement(g, weft_graph_node(g, 0), &pl));
+    if (run == 0) assert_int_equal(pl.device.kind, WEFT_DEVICE_CPU); /* the profile's lie */
+    if (pl.device.kind == WEFT_DEVICE_CUDA) first_gpu = run;
+    CHECK(weft_graph_run(g));
+  }
+  print_message("the product moved to the GPU before run %d\n", first_gpu);
+  assert_true(first_gpu >= LEARN_RUNS && first_gpu <= LEARN_RUNS + 1);
+  unlink(tmp);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(auto_matches_the_cpu),
@@ -412,6 +479,7 @@ int main(void) {
       cmocka_unit_test(the_memory_limit_is_kept),
       cmocka_unit_test(overlap_on_auto_matches_hand_placement),
       cmocka_unit_test(larger_than_the_gpu),
+      cmocka_unit_test(measured_times_correct_the_prices),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -146,6 +146,7 @@ fail:
   weft__blockpool_destroy(rt->blocks);
   weft__free(rt->place_model);
   weft__free(rt->place_profile);
+  weft__learned_free(rt);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->ops);
   weft__free(rt);
@@ -169,6 +170,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
   weft__blockpool_destroy(rt->blocks);
   weft__free(rt->place_model);
   weft__free(rt->place_profile);
+  weft__learned_free(rt);
   weft__mutex_destroy(&rt->ops_lock);
   weft__free(rt);
 }

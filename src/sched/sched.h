@@ -40,6 +40,7 @@ struct weft_runtime {
   atomic_int graphs; /* live graphs, to catch destroy-before-graphs */
   struct weft__cost_model *place_model; /* auto placement's prices, made at its first use (ops_lock) */
   char *place_profile;                  /* ... from this profile (a path or a shipped name) */
+  struct weft__learned *learned;        /* ... refined by measured node times (place.c; ops_lock) */
 };
 
 /* place.c: auto placement. Where a node of a program with auto devices runs, and why. */
@@ -50,6 +51,8 @@ typedef struct weft__node_place {
   int auto_placed;           /* 1: the planner chose (a node created on auto) */
   int forced;                /* 1: its fixed device */
   int no_room;               /* 1: a GPU was left out for want of memory */
+  double model_s;            /* the model's cost there, before the measured factor */
+  double factor;             /* the measured factor applied (1: none yet) */
 } weft__node_place;
 typedef struct weft__placement weft__placement;
 /* The graph to run for program g: g itself, or (with auto devices) its placed graph, rebuilt
@@ -60,6 +63,8 @@ int weft__place(weft_graph *g, weft_graph **out);
 int weft__place_model_load(weft_runtime *rt);
 /* Frees g's placement (its placed graph). */
 void weft__placement_free(weft_graph *g);
+/* Frees what the runtime learned of node times. */
+void weft__learned_free(weft_runtime *rt);
 /* Where program node `node` was placed (NULL when g has no current placement) and its node in
  * the placed graph. */
 const weft__node_place *weft__placement_of(const weft_graph *g, uint32_t node, const weft_graph **pg, uint32_t *pnode);

@@ -28,6 +28,7 @@
  * is a run of it. Homes are written into the program's tensors (weft_tensor_device tells them);
  * a tensor whose contents already exist elsewhere is moved to its new home first. */
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -42,7 +43,108 @@ struct weft__placement {
   size_t nnodes;
   uint32_t *node;       /* per program node: its node in pg */
   weft__node_place *at; /* per program node: where and why */
+  uint64_t harvested;   /* the placed graph's last run whose times were learned */
 };
+
+/* ---- measured times ----------------------------------------------------------------------
+ * What a node of a given kind costs on a kind of device drifts from the profile's model (a
+ * machine unlike the profile's, a kernel slower than its flops say). After each run of a placed
+ * graph, the measured time of every auto node is compared with the model's price: the ratio
+ * goes to the node's class (its op, dtype, device kind and size, to a factor of two), which
+ * keeps its last LEARN_KEEP ratios. A class's factor is their median once it has LEARN_MIN:
+ * one slow run (a spike) moves no median, which is what keeps one outlier from sending every
+ * product to one device (starpu#50). Placement multiplies the model's price by the factor, and
+ * re-places a program at its next launch when a node's factor moved more than twofold since
+ * its placement. */
+enum { LEARN_KEEP = 8, LEARN_MIN = 3 };
+
+typedef struct learn_class {
+  const void *op; /* the user op, or NULL for a built-in */
+  int kind, dtype, dev, size;
+  double ratio[LEARN_KEEP];
+  int n, next;
+} learn_class;
+
+struct weft__learned {
+  learn_class *c;
+  size_t n, cap;
+};
+
+void weft__learned_free(weft_runtime *rt) {
+  if (rt->learned == NULL) return;
+  weft__free(rt->learned->c);
+  weft__free(rt->learned);
+  rt->learned = NULL;
+}
+
+/* Node n's class on device kind `dev` (0 CPU, 1 GPU), made if `make` (ops_lock held). */
+static learn_class *class_of(weft_runtime *rt, const weft_node *n, int dev, int make) {
+  struct weft__learned *l = rt->learned;
+  double work = weft__plan_work(n);
+  int size = work > 1 ? (int)log2(work) : 0;
+  const void *op = n->kind == WEFT__OP_USER ? (const void *)n->user_op : NULL;
+  int dtype = n->nargs > 0 ? n->args[0].t->dtype : 0;
+  for (size_t i = 0; l != NULL && i < l->n; i++) {
+    learn_class *c = &l->c[i];
+    if (c->op == op && c->kind == n->kind && c->dtype == dtype && c->dev == dev && c->size == size) return c;
+  }
+  if (!make) return NULL;
+  if (l == NULL && (l = rt->learned = weft__calloc(1, sizeof *l)) == NULL) return NULL;
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? 2 * l->cap : 16;
+    learn_class *grown = weft__realloc(l->c, cap * sizeof *grown);
+    if (grown == NULL) return NULL;
+    l->c = grown;
+    l->cap = cap;
+  }
+  learn_class *c = &l->c[l->n++];
+  memset(c, 0, sizeof *c);
+  c->op = op, c->kind = n->kind, c->dtype = dtype, c->dev = dev, c->size = size;
+  return c;
+}
+
+static int by_value(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The measured factor of node n on device kind `dev`: the median ratio, or 1 (ops_lock held). */
+static double factor_of(weft_runtime *rt, const weft_node *n, int dev) {
+  const learn_class *c = class_of(rt, n, dev, 0);
+  if (c == NULL || c->n < LEARN_MIN) return 1;
+  double v[LEARN_KEEP];
+  memcpy(v, c->ratio, (size_t)c->n * sizeof *v);
+  qsort(v, (size_t)c->n, sizeof *v, by_value);
+  return c->n % 2 ? v[c->n / 2] : 0.5 * (v[c->n / 2 - 1] + v[c->n / 2]);
+}
+
+/* Learns from the placed graph's last run, once; returns 1 when a node's factor moved more
+ * than twofold since the placement (the program is then placed again). */
+static int learn(weft_graph *g, weft__placement *pl) {
+  const weft__plan *p = pl->pg->plan;
+  if (p == NULL || p->exec == NULL || p->exec->times == NULL || p->exec->last_run == pl->harvested) return 0;
+  pl->harvested = p->exec->last_run;
+  weft_runtime *rt = g->rt;
+  int moved = 0;
+  weft__mutex_lock(&rt->ops_lock);
+  for (size_t i = 0; i < pl->nnodes; i++) {
+    weft__node_place *np = &pl->at[i];
+    if (!np->auto_placed || np->model_s <= 0 || pl->node[i] >= p->n) continue;
+    const weft__ntime *t = &p->exec->times[pl->node[i]];
+    uint64_t s = atomic_load_explicit(&t->start, memory_order_relaxed), e = atomic_load_explicit(&t->end, memory_order_relaxed);
+    if (e <= s) continue;
+    weft_node *n = WEFT__VEC_AT(&g->nodes, weft_node *, i);
+    learn_class *c = class_of(rt, n, np->device.kind == WEFT_DEVICE_CUDA, 1);
+    if (c == NULL) continue;
+    c->ratio[c->next] = (double)(e - s) * 1e-9 / np->model_s;
+    c->next = (c->next + 1) % LEARN_KEEP;
+    if (c->n < LEARN_KEEP) c->n++;
+    double f = factor_of(rt, n, np->device.kind == WEFT_DEVICE_CUDA);
+    moved |= f > 2 * np->factor || f < 0.5 * np->factor;
+  }
+  weft__mutex_unlock(&rt->ops_lock);
+  return moved;
+}
 
 static int dev_index(weft_device d) { return d.kind == WEFT_DEVICE_CUDA ? 1 + d.index : 0; }
 static weft_device dev_of(int k) { return k == 0 ? weft_cpu() : weft_cuda(k - 1); }
@@ -200,10 +302,15 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
           if (fills ? gpu_free[k][l] > gpu_free[k][slot] : gpu_free[k][l] < gpu_free[k][slot]) slot = l;
         start = fmax(start, gpu_free[k][slot]);
       }
-      double fin = start + cost_on(m, n, k);
+      weft__mutex_lock(&g->rt->ops_lock);
+      double factor = factor_of(g->rt, n, k > 0);
+      weft__mutex_unlock(&g->rt->ops_lock);
+      double model = cost_on(m, n, k), fin = start + model * factor;
       if (fin < best) {
         second = best, secondk = bestk;
         best = fin, bestk = k, best_start = start;
+        pl->model_s = model;
+        pl->factor = factor;
       } else if (fin < second) {
         second = fin, secondk = k;
       }
@@ -598,7 +705,7 @@ done:
 int weft__place(weft_graph *g, weft_graph **out) {
   *out = g;
   if (g->nauto == 0) return WEFT_OK;
-  if (g->placement != NULL && g->placement->version == g->version) {
+  if (g->placement != NULL && g->placement->version == g->version && !learn(g, g->placement)) {
     *out = g->placement->pg;
     return WEFT_OK;
   }
