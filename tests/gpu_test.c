@@ -55,10 +55,7 @@ int gt_teardown(void **state) { return tu_teardown(state); }
 
 const weft_op *gt_op(weft_runtime *rt, const char *name, weft_access mode, weft_kernel_fn cpu,
                      weft_kernel_fn cuda) {
-  weft_op_desc d = tu_op_desc(name, 1, &mode, cpu, cuda, NULL);
-  const weft_op *op = NULL;
-  CHECK(weft_op_register(rt, &d, &op));
-  return op;
+  return tu_op1(rt, name, mode, cpu, cuda);
 }
 
 int gt_under_sanitizer(void) {

@@ -142,27 +142,13 @@ static void test_devices_must_match(void **state) {
   assert_int_equal(weft_graph_node_count(f->g), 0);
 }
 
-static int add_one(weft_kernel_ctx *ctx) {
-  double *p = weft_ctx_data(ctx, 0);
-  int64_t n = weft_tensor_numel(weft_ctx_tensor(ctx, 0));
-  for (int64_t i = 0; i < n; i++) p[i] += 1;
-  return WEFT_OK;
-}
-
 /* auto on a real GPU: a matrix whose home is the host (a CPU-only op touched it first), a gemm
  * of three of its tiles placed on the GPU (strided tiles to and from contiguous replicas: 2-D
  * copies), then the whole scaled. */
 static void auto_tiles_move_to_the_gpu(void **state) {
   GT_NEED_GPUS(1);
   tu_fixture *f = *state;
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "add_one";
-  d.nargs = 1;
-  d.access[0] = WEFT_READ_WRITE;
-  d.cpu = add_one;
-  const weft_op *op;
-  CHECK(weft_op_register(f->rt, &d, &op));
+  const weft_op *op = gt_op(f->rt, "add_one", WEFT_READ_WRITE, tu_add_one, NULL);
   weft_tensor *b;
   CHECK(weft_tensor_create(f->g, "B", WEFT_F64, 2, (int64_t[]){2048, 2048}, weft_auto(), weft_ones(), &b));
   CHECK(weft_tensor_tiles(f->g, b, 1024, 1024));

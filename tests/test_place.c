@@ -123,26 +123,12 @@ static void written_contents_follow_the_tensor(void **state) {
   weft_runtime_destroy(rt);
 }
 
-static int add_one(weft_kernel_ctx *ctx) {
-  double *p = weft_ctx_data(ctx, 0);
-  int64_t n = weft_tensor_numel(weft_ctx_tensor(ctx, 0));
-  for (int64_t i = 0; i < n; i++) p[i] += 1;
-  return WEFT_OK;
-}
-
 /* A user op goes where it has a kernel; one that has a kernel nowhere the planner may put it
  * fails the launch, naming the node. */
 static void user_ops_go_where_their_kernel_is(void **state) {
   (void)state;
   weft_runtime *rt = runtime("h100");
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "add_one";
-  d.nargs = 1;
-  d.access[0] = WEFT_READ_WRITE;
-  d.cpu = add_one;
-  const weft_op *op;
-  CHECK(weft_op_register(rt, &d, &op));
+  const weft_op *op = tu_op1(rt, "add_one", WEFT_READ_WRITE, tu_add_one, NULL);
   weft_graph *g = tu_graph(rt);
   weft_tensor *x, *y = NULL;
   CHECK(weft_tensor_create(g, "x", WEFT_F64, 2, (int64_t[]){1024, 1024}, weft_auto(), weft_ones(), &x));
@@ -159,10 +145,7 @@ static void user_ops_go_where_their_kernel_is(void **state) {
   weft_runtime_destroy(rt);
   /* A CUDA-only op on a machine without a GPU. */
   rt = runtime(NULL);
-  d.name = "gpu_only";
-  d.cpu = NULL;
-  d.cuda = add_one;
-  CHECK(weft_op_register(rt, &d, &op));
+  op = tu_op1(rt, "gpu_only", WEFT_READ_WRITE, NULL, tu_add_one);
   g = tu_graph(rt);
   CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, (int64_t[]){4}, weft_auto(), weft_ones(), &x));
   CHECK(weft_call(g, op, &x, 1, NULL, 0));
@@ -190,14 +173,7 @@ static void tiles_are_placed_one_by_one(void **state) {
   read_all(x, l);
   assert_true(tu_residual(l, a, n) < 1e-13);
   /* A tile read on the host by the CPU-only op, after a GPU gemm wrote it. */
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "add_one";
-  d.nargs = 1;
-  d.access[0] = WEFT_READ_WRITE;
-  d.cpu = add_one;
-  const weft_op *op;
-  CHECK(weft_op_register(rt, &d, &op));
+  const weft_op *op = tu_op1(rt, "add_one", WEFT_READ_WRITE, tu_add_one, NULL);
   weft_tensor *big;
   CHECK(weft_tensor_create(g, "B", WEFT_F64, 2, (int64_t[]){1024, 1024}, weft_auto(), weft_ones(), &big));
   CHECK(weft_tensor_tiles(g, big, 512, 512));
@@ -299,14 +275,7 @@ static void the_memory_limit_is_kept(void **state) {
   assert_true(v == 1024.0);
   weft_graph_destroy(g);
   /* A CUDA-only op on 16 MiB. */
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "gpu_only";
-  d.nargs = 1;
-  d.access[0] = WEFT_READ_WRITE;
-  d.cuda = add_one;
-  const weft_op *op;
-  CHECK(weft_op_register(rt, &d, &op));
+  const weft_op *op = tu_op1(rt, "gpu_only", WEFT_READ_WRITE, NULL, tu_add_one);
   g = tu_graph(rt);
   weft_tensor *x;
   CHECK(weft_tensor_create(g, "x", WEFT_F64, 2, (int64_t[]){1024, 2048}, weft_auto(), weft_ones(), &x));

@@ -234,6 +234,20 @@ long tu_alloc_live(void) { return __atomic_load_n(&live, __ATOMIC_RELAXED); }
 long tu_alloc_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
 int tu_alloc_failed(void) { return __atomic_load_n(&failed, __ATOMIC_RELAXED); }
 
+int tu_add_one(weft_kernel_ctx *ctx) {
+  double *p = weft_ctx_data(ctx, 0);
+  int64_t n = weft_tensor_numel(weft_ctx_tensor(ctx, 0));
+  for (int64_t i = 0; i < n; i++) p[i] += 1;
+  return WEFT_OK;
+}
+
+const weft_op *tu_op1(weft_runtime *rt, const char *name, weft_access mode, weft_kernel_fn cpu, weft_kernel_fn cuda) {
+  weft_op_desc d = tu_op_desc(name, 1, &mode, cpu, cuda, NULL);
+  const weft_op *op = NULL;
+  CHECK(weft_op_register(rt, &d, &op));
+  return op;
+}
+
 /* ---- tiled Cholesky ------------------------------------------------------------------ */
 
 /* A symmetric positive definite n x n matrix: random entries in [0, 1), made symmetric, plus n

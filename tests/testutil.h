@@ -97,6 +97,12 @@ long tu_alloc_live(void);   /* blocks allocated and not yet freed */
 long tu_alloc_calls(void);  /* allocations attempted since install */
 int tu_alloc_failed(void);  /* 1 if the planned failure happened */
 
+/* A user-op kernel: adds 1 to every element of its f64 argument 0. */
+int tu_add_one(weft_kernel_ctx *ctx);
+/* Registers user op `name` (CHECKed) of one argument accessed as `mode`, with the given CPU and
+ * CUDA kernels (either may be NULL). */
+const weft_op *tu_op1(weft_runtime *rt, const char *name, weft_access mode, weft_kernel_fn cpu, weft_kernel_fn cuda);
+
 /* A symmetric positive definite n x n f64 matrix (malloc'd): random entries in [0, 1) made
  * symmetric, plus n on the diagonal. */
 double *tu_spd(int64_t n, uint64_t seed);
