@@ -125,8 +125,21 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
 }
 
 /* The CPU baseline's child: LAPACK's potrf of OpenBLAS's pthreads build with `threads`
- * threads (the row-major lower factor is LAPACK's column-major upper one). */
-static int baseline_child(int dtype, int threads, int64_t n, int reps) {
+ * threads (the row-major lower factor is LAPACK's column-major upper one), or, with `lapacke`,
+ * LAPACKE_?potrf(LAPACK_ROW_MAJOR, 'L') as a C program calls it (Debian's liblapacke, loaded
+ * here; it transposes the matrix in and out around the same LAPACK call). */
+static int baseline_child(int dtype, int threads, int64_t n, int reps, int lapacke) {
+  typedef int (*lapacke_fn)(int layout, char uplo, int n, void *a, int lda);
+  lapacke_fn row_major = NULL;
+  if (lapacke) {
+    void *lib = dlopen("liblapacke.so.3", RTLD_NOW | RTLD_GLOBAL);
+    if (lib != NULL) row_major = (lapacke_fn)dlsym(lib, dtype == WEFT_F32 ? "LAPACKE_spotrf" : "LAPACKE_dpotrf");
+    if (row_major == NULL) {
+      fprintf(stderr, "bench_cholesky: no liblapacke.so.3 (Debian: liblapacke): the LAPACKE baseline is skipped\n");
+      printf("BASELINE -1 -1\n");
+      return 0;
+    }
+  }
   int (*parallel)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "openblas_get_parallel");
   void (*set_threads)(int) = (void (*)(int))dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
   Dl_info potrf, ob;
@@ -144,7 +157,9 @@ static int baseline_child(int dtype, int threads, int64_t n, int reps) {
   for (int r = -1; r < reps; r++) {
     memcpy(l, a, bytes);
     double t0 = bench_now_ms();
-    if (es == 4)
+    if (row_major != NULL)
+      info = row_major(101 /* LAPACK_ROW_MAJOR */, 'L', nn, l, nn);
+    else if (es == 4)
       spotrf_("U", &nn, l, &nn, &info);
     else
       dpotrf_("U", &nn, l, &nn, &info);
@@ -246,8 +261,9 @@ static bench_figure time_cusolver(int dtype, const void *a, int64_t n, int reps,
 #endif
 
 int main(int argc, char **argv) {
-  if (argc == 6 && strcmp(argv[1], "--baseline-child") == 0)
-    return baseline_child(strcmp(argv[2], "f32") == 0 ? WEFT_F32 : WEFT_F64, atoi(argv[3]), atoll(argv[4]), atoi(argv[5]));
+  if (argc >= 6 && strcmp(argv[1], "--baseline-child") == 0)
+    return baseline_child(strcmp(argv[2], "f32") == 0 ? WEFT_F32 : WEFT_F64, atoi(argv[3]), atoll(argv[4]), atoi(argv[5]),
+                          argc == 7 && strcmp(argv[6], "lapacke") == 0);
   const char *device = "cpu", *tiles = NULL, *dtypes = "f64", *lib = WEFT_PTHREAD_BLAS, *policy = "heft";
   int64_t n = 0;
   int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -293,7 +309,7 @@ int main(int argc, char **argv) {
   double flop = (double)n * (double)n * (double)n / 3.0, tol = es == 4 ? 1e-3 : 1e-10;
   void *a = make_spd(n, es);
   /* The baseline first. */
-  bench_figure base;
+  bench_figure base, lapacke_base = {-1, -1};
   double base_err = 0;
   char who[32];
   if (cuda) {
@@ -313,6 +329,12 @@ int main(int argc, char **argv) {
     snprintf(args, sizeof args, "--baseline-child %s %d %lld %d", es == 4 ? "f32" : "f64", workers, (long long)n, reps);
     base = bench_child("bench_cholesky", lib, args);
     snprintf(who, sizeof who, "OpenBLAS (%d threads)", workers);
+    /* The call the placement issue names: LAPACKE_dpotrf on the row-major matrix. */
+    strncat(args, " lapacke", sizeof args - strlen(args) - 1);
+    lapacke_base = bench_child("bench_cholesky", lib, args);
+    if (!json && lapacke_base.ms > 0)
+      printf("LAPACKE_%spotrf (row-major, the same %d threads): %.1f ms (%.1f), %.2f TFLOP/s\n", es == 4 ? "s" : "d",
+             workers, lapacke_base.ms, lapacke_base.spread_ms, flop / lapacke_base.ms * 1e-9);
   }
   weft_runtime_options o;
   weft_runtime_options_init(&o);
@@ -351,8 +373,9 @@ int main(int argc, char **argv) {
              device, sdt, (long long)n, (long long)b, nodes, reps, w.ms, w.spread_ms, flop / w.ms * 1e-9, who,
              base.ms, base.spread_ms, flop / base.ms * 1e-9, ratio, err, base_err);
     else
-      printf("  tiles of %5lld (%5zu nodes): weft %9.1f ms (%6.1f) %7.2f TFLOP/s, ratio %.3f, error %.1e%s\n",
-             (long long)b, nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, err, err < tol ? "" : " CHECK FAILED");
+      printf("  tiles of %5lld (%5zu nodes): weft %9.1f ms (%6.1f) %7.2f TFLOP/s, ratio %.3f%s, error %.1e%s\n",
+             (long long)b, nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, "", err, err < tol ? "" : " CHECK FAILED");
+    if (!json && lapacke_base.ms > 0) printf("    against LAPACKE: ratio %.3f\n", lapacke_base.ms / w.ms);
     printf("RESULT bench=%scholesky_%s device=%s n=%lld tile=%lld weft_ms=%.3f weft_tflops=%.3f baseline_ms=%.3f "
            "baseline_tflops=%.3f ratio=%.4f\n",
            on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, device, (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms,
