@@ -283,11 +283,14 @@ int cli_cmd_explain(int argc, char **argv) {
     if (weft_node_is_inserted(n)) weft__strbuf_puts(&b, "  [inserted]");
     const char *origin = weft_node_origin(n);
     if (origin != NULL && *origin) weft__strbuf_printf(&b, "  at %s", origin);
-    weft__strbuf_printf(&b, "\n         device %s: ",
-                        weft_device_str(weft_node_device(n), dev, sizeof dev));
-    device_reason(&b, g, n);
     weft_placement pl;
     int rc = weft_node_placement(g, n, &pl);
+    weft__strbuf_printf(&b, "\n         device %s: ",
+                        weft_device_str(weft_node_device(n), dev, sizeof dev));
+    if (weft_node_device(n).kind == WEFT_DEVICE_AUTO && rc == WEFT_OK) /* the planner's choice */
+      weft__strbuf_printf(&b, "placed on %s by the planner (the lane says why)", weft_device_str(pl.device, dev, sizeof dev));
+    else
+      device_reason(&b, g, n);
     if (rc == WEFT_OK)
       weft__strbuf_printf(&b, "\n         lane   %s: %s\n", pl.lane, pl.why);
     else
