@@ -437,6 +437,33 @@ static void measured_times_correct_the_prices(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* A finished run's handle outlives a re-placement of its program: its statistics still read. */
+static void a_run_outlives_its_placement(void **state) {
+  (void)state;
+  weft_runtime *rt = runtime("h100");
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *a, *c = NULL, *d = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){256, 256}, weft_auto(), weft_ones(), &a));
+  CHECK(weft_mm(g, a, a, &c));
+  weft_run *old;
+  CHECK(weft_graph_launch(g, &old));
+  CHECK(weft_run_wait(old));
+  CHECK(weft_scale(g, c, 2.0, &d)); /* the program changes: placed again at the next launch */
+  CHECK(weft_graph_run(g));
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(old, &st));
+  weft_stats_summary s;
+  weft_run_stats_summary(st, &s);
+  assert_int_equal(s.nodes_run, 1);
+  weft_run_stats_destroy(st);
+  weft_run_destroy(old);
+  double v;
+  CHECK(weft_tensor_get(d, 0, &v));
+  assert_true(v == 512.0);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(auto_matches_the_cpu),
@@ -449,6 +476,7 @@ int main(void) {
       cmocka_unit_test(overlap_on_auto_matches_hand_placement),
       cmocka_unit_test(larger_than_the_gpu),
       cmocka_unit_test(measured_times_correct_the_prices),
+      cmocka_unit_test(a_run_outlives_its_placement),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

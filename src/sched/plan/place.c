@@ -44,6 +44,9 @@ struct weft__placement {
   uint32_t *node;       /* per program node: its node in pg */
   weft__node_place *at; /* per program node: where and why */
   uint64_t harvested;   /* the placed graph's last run whose times were learned */
+  struct weft__placement *retired; /* the placements this one replaced: their placed graphs stay
+                                      until the program goes, since a finished run's handle (its
+                                      statistics) may still refer to one */
 };
 
 /* ---- measured times ----------------------------------------------------------------------
@@ -431,11 +434,14 @@ static int move_home(weft_tensor *t, weft_device home) {
 }
 
 static void placement_free(weft__placement *pl) {
-  if (pl == NULL) return;
-  if (pl->pg != NULL) weft_graph_destroy(pl->pg);
-  weft__free(pl->node);
-  weft__free(pl->at);
-  weft__free(pl);
+  while (pl != NULL) {
+    weft__placement *older = pl->retired;
+    if (pl->pg != NULL) weft_graph_destroy(pl->pg);
+    weft__free(pl->node);
+    weft__free(pl->at);
+    weft__free(pl);
+    pl = older;
+  }
 }
 
 void weft__placement_free(weft_graph *g) {
@@ -751,7 +757,7 @@ int weft__place(weft_graph *g, weft_graph **out) {
     placement_free(pl);
     return rc;
   }
-  weft__placement_free(g);
+  pl->retired = g->placement; /* kept: runs of its placed graph may still be asked about */
   pl->version = g->version;
   pl->nnodes = nn;
   g->placement = pl;
