@@ -27,6 +27,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
   weft__vec_init_mem(&g->order, sizeof(uint32_t), mem);
   g->version = 1;
   atomic_init(&g->busy, 0);
+  atomic_init(&g->handles, 0);
   return g;
 }
 

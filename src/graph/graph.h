@@ -197,6 +197,7 @@ struct weft_graph {
   struct weft__plan *plan;
   struct weft__placement *placement; /* a graph with auto devices: its placed graph (place.c) */
   atomic_int busy;
+  atomic_int handles; /* a placed graph: run handles of it not yet destroyed (place.c) */
   size_t materialised; /* tensors [0, materialised) have storage */
 };
 

@@ -373,6 +373,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   r->t_launch = weft__clock_now();
   r->graph = g;
   r->program = program;
+  if (g != program) atomic_fetch_add_explicit(&g->handles, 1, memory_order_relaxed);
   r->plan = pl;
   int owned = 0; /* a backend runs the whole plan (a replayed CUDA graph) */
   for (int b = 0; b < rt->nbackends; b++) {
@@ -480,6 +481,7 @@ void weft_run_destroy(weft_run *r) {
   if (r == NULL) return;
   int rc = weft_run_wait(r); /* the status is the caller's to have read already */
   (void)rc;
+  if (r->graph != r->program) atomic_fetch_sub_explicit(&r->graph->handles, 1, memory_order_release);
   weft__cond_destroy(&r->cond);
   weft__mutex_destroy(&r->lock);
   weft__aligned_free(r);

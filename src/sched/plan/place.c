@@ -44,9 +44,8 @@ struct weft__placement {
   uint32_t *node;       /* per program node: its node in pg */
   weft__node_place *at; /* per program node: where and why */
   uint64_t harvested;   /* the placed graph's last run whose times were learned */
-  struct weft__placement *retired; /* the placements this one replaced: their placed graphs stay
-                                      until the program goes, since a finished run's handle (its
-                                      statistics) may still refer to one */
+  struct weft__placement *retired; /* placements this one replaced whose placed graphs a run
+                                      handle still refers to (its statistics may be asked for) */
 };
 
 /* ---- measured times ----------------------------------------------------------------------
@@ -757,7 +756,19 @@ int weft__place(weft_graph *g, weft_graph **out) {
     placement_free(pl);
     return rc;
   }
-  pl->retired = g->placement; /* kept: runs of its placed graph may still be asked about */
+  /* The placement replaced is kept while a run handle of its placed graph lives (its
+   * statistics may still be asked for); older ones whose handles are all gone go now. */
+  pl->retired = g->placement;
+  for (weft__placement **q = &pl->retired; *q != NULL;) {
+    weft__placement *old = *q;
+    if (atomic_load_explicit(&old->pg->handles, memory_order_acquire) != 0) {
+      q = &old->retired;
+      continue;
+    }
+    *q = old->retired;
+    old->retired = NULL;
+    placement_free(old);
+  }
   pl->version = g->version;
   pl->nnodes = nn;
   g->placement = pl;
