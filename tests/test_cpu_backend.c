@@ -567,9 +567,47 @@ static void large_products_are_tiled_the_same_on_any_workers(void **state) {
   for (int r = 0; r < 3; r++) free(first[r]);
 }
 
+/* Elementwise ops over several chunks (intra-op parallelism): the same bits on 1 and 4
+ * workers, and what the element-by-element loop gives. */
+static void large_elementwise_ops_are_split_the_same_on_any_workers(void **state) {
+  (void)state;
+  const int64_t n = 700000; /* three chunks and a part */
+  float *got[2] = {NULL, NULL};
+  for (int r = 0; r < 2; r++) {
+    weft_runtime *rt = tu_runtime_cpu(r ? 4 : 1);
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *a, *b, *s = NULL, *m = NULL, *k = NULL, *z = NULL;
+    CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, &n, weft_cpu(), weft_uniform(-1, 1, 3), &a));
+    CHECK(weft_tensor_create(g, "b", WEFT_F32, 1, &n, weft_cpu(), weft_uniform(-1, 1, 4), &b));
+    CHECK(weft_sub(g, a, b, &s));
+    CHECK(weft_mul(g, s, a, &m));
+    CHECK(weft_scale(g, m, 0.75, &k));
+    CHECK(weft_relu(g, k, &z));
+    CHECK(weft_add(g, z, b, &z)); /* in place */
+    CHECK(weft_graph_run(g));
+    got[r] = malloc((size_t)n * sizeof(float));
+    CHECK(weft_tensor_read(z, got[r], (size_t)n * sizeof(float)));
+    float *av = malloc((size_t)n * sizeof(float)), *bv = malloc((size_t)n * sizeof(float));
+    CHECK(weft_tensor_read(a, av, (size_t)n * sizeof(float)));
+    CHECK(weft_tensor_read(b, bv, (size_t)n * sizeof(float)));
+    for (int64_t i = 0; i < n; i++) {
+      float sv = av[i] - bv[i], mv = sv * av[i], kv = 0.75f * mv, zv = kv > 0.0f ? kv : 0.0f;
+      assert_true(got[r][i] == zv + bv[i]);
+    }
+    free(av);
+    free(bv);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_memory_equal(got[0], got[1], (size_t)n * sizeof(float));
+  free(got[0]);
+  free(got[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(large_products_are_tiled_the_same_on_any_workers),
+      cmocka_unit_test(large_elementwise_ops_are_split_the_same_on_any_workers),
       cmocka_unit_test_setup_teardown(many_arguments, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_against_reference, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_in_place, tu_setup, tu_teardown),

@@ -236,6 +236,53 @@ static void store_scalar(void *out, int dtype, double v) {
     *(double *)out = v;
 }
 
+/* Elementwise ops, split into chunks of EW_CHUNK elements that idle workers share (intra-op
+ * parallelism, weft__ctx_parallel) when there are several: each element is computed alone, so
+ * the result is the same however many workers take part. */
+enum { EW_CHUNK = 1 << 18 };
+
+typedef struct ew_job {
+  int kind, dt;
+  int64_t n;
+  const void *a, *b;
+  void *c;
+  double alpha;
+} ew_job;
+
+#define EW_LOOP(T)                                                                     \
+  do {                                                                                 \
+    const T *a = j->a, *b = j->b;                                                      \
+    T *c = j->c, s = (T)j->alpha;                                                      \
+    switch (j->kind) {                                                                 \
+      case WEFT__OP_ADD: for (int64_t i = lo; i < hi; i++) c[i] = a[i] + b[i]; break;  \
+      case WEFT__OP_SUB: for (int64_t i = lo; i < hi; i++) c[i] = a[i] - b[i]; break;  \
+      case WEFT__OP_MUL: for (int64_t i = lo; i < hi; i++) c[i] = a[i] * b[i]; break;  \
+      case WEFT__OP_SCALE: for (int64_t i = lo; i < hi; i++) c[i] = s * a[i]; break;   \
+      default: for (int64_t i = lo; i < hi; i++) c[i] = a[i] > (T)0 ? a[i] : (T)0; break; \
+    }                                                                                  \
+  } while (0)
+
+static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
+  if (j->dt == WEFT_F32)
+    EW_LOOP(float);
+  else
+    EW_LOOP(double);
+}
+
+static void ew_tile(void *arg, uint32_t tile) {
+  const ew_job *j = arg;
+  int64_t lo = (int64_t)tile * EW_CHUNK, hi = lo + EW_CHUNK < j->n ? lo + EW_CHUNK : j->n;
+  ew_range(j, lo, hi);
+}
+
+static void elementwise(weft_kernel_ctx *ctx, ew_job *j) {
+  uint32_t tiles = (uint32_t)((j->n + EW_CHUNK - 1) / EW_CHUNK);
+  if (tiles > 1)
+    weft__ctx_parallel(ctx, tiles, ew_tile, j);
+  else
+    ew_range(j, 0, j->n);
+}
+
 int weft__cpu_exec(weft_kernel_ctx *ctx) {
   weft_node *nd = ctx->node;
   if (nd->kind == WEFT__OP_USER) {
@@ -278,51 +325,14 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     }
     case WEFT__OP_ADD:
     case WEFT__OP_SUB:
-    case WEFT__OP_MUL: {
-      int k = nd->kind;
-      if (dt == WEFT_F32) {
-        const float *a = d[0], *b = d[1];
-        float *c = d[2];
-        if (k == WEFT__OP_ADD)
-          ELEMENTWISE(float, n, c[i] = a[i] + b[i]);
-        else if (k == WEFT__OP_SUB)
-          ELEMENTWISE(float, n, c[i] = a[i] - b[i]);
-        else
-          ELEMENTWISE(float, n, c[i] = a[i] * b[i]);
-      } else {
-        const double *a = d[0], *b = d[1];
-        double *c = d[2];
-        if (k == WEFT__OP_ADD)
-          ELEMENTWISE(double, n, c[i] = a[i] + b[i]);
-        else if (k == WEFT__OP_SUB)
-          ELEMENTWISE(double, n, c[i] = a[i] - b[i]);
-        else
-          ELEMENTWISE(double, n, c[i] = a[i] * b[i]);
-      }
+    case WEFT__OP_MUL:
+    case WEFT__OP_SCALE:
+    case WEFT__OP_RELU: {
+      int binary = nd->kind == WEFT__OP_ADD || nd->kind == WEFT__OP_SUB || nd->kind == WEFT__OP_MUL;
+      ew_job j = {nd->kind, dt, n, d[0], binary ? d[1] : NULL, d[binary ? 2 : 1], nd->alpha};
+      elementwise(ctx, &j);
       return WEFT_OK;
     }
-    case WEFT__OP_SCALE:
-      if (dt == WEFT_F32) {
-        const float *a = d[0];
-        float *c = d[1], s = (float)nd->alpha;
-        ELEMENTWISE(float, n, c[i] = s * a[i]);
-      } else {
-        const double *a = d[0];
-        double *c = d[1], s = nd->alpha;
-        ELEMENTWISE(double, n, c[i] = s * a[i]);
-      }
-      return WEFT_OK;
-    case WEFT__OP_RELU:
-      if (dt == WEFT_F32) {
-        const float *a = d[0];
-        float *c = d[1];
-        ELEMENTWISE(float, n, c[i] = a[i] > 0.0f ? a[i] : 0.0f);
-      } else {
-        const double *a = d[0];
-        double *c = d[1];
-        ELEMENTWISE(double, n, c[i] = a[i] > 0.0 ? a[i] : 0.0);
-      }
-      return WEFT_OK;
     case WEFT__OP_SUM:
     case WEFT__OP_NORM:
       store_scalar(d[1], dt, reduce(d[0], dt, n, nd->kind == WEFT__OP_NORM));
