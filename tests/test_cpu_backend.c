@@ -584,7 +584,20 @@ static void large_elementwise_ops_are_split_the_same_on_any_workers(void **state
     CHECK(weft_scale(g, m, 0.75, &k));
     CHECK(weft_relu(g, k, &z));
     CHECK(weft_add(g, z, b, &z)); /* in place */
+    weft_tensor *u, *un = NULL;
+    CHECK(weft_tensor_create(g, "u", WEFT_F32, 1, &n, weft_cpu(), weft_zeros(), &u));
+    CHECK(weft_fill(g, u, weft_normal(0.5, 2.0, 77)));   /* a fill node, split */
+    CHECK(weft_copy(g, u, weft_cpu(), &un));             /* a host copy, split */
+    weft_tensor_keep(un);
     CHECK(weft_graph_run(g));
+    float *uv = malloc((size_t)n * sizeof(float)), *want = malloc((size_t)n * sizeof(float));
+    CHECK(weft_tensor_read(un, uv, (size_t)n * sizeof(float)));
+    weft_tensor *ref; /* the same initialiser applied at creation: one thread, element by element */
+    CHECK(weft_tensor_create(g, "ref", WEFT_F32, 1, &n, weft_cpu(), weft_normal(0.5, 2.0, 77), &ref));
+    CHECK(weft_tensor_read(ref, want, (size_t)n * sizeof(float)));
+    assert_memory_equal(uv, want, (size_t)n * sizeof(float));
+    free(uv);
+    free(want);
     got[r] = malloc((size_t)n * sizeof(float));
     CHECK(weft_tensor_read(z, got[r], (size_t)n * sizeof(float)));
     float *av = malloc((size_t)n * sizeof(float)), *bv = malloc((size_t)n * sizeof(float));

@@ -21,12 +21,14 @@
     for (int64_t i = 0; i < (n); i++) expr;      \
   } while (0)
 
-void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init) {
+/* Elements [lo, hi) of a fill: each element's value depends on its index alone. */
+static void fill_range(void *p, int dtype, int64_t lo, int64_t hi, weft_init init) {
   if (init.kind == WEFT_INIT_ZEROS) {
-    memset(p, 0, (size_t)n * weft_dtype_size(dtype));
+    size_t es = weft_dtype_size(dtype);
+    memset((char *)p + (size_t)lo * es, 0, (size_t)(hi - lo) * es);
     return;
   }
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = lo; i < hi; i++) {
     double v;
     switch (init.kind) {
       case WEFT_INIT_ONES:
@@ -54,6 +56,8 @@ void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init) {
       ((double *)p)[i] = v;
   }
 }
+
+void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init) { fill_range(p, dtype, 0, n, init); }
 
 /* A product of m x n x k, split into tiles of the result: square tiles of `side` rows and
  * columns (the last ones smaller), each computed by one BLAS call over the whole of k. The tiles
@@ -236,8 +240,9 @@ static void store_scalar(void *out, int dtype, double v) {
     *(double *)out = v;
 }
 
-/* Elementwise ops, split into chunks of EW_CHUNK elements that idle workers share (intra-op
- * parallelism, weft__ctx_parallel) when there are several: each element is computed alone, so
+/* Elementwise ops, fills and host copies, split into chunks of EW_CHUNK elements that idle
+ * workers share (intra-op parallelism, weft__ctx_parallel) when there are several: each
+ * element is computed alone (a random fill's value depends on its index and seed only), so
  * the result is the same however many workers take part. */
 enum { EW_CHUNK = 1 << 18 };
 
@@ -247,6 +252,7 @@ typedef struct ew_job {
   const void *a, *b;
   void *c;
   double alpha;
+  weft_init fill; /* WEFT__OP_FILL's */
 } ew_job;
 
 #define EW_LOOP(T)                                                                     \
@@ -263,6 +269,15 @@ typedef struct ew_job {
   } while (0)
 
 static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
+  if (j->kind == WEFT__OP_FILL) {
+    fill_range(j->c, j->dt, lo, hi, j->fill);
+    return;
+  }
+  if (j->kind == WEFT__OP_COPY) {
+    size_t es = weft_dtype_size(j->dt);
+    memcpy((char *)j->c + (size_t)lo * es, (const char *)j->a + (size_t)lo * es, (size_t)(hi - lo) * es);
+    return;
+  }
   if (j->dt == WEFT_F32)
     EW_LOOP(float);
   else
@@ -329,7 +344,7 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     case WEFT__OP_SCALE:
     case WEFT__OP_RELU: {
       int binary = nd->kind == WEFT__OP_ADD || nd->kind == WEFT__OP_SUB || nd->kind == WEFT__OP_MUL;
-      ew_job j = {nd->kind, dt, n, d[0], binary ? d[1] : NULL, d[binary ? 2 : 1], nd->alpha};
+      ew_job j = {nd->kind, dt, n, d[0], binary ? d[1] : NULL, d[binary ? 2 : 1], nd->alpha, nd->fill};
       elementwise(ctx, &j);
       return WEFT_OK;
     }
@@ -341,7 +356,8 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
       const weft_tensor *t1 = nd->args[1].t;
       if (d[0] == d[1] || t0->bytes == 0) return WEFT_OK;
       if (weft__tensor_contiguous(t0) && weft__tensor_contiguous(t1)) {
-        memcpy(d[1], d[0], t0->bytes);
+        ew_job j = {WEFT__OP_COPY, dt, n, d[0], NULL, d[1], 0, nd->fill};
+        elementwise(ctx, &j);
         return WEFT_OK;
       }
       /* A strided tile to or from its replica (auto placement's transfers): row by row. */
@@ -350,9 +366,11 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
       for (int64_t r = 0; r < t0->shape[0]; r++) memcpy((char *)d[1] + (size_t)r * ld, (const char *)d[0] + (size_t)r * ls, row);
       return WEFT_OK;
     }
-    case WEFT__OP_FILL:
-      if (t0->bytes) weft__cpu_fill(d[0], dt, n, nd->fill);
+    case WEFT__OP_FILL: {
+      ew_job j = {WEFT__OP_FILL, dt, n, NULL, NULL, d[0], 0, nd->fill};
+      if (t0->bytes) elementwise(ctx, &j);
       return WEFT_OK;
+    }
     case WEFT__OP_GEMM:
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
