@@ -573,6 +573,7 @@ static void large_elementwise_ops_are_split_the_same_on_any_workers(void **state
   (void)state;
   const int64_t n = 700000; /* three chunks and a part */
   float *got[2] = {NULL, NULL};
+  double sums[2][2];
   for (int r = 0; r < 2; r++) {
     weft_runtime *rt = tu_runtime_cpu(r ? 4 : 1);
     weft_graph *g = tu_graph(rt);
@@ -589,9 +590,17 @@ static void large_elementwise_ops_are_split_the_same_on_any_workers(void **state
     CHECK(weft_fill(g, u, weft_normal(0.5, 2.0, 77)));   /* a fill node, split */
     CHECK(weft_copy(g, u, weft_cpu(), &un));             /* a host copy, split */
     weft_tensor_keep(un);
+    weft_tensor *su = NULL, *no = NULL;
+    CHECK(weft_sum(g, un, &su)); /* reductions in a fixed blocking */
+    CHECK(weft_norm(g, un, &no));
     CHECK(weft_graph_run(g));
     float *uv = malloc((size_t)n * sizeof(float)), *want = malloc((size_t)n * sizeof(float));
     CHECK(weft_tensor_read(un, uv, (size_t)n * sizeof(float)));
+    CHECK(weft_tensor_get(su, 0, &sums[r][0]));
+    CHECK(weft_tensor_get(no, 0, &sums[r][1]));
+    double ws = 0, wn = 0;
+    for (int64_t i = 0; i < n; i++) ws += uv[i], wn += (double)uv[i] * uv[i];
+    assert_true(fabs(sums[r][0] - ws) <= 1e-6 * fabs(ws) + 1e-3 && fabs(sums[r][1] - sqrt(wn)) <= 1e-6 * sqrt(wn));
     weft_tensor *ref; /* the same initialiser applied at creation: one thread, element by element */
     CHECK(weft_tensor_create(g, "ref", WEFT_F32, 1, &n, weft_cpu(), weft_normal(0.5, 2.0, 77), &ref));
     CHECK(weft_tensor_read(ref, want, (size_t)n * sizeof(float)));
@@ -613,6 +622,7 @@ static void large_elementwise_ops_are_split_the_same_on_any_workers(void **state
     weft_runtime_destroy(rt);
   }
   assert_memory_equal(got[0], got[1], (size_t)n * sizeof(float));
+  assert_memory_equal(sums[0], sums[1], sizeof sums[0]); /* the same bits on 1 and 4 workers */
   free(got[0]);
   free(got[1]);
 }

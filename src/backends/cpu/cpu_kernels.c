@@ -215,7 +215,8 @@ static int linear_algebra(weft_kernel_ctx *ctx) {
   }
 }
 
-static double reduce(const void *x, int dtype, int64_t n, int squares) {
+/* The sum (of squares) of n elements from x, in double. */
+static double sum_of(const void *x, int dtype, int64_t n, int squares) {
   double acc = 0;
   if (dtype == WEFT_F32) {
     const float *p = x;
@@ -230,7 +231,42 @@ static double reduce(const void *x, int dtype, int64_t n, int squares) {
     else
       ELEMENTWISE(double, n, acc += p[i]);
   }
-  return squares ? sqrt(acc) : acc;
+  return acc;
+}
+
+/* A reduction in a fixed blocking: each chunk of RED_CHUNK elements summed alone (by whichever
+ * worker takes it, weft__ctx_parallel), the chunks' sums then added in order, so the bits do
+ * not depend on the number of workers. A tensor of one chunk sums as one loop. */
+enum { RED_CHUNK = 1 << 18 };
+
+typedef struct red_job {
+  const void *x;
+  int dtype, squares;
+  int64_t n;
+  double *part;
+} red_job;
+
+static void red_tile(void *arg, uint32_t tile) {
+  const red_job *j = arg;
+  int64_t lo = (int64_t)tile * RED_CHUNK, hi = lo + RED_CHUNK < j->n ? lo + RED_CHUNK : j->n;
+  j->part[tile] = sum_of((const char *)j->x + (size_t)lo * weft_dtype_size(j->dtype), j->dtype, hi - lo, j->squares);
+}
+
+static int reduce(weft_kernel_ctx *ctx, const void *x, int dtype, int64_t n, int squares, double *out) {
+  uint32_t tiles = (uint32_t)((n + RED_CHUNK - 1) / RED_CHUNK);
+  double acc = 0;
+  if (tiles <= 1) {
+    acc = sum_of(x, dtype, n, squares);
+  } else {
+    double *part = weft__malloc(tiles * sizeof *part);
+    if (part == NULL) return weft_ctx_fail(ctx, "no host memory for a reduction's %u partial sums", tiles);
+    red_job j = {x, dtype, squares, n, part};
+    weft__ctx_parallel(ctx, tiles, red_tile, &j);
+    for (uint32_t t = 0; t < tiles; t++) acc += part[t];
+    weft__free(part);
+  }
+  *out = squares ? sqrt(acc) : acc;
+  return WEFT_OK;
 }
 
 static void store_scalar(void *out, int dtype, double v) {
@@ -349,9 +385,12 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
       return WEFT_OK;
     }
     case WEFT__OP_SUM:
-    case WEFT__OP_NORM:
-      store_scalar(d[1], dt, reduce(d[0], dt, n, nd->kind == WEFT__OP_NORM));
-      return WEFT_OK;
+    case WEFT__OP_NORM: {
+      double v = 0;
+      int rc = reduce(ctx, d[0], dt, n, nd->kind == WEFT__OP_NORM, &v);
+      if (rc == WEFT_OK) store_scalar(d[1], dt, v);
+      return rc;
+    }
     case WEFT__OP_COPY: {
       const weft_tensor *t1 = nd->args[1].t;
       if (d[0] == d[1] || t0->bytes == 0) return WEFT_OK;
