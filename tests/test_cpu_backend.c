@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "backends/backend.h"
 #include "util/philox.h"
 
 /* (cblas.h for a reference product computed in one BLAS call.) */
@@ -627,6 +628,44 @@ static void large_elementwise_ops_are_split_the_same_on_any_workers(void **state
   free(got[1]);
 }
 
+/* The vectorised generator (cpu_fill.c: AVX-512, AVX2 or scalar, by the CPU) writes the
+ * documented formula's bits for any span of a tensor: starts not on a batch, short and long
+ * spans, indices past 2^32 (the counter's upper word), both dtypes, uniform and normal; every
+ * variant this CPU can run. */
+static void random_fills_match_the_formula_anywhere(void **state) {
+  (void)state;
+  enum { M = 300 };
+  static const int64_t firsts[] = {0, 1, 63, 64, 1000003, ((int64_t)1 << 32) - 70, ((int64_t)1 << 33) + 5};
+  static const int64_t counts[] = {1, 7, 64, 65, M};
+  static const char *variants[] = {"scalar", "avx2", "avx512"};
+  const char *best = weft__cpu_fill_variant();
+  double d[M];
+  float f[M];
+  for (int v = 0; v < 3; v++) {
+    if (!weft__cpu_fill_select(variants[v])) continue; /* not on this CPU */
+    for (int kind = 0; kind < 2; kind++) {
+      weft_init in = kind == 0 ? weft_uniform(-2.5, 7, 0x1234567890abcdefull) : weft_normal(0.25, 3, 99);
+      for (size_t a = 0; a < sizeof firsts / sizeof firsts[0]; a++)
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+          int64_t first = firsts[a], n = counts[c];
+          weft__cpu_fill_at(d, WEFT_F64, first, n, in);
+          weft__cpu_fill_at(f, WEFT_F32, first, n, in);
+          for (int64_t k = 0; k < n; k++) {
+            double u1, u2;
+            weft__philox_uniform2((uint64_t)(first + k), in.seed, &u1, &u2);
+            double want = kind == 0 ? in.a + (in.b - in.a) * u1
+                                    : in.a + in.b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+            if (d[k] != want || f[k] != (float)want)
+              fail_msg("%s fill (%s generator), element %lld: %.17g / %.9g, want %.17g",
+                       kind == 0 ? "uniform" : "normal", variants[v], (long long)(first + k), d[k], (double)f[k],
+                       want);
+          }
+        }
+    }
+  }
+  assert_true(weft__cpu_fill_select(best));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(large_products_are_tiled_the_same_on_any_workers),
@@ -639,6 +678,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(reductions_against_reference, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(copies, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(fills, tu_setup, tu_teardown),
+      cmocka_unit_test(random_fills_match_the_formula_anywhere),
       cmocka_unit_test_setup_teardown(kernel_context, tu_setup, tu_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -272,5 +272,13 @@ int weft__cpu_blas_enter(void);
 void weft__cpu_blas_leave(int locked);
 /* Applies `init` to n elements of dtype at p (element indices start at 0). */
 void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init);
+/* Writes elements first .. first + n - 1 of a tensor initialised by `init` to dst[0 .. n - 1]
+ * (cpu_fill.c): the values of weft__cpu_fill's elements of those indices. */
+void weft__cpu_fill_at(void *dst, int dtype, int64_t first, int64_t n, weft_init init);
+/* The generator's variant this CPU runs: "avx512", "avx2" or "scalar" (the best the CPU has,
+ * unless weft__cpu_fill_select chose one: the tests compare them; returns 0 if the CPU lacks
+ * it). */
+const char *weft__cpu_fill_variant(void);
+int weft__cpu_fill_select(const char *variant);
 
 #endif

@@ -58,6 +58,36 @@ static int host_alloc(weft_graph *g, weft_tensor *t) {
   return WEFT_OK;
 }
 
+/* A host tensor's initialiser, in chunks of FILL_CHUNK elements that the idle workers share
+ * with the caller (at most `intra` threads, the caller included, like one op's tiles): each
+ * element's value depends on its index alone (cpu_fill.c), and the chunks' pages are first
+ * touched by the threads that write them. */
+enum { FILL_CHUNK = 1 << 18 };
+
+typedef struct fill_job {
+  char *p;
+  int dtype;
+  int64_t n;
+  weft_init init;
+} fill_job;
+
+static void fill_tile(void *arg, uint32_t tile) {
+  const fill_job *j = arg;
+  int64_t lo = (int64_t)tile * FILL_CHUNK, hi = lo + FILL_CHUNK < j->n ? lo + FILL_CHUNK : j->n;
+  weft__cpu_fill_at(j->p + (size_t)lo * weft_dtype_size(j->dtype), j->dtype, lo, hi - lo, j->init);
+}
+
+static void host_fill(weft_tensor *t) {
+  weft_runtime *rt = t->graph->rt;
+  fill_job j = {t->data, t->dtype, t->numel, t->init};
+  uint32_t tiles = (uint32_t)((t->numel + FILL_CHUNK - 1) / FILL_CHUNK);
+  uint32_t helpers = (uint32_t)rt->intra - 1;
+  if (tiles > 1 && helpers > 0)
+    weft__pool_parallel(rt->pool, tiles, helpers < tiles - 1 ? helpers : tiles - 1, fill_tile, &j);
+  else
+    weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
+}
+
 int weft__storage_prepare(weft_tensor *t) {
   int rc;
   weft_graph *g = t->graph;
@@ -86,7 +116,7 @@ int weft__storage_prepare(weft_tensor *t) {
   if (!t->initialised) {
     if (t->storage_kind == WEFT__S_EMPTY) {
     } else if (t->device.kind == WEFT_DEVICE_CPU) {
-      weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
+      host_fill(t);
     } else {
       weft__backend *b = weft__backend_for(g->rt, t->device);
       if ((rc = b->vt->init_tensor(b, t)) != WEFT_OK) return rc;

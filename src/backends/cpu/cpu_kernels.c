@@ -1,8 +1,9 @@
-/* cpu_kernels.c — the CPU implementation of every built-in op, and the initialisers.
+/* cpu_kernels.c — the CPU implementation of every built-in op (the initialisers are
+ * cpu_fill.c's).
  *
  * GEMM goes to the CBLAS of the BLAS weft links (the library made for it; which library is
  * really loaded, its threads, and the lock a library that is not thread-safe needs, are
- * cpu_blas.c's); elementwise ops, reductions and fills are plain loops. Every kernel is
+ * cpu_blas.c's); elementwise ops and reductions are plain loops. Every kernel is
  * deterministic for a given thread count: the differential oracle compares the scheduler with a
  * serial interpreter bit for bit, and both call these kernels. Reductions accumulate in double,
  * for f32 too.
@@ -14,50 +15,6 @@
 #include <string.h>
 
 #include "backends/backend.h"
-#include "util/philox.h"
-
-#define ELEMENTWISE(T, n, expr)                  \
-  do {                                           \
-    for (int64_t i = 0; i < (n); i++) expr;      \
-  } while (0)
-
-/* Elements [lo, hi) of a fill: each element's value depends on its index alone. */
-static void fill_range(void *p, int dtype, int64_t lo, int64_t hi, weft_init init) {
-  if (init.kind == WEFT_INIT_ZEROS) {
-    size_t es = weft_dtype_size(dtype);
-    memset((char *)p + (size_t)lo * es, 0, (size_t)(hi - lo) * es);
-    return;
-  }
-  for (int64_t i = lo; i < hi; i++) {
-    double v;
-    switch (init.kind) {
-      case WEFT_INIT_ONES:
-        v = 1.0;
-        break;
-      case WEFT_INIT_FULL:
-        v = init.a;
-        break;
-      case WEFT_INIT_UNIFORM: {
-        double u1, u2;
-        weft__philox_uniform2((uint64_t)i, init.seed, &u1, &u2);
-        v = init.a + (init.b - init.a) * u1;
-        break;
-      }
-      default: { /* normal */
-        double u1, u2;
-        weft__philox_uniform2((uint64_t)i, init.seed, &u1, &u2);
-        v = init.a + init.b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
-        break;
-      }
-    }
-    if (dtype == WEFT_F32)
-      ((float *)p)[i] = (float)v;
-    else
-      ((double *)p)[i] = v;
-  }
-}
-
-void weft__cpu_fill(void *p, int dtype, int64_t n, weft_init init) { fill_range(p, dtype, 0, n, init); }
 
 /* A product of m x n x k, split into tiles of the result: square tiles of `side` rows and
  * columns (the last ones smaller), each computed by one BLAS call over the whole of k. The tiles
@@ -215,23 +172,56 @@ static int linear_algebra(weft_kernel_ctx *ctx) {
   }
 }
 
-/* The sum (of squares) of n elements from x, in double. */
+/* The sum (of squares) of n elements from x, in double, in 16 running sums (element i into sum
+ * i mod 16, the last n mod 16 elements into the first ones), added pairwise at the end: a fixed
+ * order whatever the CPU, written with vector types so that it runs in the CPU's widest
+ * vectors (one running sum would wait out an add's latency at every element). */
+typedef double v8d __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+
+#define SUM16(T, square)                                                        \
+  do {                                                                          \
+    const T *p = x;                                                             \
+    for (; i + 16 <= n; i += 16) {                                              \
+      v8d lo, hi;                                                               \
+      if (sizeof(T) == 4) {                                                     \
+        v8f f0, f1;                                                             \
+        memcpy(&f0, p + i, sizeof f0);                                          \
+        memcpy(&f1, p + i + 8, sizeof f1);                                      \
+        lo = __builtin_convertvector(f0, v8d);                                  \
+        hi = __builtin_convertvector(f1, v8d);                                  \
+      } else {                                                                  \
+        memcpy(&lo, p + i, sizeof lo);                                          \
+        memcpy(&hi, p + i + 8, sizeof hi);                                      \
+      }                                                                         \
+      a0 += square ? lo * lo : lo;                                              \
+      a1 += square ? hi * hi : hi;                                              \
+    }                                                                           \
+    for (int l = 0; i < n; i++, l++) {                                          \
+      double v = (double)p[i];                                                  \
+      if (l < 8)                                                                \
+        a0[l] += square ? v * v : v;                                            \
+      else                                                                      \
+        a1[l - 8] += square ? v * v : v;                                        \
+    }                                                                           \
+  } while (0)
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 static double sum_of(const void *x, int dtype, int64_t n, int squares) {
-  double acc = 0;
-  if (dtype == WEFT_F32) {
-    const float *p = x;
-    if (squares)
-      ELEMENTWISE(float, n, acc += (double)p[i] * p[i]);
-    else
-      ELEMENTWISE(float, n, acc += p[i]);
-  } else {
-    const double *p = x;
-    if (squares)
-      ELEMENTWISE(double, n, acc += p[i] * p[i]);
-    else
-      ELEMENTWISE(double, n, acc += p[i]);
-  }
-  return acc;
+  v8d a0 = {0}, a1 = {0};
+  int64_t i = 0;
+  if (dtype == WEFT_F32 && squares)
+    SUM16(float, 1);
+  else if (dtype == WEFT_F32)
+    SUM16(float, 0);
+  else if (squares)
+    SUM16(double, 1);
+  else
+    SUM16(double, 0);
+  v8d s = a0 + a1;
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 /* A reduction in a fixed blocking: each chunk of RED_CHUNK elements summed alone (by whichever
@@ -306,7 +296,7 @@ typedef struct ew_job {
 
 static void ew_range(const ew_job *j, int64_t lo, int64_t hi) {
   if (j->kind == WEFT__OP_FILL) {
-    fill_range(j->c, j->dt, lo, hi, j->fill);
+    weft__cpu_fill_at((char *)j->c + (size_t)lo * weft_dtype_size(j->dt), j->dt, lo, hi - lo, j->fill);
     return;
   }
   if (j->kind == WEFT__OP_COPY) {
