@@ -366,14 +366,18 @@ static void trace_is_chrome_trace_json(void **state) {
   json_t *j = parse_json(text, len);
   json_t *ev = json_object_get(j, "traceEvents");
   assert_true(json_is_array(ev));
-  size_t slices = 0, threads = 0, starts = 0, finishes = 0, counters = 0, i;
+  size_t slices = 0, threads = 0, starts = 0, finishes = 0, counters = 0, setup = 0, i;
   long long id_sum_s = 0, id_sum_f = 0;
   json_t *e;
   json_array_foreach(ev, i, e) {
     const char *ph = json_string_value(json_object_get(e, "ph"));
     assert_non_null(ph);
     assert_true(json_is_integer(json_object_get(e, "pid")));
-    if (strcmp(ph, "X") == 0) {
+    if (strcmp(ph, "X") == 0 && strcmp(json_string_value(json_object_get(e, "cat")), "setup") == 0) {
+      setup++; /* the run's setup: before the nodes */
+      assert_true(json_number_value(json_object_get(e, "ts")) >= 0);
+      assert_int_equal(json_integer_value(json_object_get(e, "pid")), 1);
+    } else if (strcmp(ph, "X") == 0) {
       slices++;
       assert_true(json_is_number(json_object_get(e, "ts")));
       assert_true(json_number_value(json_object_get(e, "dur")) >= 0);
@@ -388,9 +392,11 @@ static void trace_is_chrome_trace_json(void **state) {
       assert_true(json_is_integer(json_object_get(args, "bytes")));
     } else if (strcmp(ph, "M") == 0 &&
                strcmp(json_string_value(json_object_get(e, "name")), "thread_name") == 0) {
-      threads++;
-      assert_true(tu_contains(json_string_value(json_object_get(json_object_get(e, "args"), "name")),
-                              "cpu worker"));
+      const char *name = json_string_value(json_object_get(json_object_get(e, "args"), "name"));
+      if (strcmp(name, "setup (before the first node)") != 0) {
+        threads++;
+        assert_true(tu_contains(name, "cpu worker"));
+      }
     } else if (strcmp(ph, "s") == 0) {
       starts++;
       id_sum_s += json_integer_value(json_object_get(e, "id"));
@@ -404,6 +410,8 @@ static void trace_is_chrome_trace_json(void **state) {
   }
   assert_int_equal(slices, 7);
   assert_int_equal(threads, 2);
+  assert_int_equal(setup, weft_run_stats_setup(st, NULL));
+  assert_true(setup >= 2); /* the plan and the backends' start at least */
   /* The join runs after one chain on that chain's worker: exactly one edge crosses lanes. */
   weft_stats_summary s = tr_summary(st);
   assert_int_equal(s.events, 1);
@@ -1019,6 +1027,64 @@ static void serialised_copy_accounting(void **state) {
   weft__rep_free(r);
 }
 
+/* The setup before a run's first node: the runtime's creation in its first run only, the plan,
+ * each tensor materialised with its bytes (the first run), none on a replay; the nodes start
+ * after it in the trace, and the summary's totals add up the steps. */
+static void setup_is_reported(void **state) {
+  (void)state;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.max_gpus = 0;
+  o.flags = WEFT_RUNTIME_QUIET;
+  weft_runtime *rt;
+  CHECK(weft_runtime_create(&o, &rt));
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x, *y = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){512, 512}, weft_cpu(), weft_uniform(-1, 1, 5), &x));
+  CHECK(weft_scale(g, x, 2.0, &y));
+  for (int run = 0; run < 2; run++) {
+    weft_run_stats *st = tr_run_stats(g);
+    weft_stats_summary s = tr_summary(st);
+    const weft_setup_step *steps;
+    size_t n = weft_run_stats_setup(st, &steps), runtime = 0, plans = 0, tensors = 0;
+    double last_end = 0;
+    for (size_t i = 0; i < n; i++) {
+      assert_true(steps[i].start_s >= last_end - 1e-12 && steps[i].end_s >= steps[i].start_s); /* in order */
+      last_end = steps[i].end_s;
+      runtime += strcmp(steps[i].kind, "runtime") == 0;
+      plans += strcmp(steps[i].kind, "plan") == 0;
+      if (strcmp(steps[i].kind, "tensor") == 0) {
+        tensors++;
+        assert_non_null(steps[i].what);
+        assert_true(strcmp(steps[i].what, "x") == 0 || steps[i].bytes == 512 * 512 * 4);
+        assert_int_equal(steps[i].device.kind, WEFT_DEVICE_CPU);
+      }
+    }
+    assert_true(last_end <= s.setup_s + 1e-9);
+    assert_int_equal(plans, 1);
+    assert_int_equal(s.setup_tensors, tensors);
+    if (run == 0) {
+      assert_true(runtime >= 2 && s.setup_runtime_s > 0); /* backends, BLAS, pool */
+      assert_int_equal(tensors, 2);                          /* x and y */
+      assert_int_equal(s.setup_bytes, 2 * 512 * 512 * 4);
+    } else {
+      assert_int_equal(runtime, 0);
+      assert_int_equal(tensors, 0);
+      assert_true(s.setup_runtime_s == 0 && s.setup_bytes == 0);
+    }
+    /* The text summary says it. */
+    char *text = render(st, WEFT_REPORT_TEXT, &(size_t){0});
+    assert_true(tu_contains(text, "setup: "));
+    assert_true(tu_contains(text, run == 0 ? "2 tensors materialised" : "before the first node"));
+    free(text);
+    weft_run_stats_destroy(st);
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(covered_counts_the_union_once),
@@ -1033,6 +1099,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(hidden_fraction_matches_the_intervals, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(failed_runs_report_what_ran, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(stats_json_has_the_documented_keys, tu_setup, tu_teardown),
+      cmocka_unit_test(setup_is_reported),
       cmocka_unit_test_setup_teardown(trace_is_chrome_trace_json, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(svg_has_one_bar_per_node, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(svg_merges_bars_thinner_than_a_pixel, tu_setup, tu_teardown),

@@ -48,7 +48,10 @@ static void summary_on_stderr_unless_quiet(void **state) {
   tp_run(&r, NULL, NULL, T, (const char *[]){"run", "--stats", "--workers", "2", "--repeat", "3", prog(), NULL});
   assert_int_equal(r.code, 0);
   assert_true(tp_has(r.out, "f32[64, 64]"));
-  assert_int_equal(count(r.err, "run: "), 1); /* the last run only */
+  assert_int_equal(count(r.err, "run: "), 2); /* the last run, and the first run's setup */
+  assert_true(tp_has(r.err, "first run: setup "));
+  assert_true(tp_has(r.err, "runtime creation"));
+  assert_int_equal(count(r.err, "\nsetup: "), 1); /* the last run's setup */
   assert_true(tp_has(r.err, "critical path"));
   assert_true(tp_has(r.err, "cpu worker 0"));
   assert_true(tp_has(r.err, "hidden behind compute"));
@@ -80,17 +83,41 @@ static void json_trace_and_timeline(void **state) {
   assert_true(json_is_array(json_object_get(st, "lanes")));
   assert_true(json_is_object(json_object_get(st, "peak_bytes")));
   assert_true(json_is_object(json_object_get(doc, "outputs")));
+  /* The first run of the command's runtime: its setup has the runtime's creation, the plan and
+   * the program's tensors (6 inputs and results on the host). */
+  json_t *setup = json_object_get(st, "setup"), *steps = json_object_get(setup, "steps");
+  assert_true(json_number_value(json_object_get(setup, "total_s")) > 0);
+  assert_true(json_number_value(json_object_get(setup, "runtime_s")) > 0);
+  assert_true(json_integer_value(json_object_get(setup, "tensors")) > 0);
+  size_t nsteps = json_array_size(steps), kinds[3] = {0}, k;
+  json_t *step;
+  json_array_foreach(steps, k, step) {
+    const char *kind = json_string_value(json_object_get(step, "kind"));
+    kinds[0] += strcmp(kind, "runtime") == 0;
+    kinds[1] += strcmp(kind, "plan") == 0;
+    kinds[2] += strcmp(kind, "tensor") == 0;
+    assert_true(json_number_value(json_object_get(step, "end_s")) >= json_number_value(json_object_get(step, "start_s")));
+  }
+  assert_true(kinds[0] >= 2 && kinds[1] == 1);
+  assert_int_equal(kinds[2], json_integer_value(json_object_get(setup, "tensors")));
   json_decref(doc);
   tp_out_fini(&r);
 
   json_error_t e;
   json_t *tr = json_load_file(trace, 0, &e);
   if (tr == NULL) fail_msg("%s: %s", trace, e.text);
-  size_t slices = 0, i;
+  size_t slices = 0, setup_slices = 0, i;
   json_t *ev;
-  json_array_foreach(json_object_get(tr, "traceEvents"), i, ev)
-    slices += strcmp(json_string_value(json_object_get(ev, "ph")), "X") == 0;
+  json_array_foreach(json_object_get(tr, "traceEvents"), i, ev) {
+    if (strcmp(json_string_value(json_object_get(ev, "ph")), "X") != 0) continue;
+    const char *cat = json_string_value(json_object_get(ev, "cat"));
+    if (strcmp(cat, "setup") == 0)
+      setup_slices++;
+    else
+      slices++;
+  }
   assert_int_equal(slices, 12);
+  assert_int_equal(setup_slices, nsteps); /* every setup step is a slice of the trace */
   json_decref(tr);
   FILE *f = fopen(svg, "r");
   assert_non_null(f);

@@ -91,10 +91,34 @@ typedef struct weft_stats_summary {
   uint64_t bytes_h2d, bytes_d2h; /* bytes the copies that ran moved: host to device, device to
                                     host, */
   uint64_t bytes_peer, bytes_local; /* between two GPUs, and within one device */
+  /* The run's setup: what happened between the launch call and the launch of its first node
+   * (auto placement, the plan, tensors given storage and initial contents, the backends' start
+   * of the run) and, in a runtime's first run, the runtime's creation (device contexts, library
+   * handles, the worker pool). weft_run_stats_setup lists its steps. */
+  double setup_s;              /* all of it: the run's first node starts setup_s after it begins */
+  double setup_runtime_s;      /* the runtime's creation (0 but in its first run) */
+  double setup_tensors_s;      /* tensors given storage or initialised */
+  size_t setup_tensors;        /* ... how many */
+  uint64_t setup_bytes;        /* ... their bytes */
 } weft_stats_summary;
 
 /* Fills *out. Thread-safe: yes (the snapshot is read-only). */
 WEFT_API void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out);
+
+/* A step of a run's setup (weft_stats_summary.setup_s), in the order they happened. */
+typedef struct weft_setup_step {
+  const char *kind;       /* "runtime", "place", "plan", "tensor" or "backends" */
+  const char *what;       /* runtime: what was made; tensor: the tensor's name; else NULL */
+  weft_device device;     /* tensor: its device */
+  uint64_t bytes;         /* tensor: its bytes */
+  int pinned;             /* tensor: 1 if in pinned host memory (copies to GPUs are asynchronous) */
+  double start_s, end_s;  /* from the setup's start (the runtime's steps laid end to end before
+                             the launch call) */
+} weft_setup_step;
+
+/* The run's setup steps: *steps points into the snapshot (valid until it is destroyed); returns
+ * their count. Thread-safe: yes. */
+WEFT_API size_t weft_run_stats_setup(const weft_run_stats *st, const weft_setup_step **steps);
 
 /* What the CPU worker pool did from a run's launch to its end: counted pool-wide, so runs in
  * flight at the same time share their counts. These say where a short run's time went: a

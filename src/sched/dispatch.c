@@ -337,6 +337,41 @@ int weft__run_latest_plan(const weft_run *run, const char *what, const weft__pla
   return WEFT_OK;
 }
 
+/* A setup step of `kind` from t0 to now. */
+static int setup_step(weft__vec *setup, int kind, uint64_t t0) {
+  weft__setup_rec rec = {.t0 = t0, .t1 = weft__clock_now(), .kind = (uint8_t)kind, .tensor = UINT32_MAX};
+  return weft__vec_push(setup, &rec);
+}
+
+/* Gives the run its setup (`setup` is left empty), with times from the setup's start: on the
+ * runtime's first run its creation first, its steps laid end to end just before the launch
+ * call (what came between is the application's), then the launch's steps. */
+static void setup_take(weft_runtime *rt, weft__vec *setup, uint64_t t_enter, weft_run *r) {
+  uint64_t before = 0;
+  int first = atomic_exchange_explicit(&rt->setup_told, 1, memory_order_acq_rel) == 0;
+  const weft__setup_rec *made = rt->setup.data;
+  if (first)
+    for (size_t i = 0; i < rt->setup.len; i++) before += made[i].t1 - made[i].t0;
+  weft__setup_rec *mine = setup->data;
+  for (size_t i = 0; i < setup->len; i++) {
+    mine[i].t0 = before + (mine[i].t0 - t_enter);
+    mine[i].t1 = before + (mine[i].t1 - t_enter);
+  }
+  r->setup_ns = before + (r->t_launch - t_enter);
+  r->setup = *setup; /* moved */
+  weft__vec_init(setup, sizeof(weft__setup_rec));
+  r->setup_runtime = first ? made : NULL;
+  r->nsetup_runtime = first ? rt->setup.len : 0;
+}
+
+/* Ends the run on backends [0, nb) after a failed launch. */
+static void end_backends(weft_runtime *rt, weft__plan *pl, weft_run *r, int nb) {
+  for (int k = 0; k < nb; k++)
+    if (rt->backends[k].vt->run_end != NULL) rt->backends[k].vt->run_end(&rt->backends[k], pl, r);
+  weft__cond_destroy(&r->cond);
+  weft__mutex_destroy(&r->lock);
+}
+
 static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out) {
   if (program == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_launch: NULL argument");
   int expected = 0;
@@ -345,13 +380,21 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
     return weft__err(WEFT_EBUSY, "weft_graph_launch: a run of this graph is already in flight");
   int rc;
   weft_run *r = NULL;
+  weft__vec setup; /* what happens before the first node, as it happens */
+  weft__vec_init(&setup, sizeof(weft__setup_rec));
+  uint64_t t_enter = weft__clock_now();
   /* A program with auto devices runs as its placed graph (src/sched/plan/place.c), which only
    * its runs use: it is idle whenever the program is. */
   weft_graph *g = program;
   if ((rc = weft__place(program, &g)) != WEFT_OK) goto fail;
-  if (g != program) atomic_store_explicit(&g->busy, 1, memory_order_relaxed);
+  if (g != program) {
+    atomic_store_explicit(&g->busy, 1, memory_order_relaxed);
+    if ((rc = setup_step(&setup, WEFT__SETUP_PLACE, t_enter)) != WEFT_OK) goto fail;
+  }
+  uint64_t t_plan = weft__clock_now();
   if ((rc = weft__plan_build(g)) != WEFT_OK) goto fail;
-  if ((rc = weft__storage_materialise(g)) != WEFT_OK) goto fail;
+  if ((rc = setup_step(&setup, WEFT__SETUP_PLAN, t_plan)) != WEFT_OK) goto fail;
+  if ((rc = weft__storage_materialise(g, &setup)) != WEFT_OK) goto fail;
   /* The placed graph's twins gave every tensor of the program its storage. */
   if (g != program) program->materialised = program->tensors.len;
   /* A run holds 64-byte-aligned counters; the allocator hook only promises malloc's alignment. */
@@ -369,8 +412,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   weft__plan *pl = g->plan;
   weft_runtime *rt = g->rt;
   r->id = weft__timing_run_begin(pl);
-  weft__pool_counts(rt->pool, &r->pool_launch);
-  r->t_launch = weft__clock_now();
+  uint64_t t_backends = weft__clock_now();
   r->graph = g;
   r->program = program;
   if (g != program) atomic_fetch_add_explicit(&g->handles, 1, memory_order_relaxed);
@@ -384,13 +426,17 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
       rc = WEFT_OK;
     }
     if (rc != WEFT_OK) {
-      for (int k = 0; k < b; k++)
-        if (rt->backends[k].vt->run_end != NULL) rt->backends[k].vt->run_end(&rt->backends[k], pl, r);
-      weft__cond_destroy(&r->cond);
-      weft__mutex_destroy(&r->lock);
+      end_backends(rt, pl, r, b);
       goto fail;
     }
   }
+  if (rt->nbackends > 0 && (rc = setup_step(&setup, WEFT__SETUP_BACKENDS, t_backends)) != WEFT_OK) {
+    end_backends(rt, pl, r, rt->nbackends);
+    goto fail;
+  }
+  weft__pool_counts(rt->pool, &r->pool_launch);
+  r->t_launch = weft__clock_now();
+  setup_take(rt, &setup, t_enter, r);
   r->cb = cb;
   r->cb_arg = arg;
   r->failed_node = UINT32_MAX;
@@ -415,6 +461,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   }
   return WEFT_OK;
 fail:
+  weft__vec_fini(&setup);
   weft__aligned_free(r);
   atomic_store_explicit(&g->busy, 0, memory_order_release);
   atomic_store_explicit(&program->busy, 0, memory_order_release);
@@ -482,6 +529,7 @@ void weft_run_destroy(weft_run *r) {
   int rc = weft_run_wait(r); /* the status is the caller's to have read already */
   (void)rc;
   if (r->graph != r->program) atomic_fetch_sub_explicit(&r->graph->handles, 1, memory_order_release);
+  weft__vec_fini(&r->setup);
   weft__cond_destroy(&r->cond);
   weft__mutex_destroy(&r->lock);
   weft__aligned_free(r);

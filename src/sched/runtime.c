@@ -51,6 +51,16 @@ static int add_backend(weft_runtime *rt, const weft__backend_vtable *vt, const w
   return WEFT_OK;
 }
 
+/* A step of the runtime's creation from *t0 to now (its first run shows them); *t0 becomes now.
+ * On a failed allocation the step goes unrecorded: it is a report, not a result. */
+static void made(weft_runtime *rt, const char *what, uint64_t *t0) {
+  weft__setup_rec rec = {.t0 = *t0, .t1 = weft__clock_now(), .kind = WEFT__SETUP_RUNTIME, .tensor = UINT32_MAX,
+                         .what = what};
+  int rc = weft__vec_push(&rt->setup, &rec);
+  (void)rc;
+  *t0 = rec.t1;
+}
+
 int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if (out == NULL) return weft__err(WEFT_EINVAL, "weft_runtime_create: out is NULL");
   weft__clock_init(); /* the clock's anchor: its first calibration window starts now */
@@ -89,6 +99,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   rt->intra = intra;
   atomic_init(&rt->graphs, 0);
   weft__vec_init(&rt->ops, sizeof(weft_op *));
+  weft__vec_init(&rt->setup, sizeof(weft__setup_rec));
+  uint64_t t0 = weft__clock_now();
   if ((rc = weft__mutex_init(&rt->ops_lock)) != WEFT_OK) {
     weft__free(rt);
     return rc;
@@ -101,6 +113,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     goto fail;
   }
   if (o.profile != NULL && (rc = weft__place_model_load(rt)) != WEFT_OK) goto fail;
+  if (o.profile != NULL) made(rt, "the placement profile", &t0);
   if (o.simulate != NULL) {
     /* A simulated machine: one backend stands for its host and all its GPUs, so that every
      * node is priced in the same virtual time (src/backends/sim). */
@@ -109,12 +122,15 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     rt->by_kind[WEFT_DEVICE_CPU] = sb;
     if (sb->vt->device_count(sb) > 0) rt->by_kind[WEFT_DEVICE_CUDA] = sb;
     rt->pinned = sb;
+    made(rt, "the simulated machine", &t0);
   } else {
     if ((rc = add_backend(rt, &weft__cpu_backend, &o)) != WEFT_OK) goto fail;
     rt->by_kind[WEFT_DEVICE_CPU] = &rt->backends[0];
+    made(rt, "the CPU backend", &t0);
 #if WEFT_HAVE_CUDA
     if (o.max_gpus != 0) {
       if ((rc = add_backend(rt, &weft__cuda_backend, &o)) != WEFT_OK) goto fail;
+      made(rt, "the CUDA backend: device contexts, streams, cuBLAS and cuSOLVER handles, memory pools", &t0);
       weft__backend *cb = &rt->backends[rt->nbackends - 1];
       if (cb->vt->device_count(cb) > 0) {
         rt->by_kind[WEFT_DEVICE_CUDA] = cb;
@@ -134,10 +150,13 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
    * then each BLAS call is held to one thread (weft splits large ones) and a threaded OpenBLAS's
    * pool, stopped when weft loaded, is stopped again should the application have restarted it;
    * the probe after it reports that. */
+  t0 = weft__clock_now();
   weft__cpu_blas_probe(&rt->blas);
   weft__cpu_set_blas_threads(1);
   weft__cpu_blas_probe(&rt->blas);
+  made(rt, "the BLAS: its build probed, held to one thread a call", &t0);
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
+  made(rt, "the CPU worker pool", &t0);
   *out = rt;
   return WEFT_OK;
 fail:
@@ -149,6 +168,7 @@ fail:
   weft__learned_free(rt);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->ops);
+  weft__vec_fini(&rt->setup);
   weft__free(rt);
   return rc;
 }
@@ -172,6 +192,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
   weft__free(rt->place_profile);
   weft__learned_free(rt);
   weft__mutex_destroy(&rt->ops_lock);
+  weft__vec_fini(&rt->setup);
   weft__free(rt);
 }
 

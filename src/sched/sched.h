@@ -23,6 +23,20 @@ int weft__blockpool_create(weft__blockpool **out);
 void weft__blockpool_destroy(weft__blockpool *p);
 const weft__mem *weft__blockpool_mem(weft__blockpool *p);
 
+/* A step of what happens before a run's first node (its "setup", shown by the statistics, the
+ * trace and the timeline): the runtime's creation (reported with the runtime's first run),
+ * auto placement, the plan, each tensor given storage or initialised, the backends' start of
+ * the run. */
+enum { WEFT__SETUP_RUNTIME, WEFT__SETUP_PLACE, WEFT__SETUP_PLAN, WEFT__SETUP_TENSOR, WEFT__SETUP_BACKENDS };
+typedef struct weft__setup_rec {
+  uint64_t t0, t1;    /* weft__clock_now() when recorded; ns from the setup's start in a run */
+  uint64_t bytes;     /* TENSOR: its bytes */
+  uint32_t tensor;    /* TENSOR: its id in the run's graph */
+  uint8_t kind;
+  uint8_t pinned;     /* TENSOR: in pinned host memory */
+  const char *what;   /* RUNTIME: what was made (a static string) */
+} weft__setup_rec;
+
 struct weft_runtime {
   weft_runtime_options opts;
   int cores;
@@ -41,6 +55,8 @@ struct weft_runtime {
   struct weft__cost_model *place_model; /* auto placement's prices, made at its first use (ops_lock) */
   char *place_profile;                  /* ... from this profile (a path or a shipped name) */
   struct weft__learned *learned;        /* ... refined by measured node times (place.c; ops_lock) */
+  weft__vec setup;      /* weft__setup_rec: the runtime's creation, given to its first run */
+  atomic_int setup_told; /* 1 once a run has taken `setup` */
 };
 
 /* place.c: auto placement. Where a node of a program with auto devices runs, and why. */
@@ -102,13 +118,19 @@ struct weft_run {
   uint32_t failed_node; /* UINT32_MAX: none */
   char error[1024];
   uint64_t t_launch, t_end; /* weft__clock_now() base, as the node times */
+  weft__vec setup;          /* weft__setup_rec of the launch, times from the setup's start */
+  const weft__setup_rec *setup_runtime; /* the runtime's creation (rt->setup), on its first run: */
+  size_t nsetup_runtime;    /* laid end to end from 0, before the launch's steps */
+  uint64_t setup_ns;        /* the setup's start to t_launch */
   weft_pool_counts pool_launch, pool_end; /* the pool's counts at launch and at the end */
   uint64_t id;              /* unique in the process; plan->last_run while it is the latest */
   struct weft_run *next_rootrun; /* pool's list of runs with unclaimed roots */
 };
 
 /* storage.c */
-int weft__storage_materialise(weft_graph *g);
+/* Gives every tensor of g its storage and initial contents; with `setup` not NULL, records a
+ * WEFT__SETUP_TENSOR step for each tensor it allocated or initialised. */
+int weft__storage_materialise(weft_graph *g, weft__vec *setup);
 int weft__storage_prepare(weft_tensor *t);
 void weft__storage_release_all(weft_graph *g);
 /* Releases one tensor's storage (it has none after). */

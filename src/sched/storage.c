@@ -126,13 +126,20 @@ int weft__storage_prepare(weft_tensor *t) {
   return WEFT_OK;
 }
 
-int weft__storage_materialise(weft_graph *g) {
+int weft__storage_materialise(weft_graph *g, weft__vec *setup) {
   if (g->materialised == g->tensors.len) return WEFT_OK;
   mark_pinned(g);
   weft_tensor **ts = g->tensors.data;
   for (size_t i = g->materialised; i < g->tensors.len; i++) {
-    int rc = weft__storage_prepare(ts[i]);
+    weft_tensor *t = ts[i];
+    int fresh = t->view == NULL && t->bytes > 0 && (t->storage_kind == WEFT__S_NONE || !t->initialised);
+    uint64_t t0 = fresh && setup != NULL ? weft__clock_now() : 0;
+    int rc = weft__storage_prepare(t);
     if (rc != WEFT_OK) return rc;
+    if (t0 == 0 || (t->storage_kind == WEFT__S_NONE && !t->initialised)) continue; /* deferred */
+    weft__setup_rec rec = {.t0 = t0, .t1 = weft__clock_now(), .bytes = t->bytes, .tensor = t->id,
+                           .kind = WEFT__SETUP_TENSOR, .pinned = t->storage_kind == WEFT__S_PINNED};
+    if ((rc = weft__vec_push(setup, &rec)) != WEFT_OK) return rc;
   }
   g->materialised = g->tensors.len;
   return WEFT_OK;

@@ -374,6 +374,41 @@ static void fill_model(weft_run_stats *st, const weft__plan *p, uint64_t t0, con
     }
 }
 
+/* The run's setup steps (dispatch.c's records) as the public steps. */
+static int build_setup(weft_run_stats *st, const weft_run *run) {
+  static const char *const kinds[] = {"runtime", "place", "plan", "tensor", "backends"};
+  size_t n = run->nsetup_runtime + run->setup.len;
+  st->setup_ns = run->setup_ns;
+  if (n == 0) return WEFT_OK;
+  if ((st->setup = weft__calloc(n, sizeof *st->setup)) == NULL) return weft__oom("the statistics of a run");
+  uint64_t at = 0;
+  for (size_t i = 0; i < run->nsetup_runtime; i++) { /* end to end from 0 */
+    const weft__setup_rec *x = &run->setup_runtime[i];
+    uint64_t d = x->t1 - x->t0;
+    st->setup[st->nsetup++] = (weft_setup_step){kinds[WEFT__SETUP_RUNTIME], x->what, weft_cpu(), 0, 0, sec(at), sec(at + d)};
+    at += d;
+  }
+  const weft__setup_rec *recs = run->setup.data;
+  weft_tensor **ts = st->graph->tensors.data;
+  for (size_t i = 0; i < run->setup.len; i++) {
+    const weft__setup_rec *x = &recs[i];
+    weft_setup_step *o = &st->setup[st->nsetup++];
+    *o = (weft_setup_step){kinds[x->kind], NULL, weft_cpu(), 0, 0, sec(x->t0), sec(x->t1)};
+    if (x->kind == WEFT__SETUP_TENSOR && x->tensor < st->graph->tensors.len) {
+      o->what = weft__tensor_name(ts[x->tensor]);
+      o->device = ts[x->tensor]->device;
+      o->bytes = x->bytes;
+      o->pinned = x->pinned;
+    }
+  }
+  return WEFT_OK;
+}
+
+size_t weft_run_stats_setup(const weft_run_stats *st, const weft_setup_step **steps) {
+  if (steps != NULL) *steps = st->setup;
+  return st->nsetup;
+}
+
 int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
   if (run == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_run_stats_create: NULL argument");
   *out = NULL;
@@ -421,6 +456,7 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
   if ((rc = weft__rep_analyse(st->rep)) != WEFT_OK) goto fail;
   if ((rc = build_memory(st, p, t0)) != WEFT_OK) goto fail;
   if ((rc = build_diagnostics(st)) != WEFT_OK) goto fail;
+  if ((rc = build_setup(st, run)) != WEFT_OK) goto fail;
   weft__free(codes);
   *out = st;
   return WEFT_OK;
@@ -437,6 +473,7 @@ void weft_run_stats_destroy(weft_run_stats *st) {
   weft__free(st->mem);
   weft__free(st->samples);
   weft__free(st->diag);
+  weft__free(st->setup);
   weft__free(st);
 }
 
@@ -463,6 +500,15 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
   out->lanes = r->nlanes;
   out->mem_samples_dropped = st->dropped;
   out->host_timed_nodes = st->hostside;
+  out->setup_s = sec(st->setup_ns);
+  for (size_t i = 0; i < st->nsetup; i++) {
+    const weft_setup_step *x = &st->setup[i];
+    if (x->kind[0] == 'r') out->setup_runtime_s += x->end_s - x->start_s;
+    if (x->kind[0] != 't') continue;
+    out->setup_tensors_s += x->end_s - x->start_s;
+    out->setup_tensors++;
+    out->setup_bytes += x->bytes;
+  }
   for (uint32_t i = 0; i < r->n; i++) {
     const weft__rnode *x = &r->node[i];
     if (!x->copy || x->lane == WEFT__REP_NONE) continue;
@@ -556,6 +602,59 @@ int weft__stats_stream_status(FILE *f, const char *what) {
   return WEFT_OK;
 }
 
+/* "setup: 1.21 s before the first node (runtime creation 80.2 ms; plan 0.3 ms; 3 tensors,
+ * 1.00 GiB, in 1.12 s: x 1.00 GiB cpu 1.10 s, ...)": the largest tensors by time, at most 3. */
+static void write_setup_text(const weft_run_stats *st, const weft_stats_summary *s, FILE *f) {
+  char a[32], b[32], c[32];
+  weft__fmt_time(a, sizeof a, s->setup_s);
+  fprintf(f, "setup: %s before the first node", a);
+  const char *sep = " (";
+  if (s->setup_runtime_s > 0) {
+    weft__fmt_time(b, sizeof b, s->setup_runtime_s);
+    fprintf(f, "%sruntime creation %s", sep, b);
+    sep = "; ";
+  }
+  double place = 0, plan = 0;
+  for (size_t i = 0; i < st->nsetup; i++) {
+    if (strcmp(st->setup[i].kind, "place") == 0) place += st->setup[i].end_s - st->setup[i].start_s;
+    if (strcmp(st->setup[i].kind, "plan") == 0) plan += st->setup[i].end_s - st->setup[i].start_s;
+  }
+  if (place > 0) {
+    weft__fmt_time(b, sizeof b, place);
+    fprintf(f, "%splacement %s", sep, b);
+    sep = "; ";
+  }
+  weft__fmt_time(b, sizeof b, plan);
+  fprintf(f, "%splan %s", sep, b);
+  sep = "; ";
+  if (s->setup_tensors > 0) {
+    fmt_bytes(b, sizeof b, s->setup_bytes);
+    weft__fmt_time(c, sizeof c, s->setup_tensors_s);
+    fprintf(f, "; %zu tensors materialised, %s, in %s", s->setup_tensors, b, c);
+    /* The three slowest. */
+    size_t top[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
+    for (size_t i = 0; i < st->nsetup; i++) {
+      if (st->setup[i].kind[0] != 't') continue;
+      double d = st->setup[i].end_s - st->setup[i].start_s;
+      for (int k = 0; k < 3; k++) {
+        if (top[k] != SIZE_MAX && st->setup[top[k]].end_s - st->setup[top[k]].start_s >= d) continue;
+        for (int m = 2; m > k; m--) top[m] = top[m - 1];
+        top[k] = i;
+        break;
+      }
+    }
+    for (int k = 0; k < 3 && top[k] != SIZE_MAX; k++) {
+      const weft_setup_step *x = &st->setup[top[k]];
+      char dev[32];
+      fmt_bytes(b, sizeof b, x->bytes);
+      weft__fmt_time(c, sizeof c, x->end_s - x->start_s);
+      fprintf(f, "%s%s %s %s%s %s", k ? ", " : ": ", x->what, b, weft_device_str(x->device, dev, sizeof dev),
+              x->pinned ? " pinned" : "", c);
+    }
+  }
+  fputs(")\n", f);
+}
+
 int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
@@ -567,6 +666,7 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
           s.critical_path_nodes);
   fprintf(f, "graph: %zu nodes (%zu ran), %zu edges, %zu cross-lane events, %zu copies (%zu inserted)\n",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
+  write_setup_text(st, &s, f);
   const weft_blas_info *blas = run_blas(st);
   if (blas != NULL && blas->message[0]) fprintf(f, "note: %s\n", blas->message);
   fprintf(f, "workers: %llu steals, %llu sleeps, %llu wake-ups, %llu nodes queued from outside\n",
@@ -662,6 +762,30 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu}",
           (unsigned long long)s.bytes_h2d, (unsigned long long)s.bytes_d2h, (unsigned long long)s.bytes_peer,
           (unsigned long long)s.bytes_local);
+  fputs(", \"setup\": {\"total_s\": ", f);
+  weft__json_fput_num(f, s.setup_s);
+  fputs(", \"runtime_s\": ", f);
+  weft__json_fput_num(f, s.setup_runtime_s);
+  fputs(", \"tensors_s\": ", f);
+  weft__json_fput_num(f, s.setup_tensors_s);
+  fprintf(f, ", \"tensors\": %zu, \"bytes\": %llu, \"steps\": [", s.setup_tensors,
+          (unsigned long long)s.setup_bytes);
+  for (size_t i = 0; i < st->nsetup; i++) {
+    const weft_setup_step *x = &st->setup[i];
+    fprintf(f, "%s{\"kind\": \"%s\", \"start_s\": ", i ? ", " : "", x->kind);
+    weft__json_fput_num(f, x->start_s);
+    fputs(", \"end_s\": ", f);
+    weft__json_fput_num(f, x->end_s);
+    if (x->what != NULL) {
+      fputs(", \"what\": ", f);
+      weft__json_fput_str(f, x->what, &rc);
+    }
+    if (x->kind[0] == 't')
+      fprintf(f, ", \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s",
+              weft_device_str(x->device, dev, sizeof dev), (unsigned long long)x->bytes, x->pinned ? "true" : "false");
+    fputc('}', f);
+  }
+  fputs("]}", f);
   fputs(", \"lanes\": [", f);
   for (size_t l = 0; l < st->rep->nlanes; l++) {
     weft_lane_stats ls;

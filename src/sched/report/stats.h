@@ -27,6 +27,9 @@ struct weft_run_stats {
   size_t edges, events, inserted, copies;
   size_t hostside;           /* device nodes with host-side times only */
   weft_pool_counts pool;     /* the worker pool's counts over the run */
+  weft_setup_step *setup;    /* before the first node (weft_run_stats_setup) */
+  size_t nsetup;
+  uint64_t setup_ns;         /* the setup's length: the nodes' times are from its end */
 };
 
 /* A short label of node i: "mm y3 (node 7)", "copy y3 cuda:0->cpu (node 8)". */

@@ -4,6 +4,8 @@
  *   title: makespan, critical path, hidden copy fraction
  *   legend: compute | copy | critical path | merged
  *   time axis with round ticks, faint grid lines
+ *   the run's setup (what happened before its first node) on a lane of its own, first: the
+ *   time axis starts at the setup's start, and the nodes follow it
  *   per device a heading, then its lanes (CPU workers; a GPU's compute and copy streams);
  *   lanes that ran nothing are not drawn (a 64-core host's idle workers), only counted,
  *   one bar per node at its interval: compute blue, copies orange; nodes on the critical path
@@ -25,7 +27,7 @@
 
 enum { LABEL_W = 190, RIGHT_PAD = 20, TOP = 100, HEAD_H = 18 };
 
-static const char *C_COMPUTE = "#4e79a7", *C_COPY = "#f28e2b", *C_CRIT = "#9c1c1c";
+static const char *C_COMPUTE = "#4e79a7", *C_COPY = "#f28e2b", *C_CRIT = "#9c1c1c", *C_SETUP = "#59a14f";
 
 /* Writes s as XML text: the markup characters escaped, control characters dropped, and invalid
  * UTF-8 repaired (each ill-formed sequence one U+FFFD), so a badly named tensor still gives a
@@ -52,6 +54,7 @@ void weft__xml_str(FILE *f, const char *text) {
 typedef struct layout {
   double x0, w;    /* the plot's left edge and width, in px */
   double t_total;  /* ns shown across the plot */
+  double shift;    /* ns from the plot's start to the nodes' time 0 (the setup's length) */
   double lane_h;
 } layout;
 
@@ -59,7 +62,7 @@ static int device_differs(weft_device a, weft_device b) {
   return a.kind != b.kind || a.index != b.index;
 }
 
-static double xpos(const layout *L, uint64_t t) { return L->x0 + (double)t / L->t_total * L->w; }
+static double xpos(const layout *L, uint64_t t) { return L->x0 + ((double)t + L->shift) / L->t_total * L->w; }
 
 static void fmt_t(char *buf, size_t size, double ns, double total) {
   if (total >= 1e9)
@@ -69,6 +72,37 @@ static void fmt_t(char *buf, size_t size, double ns, double total) {
   else
     snprintf(buf, size, "%g us", ns * 1e-3);
 }
+
+/* The setup's steps: one bar each, thin neighbours merged (a graph of many small tensors). */
+static void setup_bars(const weft_run_stats *st, FILE *f, const layout *L, double y) {
+  char label[160], d[32], bytes[32];
+  for (size_t i = 0; i < st->nsetup;) {
+    const weft_setup_step *x = &st->setup[i];
+    double x1 = L->x0 + x->start_s * 1e9 / L->t_total * L->w, x2 = L->x0 + x->end_s * 1e9 / L->t_total * L->w;
+    size_t j = i + 1;
+    while (j < st->nsetup && x2 - x1 < 1.0) { /* merge until a pixel wide */
+      x2 = L->x0 + st->setup[j].end_s * 1e9 / L->t_total * L->w;
+      j++;
+    }
+    fmt_t(d, sizeof d, (st->setup[j - 1].end_s - x->start_s) * 1e9, L->t_total);
+    if (j - i > 1) {
+      snprintf(label, sizeof label, "%zu setup steps", j - i);
+    } else if (x->kind[0] == 't') {
+      char dev[32];
+      snprintf(bytes, sizeof bytes, "%llu bytes", (unsigned long long)x->bytes);
+      snprintf(label, sizeof label, "materialise %s (%s, %s%s)", x->what, bytes,
+               weft_device_str(x->device, dev, sizeof dev), x->pinned ? ", pinned" : "");
+    } else {
+      snprintf(label, sizeof label, "%s%s%s", x->kind, x->what ? ": " : "", x->what ? x->what : "");
+    }
+    fprintf(f, "<rect class=\"setup\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"><title>",
+            x1, y, x2 - x1 < 1 ? 1 : x2 - x1, L->lane_h, C_SETUP);
+    weft__xml_str(f, label);
+    fprintf(f, ": %s</title></rect>\n", d);
+    i = j;
+  }
+}
+
 
 /* A run of thin bars being merged. */
 typedef struct merged {
@@ -158,6 +192,7 @@ static void legend(FILE *f, double x, double y) {
       {"copy", C_COPY, NULL, 1},
       {"critical path", "#fff", C_CRIT, 1},
       {"merged (bars under a pixel)", C_COMPUTE, NULL, 0.6},
+      {"setup", C_SETUP, NULL, 1},
   };
   for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
     fprintf(f, "<rect class=\"legend\" x=\"%.1f\" y=\"%.1f\" width=\"14\" height=\"10\" fill=\"%s\" "
@@ -176,7 +211,8 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
   layout L;
   L.x0 = LABEL_W;
   L.w = (width < 400 ? 400 : width) - LABEL_W - RIGHT_PAD;
-  L.t_total = (double)(r->wall > r->span_end ? r->wall : r->span_end);
+  L.shift = (double)st->setup_ns;
+  L.t_total = L.shift + (double)(r->wall > r->span_end ? r->wall : r->span_end);
   if (L.t_total <= 0) L.t_total = 1;
   /* Lanes are numbered CPU workers first, then by device and role: grouping is a walk over
    * the lanes that ran something. */
@@ -189,7 +225,8 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
     drawn++;
   }
   L.lane_h = drawn <= 40 ? 16 : drawn <= 200 ? 8 : 4;
-  double height = TOP + (double)ngroups * HEAD_H + (double)drawn * (L.lane_h + 3) + 40;
+  int has_setup = st->nsetup > 0;
+  double height = TOP + (double)(ngroups + has_setup) * HEAD_H + (double)(drawn + has_setup) * (L.lane_h + 3) + 40;
   uint32_t *o, *begin;
   int rc = weft__rep_lane_order(r, &o, &begin);
   if (rc != WEFT_OK) return rc;
@@ -216,6 +253,17 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
   legend(f, 10, 44);
   double y = TOP;
   axis(f, &L, y - 12, height - 30);
+  if (has_setup) {
+    char t[32];
+    weft__fmt_time(t, sizeof t, s.setup_s);
+    fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"12\" font-weight=\"bold\">setup: %s before the first node</text>\n",
+            y + 13, t);
+    y += HEAD_H;
+    fprintf(f, "<rect class=\"lane\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#f4f4f4\"/>\n", L.x0, y,
+            L.w, L.lane_h);
+    setup_bars(st, f, &L, y);
+    y += L.lane_h + 3;
+  }
   prev = NULL;
   for (uint32_t l = 0; l < r->nlanes; l++) {
     if (r->lanes[l].nodes == 0) continue;
@@ -236,8 +284,8 @@ int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width) {
     y += L.lane_h + 3;
     prev = &r->lanes[l];
   }
-  fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"10\" fill=\"#666\">time from the launch; "
-             "hover a bar for its node",
+  fprintf(f, "<text x=\"10\" y=\"%.1f\" font-size=\"10\" fill=\"#666\">time from the launch call (the "
+             "setup, then the nodes); hover a bar for its node",
           height - 10);
   if (drawn < r->nlanes) fprintf(f, "; %zu lanes that ran nothing are not drawn", r->nlanes - drawn);
   fputs("</text>\n</svg>\n", f);

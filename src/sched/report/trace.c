@@ -6,8 +6,10 @@
  * per node that ran, with its op, label, tensors read and written, bytes touched and whether
  * it is on the critical path; a flow ("s" inside the producer, "f" bound to the consumer's
  * start) along every edge whose ends ran on different lanes; a counter track ("ph": "C") per
- * device with the memory in use. Times are microseconds from the launch, with nanosecond
- * digits. */
+ * device with the memory in use; the run's setup (what happened before its first node:
+ * weft_run_stats_setup) as slices on a "setup" thread of the CPU's process. Times are
+ * microseconds from the start of the setup (the launch call, or the runtime's creation laid
+ * just before it in the runtime's first run), with nanosecond digits; the nodes follow it. */
 #include <inttypes.h>
 
 #include "sched/report/stats.h"
@@ -30,6 +32,9 @@ static void ev(tw *w) {
 static int pid_of(weft_device d) { return d.kind == WEFT_DEVICE_CPU ? 1 : 2 + d.index; }
 
 static double us(uint64_t ns) { return (double)ns * 1e-3; }
+
+/* A node time (ns from the launch of the first node) on the trace's clock. */
+static double at(const weft_run_stats *st, uint64_t ns) { return us(ns + st->setup_ns); }
 
 static void tensor_list(tw *w, const weft_node *n, int mode) {
   FILE *f = w->f;
@@ -86,7 +91,7 @@ static void slices(const weft_run_stats *st, tw *w) {
     weft__json_fput_str(f, weft_node_op_name(n), &w->rc);
     fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
                "\"args\": {\"node\": %u, \"label\": ",
-            x->copy ? "copy" : "compute", pid_of(r->lanes[x->lane].device), x->lane, us(x->start),
+            x->copy ? "copy" : "compute", pid_of(r->lanes[x->lane].device), x->lane, at(st, x->start),
             us(x->end - x->start), i);
     weft__json_fput_str(f, weft__stats_label(st, i, label, sizeof label), &w->rc);
     fputs(", \"reads\": ", f);
@@ -98,6 +103,39 @@ static void slices(const weft_run_stats *st, tw *w) {
       fputs(", \"origin\": ", f);
       weft__json_fput_str(f, n->origin, &w->rc);
     }
+    fputs("}}", f);
+  }
+}
+
+/* The setup's steps on their own thread of the CPU's process, after the lanes. */
+static void setup(const weft_run_stats *st, tw *w) {
+  FILE *f = w->f;
+  if (st->nsetup == 0) return;
+  uint32_t tid = st->rep->nlanes;
+  ev(w);
+  fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %u, "
+             "\"args\": {\"name\": \"setup (before the first node)\"}}",
+          tid);
+  ev(w);
+  fprintf(f, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %u, "
+             "\"args\": {\"sort_index\": -1}}",
+          tid);
+  char dev[32];
+  for (size_t i = 0; i < st->nsetup; i++) {
+    const weft_setup_step *x = &st->setup[i];
+    ev(w);
+    fputs("{\"name\": ", f);
+    weft__json_fput_str(f, x->kind[0] == 't' ? "materialise" : x->kind[0] == 'r' ? "runtime" : x->kind, &w->rc);
+    fprintf(f, ", \"cat\": \"setup\", \"ph\": \"X\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
+               "\"args\": {\"kind\": \"%s\"",
+            tid, x->start_s * 1e6, (x->end_s - x->start_s) * 1e6, x->kind);
+    if (x->what != NULL) {
+      fputs(", \"what\": ", f);
+      weft__json_fput_str(f, x->what, &w->rc);
+    }
+    if (x->kind[0] == 't')
+      fprintf(f, ", \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s", weft_device_str(x->device, dev, sizeof dev),
+              (unsigned long long)x->bytes, x->pinned ? "true" : "false");
     fputs("}}", f);
   }
 }
@@ -117,11 +155,11 @@ static void flows(const weft_run_stats *st, tw *w) {
       ev(w);
       fprintf(f, "{\"name\": \"dependency\", \"cat\": \"edge\", \"ph\": \"s\", \"id\": %" PRIu64
                  ", \"pid\": %d, \"tid\": %u, \"ts\": %.3f}",
-              id, pid_of(r->lanes[a->lane].device), a->lane, us(a->start + (a->end - a->start) / 2));
+              id, pid_of(r->lanes[a->lane].device), a->lane, at(st, a->start + (a->end - a->start) / 2));
       ev(w);
       fprintf(f, "{\"name\": \"dependency\", \"cat\": \"edge\", \"ph\": \"f\", \"bp\": \"e\", \"id\": %" PRIu64
                  ", \"pid\": %d, \"tid\": %u, \"ts\": %.3f}",
-              id, pid_of(r->lanes[b->lane].device), b->lane, us(b->start));
+              id, pid_of(r->lanes[b->lane].device), b->lane, at(st, b->start));
     }
   }
 }
@@ -139,7 +177,7 @@ static void memory(const weft_run_stats *st, tw *w) {
         ev(w);
         fprintf(f, "{\"name\": \"memory %s\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, "
                    "\"args\": {\"bytes\": %llu}}",
-                dev, pid_of(m->device), us(k ? end : 0), (unsigned long long)m->peak_bytes);
+                dev, pid_of(m->device), at(st, k ? end : 0), (unsigned long long)m->peak_bytes);
       }
       continue;
     }
@@ -149,7 +187,7 @@ static void memory(const weft_run_stats *st, tw *w) {
       ev(w);
       fprintf(f, "{\"name\": \"memory %s\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, "
                  "\"args\": {\"bytes\": %llu}}",
-              dev, pid_of(m->device), us(x->t_ns), (unsigned long long)x->bytes);
+              dev, pid_of(m->device), at(st, x->t_ns), (unsigned long long)x->bytes);
     }
   }
 }
@@ -167,10 +205,13 @@ int weft__stats_write_trace(const weft_run_stats *st, FILE *f) {
     fputs("null", f);
   else
     fprintf(f, "%.6f", s.hidden_copy_fraction);
+  fputs(", \"setup_s\": ", f);
+  weft__json_fput_num(f, s.setup_s);
   fputs("},\n\"traceEvents\": [", f);
   tw w = {f, 1, WEFT_OK};
   metadata(st, &w);
   slices(st, &w);
+  setup(st, &w);
   flows(st, &w);
   memory(st, &w);
   fputs("\n]}\n", f);
