@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh [--tests] — install what weft needs on a fresh Debian/Ubuntu machine: what it takes
 # to build and run (always; jansson among it, libweft's JSON reader and writer, with which the
-# tests also check weft's JSON; OpenBLAS, whose pthreads build weft links where no serial,
+# tests also check weft's JSON; hwloc, the CPU topology and the workers' binding; OpenBLAS, whose pthreads build weft links where no serial,
 # thread-safe BLAS is installed — none is packaged for Debian 12: docs/architecture.md,
 # "Threads and the cores" — and which bench_cpu_gemm's baseline runs), and with --tests what the
 # test suite uses besides (clang and its sanitizer runtimes for the fuzzer; libxml2, libpng and
@@ -13,7 +13,7 @@
 # installed here; where /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev libcmocka-dev libopenblas-dev libjansson-dev
-  python3)
+  libhwloc-dev python3)
 if [ "${1:-}" = "--tests" ]; then
   pkgs+=(clang libclang-rt-dev libxml2-dev libpng-dev chromium libopenblas0-serial liblapacke)
 fi

@@ -196,7 +196,25 @@ typedef struct weft_runtime_options {
    * operands do not fit beside the tensors already living on a GPU is not placed there; one
    * that fits no device it has a kernel for fails the launch, naming it and the bytes. */
   size_t device_memory_limit;
+  /* Whether each CPU worker is bound to a core (weft_bind): WEFT_BIND_AUTO (the default: bound
+   * on a machine of several NUMA nodes, else not), WEFT_BIND_CORES or WEFT_BIND_NONE. The
+   * environment variable WEFT_BIND (auto, cores, none) overrides it. */
+  int bind;
 } weft_runtime_options;
+
+typedef enum weft_bind { WEFT_BIND_AUTO = 0, WEFT_BIND_NONE = 1, WEFT_BIND_CORES = 2 } weft_bind;
+
+/* The host's CPU as the runtime found it (hwloc), counted within the cores this process may
+ * run on. */
+typedef struct weft_cpu_topology {
+  int packages, numa_nodes, cores, pus; /* pus: hardware threads */
+  size_t l1d_bytes, l2_bytes, l3_bytes; /* the caches of the first core (0: unknown) */
+  int workers;                          /* the CPU workers */
+  int bound;                            /* 1: worker i runs on core i (mod cores) */
+} weft_cpu_topology;
+
+/* Fills *out. Returns WEFT_OK, or WEFT_EINVAL for a NULL argument. Thread-safe: yes. */
+WEFT_API int weft_runtime_cpu_topology(const weft_runtime *rt, weft_cpu_topology *out);
 
 /* Fills `o` with the defaults. */
 WEFT_API void weft_runtime_options_init(weft_runtime_options *o);

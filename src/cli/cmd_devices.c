@@ -66,6 +66,8 @@ int cli_cmd_devices(int argc, char **argv) {
     weft_runtime_destroy(rt);
     return rc;
   }
+  weft_cpu_topology topo;
+  if (weft_runtime_cpu_topology(rt, &topo) != WEFT_OK) memset(&topo, 0, sizeof topo);
   weft__strbuf b;
   weft__strbuf_init(&b);
   if (json) weft__strbuf_puts(&b, "[");
@@ -101,13 +103,28 @@ int cli_cmd_devices(int argc, char **argv) {
       if (d.kind == WEFT_DEVICE_CPU && !info.simulated) {
         weft__strbuf_puts(&b, ", \"blas\": ");
         weft__json_put_blas(&b, &blas);
+        weft__strbuf_printf(&b,
+                            ", \"topology\": {\"packages\": %d, \"numa_nodes\": %d, \"cores\": %d, "
+                            "\"hardware_threads\": %d, \"l1d_bytes\": %zu, \"l2_bytes\": %zu, \"l3_bytes\": %zu, "
+                            "\"workers_bound\": %s}",
+                            topo.packages, topo.numa_nodes, topo.cores, topo.pus, topo.l1d_bytes, topo.l2_bytes,
+                            topo.l3_bytes, topo.bound ? "true" : "false");
       }
       weft__strbuf_puts(&b, "}");
     } else if (d.kind == WEFT_DEVICE_CPU) {
       weft__strbuf_printf(&b, "%-8s %s\n         %d cores, %.1f GiB memory%s\n", name, info.name,
                           info.multiprocessors, gib(info.memory_bytes),
                           info.simulated ? ", simulated" : "");
-      if (!info.simulated) blas_lines(&b, &blas);
+      if (!info.simulated) {
+        weft__strbuf_printf(&b,
+                            "         topology: %d package%s, %d NUMA node%s, %d cores, %d hardware threads; "
+                            "L1d %zu KiB, L2 %zu KiB, L3 %.1f MiB a core's; workers %s (WEFT_BIND)\n",
+                            topo.packages, topo.packages == 1 ? "" : "s", topo.numa_nodes,
+                            topo.numa_nodes == 1 ? "" : "s", topo.cores, topo.pus, topo.l1d_bytes >> 10,
+                            topo.l2_bytes >> 10, (double)topo.l3_bytes / (1 << 20),
+                            topo.bound ? "bound to cores" : "not bound");
+        blas_lines(&b, &blas);
+      }
     } else {
       weft__strbuf_printf(&b,
                           "%-8s %s\n         compute %d.%d, %d SMs, %.1f GiB memory, %d copy "

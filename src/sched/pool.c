@@ -287,6 +287,7 @@ static void *worker_main(void *arg) {
   weft__worker *w = arg;
   weft__pool *p = w->pool;
   self = w;
+  weft__topology_bind_worker(p->rt->topology, w->index);
   for (;;) {
     weft__xnode *x = find_work(p, w);
     if (x == NULL && help(p)) continue;

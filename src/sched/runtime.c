@@ -155,6 +155,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   weft__cpu_set_blas_threads(1);
   weft__cpu_blas_probe(&rt->blas);
   made(rt, "the BLAS: its build probed, held to one thread a call", &t0);
+  if ((rc = weft__topology_load(o.bind, workers, &rt->topology)) != WEFT_OK) goto fail;
+  made(rt, "the CPU topology (hwloc)", &t0);
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   made(rt, "the CPU worker pool", &t0);
   *out = rt;
@@ -169,6 +171,7 @@ fail:
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->ops);
   weft__vec_fini(&rt->setup);
+  weft__topology_free(rt->topology);
   weft__free(rt);
   return rc;
 }
@@ -193,6 +196,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
   weft__learned_free(rt);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->setup);
+  weft__topology_free(rt->topology);
   weft__free(rt);
 }
 

@@ -55,6 +55,7 @@ struct weft_runtime {
   struct weft__cost_model *place_model; /* auto placement's prices, made at its first use (ops_lock) */
   char *place_profile;                  /* ... from this profile (a path or a shipped name) */
   struct weft__learned *learned;        /* ... refined by measured node times (place.c; ops_lock) */
+  struct weft__topology *topology; /* cores, caches, NUMA nodes; the workers' binding */
   weft__vec setup;      /* weft__setup_rec: the runtime's creation, given to its first run */
   atomic_int setup_told; /* 1 once a run has taken `setup` */
 };
@@ -126,6 +127,13 @@ struct weft_run {
   uint64_t id;              /* unique in the process; plan->last_run while it is the latest */
   struct weft_run *next_rootrun; /* pool's list of runs with unclaimed roots */
 };
+
+/* topology.c */
+typedef struct weft__topology weft__topology;
+int weft__topology_load(int bind_option, int workers, weft__topology **out);
+void weft__topology_free(weft__topology *tp);
+/* Binds the calling thread, worker `worker`, to its core when the policy binds. */
+void weft__topology_bind_worker(const weft__topology *tp, int worker);
 
 /* storage.c */
 /* Gives every tensor of g its storage and initial contents; with `setup` not NULL, records a
