@@ -294,12 +294,15 @@ static void test_devices(void **state) {
   assert_true(tp_has(r->out, "cores"));
   /* The BLAS weft links: a serial one and no warning, or the threaded one it fell back to. */
   assert_true(tp_has(r->out, "\n         BLAS "));
+  assert_true(tp_has(r->out, "\n         topology: ")); /* hwloc's counts */
+  assert_true(tp_has(r->out, " NUMA node"));
   assert_true(tp_has(r->out, WEFT_TEST_BLAS_SERIAL ? ", sequential (/" : ", pthreads, "));
   if (WEFT_TEST_BLAS_SERIAL) assert_false(tp_has(r->out, "warning"));
   r = tp_cmd(0, NULL, TP_ARGS("devices", "--json"));
   assert_true(tp_has(r->out, "[\n  {\"device\": \"cpu\", \"name\": "));
   assert_true(tp_has(r->out, "\"memory_bytes\": "));
   assert_true(tp_has(r->out, "\"blas\": {\"library\": \"/"));
+  assert_true(tp_has(r->out, "\"topology\": {\"packages\": "));
   if (WEFT_TEST_BLAS_SERIAL)
     assert_true(tp_has(r->out, "\"threading\": \"sequential\", \"threads\": 1, \"stopped\": false, "
                                "\"competes\": false, \"thread_safe\": true, \"message\": null}"));

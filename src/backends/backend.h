@@ -280,5 +280,8 @@ void weft__cpu_fill_at(void *dst, int dtype, int64_t first, int64_t n, weft_init
  * it). */
 const char *weft__cpu_fill_variant(void);
 int weft__cpu_fill_select(const char *variant);
+/* The widest vector instructions this CPU has, for the kernels' per-ISA copies: 2 AVX-512 (F
+ * and DQ), 1 AVX2, 0 neither (or not x86-64). */
+int weft__cpu_isa(void);
 
 #endif

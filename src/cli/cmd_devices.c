@@ -118,7 +118,7 @@ int cli_cmd_devices(int argc, char **argv) {
       if (!info.simulated) {
         weft__strbuf_printf(&b,
                             "         topology: %d package%s, %d NUMA node%s, %d cores, %d hardware threads; "
-                            "L1d %zu KiB, L2 %zu KiB, L3 %.1f MiB a core's; workers %s (WEFT_BIND)\n",
+                            "caches L1d %zu KiB, L2 %zu KiB, L3 %.1f MiB; workers %s (WEFT_BIND)\n",
                             topo.packages, topo.packages == 1 ? "" : "s", topo.numa_nodes,
                             topo.numa_nodes == 1 ? "" : "s", topo.cores, topo.pus, topo.l1d_bytes >> 10,
                             topo.l2_bytes >> 10, (double)topo.l3_bytes / (1 << 20),

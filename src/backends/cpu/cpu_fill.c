@@ -185,19 +185,59 @@ int weft__cpu_fill_select(const char *variant) {
   return 1;
 }
 
-/* v = lo + span u and the rounding to f32, in the widest vectors the CPU has: each element is
- * the scalar expression's (C11 mode contracts no multiply-add, so no variant fuses them). */
+int weft__cpu_isa(void) {
+  static atomic_int isa = -1; /* racy first use: every thread stores the same value */
+  int v = atomic_load_explicit(&isa, memory_order_relaxed);
+  if (v < 0) {
+    v = 0;
 #ifdef WEFT__X86
-#define WEFT__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define WEFT__CLONES
+    __builtin_cpu_init();
+    v = has_avx512() ? 2 : __builtin_cpu_supports("avx2") ? 1 : 0;
 #endif
-WEFT__CLONES static void affine(double *v, const double *u, int m, double lo, double span) {
-  for (int k = 0; k < m; k++) v[k] = lo + span * u[k];
+    atomic_store_explicit(&isa, v, memory_order_relaxed);
+  }
+  return v;
 }
 
-WEFT__CLONES static void narrow(float *out, const double *v, int m) {
-  for (int k = 0; k < m; k++) out[k] = (float)v[k];
+/* v = lo + span u and the rounding to f32, in the widest vectors the CPU has: each element is
+ * the scalar expression's (C11 mode contracts no multiply-add, so no variant fuses them). One
+ * copy per instruction set, picked by weft__cpu_isa (not GCC's target_clones: its resolvers
+ * run before a sanitizer's runtime starts, and crash under ThreadSanitizer). */
+#define FILL_LOOPS(isa, attr)                                                                  \
+  attr static void affine_##isa(double *v, const double *u, int m, double lo, double span) {  \
+    for (int k = 0; k < m; k++) v[k] = lo + span * u[k];                                     \
+  }                                                                                           \
+  attr static void narrow_##isa(float *out, const double *v, int m) {                         \
+    for (int k = 0; k < m; k++) out[k] = (float)v[k];                                        \
+  }
+FILL_LOOPS(base, )
+#ifdef WEFT__X86
+FILL_LOOPS(avx2, __attribute__((target("avx2"))))
+FILL_LOOPS(avx512, __attribute__((target("avx512f,avx512dq"))))
+#endif
+
+static void affine(double *v, const double *u, int m, double lo, double span) {
+#ifdef WEFT__X86
+  int isa = weft__cpu_isa();
+  if (isa == 2)
+    affine_avx512(v, u, m, lo, span);
+  else if (isa == 1)
+    affine_avx2(v, u, m, lo, span);
+  else
+#endif
+    affine_base(v, u, m, lo, span);
+}
+
+static void narrow(float *out, const double *v, int m) {
+#ifdef WEFT__X86
+  int isa = weft__cpu_isa();
+  if (isa == 2)
+    narrow_avx512(out, v, m);
+  else if (isa == 1)
+    narrow_avx2(out, v, m);
+  else
+#endif
+    narrow_base(out, v, m);
 }
 
 /* Elements first .. first + n - 1 of a random tensor into dst[0 .. n - 1]. */

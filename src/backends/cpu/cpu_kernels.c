@@ -206,22 +206,35 @@ typedef float v8f __attribute__((vector_size(32)));
     }                                                                           \
   } while (0)
 
+#define SUM_OF(isa, attr)                                                         \
+  attr static double sum_of_##isa(const void *x, int dtype, int64_t n, int squares) { \
+    v8d a0 = {0}, a1 = {0};                                                        \
+    int64_t i = 0;                                                                 \
+    if (dtype == WEFT_F32 && squares)                                              \
+      SUM16(float, 1);                                                             \
+    else if (dtype == WEFT_F32)                                                    \
+      SUM16(float, 0);                                                             \
+    else if (squares)                                                              \
+      SUM16(double, 1);                                                            \
+    else                                                                           \
+      SUM16(double, 0);                                                            \
+    v8d s = a0 + a1;                                                               \
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));     \
+  }
+/* One copy per instruction set (as cpu_fill.c's loops), picked by weft__cpu_isa. */
+SUM_OF(base, )
 #if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
+SUM_OF(avx2, __attribute__((target("avx2"))))
+SUM_OF(avx512, __attribute__((target("avx512f"))))
 #endif
+
 static double sum_of(const void *x, int dtype, int64_t n, int squares) {
-  v8d a0 = {0}, a1 = {0};
-  int64_t i = 0;
-  if (dtype == WEFT_F32 && squares)
-    SUM16(float, 1);
-  else if (dtype == WEFT_F32)
-    SUM16(float, 0);
-  else if (squares)
-    SUM16(double, 1);
-  else
-    SUM16(double, 0);
-  v8d s = a0 + a1;
-  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+#if defined(__x86_64__) && defined(__GNUC__)
+  int isa = weft__cpu_isa();
+  if (isa == 2) return sum_of_avx512(x, dtype, n, squares);
+  if (isa == 1) return sum_of_avx2(x, dtype, n, squares);
+#endif
+  return sum_of_base(x, dtype, n, squares);
 }
 
 /* A reduction in a fixed blocking: each chunk of RED_CHUNK elements summed alone (by whichever
