@@ -277,17 +277,25 @@ static int new_input(gen *s, int dtype, int ndim, const int64_t *shape, weft_ten
   return new_input_dev(s, rand_dev(s), dtype, ndim, shape, out);
 }
 
-static int new_random_input_dev(gen *s, int dev, weft_tensor **out) {
-  int64_t shape[4];
+/* A random shape; a 1-D one is large (several CPU chunks of 2^18 elements) large_percent of
+ * the time. */
+static int rand_shape(gen *s, int64_t *shape) {
   int nd = rand_ndim(s);
   for (int i = 0; i < nd; i++) shape[i] = rand_dim(s);
+  if (nd == 1 && s->cfg->large_percent > 0 && below(s, 100) < s->cfg->large_percent)
+    shape[0] = ((int64_t)1 << 18) + below(s, 1 << 19);
+  return nd;
+}
+
+static int new_random_input_dev(gen *s, int dev, weft_tensor **out) {
+  int64_t shape[4];
+  int nd = rand_shape(s, shape);
   return new_input_dev(s, dev, rand_dtype(s), nd, shape, out);
 }
 
 static int new_random_input(gen *s, weft_tensor **out) {
   int64_t shape[4];
-  int nd = rand_ndim(s);
-  for (int i = 0; i < nd; i++) shape[i] = rand_dim(s);
+  int nd = rand_shape(s, shape);
   return new_input(s, rand_dtype(s), nd, shape, out);
 }
 
