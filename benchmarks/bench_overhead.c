@@ -7,14 +7,23 @@
  * For each: total ns per task (build + analysis + first run + teardown) and re-run ns per task
  * (running the built graph again), the median of --reps repetitions (default 5).
  *
+ * Where oneTBB is installed, its flow graph runs the same workloads in the same process
+ * (bench_overhead_tbb.cpp: continue_nodes with the edges written by hand, empty bodies, as many
+ * threads as weft has workers), measured the same way; the ratios weft / TBB follow. Target
+ * (issue 18): first-run totals <= 0.3 x TBB's on every workload; re-runs no slower than before.
+ *
  * Usage: bench_overhead [--reps N] [--workers N] [--workload indep|chain|wave] [--json]
  * With --json, one object per line: {"workload":..,"tasks":..,"total_ns_per_task":..,
- * "rerun_ns_per_task":..}. */
+ * "rerun_ns_per_task":.., and with TBB "tbb_total_ns_per_task":.., "tbb_rerun_ns_per_task":..}. */
 #include "bench_common.h"
 
 #include <string.h>
 
 #define CHECK BCHECK
+
+#if WEFT_BENCH_TBB
+void bench_tbb_measure(const char *workload, int reps, int threads, double *total, double *rerun);
+#endif
 
 static double now_ns(void) { return bench_now_ms() * 1e6; }
 
@@ -127,16 +136,35 @@ int main(int argc, char **argv) {
   register_ops(rt);
   static const char *const names[] = {"indep", "chain", "wave"};
   static const size_t counts[] = {200000, 100000, 90000};
-  if (!json) printf("%-6s %8s %18s %18s   (%d workers, median of %d)\n", "work", "tasks", "total ns/task", "rerun ns/task", weft_runtime_cpu_workers(rt), reps);
+  int threads = weft_runtime_cpu_workers(rt);
+  if (!json) {
+    printf("%-6s %8s %18s %18s", "work", "tasks", "total ns/task", "rerun ns/task");
+#if WEFT_BENCH_TBB
+    printf(" %14s %14s %12s %12s", "TBB total", "TBB rerun", "total/TBB", "rerun/TBB");
+#endif
+    printf("   (%d workers, median of %d)\n", threads, reps);
+  }
   for (int k = 0; k < 3; k++) {
     if (only != NULL && strcmp(only, names[k]) != 0) continue;
     measure(rt, names[k], 1); /* warm-up: page in the arenas, wake the workers */
     result res = measure(rt, names[k], reps);
-    if (json)
-      printf("{\"workload\":\"%s\",\"tasks\":%zu,\"total_ns_per_task\":%.1f,\"rerun_ns_per_task\":%.1f}\n",
-             names[k], counts[k], res.total, res.rerun);
-    else
-      printf("%-6s %8zu %18.1f %18.1f\n", names[k], counts[k], res.total, res.rerun);
+    result tbb = {0, 0};
+#if WEFT_BENCH_TBB
+    bench_tbb_measure(names[k], 1, threads, &tbb.total, &tbb.rerun); /* its warm-up */
+    bench_tbb_measure(names[k], reps, threads, &tbb.total, &tbb.rerun);
+#endif
+    if (json) {
+      printf("{\"workload\":\"%s\",\"tasks\":%zu,\"total_ns_per_task\":%.1f,\"rerun_ns_per_task\":%.1f", names[k],
+             counts[k], res.total, res.rerun);
+      if (tbb.total > 0)
+        printf(",\"tbb_total_ns_per_task\":%.1f,\"tbb_rerun_ns_per_task\":%.1f", tbb.total, tbb.rerun);
+      printf("}\n");
+    } else {
+      printf("%-6s %8zu %18.1f %18.1f", names[k], counts[k], res.total, res.rerun);
+      if (tbb.total > 0)
+        printf(" %14.1f %14.1f %12.3f %12.3f", tbb.total, tbb.rerun, res.total / tbb.total, res.rerun / tbb.rerun);
+      printf("\n");
+    }
   }
   weft_runtime_destroy(rt);
   return 0;

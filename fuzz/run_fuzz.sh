@@ -28,9 +28,10 @@ cmake --build "$build/lib" --target weft_static -j "$jobs" > "$build/build.log" 
   || { cat "$build/build.log"; exit 1; }
 blas=$(grep -E '^WEFT_BLAS_LIBRARY:' "$build/lib/CMakeCache.txt" | cut -d= -f2)
 jansson=$(grep -E '^WEFT_JANSSON_LIB:' "$build/lib/CMakeCache.txt" | cut -d= -f2)
+hwloc=$(grep -E '^WEFT_HWLOC_LIB:' "$build/lib/CMakeCache.txt" | cut -d= -f2)
 "$cc" -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I"$root/include" \
   "$root/fuzz/fuzz_parser.c" "$build/lib/libweft_static.a" "$blas" -Wl,-rpath,"$(dirname "$blas")" \
-  "$jansson" -ldl -lm -lpthread \
+  "$jansson" "$hwloc" -ldl -lm -lpthread \
   -o "$build/fuzz_parser"
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1}

@@ -1044,11 +1044,14 @@ static void setup_is_reported(void **state) {
   weft_tensor *x, *y = NULL;
   CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){512, 512}, weft_cpu(), weft_uniform(-1, 1, 5), &x));
   CHECK(weft_scale(g, x, 2.0, &y));
+  weft_tensor *s1 = tu_scalar(g, "s", 0), *s2 = NULL;
+  CHECK(weft_scale(g, s1, 2.0, &s2)); /* a small tensor, in the step of the small ones */
+  (void)s2;
   for (int run = 0; run < 2; run++) {
     weft_run_stats *st = tr_run_stats(g);
     weft_stats_summary s = tr_summary(st);
     const weft_setup_step *steps;
-    size_t n = weft_run_stats_setup(st, &steps), runtime = 0, plans = 0, tensors = 0;
+    size_t n = weft_run_stats_setup(st, &steps), runtime = 0, plans = 0, tensors = 0, named_x = 0;
     double last_end = 0;
     for (size_t i = 0; i < n; i++) {
       assert_true(steps[i].start_s >= last_end - 1e-12 && steps[i].end_s >= steps[i].start_s); /* in order */
@@ -1056,9 +1059,15 @@ static void setup_is_reported(void **state) {
       runtime += strcmp(steps[i].kind, "runtime") == 0;
       plans += strcmp(steps[i].kind, "plan") == 0;
       if (strcmp(steps[i].kind, "tensor") == 0) {
-        tensors++;
-        assert_non_null(steps[i].what);
-        assert_true(strcmp(steps[i].what, "x") == 0 || steps[i].bytes == 512 * 512 * 4);
+        tensors += steps[i].count;
+        if (steps[i].what != NULL) { /* a step of its own: 64 KiB or more */
+          assert_int_equal(steps[i].count, 1);
+          assert_true(steps[i].bytes == 512 * 512 * 4);
+          named_x += strcmp(steps[i].what, "x") == 0;
+        } else { /* the small ones together: the scalar and its result */
+          assert_int_equal(steps[i].count, 2);
+          assert_int_equal(steps[i].bytes, 16);
+        }
         assert_int_equal(steps[i].device.kind, WEFT_DEVICE_CPU);
       }
     }
@@ -1067,8 +1076,9 @@ static void setup_is_reported(void **state) {
     assert_int_equal(s.setup_tensors, tensors);
     if (run == 0) {
       assert_true(runtime >= 2 && s.setup_runtime_s > 0); /* backends, BLAS, pool */
-      assert_int_equal(tensors, 2);                          /* x and y */
-      assert_int_equal(s.setup_bytes, 2 * 512 * 512 * 4);
+      assert_int_equal(tensors, 4);                          /* x and y, s and its result */
+      assert_int_equal(named_x, 1);
+      assert_int_equal(s.setup_bytes, 2 * 512 * 512 * 4 + 16);
     } else {
       assert_int_equal(runtime, 0);
       assert_int_equal(tensors, 0);
@@ -1077,7 +1087,7 @@ static void setup_is_reported(void **state) {
     /* The text summary says it. */
     char *text = render(st, WEFT_REPORT_TEXT, &(size_t){0});
     assert_true(tu_contains(text, "setup: "));
-    assert_true(tu_contains(text, run == 0 ? "2 tensors materialised" : "before the first node"));
+    assert_true(tu_contains(text, run == 0 ? "4 tensors materialised" : "before the first node"));
     free(text);
     weft_run_stats_destroy(st);
   }

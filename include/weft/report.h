@@ -108,9 +108,12 @@ WEFT_API void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summar
 /* A step of a run's setup (weft_stats_summary.setup_s), in the order they happened. */
 typedef struct weft_setup_step {
   const char *kind;       /* "runtime", "place", "plan", "tensor" or "backends" */
-  const char *what;       /* runtime: what was made; tensor: the tensor's name; else NULL */
-  weft_device device;     /* tensor: its device */
-  uint64_t bytes;         /* tensor: its bytes */
+  const char *what;       /* runtime: what was made; tensor: the tensor's name (NULL for the
+                             step of the small ones); else NULL */
+  size_t count;           /* tensor: the tensors of the step: 1, or all those under 64 KiB
+                             together (their step comes after the larger ones') */
+  weft_device device;     /* tensor: its device (the CPU for the small ones) */
+  uint64_t bytes;         /* tensor: its bytes, or theirs */
   int pinned;             /* tensor: 1 if in pinned host memory (copies to GPUs are asynchronous) */
   double start_s, end_s;  /* from the setup's start (the runtime's steps laid end to end before
                              the launch call) */

@@ -31,7 +31,8 @@ enum { WEFT__SETUP_RUNTIME, WEFT__SETUP_PLACE, WEFT__SETUP_PLAN, WEFT__SETUP_TEN
 typedef struct weft__setup_rec {
   uint64_t t0, t1;    /* weft__clock_now() when recorded; ns from the setup's start in a run */
   uint64_t bytes;     /* TENSOR: its bytes */
-  uint32_t tensor;    /* TENSOR: its id in the run's graph */
+  uint32_t tensor;    /* TENSOR: its id in the run's graph (UINT32_MAX: `count` small ones) */
+  uint32_t count;     /* TENSOR: tensors in the step */
   uint8_t kind;
   uint8_t pinned;     /* TENSOR: in pinned host memory */
   const char *what;   /* RUNTIME: what was made (a static string) */

@@ -385,7 +385,7 @@ static int build_setup(weft_run_stats *st, const weft_run *run) {
   for (size_t i = 0; i < run->nsetup_runtime; i++) { /* end to end from 0 */
     const weft__setup_rec *x = &run->setup_runtime[i];
     uint64_t d = x->t1 - x->t0;
-    st->setup[st->nsetup++] = (weft_setup_step){kinds[WEFT__SETUP_RUNTIME], x->what, weft_cpu(), 0, 0, sec(at), sec(at + d)};
+    st->setup[st->nsetup++] = (weft_setup_step){kinds[WEFT__SETUP_RUNTIME], x->what, 0, weft_cpu(), 0, 0, sec(at), sec(at + d)};
     at += d;
   }
   const weft__setup_rec *recs = run->setup.data;
@@ -393,12 +393,14 @@ static int build_setup(weft_run_stats *st, const weft_run *run) {
   for (size_t i = 0; i < run->setup.len; i++) {
     const weft__setup_rec *x = &recs[i];
     weft_setup_step *o = &st->setup[st->nsetup++];
-    *o = (weft_setup_step){kinds[x->kind], NULL, weft_cpu(), 0, 0, sec(x->t0), sec(x->t1)};
-    if (x->kind == WEFT__SETUP_TENSOR && x->tensor < st->graph->tensors.len) {
+    *o = (weft_setup_step){kinds[x->kind], NULL, 0, weft_cpu(), 0, 0, sec(x->t0), sec(x->t1)};
+    if (x->kind != WEFT__SETUP_TENSOR) continue;
+    o->count = x->count;
+    o->bytes = x->bytes;
+    o->pinned = x->pinned;
+    if (x->tensor < st->graph->tensors.len) {
       o->what = weft__tensor_name(ts[x->tensor]);
       o->device = ts[x->tensor]->device;
-      o->bytes = x->bytes;
-      o->pinned = x->pinned;
     }
   }
   return WEFT_OK;
@@ -506,7 +508,7 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
     if (x->kind[0] == 'r') out->setup_runtime_s += x->end_s - x->start_s;
     if (x->kind[0] != 't') continue;
     out->setup_tensors_s += x->end_s - x->start_s;
-    out->setup_tensors++;
+    out->setup_tensors += x->count;
     out->setup_bytes += x->bytes;
   }
   for (uint32_t i = 0; i < r->n; i++) {
@@ -634,7 +636,7 @@ static void write_setup_text(const weft_run_stats *st, const weft_stats_summary 
     /* The three slowest. */
     size_t top[3] = {SIZE_MAX, SIZE_MAX, SIZE_MAX};
     for (size_t i = 0; i < st->nsetup; i++) {
-      if (st->setup[i].kind[0] != 't') continue;
+      if (st->setup[i].kind[0] != 't' || st->setup[i].what == NULL) continue;
       double d = st->setup[i].end_s - st->setup[i].start_s;
       for (int k = 0; k < 3; k++) {
         if (top[k] != SIZE_MAX && st->setup[top[k]].end_s - st->setup[top[k]].start_s >= d) continue;
@@ -781,7 +783,7 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
       weft__json_fput_str(f, x->what, &rc);
     }
     if (x->kind[0] == 't')
-      fprintf(f, ", \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s",
+      fprintf(f, ", \"count\": %zu, \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s", x->count,
               weft_device_str(x->device, dev, sizeof dev), (unsigned long long)x->bytes, x->pinned ? "true" : "false");
     fputc('}', f);
   }

@@ -87,6 +87,9 @@ static void setup_bars(const weft_run_stats *st, FILE *f, const layout *L, doubl
     fmt_t(d, sizeof d, (st->setup[j - 1].end_s - x->start_s) * 1e9, L->t_total);
     if (j - i > 1) {
       snprintf(label, sizeof label, "%zu setup steps", j - i);
+    } else if (x->kind[0] == 't' && x->what == NULL) {
+      snprintf(label, sizeof label, "materialise %zu tensors under 64 KiB (%llu bytes)", x->count,
+               (unsigned long long)x->bytes);
     } else if (x->kind[0] == 't') {
       char dev[32];
       snprintf(bytes, sizeof bytes, "%llu bytes", (unsigned long long)x->bytes);

@@ -134,8 +134,8 @@ static void setup(const weft_run_stats *st, tw *w) {
       weft__json_fput_str(f, x->what, &w->rc);
     }
     if (x->kind[0] == 't')
-      fprintf(f, ", \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s", weft_device_str(x->device, dev, sizeof dev),
-              (unsigned long long)x->bytes, x->pinned ? "true" : "false");
+      fprintf(f, ", \"count\": %zu, \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s", x->count,
+              weft_device_str(x->device, dev, sizeof dev), (unsigned long long)x->bytes, x->pinned ? "true" : "false");
     fputs("}}", f);
   }
 }
