@@ -123,6 +123,7 @@ typedef enum weft_device_kind { WEFT_DEVICE_CPU = 0, WEFT_DEVICE_CUDA = 1, WEFT_
 typedef struct weft_device {
   int kind;  /* weft_device_kind */
   int index; /* 0 for the CPU */
+  int rank;  /* the process that owns it, in a run across processes (MPI); 0 otherwise */
 } weft_device;
 
 /* The CPU device. */
@@ -135,11 +136,16 @@ WEFT_API weft_device weft_cpu(void);
 WEFT_API weft_device weft_auto(void);
 /* The device cuda:index (which may or may not exist: see weft_device_exists). */
 WEFT_API weft_device weft_cuda(int index);
-/* Returns 1 if a and b are the same device. */
+/* Device d of process `rank` (MPI, docs/distributed.md): weft_cpu() and weft_cuda(i) are rank
+ * 0's. Every process builds the same graph; a node runs on the rank that owns what it writes. */
+WEFT_API weft_device weft_on_rank(weft_device d, int rank);
+/* Returns 1 if a and b are the same device (of the same rank). */
 WEFT_API int weft_device_equal(weft_device a, weft_device b);
-/* Writes "cpu" or "cuda:N" into buf (at most size bytes, NUL-terminated); returns buf. */
+/* Writes "cpu", "cuda:N", or for another rank than 0 "rank R cpu" / "rank R cuda:N", into buf
+ * (at most size bytes, NUL-terminated); returns buf. */
 WEFT_API char *weft_device_str(weft_device d, char *buf, size_t size);
-/* Parses "cpu", "cuda", "cuda:N" or "gpu:N". Returns WEFT_OK or WEFT_EINVAL. */
+/* Parses "cpu", "cuda", "cuda:N", "gpu:N" or "auto", each optionally after "rank R " (R a
+ * number). Returns WEFT_OK or WEFT_EINVAL. */
 WEFT_NODISCARD WEFT_API int weft_device_parse(const char *text, weft_device *out);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -218,6 +224,12 @@ WEFT_API int weft_runtime_cpu_topology(const weft_runtime *rt, weft_cpu_topology
 
 /* Fills `o` with the defaults. */
 WEFT_API void weft_runtime_options_init(weft_runtime_options *o);
+
+/* This process's rank and the number of ranks: a runtime created in a process started by
+ * mpirun (or after the application's MPI_Init) spans the job's processes (docs/distributed.md);
+ * otherwise 0 and 1. */
+WEFT_API int weft_runtime_rank(const weft_runtime *rt);
+WEFT_API int weft_runtime_ranks(const weft_runtime *rt);
 
 /* Creates a runtime: the CPU worker pool and, where there are GPUs, their streams and
  * allocators. `o` may be NULL for the defaults. On a machine with no GPU (or no driver) the
@@ -436,6 +448,11 @@ WEFT_API int weft_tensor_is_auto(const weft_tensor *t);
  * of the graph is in flight it fails with WEFT_EBUSY. Reading a temporary after a run fails
  * with WEFT_ESTATE (see weft_tensor_keep). Thread-safe: no (with respect to its graph). */
 WEFT_NODISCARD WEFT_API int weft_tensor_read(weft_tensor *t, void *dst, size_t size);
+/* As weft_tensor_read, on every rank of a run across processes (docs/distributed.md): a
+ * collective call (every rank calls it, for the same tensors in the same order); the rank that
+ * owns the tensor reads it and every rank gets its contents. weft_tensor_read of another rank's
+ * tensor fails with WEFT_EDEVICE. Without MPI it is weft_tensor_read. */
+WEFT_NODISCARD WEFT_API int weft_tensor_read_all(weft_tensor *t, void *dst, size_t size);
 /* Copies `size` bytes (== weft_tensor_bytes) from `src` into the tensor. Same rules. */
 WEFT_NODISCARD WEFT_API int weft_tensor_write(weft_tensor *t, const void *src, size_t size);
 /* Reads element `index` (flat, row-major) converted to double. */

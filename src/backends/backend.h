@@ -50,7 +50,7 @@
 
 #include "sched/plan/plan.h"
 
-#define WEFT__BACKEND_VERSION 4
+#define WEFT__BACKEND_VERSION 5
 
 /* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
  * (src/sched/dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
@@ -122,6 +122,9 @@ typedef struct weft__backend_vtable {
   /* Version 4. The threads one CPU matrix product of the backend uses, for the backend that
    * serves the CPU (weft_runtime_blas_threads). NULL: the runtime's thread policy. */
   int (*blas_threads)(const struct weft__backend *b);
+  /* Version 5. The transport between ranks (MPI): `bytes` of buf from rank `root` to every
+   * rank (a collective: every rank calls it). NULL for device backends. */
+  int (*bcast)(struct weft__backend *b, void *buf, size_t bytes, int root);
 } weft__backend_vtable;
 
 typedef struct weft__backend {
@@ -133,6 +136,8 @@ typedef struct weft__backend {
 
 /* The backend serving device kind `kind` in rt (WEFT_DEVICE_CPU or WEFT_DEVICE_CUDA), or NULL. */
 weft__backend *weft__runtime_backend(const weft_runtime *rt, int kind);
+/* The transport sets the process's rank and the number of ranks (1 and 0 without one). */
+void weft__runtime_set_ranks(weft_runtime *rt, int rank, int nranks);
 
 /* What a backend may know of a run besides its plan. */
 /* The plan the run executes. */
@@ -146,6 +151,11 @@ int weft__run_latest_plan(const weft_run *run, const char *what, const weft__pla
 
 
 extern const weft__backend_vtable weft__cpu_backend;
+#if WEFT_HAVE_MPI
+extern const weft__backend_vtable weft__mpi_backend;
+/* 1 when the process runs under MPI: initialised by the application, or started by mpirun. */
+int weft__mpi_wanted(void);
+#endif
 #if WEFT_HAVE_CUDA
 extern const weft__backend_vtable weft__cuda_backend;
 #endif

@@ -57,25 +57,43 @@ weft_device weft_cpu(void) { return (weft_device){WEFT_DEVICE_CPU, 0}; }
 weft_device weft_cuda(int index) { return (weft_device){WEFT_DEVICE_CUDA, index}; }
 weft_device weft_auto(void) { return (weft_device){WEFT_DEVICE_AUTO, 0}; }
 
+weft_device weft_on_rank(weft_device d, int rank) {
+  d.rank = rank;
+  return d;
+}
+
 int weft_device_equal(weft_device a, weft_device b) {
-  return a.kind == b.kind && a.index == b.index;
+  return a.kind == b.kind && a.index == b.index && a.rank == b.rank;
 }
 
 char *weft_device_str(weft_device d, char *buf, size_t size) {
   if (size == 0) return buf;
+  char rank[24] = "";
+  if (d.rank != 0) snprintf(rank, sizeof rank, "rank %d ", d.rank);
   if (d.kind == WEFT_DEVICE_CPU)
-    snprintf(buf, size, "cpu");
+    snprintf(buf, size, "%scpu", rank);
   else if (d.kind == WEFT_DEVICE_AUTO)
-    snprintf(buf, size, "auto");
+    snprintf(buf, size, "%sauto", rank);
   else if (d.kind == WEFT_DEVICE_CUDA)
-    snprintf(buf, size, "cuda:%d", d.index);
+    snprintf(buf, size, "%scuda:%d", rank, d.index);
   else
-    snprintf(buf, size, "device(%d,%d)", d.kind, d.index);
+    snprintf(buf, size, "%sdevice(%d,%d)", rank, d.kind, d.index);
   return buf;
 }
 
 int weft_device_parse(const char *text, weft_device *out) {
   if (text == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_device_parse: NULL argument");
+  if (strncmp(text, "rank ", 5) == 0 && text[5] >= '0' && text[5] <= '9') {
+    long r = 0;
+    const char *p = text + 5;
+    while (*p >= '0' && *p <= '9' && r < 1000000) r = r * 10 + (*p++ - '0');
+    if (*p == ' ' && r < 1000000) {
+      int rc = weft_device_parse(p + 1, out);
+      if (rc == WEFT_OK) out->rank = (int)r;
+      return rc;
+    }
+    return weft__err(WEFT_EINVAL, "'%s' is not a device: expected rank R DEVICE with R a number", text);
+  }
   if (strcmp(text, "cpu") == 0) {
     *out = weft_cpu();
     return WEFT_OK;

@@ -32,8 +32,28 @@ void weft_runtime_options_init(weft_runtime_options *o) {
 }
 
 weft__backend *weft__backend_for(weft_runtime *rt, weft_device d) {
+  if (d.rank != rt->rank) return rt->remote; /* another rank's: the transport */
   return (d.kind >= 0 && d.kind <= 1) ? rt->by_kind[d.kind] : NULL;
 }
+
+weft__backend *weft__node_backend(weft_runtime *rt, const weft_node *n) {
+  /* A node that touches another rank's tensor is the transport's: a copy between ranks is a
+   * message, any other node of another rank nothing here. */
+  if (rt->remote != NULL) {
+    if (n->device.rank != rt->rank) return rt->remote;
+    for (int a = 0; a < n->nargs; a++)
+      if (n->args[a].t->device.rank != rt->rank) return rt->remote;
+  }
+  return weft__backend_for(rt, n->device);
+}
+
+void weft__runtime_set_ranks(weft_runtime *rt, int rank, int nranks) {
+  rt->rank = rank;
+  rt->nranks = nranks;
+}
+
+int weft_runtime_rank(const weft_runtime *rt) { return rt->rank; }
+int weft_runtime_ranks(const weft_runtime *rt) { return rt->nranks; }
 
 weft__backend *weft__runtime_backend(const weft_runtime *rt, int kind) {
   return rt != NULL && kind >= 0 && kind <= 1 ? rt->by_kind[kind] : NULL;
@@ -97,6 +117,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   rt->policy = policy;
   rt->cores = cores;
   rt->intra = intra;
+  rt->nranks = 1;
   atomic_init(&rt->graphs, 0);
   weft__vec_init(&rt->ops, sizeof(weft_op *));
   weft__vec_init(&rt->setup, sizeof(weft__setup_rec));
@@ -127,6 +148,13 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     if ((rc = add_backend(rt, &weft__cpu_backend, &o)) != WEFT_OK) goto fail;
     rt->by_kind[WEFT_DEVICE_CPU] = &rt->backends[0];
     made(rt, "the CPU backend", &t0);
+#if WEFT_HAVE_MPI
+    if (weft__mpi_wanted()) {
+      if ((rc = add_backend(rt, &weft__mpi_backend, &o)) != WEFT_OK) goto fail;
+      rt->remote = &rt->backends[rt->nbackends - 1];
+      made(rt, "the MPI transport: the ranks' communicator, the progress thread", &t0);
+    }
+#endif
 #if WEFT_HAVE_CUDA
     if (o.max_gpus != 0) {
       if ((rc = add_backend(rt, &weft__cuda_backend, &o)) != WEFT_OK) goto fail;
@@ -228,6 +256,9 @@ int weft_device_count(const weft_runtime *rt, int kind) {
 }
 
 int weft_device_exists(const weft_runtime *rt, weft_device d) {
+  /* Every rank runs the same program on the same kind of machine: another rank's device
+   * exists where this rank's does. */
+  if (d.rank < 0 || d.rank >= rt->nranks) return 0;
   if (d.kind == WEFT_DEVICE_CPU || d.kind == WEFT_DEVICE_AUTO) return d.index == 0;
   return d.index >= 0 && d.index < weft_device_count(rt, d.kind);
 }

@@ -47,6 +47,8 @@ struct weft_runtime {
   int nbackends;
   weft__backend *by_kind[2]; /* CPU, CUDA */
   weft__backend *pinned;     /* the backend whose host_alloc gives pinned memory, or NULL */
+  weft__backend *remote;     /* the transport to the other ranks (MPI), or NULL */
+  int rank, nranks;          /* this process's rank among nranks (0 of 1 without a transport) */
   const struct weft__policy *policy; /* placement (src/sched/plan/policy.h) */
   weft__pool *pool;
   weft__blockpool *blocks;
@@ -182,5 +184,8 @@ void weft__dispatch_flush(void);
 
 /* runtime.c */
 weft__backend *weft__backend_for(weft_runtime *rt, weft_device d);
+/* The backend that runs node n here: its device's, or the transport's for a node of another
+ * rank or one that moves a tensor between ranks. */
+weft__backend *weft__node_backend(weft_runtime *rt, const weft_node *n);
 
 #endif

@@ -208,6 +208,12 @@ static int access_check(weft_tensor *t, size_t size, const char *what, int readi
   if (t == NULL) return weft__err(WEFT_EINVAL, "%s: tensor is NULL", what);
   int rc = weft__graph_check_idle(t->graph, what);
   if (rc != WEFT_OK) return rc;
+  const weft_runtime *rt = t->graph->rt;
+  if (t->device.rank != rt->rank && strcmp(what, "weft_tensor_read_all") != 0)
+    return weft__err(WEFT_EDEVICE,
+                     "%s: tensor %s lives on rank %d, not on this one (rank %d): %s it there, or read it "
+                     "on every rank with weft_tensor_read_all",
+                     what, weft__tensor_name(t), t->device.rank, rt->rank, reading ? "read" : "write");
   if (size != t->bytes)
     return weft__err(WEFT_EINVAL, "%s: tensor %s holds %zu bytes but the buffer has %zu", what,
                      weft__tensor_name(t), t->bytes, size);
@@ -266,6 +272,21 @@ int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
   if (dst == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_read: dst is NULL");
   if (!weft__tensor_contiguous(t)) return tile_io(t, dst, 1);
   return weft__storage_copy_out(t, dst);
+}
+
+int weft_tensor_read_all(weft_tensor *t, void *dst, size_t size) {
+  int rc = access_check(t, size, "weft_tensor_read_all", 1);
+  if (rc != WEFT_OK) return rc;
+  if (size == 0) return WEFT_OK;
+  if (dst == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_read_all: dst is NULL");
+  weft_runtime *rt = t->graph->rt;
+  /* The owner reads it; then it goes to every rank. A failed read still takes part in the
+   * broadcast (the others wait for it), and its error is returned after. */
+  int mine = t->device.rank == rt->rank;
+  if (mine) rc = !weft__tensor_contiguous(t) ? tile_io(t, dst, 1) : weft__storage_copy_out(t, dst);
+  if (rt->remote == NULL) return rc;
+  int brc = rt->remote->vt->bcast(rt->remote, dst, size, t->device.rank);
+  return rc != WEFT_OK ? rc : brc;
 }
 
 int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {

@@ -152,7 +152,7 @@ int weft__plan_build(weft_graph *g) {
     x->node = nodes[i];
     x->plan = p;
     x->id = i;
-    x->backend = weft__backend_for(rt, nodes[i]->device);
+    x->backend = weft__node_backend(rt, nodes[i]);
     if (nodes[i]->nargs > WEFT__CTX_INLINE) room += nodes[i]->nargs;
   }
   if (room > 0) {

@@ -1,0 +1,359 @@
+/* mpi_transport.c — one graph across processes (ranks) through Open MPI: the transport behind
+ * the backend table (docs/distributed.md).
+ *
+ * Every rank builds the same graph. A tensor's device carries the rank that owns it; a node
+ * runs on the rank that owns its device (owner-computes: an op's device is the one of what it
+ * writes), and an op that reads a tensor of another rank reads the copy weft inserted for it,
+ * as for a tensor on another device. This backend serves every node the local rank does not
+ * compute:
+ *   - a copy from this rank to another is a nonblocking send, a copy from another rank to this
+ *     one a nonblocking receive into the copy's storage, matched by the node's id as the tag on
+ *     a communicator of the plan's own (so two graphs, or two versions of one, never mix);
+ *   - any other node of another rank is nothing here: it completes at once.
+ * Tensors of other ranks get no storage here. A progress thread tests the posted requests and
+ * reports each node's completion (weft__sched_complete), so a worker never waits on the
+ * network and sends and receives overlap compute; MPI is initialised with
+ * MPI_THREAD_MULTIPLE for that (workers post, the progress thread tests).
+ *
+ * At each plan (every rank plans at the same launches), the ranks compare a hash of the graph:
+ * ranks that built different graphs fail the launch with the first node that differs, instead
+ * of waiting forever for messages that will not come. */
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backends/backend.h"
+
+enum { MAX_CHUNKS = 64 };
+#define CHUNK ((size_t)1 << 30) /* bytes a message: MPI counts are ints */
+
+typedef struct pending {
+  weft_run *run;
+  uint32_t index;
+  int nreq;
+  MPI_Request req[MAX_CHUNKS];
+  struct pending *next;
+} pending;
+
+typedef struct mpi_state {
+  int rank, nranks, initialised_here, tag_ub;
+  MPI_Comm world; /* a duplicate of MPI_COMM_WORLD for the runtime's collectives */
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  pending *list; /* posted, not yet complete */
+  int stop, started;
+} mpi_state;
+
+typedef struct plan_state {
+  MPI_Comm comm; /* the plan's messages */
+} plan_state;
+
+static void error_text(int code, char *buf, size_t size) {
+  char s[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, s, &len) != MPI_SUCCESS) snprintf(s, sizeof s, "MPI error %d", code);
+  snprintf(buf, size, "%s", s);
+}
+
+/* ---- the progress thread ------------------------------------------------------------------ */
+
+static void *progress_main(void *arg) {
+  mpi_state *st = arg;
+  pthread_mutex_lock(&st->lock);
+  while (!st->stop) {
+    if (st->list == NULL) {
+      pthread_cond_wait(&st->cond, &st->lock);
+      continue;
+    }
+    pending *done = NULL;
+    for (pending **p = &st->list; *p != NULL;) {
+      int flag = 0;
+      int rc = MPI_Testall((*p)->nreq, (*p)->req, &flag, MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS || flag) {
+        pending *x = *p;
+        *p = x->next;
+        x->nreq = rc == MPI_SUCCESS ? 0 : -rc; /* 0: done; else the error */
+        x->next = done;
+        done = x;
+      } else {
+        p = &(*p)->next;
+      }
+    }
+    int idle = st->list != NULL && done == NULL;
+    pthread_mutex_unlock(&st->lock);
+    for (pending *x = done, *next; x != NULL; x = next) {
+      next = x->next;
+      char msg[MPI_MAX_ERROR_STRING + 64];
+      if (x->nreq != 0) {
+        error_text(-x->nreq, msg, sizeof msg);
+        weft__sched_complete(x->run, x->index, WEFT_EIO, msg);
+      } else {
+        weft__sched_complete(x->run, x->index, WEFT_OK, NULL);
+      }
+      free(x);
+    }
+    /* Messages in flight: look again soon, without holding a core. */
+    if (idle) nanosleep(&(struct timespec){0, 20000}, NULL);
+    pthread_mutex_lock(&st->lock);
+  }
+  pthread_mutex_unlock(&st->lock);
+  return NULL;
+}
+
+/* ---- the backend --------------------------------------------------------------------------- */
+
+static int mpi_init(weft__backend *b, const weft_runtime_options *o) {
+  (void)o;
+  int inited = 0, provided = 0, rc;
+  MPI_Initialized(&inited);
+  mpi_state *st = calloc(1, sizeof *st);
+  if (st == NULL) return weft__oom("the MPI transport");
+  if (!inited) {
+    if ((rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided)) != MPI_SUCCESS) {
+      free(st);
+      return weft__err(WEFT_EIO, "MPI_Init_thread failed (error %d)", rc);
+    }
+    st->initialised_here = 1;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  if (provided < MPI_THREAD_MULTIPLE) {
+    free(st);
+    return weft__err(WEFT_ENOTSUP, "the MPI library gives thread level %d; weft needs MPI_THREAD_MULTIPLE "
+                     "(its workers send and receive while a progress thread tests)", provided);
+  }
+  MPI_Comm_dup(MPI_COMM_WORLD, &st->world);
+  MPI_Comm_set_errhandler(st->world, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(st->world, &st->rank);
+  MPI_Comm_size(st->world, &st->nranks);
+  int *ub = NULL, flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+  st->tag_ub = flag && ub != NULL ? *ub : 32767;
+  pthread_mutex_init(&st->lock, NULL);
+  pthread_cond_init(&st->cond, NULL);
+  if (pthread_create(&st->thread, NULL, progress_main, st) != 0) {
+    MPI_Comm_free(&st->world);
+    free(st);
+    return weft__err(WEFT_ENOMEM, "cannot start the MPI progress thread");
+  }
+  st->started = 1;
+  b->state = st;
+  weft__runtime_set_ranks(b->rt, st->rank, st->nranks);
+  return WEFT_OK;
+}
+
+static void finalize_at_exit(void) {
+  int fin = 0;
+  MPI_Finalized(&fin);
+  if (!fin) MPI_Finalize();
+}
+
+static void mpi_fini(weft__backend *b) {
+  mpi_state *st = b->state;
+  if (st == NULL) return;
+  pthread_mutex_lock(&st->lock);
+  st->stop = 1;
+  pthread_cond_signal(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+  if (st->started) pthread_join(st->thread, NULL);
+  MPI_Comm_free(&st->world);
+  /* MPI cannot start twice in a process: it ends when the process does (a later runtime of
+   * the same process reuses it). */
+  if (st->initialised_here) atexit(finalize_at_exit);
+  pthread_mutex_destroy(&st->lock);
+  pthread_cond_destroy(&st->cond);
+  free(st);
+}
+
+static int mpi_device_count(const weft__backend *b) {
+  (void)b;
+  return 0;
+}
+
+static int mpi_alloc(weft__backend *b, weft_tensor *t) {
+  (void)b;
+  (void)t; /* another rank's tensor: no storage here */
+  return WEFT_OK;
+}
+
+/* A hash of node i as every rank must have built it: its op, its arguments (tensor, mode,
+ * dtype, shape, device with rank). FNV-1a. */
+static uint64_t mix(uint64_t h, uint64_t v) {
+  for (int k = 0; k < 8; k++) {
+    h ^= (v >> (8 * k)) & 0xff;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+static uint64_t node_hash(const weft_node *n) {
+  uint64_t h = 1469598103934665603ull;
+  h = mix(h, n->kind);
+  h = mix(h, n->nargs);
+  h = mix(h, (uint64_t)(uint32_t)n->device.kind << 40 | (uint64_t)(uint32_t)n->device.index << 20 |
+                 (uint32_t)n->device.rank);
+  for (int a = 0; a < n->nargs; a++) {
+    const weft_tensor *t = n->args[a].t;
+    h = mix(h, t->id);
+    h = mix(h, n->args[a].mode);
+    h = mix(h, t->dtype);
+    for (int d = 0; d < t->ndim; d++) h = mix(h, (uint64_t)t->shape[d]);
+    h = mix(h, (uint64_t)(uint32_t)t->device.kind << 40 | (uint64_t)(uint32_t)t->device.rank);
+  }
+  return h;
+}
+
+/* The ranks compare their graphs: WEFT_OK when every rank built this one, else an error naming
+ * the first node that differs (on every rank, so that none waits). */
+static int check_same_graph(mpi_state *st, weft__plan *p) {
+  uint64_t n = p->n, *h = malloc((n ? n : 1) * sizeof *h);
+  if (h == NULL) return weft__oom("the graph's hash");
+  uint64_t all = mix(1469598103934665603ull, n);
+  for (uint32_t i = 0; i < p->n; i++) all = mix(all, h[i] = node_hash(p->x[i].node));
+  uint64_t mine[2] = {all, ~all}, ext[2];
+  int rc = MPI_Allreduce(mine, ext, 2, MPI_UINT64_T, MPI_MAX, st->world);
+  if (rc == MPI_SUCCESS && ext[0] == all && ~ext[1] == all) {
+    free(h);
+    return WEFT_OK;
+  }
+  /* Different: rank 0's node count and hashes to all, then the first difference anywhere. */
+  uint64_t n0 = n;
+  if (rc == MPI_SUCCESS) rc = MPI_Bcast(&n0, 1, MPI_UINT64_T, 0, st->world);
+  uint64_t *h0 = rc == MPI_SUCCESS ? malloc((n0 ? n0 : 1) * sizeof *h0) : NULL;
+  if (rc == MPI_SUCCESS && h0 == NULL) rc = MPI_ERR_NO_MEM;
+  if (rc == MPI_SUCCESS && st->rank == 0) memcpy(h0, h, n * sizeof *h);
+  if (rc == MPI_SUCCESS) rc = MPI_Bcast(h0, (int)n0, MPI_UINT64_T, 0, st->world);
+  uint64_t first = n < n0 ? n : n0;
+  for (uint64_t i = 0; rc == MPI_SUCCESS && i < n && i < n0; i++)
+    if (h[i] != h0[i]) {
+      first = i;
+      break;
+    }
+  uint64_t at = first;
+  if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&first, &at, 1, MPI_UINT64_T, MPI_MIN, st->world);
+  free(h0);
+  free(h);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    error_text(rc, msg, sizeof msg);
+    return weft__err(WEFT_EIO, "rank %d: comparing the ranks' graphs failed: %s", st->rank, msg);
+  }
+  char dev[32];
+  if (at < n) {
+    const weft_node *x = p->x[at].node;
+    return weft__err(WEFT_EINVAL,
+                     "rank %d: the ranks built different graphs: node %llu differs (here: '%s' on %s, "
+                     "%d arguments; this rank has %llu nodes, rank 0 %llu)",
+                     st->rank, (unsigned long long)at, weft_node_op_name(x), weft_device_str(x->device, dev, sizeof dev),
+                     x->nargs, (unsigned long long)n, (unsigned long long)n0);
+  }
+  return weft__err(WEFT_EINVAL,
+                   "rank %d: the ranks built different graphs: node %llu differs (this rank has %llu nodes, "
+                   "rank 0 %llu)",
+                   st->rank, (unsigned long long)at, (unsigned long long)n, (unsigned long long)n0);
+}
+
+static int mpi_plan(weft__backend *b, weft__plan *p) {
+  mpi_state *st = b->state;
+  int rc = check_same_graph(st, p);
+  if (rc != WEFT_OK) return rc;
+  if (p->n > (uint32_t)st->tag_ub)
+    return weft__err(WEFT_ELIMIT, "rank %d: the graph has %u nodes; MPI tags go to %d", st->rank, p->n, st->tag_ub);
+  plan_state *ps = calloc(1, sizeof *ps);
+  if (ps == NULL) return weft__oom("the MPI transport's plan");
+  MPI_Comm_dup(st->world, &ps->comm);
+  MPI_Comm_set_errhandler(ps->comm, MPI_ERRORS_RETURN);
+  p->bstate[b->index] = ps;
+  return WEFT_OK;
+}
+
+static void mpi_plan_free(weft__backend *b, weft__plan *p) {
+  plan_state *ps = p->bstate[b->index];
+  if (ps == NULL) return;
+  MPI_Comm_free(&ps->comm);
+  free(ps);
+  p->bstate[b->index] = NULL;
+}
+
+static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
+  mpi_state *st = b->state;
+  const weft_node *n = ctx->node;
+  if (n->kind != WEFT__OP_COPY) return WEFT_OK; /* another rank computes it */
+  const weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
+  int from = src->device.rank, to = dst->device.rank;
+  if (from == to || (from != st->rank && to != st->rank)) return WEFT_OK; /* not this rank's */
+  plan_state *ps = ctx->plan->bstate[b->index];
+  size_t bytes = src->bytes;
+  if (bytes == 0) return WEFT_OK;
+  if (bytes > CHUNK * MAX_CHUNKS)
+    return weft_ctx_fail(ctx, "a tensor of %zu bytes between ranks %d and %d; the transport moves up to %zu",
+                         bytes, from, to, CHUNK * MAX_CHUNKS);
+  pending *x = calloc(1, sizeof *x);
+  if (x == NULL) return weft_ctx_fail(ctx, "out of memory for a message");
+  x->run = ctx->run;
+  x->index = ctx->index;
+  int sending = from == st->rank;
+  char *buf = sending ? src->data : dst->data;
+  for (size_t off = 0; off < bytes; off += CHUNK) {
+    int len = (int)(bytes - off < CHUNK ? bytes - off : CHUNK);
+    int rc = sending ? MPI_Isend(buf + off, len, MPI_BYTE, to, (int)ctx->index, ps->comm, &x->req[x->nreq])
+                     : MPI_Irecv(buf + off, len, MPI_BYTE, from, (int)ctx->index, ps->comm, &x->req[x->nreq]);
+    if (rc != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING];
+      error_text(rc, msg, sizeof msg);
+      for (int k = 0; k < x->nreq; k++) MPI_Cancel(&x->req[k]);
+      free(x);
+      return weft_ctx_fail(ctx, "rank %d: %s rank %d failed: %s", st->rank, sending ? "sending to" : "receiving from",
+                           sending ? to : from, msg);
+    }
+    x->nreq++;
+  }
+  pthread_mutex_lock(&st->lock);
+  x->next = st->list;
+  st->list = x;
+  pthread_cond_signal(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+  return WEFT__PENDING;
+}
+
+static int mpi_bcast(weft__backend *b, void *buf, size_t bytes, int root) {
+  mpi_state *st = b->state;
+  for (size_t off = 0; off < bytes; off += CHUNK) {
+    int len = (int)(bytes - off < CHUNK ? bytes - off : CHUNK);
+    int rc = MPI_Bcast((char *)buf + off, len, MPI_BYTE, root, st->world);
+    if (rc != MPI_SUCCESS) {
+      char msg[MPI_MAX_ERROR_STRING];
+      error_text(rc, msg, sizeof msg);
+      return weft__err(WEFT_EIO, "rank %d: broadcasting %zu bytes from rank %d failed: %s", st->rank, bytes, root, msg);
+    }
+  }
+  return WEFT_OK;
+}
+
+const weft__backend_vtable weft__mpi_backend = {
+    .version = WEFT__BACKEND_VERSION,
+    .name = "mpi",
+    .device_kind = -1,
+    .flags = 0,
+    .init = mpi_init,
+    .fini = mpi_fini,
+    .device_count = mpi_device_count,
+    .alloc = mpi_alloc,
+    .plan = mpi_plan,
+    .plan_free = mpi_plan_free,
+    .launch = mpi_launch,
+    .bcast = mpi_bcast,
+};
+
+int weft__mpi_wanted(void) {
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (inited) return 1;
+  /* Started by a process manager: Open MPI's mpirun, or a PMI/PMIx launcher. */
+  return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
+}

@@ -1,0 +1,169 @@
+/* test_mpi.c — one graph across processes (src/backends/mpi), run under mpirun with 2, 3 and 4
+ * ranks (tests/mpi.cmake; oversubscribed on a small machine): every rank builds the same graph,
+ * each node runs on the rank that owns what it writes, the tensors it reads from other ranks
+ * come as messages, and the results are what one process computes (compared bit for bit on
+ * every rank through weft_tensor_read_all). Bad input: a tensor of a rank that does not exist,
+ * reading another rank's tensor with weft_tensor_read, ranks that build different graphs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/backend.h"
+#include "testutil.h"
+
+static weft_runtime *rt;
+static int me, nranks;
+
+static int setup(void **state) {
+  (void)state;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.max_gpus = 0;
+  o.flags = WEFT_RUNTIME_QUIET;
+  CHECK(weft_runtime_create(&o, &rt));
+  me = weft_runtime_rank(rt);
+  nranks = weft_runtime_ranks(rt);
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  weft_runtime_destroy(rt);
+  return 0;
+}
+
+static weft_device on(int rank) { return weft_on_rank(weft_cpu(), rank); }
+
+/* A chain that visits every rank and comes back: x on rank 0; on rank r, v_r = v_{r-1} * 2 + x;
+ * the last back on rank 0. Serial: v_k = (2^k + 2^k - 1) x, exactly in double. */
+static void a_chain_through_every_rank(void **state) {
+  (void)state;
+  assert_true(nranks >= 2);
+  enum { N = 300000 }; /* more than one CPU chunk: split on each rank too */
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  int64_t sh[1] = {N};
+  weft_tensor *x, *v;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, sh, on(0), weft_uniform(-1, 1, 7), &x));
+  v = x;
+  for (int k = 1; k <= nranks; k++) {
+    int r = k % nranks;
+    weft_tensor *t2 = NULL, *next = NULL;
+    char name[16];
+    snprintf(name, sizeof name, "v%d", k);
+    CHECK(weft_tensor_create(g, name, WEFT_F64, 1, sh, on(r), weft_zeros(), &next));
+    CHECK(weft_tensor_create(g, NULL, WEFT_F64, 1, sh, on(r), weft_zeros(), &t2));
+    CHECK(weft_scale(g, v, 2.0, &t2));
+    CHECK(weft_add(g, t2, x, &next));
+    v = next;
+  }
+  for (int run = 0; run < 3; run++) { /* replays: the same messages again */
+    CHECK(weft_graph_run(g));
+    double *got = malloc(N * sizeof *got), *xs = malloc(N * sizeof *xs);
+    CHECK(weft_tensor_read_all(v, got, N * sizeof *got));
+    CHECK(weft_tensor_read_all(x, xs, N * sizeof *xs));
+    for (int i = 0; i < N; i++) {
+      double want = xs[i];
+      for (int k = 1; k <= nranks; k++) want = want * 2.0 + xs[i];
+      if (got[i] != want) fail_msg("rank %d: element %d is %.17g, want %.17g", me, i, got[i], want);
+    }
+    free(got);
+    free(xs);
+  }
+  weft_graph_destroy(g);
+}
+
+/* Many independent pieces, each on a rank, reduced on rank 0: messages in flight together. */
+static void fan_in_to_rank_zero(void **state) {
+  (void)state;
+  enum { PIECES = 24, N = 5000 };
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  int64_t sh[1] = {N};
+  weft_tensor *acc;
+  CHECK(weft_tensor_create(g, "acc", WEFT_F64, 1, sh, on(0), weft_zeros(), &acc));
+  for (int p = 0; p < PIECES; p++) {
+    weft_tensor *a, *b = NULL;
+    CHECK(weft_tensor_create(g, NULL, WEFT_F64, 1, sh, on(p % nranks), weft_uniform(0, 1, 100 + (uint64_t)p), &a));
+    CHECK(weft_tensor_create(g, NULL, WEFT_F64, 1, sh, on(p % nranks), weft_zeros(), &b));
+    CHECK(weft_relu(g, a, &b));
+    CHECK(weft_add(g, acc, b, &acc)); /* on rank 0, in order */
+  }
+  CHECK(weft_graph_run(g));
+  double *got = malloc(N * sizeof *got);
+  CHECK(weft_tensor_read_all(acc, got, N * sizeof *got));
+  /* The same sums in one process, in the same order (a runtime created under mpirun spans the
+   * ranks too, so the reference is computed here: the generator's values and relu). */
+  double *want = calloc(N, sizeof *want), *piece = malloc(N * sizeof *piece);
+  for (int p = 0; p < PIECES; p++) {
+    weft__cpu_fill_at(piece, WEFT_F64, 0, N, weft_uniform(0, 1, 100 + (uint64_t)p));
+    for (int i = 0; i < N; i++) want[i] += piece[i] > 0 ? piece[i] : 0;
+  }
+  assert_memory_equal(got, want, N * sizeof *got);
+  free(piece);
+  free(want);
+  free(got);
+  weft_graph_destroy(g);
+}
+
+static void bad_ranks_are_refused(void **state) {
+  (void)state;
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *t = NULL;
+  assert_int_equal(weft_tensor_create(g, "far", WEFT_F32, 0, NULL, on(nranks), weft_zeros(), &t), WEFT_EDEVICE);
+  char want[64];
+  snprintf(want, sizeof want, "rank %d cpu", nranks);
+  assert_true(tu_contains(weft_last_error(), want));
+  assert_int_equal(weft_tensor_create(g, "neg", WEFT_F32, 0, NULL, on(-1), weft_zeros(), &t), WEFT_EDEVICE);
+  /* Tensors of ranks 0 and 1 (every rank builds both): each rank reads its own, another
+   * rank's only through weft_tensor_read_all. */
+  weft_tensor *ts[2];
+  CHECK(weft_tensor_create(g, "t0", WEFT_F64, 0, NULL, on(0), weft_full(10), &ts[0]));
+  CHECK(weft_tensor_create(g, "t1", WEFT_F64, 0, NULL, on(1), weft_full(11), &ts[1]));
+  for (int k = 0; k < 2; k++) {
+    double v = 0;
+    if (k == me) {
+      CHECK(weft_tensor_read(ts[k], &v, sizeof v));
+      assert_true(v == 10 + k);
+    } else {
+      assert_int_equal(weft_tensor_read(ts[k], &v, sizeof v), WEFT_EDEVICE);
+      assert_true(tu_contains(weft_last_error(), "weft_tensor_read_all"));
+      assert_int_equal(weft_tensor_write(ts[k], &v, sizeof v), WEFT_EDEVICE);
+    }
+    CHECK(weft_tensor_read_all(ts[k], &v, sizeof v));
+    assert_true(v == 10 + k);
+  }
+  weft_graph_destroy(g);
+}
+
+/* Ranks that build different graphs fail the launch on every rank, naming the first node that
+ * differs: no rank waits for a message that will not come. */
+static void different_graphs_fail_on_every_rank(void **state) {
+  (void)state;
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a, *b = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, (int64_t[]){8}, on(0), weft_ones(), &a));
+  CHECK(weft_relu(g, a, &b));
+  if (me == nranks - 1)
+    CHECK(weft_scale(g, b, 3.0, &b)); /* this rank's graph has a node more */
+  else
+    CHECK(weft_scale(g, b, 2.0, &b)); /* the same node, another factor: the same hash */
+  CHECK(weft_relu(g, b, &b));
+  if (me == 0) CHECK(weft_relu(g, b, &b));
+  int rc = weft_graph_run(g);
+  assert_int_equal(rc, WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "the ranks built different graphs: node 3 differs"));
+  weft_graph_destroy(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_chain_through_every_rank),
+      cmocka_unit_test(fan_in_to_rank_zero),
+      cmocka_unit_test(bad_ranks_are_refused),
+      cmocka_unit_test(different_graphs_fail_on_every_rank),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
