@@ -8,14 +8,16 @@
 # Chromium, with which test_report checks the SVG and a rendering of the timeline with a real
 # parser and a real browser; OpenBLAS's serial build, which test_cpu_blas preloads as an
 # application's own BLAS that is not thread-safe; LAPACKE, the second baseline of
-# bench_cholesky, which skips it where it is missing).
+# bench_cholesky, which skips it where it is missing; Open MPI, whose transport weft builds where
+# it is found and whose tests run under mpirun).
 # Idempotent: packages already present are skipped. The CUDA toolkit is optional and not
 # installed here; where /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libuv1-dev libcmocka-dev libopenblas-dev libjansson-dev
   libhwloc-dev python3)
 if [ "${1:-}" = "--tests" ]; then
-  pkgs+=(clang libclang-rt-dev libxml2-dev libpng-dev chromium libopenblas0-serial liblapacke)
+  pkgs+=(clang libclang-rt-dev libxml2-dev libpng-dev chromium libopenblas0-serial liblapacke openmpi-bin
+    libopenmpi-dev)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -128,6 +128,7 @@ int cli_cmd_run(int argc, char **argv) {
   cli_prog_dsl(&po, &j.dsl);
   j.repeat = (int)f.repeat;
   j.json = f.json;
+  if (weft_runtime_rank(rt) != 0) f.quiet = 1; /* rank 0 reports a run across ranks */
   /* Without values, a simulated run's result is its statistics: print them on stdout. */
   j.no_values = weft_sim_active(rt) && !weft_sim_computes(rt);
   if (j.no_values && !f.json && !f.quiet) f.stats = 2;
@@ -150,7 +151,12 @@ int cli_cmd_run(int argc, char **argv) {
       if (st != WEFT_OK) break;
     }
   }
-  code = cli_job_report(&j, stdout, stderr);
+  /* Across ranks (mpirun): rank 0 prints the outputs and the report; the others take part in
+   * gathering the outputs, and say only their errors. */
+  FILE *out = stdout, *sink = NULL;
+  if (rt != NULL && weft_runtime_rank(rt) != 0 && (sink = fopen("/dev/null", "w")) != NULL) out = sink;
+  code = cli_job_report(&j, out, stderr);
+  if (sink != NULL) fclose(sink);
   if (code == CLI_EXIT_OK) code = report_code;
 done:
   cli_job_fini(&j);

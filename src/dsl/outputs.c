@@ -255,6 +255,9 @@ int weft_program_outputs(weft_program *p, FILE *out, int json) {
   int first_rc = WEFT_OK, printed = 0;
   if (json) weft__strbuf_puts(&b, "{");
   const weft__dsl_output *outs = p->outputs.data;
+  /* Across ranks (MPI) every rank takes part in reading each output (the rank that owns it
+   * sends it), and rank 0 alone prints and saves them. */
+  int writer = weft_runtime_rank(weft_graph_runtime(p->graph)) == 0;
   weft__dsl_symtab seen; /* JSON: a name printed twice is one key */
   weft__arena keys;
   memset(&seen, 0, sizeof seen);
@@ -272,9 +275,9 @@ int weft_program_outputs(weft_program *p, FILE *out, int json) {
     }
     size_t bytes = weft_tensor_bytes(o->t);
     void *data = weft__malloc(bytes ? bytes : 1);
-    int rc = data ? weft_tensor_read(o->t, data, bytes) : weft__oom("a result's values");
-    if (rc == WEFT_OK && o->kind == WEFT__DSL_SAVE) rc = save(o, data);
-    if (rc == WEFT_OK && o->kind == WEFT__DSL_PRINT) {
+    int rc = data ? weft_tensor_read_all(o->t, data, bytes) : weft__oom("a result's values");
+    if (rc == WEFT_OK && writer && o->kind == WEFT__DSL_SAVE) rc = save(o, data);
+    if (rc == WEFT_OK && writer && o->kind == WEFT__DSL_PRINT) {
       if (json) {
         weft__strbuf_puts(&b, printed++ ? ", " : "");
         weft__json_put_str(&b, o->name);

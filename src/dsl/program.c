@@ -243,11 +243,29 @@ static int eval_num(ctx *c, const weft__dsl_expr *e, value *out) {
 
 /* ---- devices and tensors --------------------------------------------------------------------- */
 
-/* Evaluates a device: cpu, cuda:N or a declared name. A literal cuda:N must exist unless
- * `may_be_absent` (a declaration's alternatives). */
+/* Evaluates a device: cpu, cuda:N, rank(R, DEVICE) or a declared name. A literal cuda:N must
+ * exist unless `may_be_absent` (a declaration's alternatives). */
 static int eval_device(ctx *c, const weft__dsl_expr *e, int may_be_absent, weft_device *out) {
   char list[256];
   switch (e->kind) {
+    case EX_CALL:
+      if (strcmp(e->text, "rank") == 0) { /* rank(R, DEVICE): process R's device (MPI) */
+        int64_t r = 0;
+        if (e->nitems != 2 || e->keys[0] != NULL || e->keys[1] != NULL)
+          return err(c, WEFT_EPARSE, e->line, e->col, "rank takes a rank and a device: rank(1, cpu)");
+        if (eval_int(c, e->items[0], "a rank", &r) != OK) return FAIL;
+        int nranks = weft_runtime_ranks(c->rt);
+        if (r < 0 || r >= nranks)
+          return err(c, WEFT_EDEVICE, e->items[0]->line, e->items[0]->col,
+                     "rank %lld does not exist: this run has %d rank%s (0..%d; mpirun -np N starts N)", (long long)r,
+                     nranks, nranks == 1 ? "" : "s", nranks - 1);
+        if (eval_device(c, e->items[1], may_be_absent, out) != OK) return FAIL;
+        if (out->rank != 0)
+          return err(c, WEFT_EPARSE, e->items[1]->line, e->items[1]->col, "a device of rank(...) has a rank already");
+        out->rank = (int)r;
+        return OK;
+      }
+      break;
     case EX_CPU:
       *out = weft_cpu();
       return OK;
@@ -289,7 +307,8 @@ static int eval_device(ctx *c, const weft__dsl_expr *e, int may_be_absent, weft_
     default:
       break;
   }
-  return err(c, WEFT_EPARSE, e->line, e->col, "expected a device: cpu, cuda:N, auto or a declared device name");
+  return err(c, WEFT_EPARSE, e->line, e->col,
+             "expected a device: cpu, cuda:N, auto, rank(R, DEVICE) or a declared device name");
 }
 
 /* A copy weft inserted is read through its source's name (weft reuses it while the source is

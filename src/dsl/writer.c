@@ -56,6 +56,12 @@ static int fail(writer *w, int status, const char *fmt, ...) {
 static weft_tensor *tensor_at(const writer *w, size_t i) { return WEFT__VEC_AT(&w->g->tensors, weft_tensor *, i); }
 
 static void put_device(writer *w, weft_device d) {
+  if (d.rank != 0) { /* another rank's: rank(R, DEVICE) */
+    weft__strbuf_printf(&w->out, "rank(%d, ", d.rank);
+    put_device(w, weft_on_rank(d, 0));
+    weft__strbuf_puts(&w->out, ")");
+    return;
+  }
   if (d.kind == WEFT_DEVICE_AUTO) {
     weft__strbuf_puts(&w->out, "auto");
     return;
