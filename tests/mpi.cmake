@@ -7,11 +7,15 @@
 # see in an uninstrumented library.
 if(WEFT_HAVE_MPI AND MPIEXEC_EXECUTABLE)
   weft_add_test(test_mpi LABELS unit mpi)
-  set_tests_properties(test_mpi PROPERTIES DISABLED TRUE) # run through its rank counts below
+  # The differential oracle across ranks: test_oracle.c with every input on a random rank.
+  weft_add_test(test_mpi_oracle LABELS unit mpi SOURCES oracle_gen.c)
+  set_tests_properties(test_mpi test_mpi_oracle PROPERTIES DISABLED TRUE) # run through the rank counts below
   foreach(n 2 3 4)
     add_test(NAME test_mpi_${n} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} --oversubscribe
       --allow-run-as-root --mca btl self,vader $<TARGET_FILE:test_mpi>)
-    set_tests_properties(test_mpi_${n} PROPERTIES TIMEOUT 300 LABELS "unit;mpi"
-      ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=STDOUT;ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
+    add_test(NAME test_mpi_oracle_${n} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} --oversubscribe
+      --allow-run-as-root --mca btl self,vader $<TARGET_FILE:test_mpi_oracle>)
+    set_tests_properties(test_mpi_${n} test_mpi_oracle_${n} PROPERTIES TIMEOUT 600 LABELS "unit;mpi"
+      ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=STDOUT;WEFT_ORACLE_PROGRAMS=200;ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
   endforeach()
 endif()

@@ -142,6 +142,7 @@ void oracle_cfg_init(oracle_cfg *cfg) {
   cfg->edge_percent = 15;
   cfg->cycle_per_mille = 15;
   cfg->devices = 1;
+  cfg->ranks = 1;
 }
 
 /* The generator works on the program as the user writes it: its tensors (inputs and op
@@ -246,6 +247,7 @@ static int rand_dev(gen *s) {
 }
 
 static weft_device device_at(gen *s, int dev) {
+  if (s->cfg->ranks > 1) return weft_on_rank(weft_cpu(), dev % s->cfg->ranks); /* intended device d: rank d */
   weft_device d = dev == 0 ? weft_cpu() : weft_cuda(dev - 1);
   return weft_device_exists(weft_graph_runtime(s->g), d) ? d : weft_cpu();
 }
@@ -819,7 +821,10 @@ int oracle_compare(weft_graph *ga, oracle_serial *s, char *msg, size_t msg_size,
       bad = 1;
       break;
     }
-    int rc = weft_tensor_read(t, got, bytes);
+    /* Across ranks every rank reads every tensor (the owner sends it): the same comparisons,
+     * in the same order, everywhere. */
+    int spread = weft_runtime_ranks(weft_graph_runtime(ga)) > 1;
+    int rc = spread ? weft_tensor_read_all(t, got, bytes) : weft_tensor_read(t, got, bytes);
     if (!weft_tensor_is_kept(t)) {
       if (rc != WEFT_ESTATE) {
         snprintf(msg, msg_size, "reading temporary %s gave %s, not ESTATE", weft_tensor_name(t),

@@ -46,6 +46,8 @@ typedef struct oracle_cfg {
                                whole */
   int devices;              /* 1: CPU only (default); N: the CPU and cuda:0..N-2 where they exist
                                (with user ops: a simulated machine, see oracle_register_ops) */
+  int ranks;                /* > 1: intended device d is rank d's CPU (MPI: every rank builds the
+                               same program; set devices to the same count); 1 (default): none */
   int large_percent;        /* share of 1-D random inputs of 2^18 to 3 x 2^18 elements (default 0):
                                elementwise ops, fills, copies and reductions over more than one
                                of the CPU kernels' chunks, split across the workers */
