@@ -10,6 +10,7 @@
 
 #include "backends/backend.h"
 #include "testutil.h"
+#include "weft/report.h"
 
 static weft_runtime *rt;
 static int me, nranks;
@@ -59,7 +60,20 @@ static void a_chain_through_every_rank(void **state) {
     v = next;
   }
   for (int run = 0; run < 3; run++) { /* replays: the same messages again */
-    CHECK(weft_graph_run(g));
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    /* The messages each rank sends or receives, counted by its statistics: rank 0 sends x to
+     * every other rank and receives the last v; rank 1 receives x and sends v on; the others
+     * receive v and x and send v on. */
+    weft_run_stats *st;
+    CHECK(weft_run_stats_create(r, &st));
+    weft_stats_summary sum;
+    weft_run_stats_summary(st, &sum);
+    uint64_t messages = me == 0 ? (uint64_t)nranks : me == 1 ? 2 : 3;
+    assert_int_equal(sum.bytes_ranks, messages * N * sizeof(double));
+    weft_run_stats_destroy(st);
+    weft_run_destroy(r);
     double *got = malloc(N * sizeof *got), *xs = malloc(N * sizeof *xs);
     CHECK(weft_tensor_read_all(v, got, N * sizeof *got));
     CHECK(weft_tensor_read_all(x, xs, N * sizeof *xs));

@@ -91,6 +91,7 @@ typedef struct weft_stats_summary {
   uint64_t bytes_h2d, bytes_d2h; /* bytes the copies that ran moved: host to device, device to
                                     host, */
   uint64_t bytes_peer, bytes_local; /* between two GPUs, and within one device */
+  uint64_t bytes_ranks;        /* sent to or received from other ranks by this one (MPI) */
   /* The run's setup: what happened between the launch call and the launch of its first node
    * (auto placement, the plan, tensors given storage and initial contents, the backends' start
    * of the run) and, in a runtime's first run, the runtime's creation (device contexts, library

@@ -11,7 +11,8 @@
  * Execution: `launch` runs one node (ctx->node) and returns WEFT_OK when its work is done, or
  * WEFT__PENDING when the work is enqueued on the device and completion will be reported later
  * by calling weft__sched_complete(ctx->run, ctx->index, status, message) from any thread, or an
- * error. A backend whose flags include WEFT__BACKEND_ASYNC orders its own nodes on the device
+ * error; only a backend flagged WEFT__BACKEND_ASYNC or WEFT__BACKEND_PENDING may return it (the
+ * issuing worker then holds the run open while it finishes with the node). A backend whose flags include WEFT__BACKEND_ASYNC orders its own nodes on the device
  * (streams and events): the scheduler then releases an edge between two of its nodes as soon
  * as the predecessor is *issued*, so a GPU node's GPU successors are enqueued without the host
  * waiting. All other edges are released at completion.
@@ -59,6 +60,8 @@
 enum {
   WEFT__BACKEND_ASYNC = 1u << 0,     /* launch may return WEFT__PENDING; orders its nodes itself */
   WEFT__BACKEND_SIMULATED = 1u << 1, /* its devices are a simulated machine's */
+  WEFT__BACKEND_PENDING = 1u << 2,   /* launch may return WEFT__PENDING; its nodes are ordered by
+                                      * the scheduler like synchronous ones (a transport) */
 };
 
 struct weft__backend;

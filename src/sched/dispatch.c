@@ -25,6 +25,7 @@
  * current run and subtracts them from run->remaining when it switches runs or runs out of
  * work (weft__dispatch_flush), so a 100 000-node chain costs one shared atomic, not 100 000.
  * The subtraction that reaches zero finishes the run. */
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -177,9 +178,10 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
        * returns, and that completion may be the run's last: the issuing worker holds one
        * extra count on the run until it is done reading the plan (dropped below), so the run
        * cannot end, and its graph be destroyed, under it. */
-      held = (x->backend->vt->flags & WEFT__BACKEND_ASYNC) != 0;
+      held = (x->backend->vt->flags & (WEFT__BACKEND_ASYNC | WEFT__BACKEND_PENDING)) != 0;
       if (held) atomic_fetch_add_explicit(&r->remaining, 1, memory_order_acq_rel);
       st = run_node(x, r, worker, err, sizeof err);
+      assert(held || (st != WEFT__PENDING && st != WEFT__DEFERRED));
     }
     weft__xnode *next = NULL;
     if (st == WEFT__PENDING) {

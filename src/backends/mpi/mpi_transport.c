@@ -262,6 +262,22 @@ static int mpi_plan(weft__backend *b, weft__plan *p) {
   mpi_state *st = b->state;
   int rc = check_same_graph(st, p);
   if (rc != WEFT_OK) return rc;
+  /* Messages carry host memory: a GPU tensor crossing ranks is not built yet (no CUDA-aware
+   * path, no staging). Every rank finds the same node, so every rank fails the same way. */
+  for (uint32_t i = 0; i < p->n; i++) {
+    const weft_node *n = p->x[i].node;
+    if (n->kind != WEFT__OP_COPY) continue;
+    const weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
+    if (src->device.rank == dst->device.rank) continue;
+    if (src->device.kind != WEFT_DEVICE_CPU || dst->device.kind != WEFT_DEVICE_CPU) {
+      char a[40], c[40];
+      return weft__err(WEFT_ENOTSUP,
+                       "rank %d: node %u copies %s from %s to %s: a GPU tensor cannot cross ranks yet; copy it "
+                       "to its rank's cpu first (docs/distributed.md, \"Not built yet\")",
+                       st->rank, i, weft__tensor_name(src), weft_device_str(src->device, a, sizeof a),
+                       weft_device_str(dst->device, c, sizeof c));
+    }
+  }
   if (p->n > (uint32_t)st->tag_ub)
     return weft__err(WEFT_ELIMIT, "rank %d: the graph has %u nodes; MPI tags go to %d", st->rank, p->n, st->tag_ub);
   plan_state *ps = calloc(1, sizeof *ps);
@@ -339,7 +355,7 @@ const weft__backend_vtable weft__mpi_backend = {
     .version = WEFT__BACKEND_VERSION,
     .name = "mpi",
     .device_kind = -1,
-    .flags = 0,
+    .flags = WEFT__BACKEND_PENDING,
     .init = mpi_init,
     .fini = mpi_fini,
     .device_count = mpi_device_count,

@@ -515,6 +515,11 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
     const weft__rnode *x = &r->node[i];
     if (!x->copy || x->lane == WEFT__REP_NONE) continue;
     int hs = x->src.kind == WEFT_DEVICE_CPU, hd = x->dst.kind == WEFT_DEVICE_CPU;
+    if (x->src.rank != x->dst.rank) { /* a message: counted where it is sent or received */
+      int me = st->graph->rt->rank;
+      if (x->src.rank == me || x->dst.rank == me) out->bytes_ranks += x->bytes;
+      continue;
+    }
     uint64_t *to = hs && !hd ? &out->bytes_h2d : !hs && hd ? &out->bytes_d2h
                  : !hs && !hd && !weft_device_equal(x->src, x->dst) ? &out->bytes_peer
                                                                     : &out->bytes_local;
@@ -710,8 +715,10 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
     weft__fmt_time(a, sizeof a, s.copy_s);
     weft__fmt_time(b, sizeof b, s.hidden_copy_s);
     fprintf(f, "copies: %s, %.1f%% hidden behind compute (%s)\n", a, 100 * s.hidden_copy_fraction, b);
-    fprintf(f, "  moved: %.1f MB host to device, %.1f MB device to host, %.1f MB between GPUs\n",
-            (double)s.bytes_h2d * 1e-6, (double)s.bytes_d2h * 1e-6, (double)s.bytes_peer * 1e-6);
+    fprintf(f, "  moved: %.1f MB host to device, %.1f MB device to host, %.1f MB between GPUs", (double)s.bytes_h2d * 1e-6,
+            (double)s.bytes_d2h * 1e-6, (double)s.bytes_peer * 1e-6);
+    if (s.bytes_ranks > 0) fprintf(f, ", %.1f MB to and from other ranks", (double)s.bytes_ranks * 1e-6);
+    fputc('\n', f);
     if (st->ndiag > 0) {
       weft__fmt_time(a, sizeof a, s.copy_s - s.hidden_copy_s);
       fprintf(f, "  not hidden: %s\n", a);
@@ -761,9 +768,9 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   fprintf(f, ", \"nodes\": %zu, \"nodes_run\": %zu, \"edges\": %zu, \"events\": %zu, "
              "\"copies\": %zu, \"inserted_copies\": %zu",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
-  fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu}",
+  fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu, \"ranks\": %llu}",
           (unsigned long long)s.bytes_h2d, (unsigned long long)s.bytes_d2h, (unsigned long long)s.bytes_peer,
-          (unsigned long long)s.bytes_local);
+          (unsigned long long)s.bytes_local, (unsigned long long)s.bytes_ranks);
   fputs(", \"setup\": {\"total_s\": ", f);
   weft__json_fput_num(f, s.setup_s);
   fputs(", \"runtime_s\": ", f);
