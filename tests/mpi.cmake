@@ -7,6 +7,7 @@
 # see in an uninstrumented library.
 if(WEFT_HAVE_MPI AND MPIEXEC_EXECUTABLE)
   weft_add_test(test_mpi LABELS unit mpi)
+  target_link_libraries(test_mpi PRIVATE MPI::MPI_C) # the test orders its ranks with a message
   # The differential oracle across ranks: test_oracle.c with every input on a random rank.
   weft_add_test(test_mpi_oracle LABELS unit mpi SOURCES oracle_gen.c)
   set_tests_properties(test_mpi test_mpi_oracle PROPERTIES DISABLED TRUE) # run through the rank counts below
@@ -18,9 +19,9 @@ if(WEFT_HAVE_MPI AND MPIEXEC_EXECUTABLE)
     set_tests_properties(test_mpi_${n} test_mpi_oracle_${n} PROPERTIES TIMEOUT 600 LABELS "unit;mpi"
       ENVIRONMENT "CMOCKA_MESSAGE_OUTPUT=STDOUT;WEFT_ORACLE_PROGRAMS=200;ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
   endforeach()
-  # The command as users run it: examples/distributed.weft on 2 ranks against one process.
+  # The command as users run it: examples/mpi/distributed.weft on 2 ranks against one process.
   add_test(NAME test_mpi_run COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 2
-    $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/distributed.weft)
+    $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/mpi/distributed.weft)
   set_tests_properties(test_mpi_run PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
 endif()

@@ -3,10 +3,14 @@
  * each node runs on the rank that owns what it writes, the tensors it reads from other ranks
  * come as messages, and the results are what one process computes (compared bit for bit on
  * every rank through weft_tensor_read_all). Bad input: a tensor of a rank that does not exist,
- * reading another rank's tensor with weft_tensor_read, ranks that build different graphs. */
+ * reading another rank's tensor with weft_tensor_read, ranks that build different graphs.
+ * Faults: a node that fails on one rank, and a run cancelled on one rank, end every rank's run
+ * with the same error, naming the node and the rank; the next run is whole again. */
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backends/backend.h"
 #include "testutil.h"
@@ -173,16 +177,102 @@ static void different_graphs_fail_on_every_rank(void **state) {
   weft_graph_destroy(g);
 }
 
+/* potrf of a matrix that is not positive definite fails on the last rank. Its result goes to
+ * rank 0 (whose consumer is skipped: the send goes as a message of no bytes), rank 0 also runs
+ * a node of its own, and the ranks between have nothing: every rank's run fails with the error
+ * of the last rank, naming the potrf node and its rank. Once the matrix is fixed (by its
+ * owner), the same graph runs again on every rank, right. */
+static void a_failure_on_one_rank_fails_every_rank(void **state) {
+  (void)state;
+  int last = nranks - 1;
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  int64_t sh[2] = {4, 4};
+  weft_tensor *a, *b = NULL, *c, *d = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F64, 2, sh, on(last), weft_zeros(), &a));
+  CHECK(weft_tensor_create(g, "b", WEFT_F64, 2, sh, on(0), weft_zeros(), &b));
+  CHECK(weft_tensor_create(g, "c", WEFT_F64, 2, sh, on(0), weft_ones(), &c));
+  CHECK(weft_potrf(g, a));
+  CHECK(weft_scale(g, a, 2.0, &b)); /* on rank 0: reads a from the last rank */
+  CHECK(weft_relu(g, c, &d));       /* on rank 0: independent */
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  int rc = weft_run_wait(r);
+  assert_int_not_equal(rc, WEFT_OK);
+  char want[64];
+  snprintf(want, sizeof want, "rank %d cpu", last);
+  assert_true(tu_contains(weft_run_error(r), "potrf"));
+  assert_true(tu_contains(weft_run_error(r), want));
+  assert_non_null(weft_run_failed_node(r));
+  assert_int_equal(weft_node_id(weft_run_failed_node(r)), 0); /* the potrf, the same node everywhere */
+  weft_run_destroy(r);
+
+  if (me == last) {
+    double spd[16] = {4, 0, 0, 0, 0, 9, 0, 0, 0, 0, 16, 0, 0, 0, 0, 25};
+    CHECK(weft_tensor_write(a, spd, sizeof spd));
+  }
+  CHECK(weft_graph_run(g));
+  double got[16];
+  CHECK(weft_tensor_read_all(b, got, sizeof got));
+  for (int i = 0; i < 16; i++) assert_true(got[i] == (i % 5 == 0 ? 2.0 * (2 + i / 5) : 0.0));
+  weft_graph_destroy(g);
+}
+
+/* Rank 1 cancels a run while its first node waits for rank 0's message; rank 0 launches only
+ * after that (a message of the test's own orders the two; the graph was planned before, as
+ * planning is collective). Rank 1 skips the rest and its send
+ * back goes as a message of no bytes; every rank's run ends cancelled, saying which rank
+ * cancelled it. */
+static void a_cancel_on_one_rank_cancels_every_rank(void **state) {
+  (void)state;
+  enum { N = 1000 };
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  int64_t sh[1] = {N};
+  weft_tensor *x, *y = NULL, *z = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, sh, on(0), weft_ones(), &x));
+  CHECK(weft_tensor_create(g, "y", WEFT_F64, 1, sh, on(1), weft_zeros(), &y));
+  CHECK(weft_tensor_create(g, "z", WEFT_F64, 1, sh, on(0), weft_zeros(), &z));
+  CHECK(weft_scale(g, x, 2.0, &y)); /* rank 1 receives x */
+  CHECK(weft_add(g, y, x, &z));     /* rank 0 receives y */
+  CHECK(weft_graph_run(g)); /* planned: a plan is agreed on by every rank at once */
+  weft_run *r;
+  int token = 1;
+  if (me == 1) {
+    CHECK(weft_graph_launch(g, &r));
+    weft_run_cancel(r);
+    assert_int_equal(MPI_Send(&token, 1, MPI_INT, 0, 99, MPI_COMM_WORLD), MPI_SUCCESS);
+  } else {
+    if (me == 0)
+      assert_int_equal(MPI_Recv(&token, 1, MPI_INT, 1, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    CHECK(weft_graph_launch(g, &r));
+  }
+  assert_int_equal(weft_run_wait(r), WEFT_ECANCELED);
+  if (me != 1) assert_true(tu_contains(weft_run_error(r), "rank 1 cancelled the run"));
+  weft_run_destroy(r);
+  /* The next run is whole: y = 2, z = 3. */
+  CHECK(weft_graph_run(g));
+  double got[N];
+  CHECK(weft_tensor_read_all(z, got, sizeof got));
+  for (int i = 0; i < N; i++) assert_true(got[i] == 3.0);
+  weft_graph_destroy(g);
+}
+
 int main(void) {
   if (getenv("OMPI_COMM_WORLD_SIZE") == NULL && getenv("PMIX_RANK") == NULL) {
     puts("test_mpi: not started by mpirun: nothing to test (ctest runs it with 2, 3 and 4 ranks)");
     return 0;
   }
+  /* A rank that waits for a message that never comes is a failure of its own, in bounded
+   * time: the alarm ends this rank, and mpirun the others. */
+  alarm(300);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_chain_through_every_rank),
       cmocka_unit_test(fan_in_to_rank_zero),
       cmocka_unit_test(bad_ranks_are_refused),
       cmocka_unit_test(different_graphs_fail_on_every_rank),
+      cmocka_unit_test(a_failure_on_one_rank_fails_every_rank),
+      cmocka_unit_test(a_cancel_on_one_rank_cancels_every_rank),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

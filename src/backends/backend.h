@@ -164,7 +164,8 @@ extern const weft__backend_vtable weft__cuda_backend;
 #endif
 
 /* Reports the completion of a node a backend launched with WEFT__PENDING. `message` (may be
- * NULL) explains a failure. Callable from any thread, including CUDA host callbacks: it takes
+ * NULL) explains a failure; WEFT__UPSTREAM skips the node's successors without making this
+ * node the run's failure (a transport's input that another process did not compute). Callable from any thread, including CUDA host callbacks: it takes
  * no CUDA call and never blocks on the device. */
 void weft__sched_complete(weft_run *run, uint32_t index, int status, const char *message);
 
@@ -179,6 +180,15 @@ void weft__sched_complete(weft_run *run, uint32_t index, int status, const char 
  * stream. Must not be called with a lock held that the run's drain takes (the call may end the
  * run). Callable from any thread. */
 void weft__sched_issued(weft_run *run, uint32_t index, int status, const char *message);
+
+/* The run's outcome so far: its first failure (status, node or UINT32_MAX, error text), or
+ * WEFT_ECANCELED when it was cancelled, or WEFT_OK. For a transport that agrees on the outcome
+ * with other processes (backends/mpi). */
+int weft__run_outcome(weft_run *run, uint32_t *node, char *error, size_t size);
+
+/* Records another process's failure as the run's, verbatim (`error` is that run's error text,
+ * `node` its failed node: the graphs are the same), unless this run failed first. */
+void weft__sched_fail_as(weft_run *run, uint32_t node, int status, const char *error);
 
 /* Reports that the run's work on a backend whose run_drain returned WEFT__PENDING has finished.
  * A failure found then (an asynchronous device fault) is recorded as the run's error against

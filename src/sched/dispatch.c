@@ -223,12 +223,37 @@ void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *m
   weft__plan *pl = r->plan;
   weft__xnode *x = &pl->x[index];
   weft__timing_complete(pl, index);
-  if (status != WEFT_OK) {
+  if (status != WEFT_OK && status != WEFT__UPSTREAM) {
     record_failure(r, x, status, message);
     /* Early edges were released at issue; their nodes are on the device already. */
   }
   release(r->graph->rt->pool, pl, x, RELEASE_LATE, status != WEFT_OK, NULL);
   count_done(r, 1);
+}
+
+int weft__run_outcome(weft_run *r, uint32_t *node, char *error, size_t size) {
+  int st = atomic_load_explicit(&r->status, memory_order_acquire);
+  weft__mutex_lock(&r->lock);
+  *node = r->failed_node;
+  snprintf(error, size, "%s", st != WEFT_OK ? r->error : "");
+  weft__mutex_unlock(&r->lock);
+  if (st == WEFT_OK && atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
+    *node = UINT32_MAX;
+    snprintf(error, size, "the run was cancelled");
+    return WEFT_ECANCELED;
+  }
+  return st;
+}
+
+void weft__sched_fail_as(weft_run *r, uint32_t node, int status, const char *error) {
+  int expected = WEFT_OK;
+  if (!atomic_compare_exchange_strong_explicit(&r->status, &expected, status, memory_order_acq_rel,
+                                               memory_order_relaxed))
+    return; /* this process failed first: its own error stands */
+  weft__mutex_lock(&r->lock);
+  r->failed_node = node < r->plan->n ? node : UINT32_MAX;
+  snprintf(r->error, sizeof r->error, "%s", error);
+  weft__mutex_unlock(&r->lock);
 }
 
 uint32_t weft__run_claim_roots(weft_run *r, weft__xnode **out, uint32_t max) {

@@ -41,6 +41,10 @@
  * later (another thread holds the stream, backends/backend.h), then report through
  * weft__sched_issued. Never reaches the user. */
 #define WEFT__DEFERRED 2
+/* Status a transport reports through weft__sched_complete for a node whose input another
+ * process did not compute (a failure or a cancel there): its successors are skipped, and the
+ * run's error is the one that process reports, not this node's. Never reaches the user. */
+#define WEFT__UPSTREAM 4
 
 /* Allocation through the user's hook. weft__malloc(0) returns a unique non-NULL pointer. */
 void *weft__malloc(size_t size);

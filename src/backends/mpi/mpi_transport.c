@@ -19,8 +19,10 @@
  * ranks that built different graphs fail the launch with the first node that differs, instead
  * of waiting forever for messages that will not come. */
 #include <limits.h>
+#include <stdatomic.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +33,28 @@
 enum { MAX_CHUNKS = 64 };
 #define CHUNK ((size_t)1 << 30) /* bytes a message: MPI counts are ints */
 
+/* What the progress thread tests: a node's messages, a skipped node's, or a step of a run's
+ * agreement on its outcome. */
+enum { P_SEND, P_RECV, P_SKIPPED, P_AGREE, P_AGREE_TEXT };
+
+typedef struct outcome {
+  int32_t status;
+  uint32_t node;
+  char error[1024];
+} outcome;
+
 typedef struct pending {
+  int kind;
   weft_run *run;
   uint32_t index;
-  int nreq;
+  int nreq, err; /* err: MPI's answer when the requests were done */
+  int len[MAX_CHUNKS]; /* a receive: the bytes each message must bring */
   MPI_Request req[MAX_CHUNKS];
+  MPI_Status status[MAX_CHUNKS];
+  void *scratch;             /* a skipped receive's landing place */
+  struct plan_state *ps;     /* an agreement's plan */
+  uint64_t key, first;       /* P_AGREE: this rank's failure key, the lowest of all */
+  outcome text;              /* P_AGREE_TEXT: the first failing rank's outcome */
   struct pending *next;
 } pending;
 
@@ -50,7 +69,8 @@ typedef struct mpi_state {
 } mpi_state;
 
 typedef struct plan_state {
-  MPI_Comm comm; /* the plan's messages */
+  MPI_Comm comm;     /* the plan's messages and agreements */
+  atomic_int upstream; /* this run received a message another rank did not compute */
 } plan_state;
 
 static void error_text(int code, char *buf, size_t size) {
@@ -62,43 +82,145 @@ static void error_text(int code, char *buf, size_t size) {
 
 /* ---- the progress thread ------------------------------------------------------------------ */
 
+static void post(mpi_state *st, pending *x) {
+  pthread_mutex_lock(&st->lock);
+  x->next = st->list;
+  st->list = x;
+  pthread_cond_signal(&st->cond);
+  pthread_mutex_unlock(&st->lock);
+}
+
+/* The agreement's first step is done: every rank knows the first failing rank (or none). That
+ * rank broadcasts its outcome next (P_AGREE_TEXT), so that every rank's run ends with the
+ * same error, naming the same node. */
+static void agreed_key(mpi_state *st, pending *x) {
+  weft_run *r = x->run;
+  if (x->first == UINT64_MAX) {
+    int upstream = atomic_load_explicit(&x->ps->upstream, memory_order_relaxed);
+    free(x);
+    if (upstream) /* cannot happen: a rank that skipped a send has a failure or a cancel */
+      weft__sched_drained(r, UINT32_MAX, WEFT_EIO, "a message from another rank did not come, and no rank failed");
+    else
+      weft__sched_drained(r, UINT32_MAX, WEFT_OK, NULL);
+    return;
+  }
+  int root = (int)(x->first >> 32);
+  x->kind = P_AGREE_TEXT;
+  memset(&x->text, 0, sizeof x->text);
+  if (root == st->rank) {
+    uint32_t node;
+    x->text.status = weft__run_outcome(r, &node, x->text.error, sizeof x->text.error);
+    x->text.node = node;
+    if (x->text.status == WEFT_ECANCELED && node == UINT32_MAX)
+      snprintf(x->text.error, sizeof x->text.error, "rank %d cancelled the run", st->rank);
+  }
+  x->nreq = 1;
+  int rc = MPI_Ibcast(&x->text, (int)sizeof x->text, MPI_BYTE, root, x->ps->comm, &x->req[0]);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING + 64];
+    error_text(rc, msg, sizeof msg);
+    free(x);
+    weft__sched_drained(r, UINT32_MAX, WEFT_EIO, msg);
+    return;
+  }
+  post(st, x);
+}
+
+/* Requests of x are done (rc: MPI's answer): report what they mean. */
+static void finished(mpi_state *st, pending *x, int rc) {
+  char msg[MPI_MAX_ERROR_STRING + 128];
+  if (rc != MPI_SUCCESS) error_text(rc, msg, sizeof msg);
+  switch (x->kind) {
+    case P_SEND:
+      weft__sched_complete(x->run, x->index, rc == MPI_SUCCESS ? WEFT_OK : WEFT_EIO, msg);
+      break;
+    case P_RECV: {
+      /* A message shorter than the tensor says that its sender skipped the copy: its input
+       * failed there, or its run was cancelled (mpi_skip). */
+      int status = rc == MPI_SUCCESS ? WEFT_OK : WEFT_EIO;
+      for (int k = 0; k < x->nreq && status == WEFT_OK; k++) {
+        int count = 0;
+        MPI_Get_count(&x->status[k], MPI_BYTE, &count);
+        if (count != x->len[k]) status = WEFT__UPSTREAM;
+      }
+      if (status == WEFT__UPSTREAM) atomic_store_explicit(&x->ps->upstream, 1, memory_order_relaxed);
+      weft__sched_complete(x->run, x->index, status, msg);
+      break;
+    }
+    case P_SKIPPED:
+      free(x->scratch);
+      break;
+    case P_AGREE:
+      if (rc != MPI_SUCCESS) {
+        weft__sched_drained(x->run, UINT32_MAX, WEFT_EIO, msg);
+        break;
+      }
+      agreed_key(st, x);
+      return; /* x lives on, or was freed */
+    case P_AGREE_TEXT:
+      if (rc != MPI_SUCCESS)
+        weft__sched_drained(x->run, UINT32_MAX, WEFT_EIO, msg);
+      else {
+        if ((int)(x->first >> 32) != st->rank) weft__sched_fail_as(x->run, x->text.node, x->text.status, x->text.error);
+        weft__sched_drained(x->run, UINT32_MAX, WEFT_OK, NULL);
+      }
+      break;
+  }
+  free(x);
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* How long the progress thread keeps testing, yielding its core between tests, after it last
+ * saw something posted or done, before it naps between tests (NAP). A message or collective
+ * takes several turns of both sides' progress (a rendezvous, an all-reduce's rounds): napping
+ * at once would add a nap to each turn. */
+#define POLL_NS 200000u
+#define NAP_NS 20000
+
 static void *progress_main(void *arg) {
   mpi_state *st = arg;
+  uint64_t busy_until = 0;
+  const pending *head = NULL;
   pthread_mutex_lock(&st->lock);
   while (!st->stop) {
     if (st->list == NULL) {
       pthread_cond_wait(&st->cond, &st->lock);
       continue;
     }
+    if (st->list != head) busy_until = now_ns() + POLL_NS; /* something new was posted */
     pending *done = NULL;
     for (pending **p = &st->list; *p != NULL;) {
       int flag = 0;
-      int rc = MPI_Testall((*p)->nreq, (*p)->req, &flag, MPI_STATUSES_IGNORE);
+      int rc = MPI_Testall((*p)->nreq, (*p)->req, &flag, (*p)->status);
       if (rc != MPI_SUCCESS || flag) {
         pending *x = *p;
         *p = x->next;
-        x->nreq = rc == MPI_SUCCESS ? 0 : -rc; /* 0: done; else the error */
         x->next = done;
         done = x;
+        x->err = rc;
       } else {
         p = &(*p)->next;
       }
     }
     int idle = st->list != NULL && done == NULL;
+    head = st->list;
     pthread_mutex_unlock(&st->lock);
     for (pending *x = done, *next; x != NULL; x = next) {
       next = x->next;
-      char msg[MPI_MAX_ERROR_STRING + 64];
-      if (x->nreq != 0) {
-        error_text(-x->nreq, msg, sizeof msg);
-        weft__sched_complete(x->run, x->index, WEFT_EIO, msg);
-      } else {
-        weft__sched_complete(x->run, x->index, WEFT_OK, NULL);
-      }
-      free(x);
+      finished(st, x, x->err);
     }
-    /* Messages in flight: look again soon, without holding a core. */
-    if (idle) nanosleep(&(struct timespec){0, 20000}, NULL);
+    if (done != NULL) busy_until = now_ns() + POLL_NS;
+    /* Messages in flight: look again soon; after a while without news, without holding a
+     * core. */
+    if (idle && now_ns() < busy_until)
+      sched_yield();
+    else if (idle)
+      nanosleep(&(struct timespec){0, NAP_NS}, NULL);
     pthread_mutex_lock(&st->lock);
   }
   pthread_mutex_unlock(&st->lock);
@@ -296,44 +418,132 @@ static void mpi_plan_free(weft__backend *b, weft__plan *p) {
   p->bstate[b->index] = NULL;
 }
 
-static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
-  mpi_state *st = b->state;
-  const weft_node *n = ctx->node;
-  if (n->kind != WEFT__OP_COPY) return WEFT_OK; /* another rank computes it */
-  const weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
-  int from = src->device.rank, to = dst->device.rank;
-  if (from == to || (from != st->rank && to != st->rank)) return WEFT_OK; /* not this rank's */
-  plan_state *ps = ctx->plan->bstate[b->index];
-  size_t bytes = src->bytes;
-  if (bytes == 0) return WEFT_OK;
-  if (bytes > CHUNK * MAX_CHUNKS)
-    return weft_ctx_fail(ctx, "a tensor of %zu bytes between ranks %d and %d; the transport moves up to %zu",
-                         bytes, from, to, CHUNK * MAX_CHUNKS);
-  pending *x = calloc(1, sizeof *x);
-  if (x == NULL) return weft_ctx_fail(ctx, "out of memory for a message");
-  x->run = ctx->run;
-  x->index = ctx->index;
-  int sending = from == st->rank;
-  char *buf = sending ? src->data : dst->data;
+/* Node n as this rank sees it: 1 when it is a copy between this rank and another (sending:
+ * this rank sends; peer: the other rank), else 0 (another rank's node: nothing here). */
+static int copy_peer(const mpi_state *st, const weft_node *n, int *sending, int *peer) {
+  if (n->kind != WEFT__OP_COPY) return 0;
+  int from = n->args[0].t->device.rank, to = n->args[1].t->device.rank;
+  if (from == to || (from != st->rank && to != st->rank) || n->args[0].t->bytes == 0) return 0;
+  *sending = from == st->rank;
+  *peer = *sending ? to : from;
+  return 1;
+}
+
+/* Posts node x->index's messages (a tensor over 1 GiB goes as several): from buf, or into it.
+ * A skipped send posts messages of no bytes, which tell the receiver that its input was not
+ * computed here. Returns MPI's answer; on failure nothing is left posted. */
+static int post_messages(plan_state *ps, pending *x, int sending, int peer, char *buf, size_t bytes, int empty) {
+  static char marker;
   for (size_t off = 0; off < bytes; off += CHUNK) {
     int len = (int)(bytes - off < CHUNK ? bytes - off : CHUNK);
-    int rc = sending ? MPI_Isend(buf + off, len, MPI_BYTE, to, (int)ctx->index, ps->comm, &x->req[x->nreq])
-                     : MPI_Irecv(buf + off, len, MPI_BYTE, from, (int)ctx->index, ps->comm, &x->req[x->nreq]);
+    MPI_Request *req = &x->req[x->nreq];
+    x->len[x->nreq] = len;
+    int rc = sending ? MPI_Isend(empty ? &marker : buf + off, empty ? 0 : len, MPI_BYTE, peer, (int)x->index, ps->comm, req)
+                     : MPI_Irecv(buf + off, len, MPI_BYTE, peer, (int)x->index, ps->comm, req);
     if (rc != MPI_SUCCESS) {
-      char msg[MPI_MAX_ERROR_STRING];
-      error_text(rc, msg, sizeof msg);
       for (int k = 0; k < x->nreq; k++) MPI_Cancel(&x->req[k]);
-      free(x);
-      return weft_ctx_fail(ctx, "rank %d: %s rank %d failed: %s", st->rank, sending ? "sending to" : "receiving from",
-                           sending ? to : from, msg);
+      return rc;
     }
     x->nreq++;
   }
-  pthread_mutex_lock(&st->lock);
-  x->next = st->list;
-  st->list = x;
-  pthread_cond_signal(&st->cond);
-  pthread_mutex_unlock(&st->lock);
+  return MPI_SUCCESS;
+}
+
+static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
+  mpi_state *st = b->state;
+  const weft_node *n = ctx->node;
+  int sending, peer;
+  if (!copy_peer(st, n, &sending, &peer)) return WEFT_OK; /* another rank computes it */
+  const weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
+  size_t bytes = src->bytes;
+  if (bytes > CHUNK * MAX_CHUNKS)
+    return weft_ctx_fail(ctx, "a tensor of %zu bytes between ranks %d and %d; the transport moves up to %zu",
+                         bytes, src->device.rank, dst->device.rank, CHUNK * MAX_CHUNKS);
+  pending *x = calloc(1, sizeof *x);
+  if (x == NULL) return weft_ctx_fail(ctx, "out of memory for a message");
+  x->kind = sending ? P_SEND : P_RECV;
+  x->run = ctx->run;
+  x->index = ctx->index;
+  x->ps = ctx->plan->bstate[b->index];
+  int rc = post_messages(x->ps, x, sending, peer, sending ? src->data : dst->data, bytes, 0);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    error_text(rc, msg, sizeof msg);
+    free(x);
+    return weft_ctx_fail(ctx, "rank %d: %s rank %d failed: %s", st->rank, sending ? "sending to" : "receiving from",
+                         peer, msg);
+  }
+  post(st, x);
+  return WEFT__PENDING;
+}
+
+/* A copy with another rank that will not run here (its input failed, or the run was
+ * cancelled): the other rank still waits for its side. A send goes as messages of no bytes
+ * (the receiver skips what depends on it, and the ranks agree on the error at the end); a
+ * receive still takes the sender's messages, into a buffer of its own, so that the sender's
+ * requests complete. Nothing is reported for it: the scheduler counts the node done. */
+static void mpi_skip(weft__backend *b, weft_run *run, uint32_t index) {
+  mpi_state *st = b->state;
+  weft__plan *p = weft__run_plan(run);
+  const weft_node *n = p->x[index].node;
+  int sending, peer;
+  if (!copy_peer(st, n, &sending, &peer) || n->args[0].t->bytes > CHUNK * MAX_CHUNKS) return;
+  size_t bytes = n->args[0].t->bytes;
+  pending *x = calloc(1, sizeof *x);
+  void *scratch = sending ? NULL : malloc(bytes);
+  if (x == NULL || (!sending && scratch == NULL)) {
+    /* Nothing can be posted: the other rank would wait for ever. */
+    fprintf(stderr, "weft: rank %d: out of memory skipping node %u; aborting the job\n", st->rank, index);
+    MPI_Abort(st->world, 1);
+  }
+  x->kind = P_SKIPPED;
+  x->index = index;
+  x->scratch = scratch;
+  int rc = post_messages(p->bstate[b->index], x, sending, peer, scratch, bytes, sending);
+  if (rc != MPI_SUCCESS) {
+    free(scratch);
+    free(x);
+    return; /* an MPI failure: the run's agreement reports it */
+  }
+  post(st, x);
+}
+
+static int mpi_run_begin(weft__backend *b, weft__plan *p, weft_run *run) {
+  (void)run;
+  plan_state *ps = p->bstate[b->index];
+  atomic_store_explicit(&ps->upstream, 0, memory_order_relaxed);
+  return WEFT_OK;
+}
+
+/* Every node of the run is done here. The ranks agree on the run's outcome, so that a failure
+ * on one rank ends every rank's run with the same error, naming the node and its rank: an
+ * MPI_Iallreduce of each rank's first failure (rank, node), then the first failing rank's
+ * outcome broadcast (agreed_key). Nonblocking: the progress thread completes it. */
+static int mpi_run_drain(weft__backend *b, weft__plan *p, weft_run *run) {
+  mpi_state *st = b->state;
+  pending *x = calloc(1, sizeof *x);
+  if (x == NULL) {
+    weft__sched_drained(run, UINT32_MAX, WEFT_ENOMEM, "out of memory for the ranks' agreement on the run's outcome");
+    return WEFT__PENDING;
+  }
+  x->kind = P_AGREE;
+  x->run = run;
+  x->ps = p->bstate[b->index];
+  uint32_t node;
+  char error[8];
+  int status = weft__run_outcome(run, &node, error, sizeof error);
+  x->key = status == WEFT_OK ? UINT64_MAX : (uint64_t)st->rank << 32 | node;
+  x->nreq = 1;
+  int rc = MPI_Iallreduce(&x->key, &x->first, 1, MPI_UINT64_T, MPI_MIN, x->ps->comm, &x->req[0]);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING], text[MPI_MAX_ERROR_STRING + 64];
+    error_text(rc, msg, sizeof msg);
+    free(x);
+    snprintf(text, sizeof text, "rank %d: agreeing on the run's outcome failed: %s", st->rank, msg);
+    weft__sched_drained(run, UINT32_MAX, WEFT_EIO, text);
+  } else {
+    post(st, x);
+  }
   return WEFT__PENDING;
 }
 
@@ -363,6 +573,9 @@ const weft__backend_vtable weft__mpi_backend = {
     .plan = mpi_plan,
     .plan_free = mpi_plan_free,
     .launch = mpi_launch,
+    .skip = mpi_skip,
+    .run_begin = mpi_run_begin,
+    .run_drain = mpi_run_drain,
     .bcast = mpi_bcast,
 };
 
