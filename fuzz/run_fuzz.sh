@@ -19,9 +19,10 @@ command -v "$cc" > /dev/null || { echo "run_fuzz.sh: $cc not found (install clan
 
 mkdir -p "$build"
 # The library, instrumented for coverage and built with ASan+UBSan (the project's 'address'
-# sanitizer setting), then the target linked against it with libFuzzer's main.
+# sanitizer setting), then the target linked against it with libFuzzer's main. The parser needs
+# no MPI: the library is built without its transport, so the target links no MPI libraries.
 cmake -S "$root" -B "$build/lib" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DWEFT_SANITIZE=address -DWEFT_CUDA=OFF -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCHMARKS=OFF \
+  -DWEFT_SANITIZE=address -DWEFT_CUDA=OFF -DWEFT_MPI=OFF -DWEFT_BUILD_TESTS=OFF -DWEFT_BUILD_BENCHMARKS=OFF \
   -DWEFT_BUILD_EXAMPLES=OFF -DCMAKE_C_FLAGS="-fsanitize=fuzzer-no-link" > "$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build/lib" --target weft_static -j "$jobs" > "$build/build.log" 2>&1 \

@@ -258,6 +258,113 @@ static void a_cancel_on_one_rank_cancels_every_rank(void **state) {
   weft_graph_destroy(g);
 }
 
+/* ---- a tiled Cholesky factorisation on tiles distributed over the ranks -------------------- */
+
+enum { CH_N = 200, CH_B = 32 }; /* 7 x 7 tiles, the last ones ragged (8 wide) */
+
+/* A = U + N^2 I on its lower triangle (U uniform in [-1, 1)), then the factorisation in place:
+ * per step k, potrf of the diagonal tile, trsm of the tiles below it, syrk and gemm of the
+ * trailing ones (examples/cholesky.c). The diagonal's lift is a syrk of N I written by the
+ * owner of each diagonal tile. */
+static void build_cholesky(weft_graph *g, weft_tensor *a, int distributed) {
+  int64_t t = weft_tensor_tile_count(a, 0);
+  for (int64_t k = 0; k < t; k++) {
+    weft_tensor *akk = weft_tensor_tile(a, k, k), *e;
+    int64_t b = weft_tensor_dim(akk, 0);
+    int owner = distributed ? weft_tensor_device(akk).rank : 0;
+    CHECK(weft_tensor_create(g, NULL, WEFT_F64, 2, (int64_t[]){b, b}, on(owner), weft_zeros(), &e));
+    if (owner == me) {
+      double *eye = calloc((size_t)(b * b), sizeof *eye);
+      for (int64_t i = 0; i < b; i++) eye[i * b + i] = CH_N;
+      CHECK(weft_tensor_write(e, eye, (size_t)(b * b) * sizeof *eye));
+      free(eye);
+    }
+    CHECK(weft_syrk(g, 1.0, e, 1.0, akk));
+  }
+  for (int64_t k = 0; k < t; k++) {
+    weft_tensor *akk = weft_tensor_tile(a, k, k);
+    CHECK(weft_potrf(g, akk));
+    for (int64_t i = k + 1; i < t; i++) CHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(a, i, k)));
+    for (int64_t i = k + 1; i < t; i++) {
+      weft_tensor *aik = weft_tensor_tile(a, i, k);
+      CHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(a, i, i)));
+      for (int64_t j = k + 1; j < i; j++)
+        CHECK(weft_gemm(g, aik, 0, weft_tensor_tile(a, j, k), 1, -1.0, 1.0, weft_tensor_tile(a, i, j)));
+    }
+  }
+}
+
+/* The factor of a matrix distributed 2-D block-cyclically (P x Q = the ranks: 2 x 1, 1 x 3,
+ * 2 x 2) is the factor one process computes, bit for bit, on every rank; every rank ran only
+ * the nodes of its tiles, and received the tiles it read. */
+static void a_distributed_cholesky_is_the_one_process_factor(void **state) {
+  (void)state;
+  int P = nranks % 2 == 0 ? 2 : 1, Q = nranks / P;
+  weft_graph *g, *h;
+  weft_tensor *a, *ref;
+  int64_t sh[2] = {CH_N, CH_N};
+  CHECK(weft_graph_create(rt, &g));
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, sh, weft_cpu(), weft_uniform(-1, 1, 5), &a));
+  CHECK(weft_tensor_tiles(g, a, CH_B, CH_B));
+  CHECK(weft_tensor_distribute(g, a, P, Q));
+  assert_int_equal(weft_tensor_device(weft_tensor_tile(a, 1, 0)).rank, (1 % P) * Q);
+  assert_int_equal(weft_tensor_device(weft_tensor_tile(a, 0, 1)).rank, 1 % Q);
+  build_cholesky(g, a, 1);
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  /* The statistics: the tiles this rank read from others came as messages. */
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(r, &st));
+  weft_stats_summary sum;
+  weft_run_stats_summary(st, &sum);
+  if (nranks > 1) assert_true(sum.bytes_ranks > 0);
+  weft_run_stats_destroy(st);
+  weft_run_destroy(r);
+  /* One process: the same program on rank 0's CPU alone (a graph is every rank's, so the
+   * others take part as in any graph: they run nothing of it). */
+  CHECK(weft_graph_create(rt, &h));
+  CHECK(weft_tensor_create(h, "A", WEFT_F64, 2, sh, on(0), weft_uniform(-1, 1, 5), &ref));
+  CHECK(weft_tensor_tiles(h, ref, CH_B, CH_B));
+  build_cholesky(h, ref, 0);
+  CHECK(weft_graph_run(h));
+  double *got = malloc(sizeof(double) * CH_N * CH_N), *want = malloc(sizeof(double) * CH_N * CH_N);
+  CHECK(weft_tensor_read_all(a, got, sizeof(double) * CH_N * CH_N));
+  CHECK(weft_tensor_read_all(ref, want, sizeof(double) * CH_N * CH_N));
+  assert_memory_equal(got, want, sizeof(double) * CH_N * CH_N);
+  assert_true(want[0] > 1.0); /* factored: L[0][0] = sqrt(A[0][0]) of about N */
+  /* Bad input on a distributed tensor. */
+  weft_tensor *x = NULL;
+  assert_int_equal(weft_relu(g, a, &x), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "is distributed over"));
+  assert_int_equal(weft_tensor_read(a, got, sizeof(double) * CH_N * CH_N), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "weft_tensor_read_all"));
+  assert_int_equal(weft_tensor_distribute(g, a, P, Q), WEFT_ESTATE);
+  free(got);
+  free(want);
+  weft_graph_destroy(h);
+  weft_graph_destroy(g);
+}
+
+/* weft_tensor_distribute refuses what it cannot do, with the reason. */
+static void bad_distributions_are_refused(void **state) {
+  (void)state;
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){8, 8}, weft_cpu(), weft_ones(), &a));
+  assert_int_equal(weft_tensor_distribute(g, a, 1, 1), WEFT_ESTATE);
+  assert_true(tu_contains(weft_last_error(), "is not partitioned"));
+  CHECK(weft_tensor_tiles(g, a, 4, 4));
+  assert_int_equal(weft_tensor_distribute(g, a, nranks, 2), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "this run has"));
+  assert_int_equal(weft_tensor_distribute(g, a, 0, 1), WEFT_EDEVICE);
+  CHECK(weft_potrf(g, weft_tensor_tile(a, 0, 0)));
+  assert_int_equal(weft_tensor_distribute(g, a, 1, 1), WEFT_ESTATE);
+  assert_true(tu_contains(weft_last_error(), "distribute it before its first use"));
+  weft_graph_destroy(g);
+}
+
 int main(void) {
   if (getenv("OMPI_COMM_WORLD_SIZE") == NULL && getenv("PMIX_RANK") == NULL) {
     puts("test_mpi: not started by mpirun: nothing to test (ctest runs it with 2, 3 and 4 ranks)");
@@ -273,6 +380,8 @@ int main(void) {
       cmocka_unit_test(different_graphs_fail_on_every_rank),
       cmocka_unit_test(a_failure_on_one_rank_fails_every_rank),
       cmocka_unit_test(a_cancel_on_one_rank_cancels_every_rank),
+      cmocka_unit_test(a_distributed_cholesky_is_the_one_process_factor),
+      cmocka_unit_test(bad_distributions_are_refused),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

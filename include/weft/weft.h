@@ -470,6 +470,17 @@ WEFT_NODISCARD WEFT_API int weft_tensor_get(weft_tensor *t, int64_t index, doubl
  * a tile or is already partitioned, WEFT_EBUSY while a run is in flight. */
 WEFT_NODISCARD WEFT_API int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows,
                                               int64_t tile_cols);
+/* Distributes the tiles of a partitioned host tensor over the ranks of an MPI run
+ * (docs/distributed.md), 2-D block-cyclically over a P x Q grid of ranks, the layout of
+ * ScaLAPACK and of every distributed dense solver: tile (i, j) is owned by rank
+ * (i mod P) * Q + (j mod Q), lives there only, and the nodes that write it run there. Every
+ * rank calls it, before any node uses x or its tiles. x itself then has no one home: ops take
+ * its tiles (an op on the whole of x fails with WEFT_EDEVICE); weft_tensor_read_all gathers
+ * it; weft_tensor_write on any rank writes the tiles that rank owns from a buffer of the
+ * whole; its initialiser gives every element the value it would have without distribution.
+ * Fails with WEFT_ESTATE if x has no tiles, is distributed already or is used by a node,
+ * WEFT_EDEVICE if P x Q exceeds the run's ranks, WEFT_ENOTSUP if x is not on the CPU. */
+WEFT_NODISCARD WEFT_API int weft_tensor_distribute(weft_graph *g, weft_tensor *x, int P, int Q);
 /* Tile (i, j) of a partitioned tensor, or NULL when x is not partitioned or (i, j) is outside
  * its grid. */
 WEFT_API weft_tensor *weft_tensor_tile(const weft_tensor *x, int64_t i, int64_t j);

@@ -305,6 +305,48 @@ int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows, int64_t 
   return WEFT_OK;
 }
 
+int weft_tensor_distribute(weft_graph *g, weft_tensor *x, int P, int Q) {
+  if (g == NULL || x == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_distribute: NULL argument");
+  if (x->graph != g)
+    return weft__err(WEFT_EINVAL, "weft_tensor_distribute: tensor %s belongs to another graph", weft__tensor_name(x));
+  if (x->grid == NULL)
+    return weft__err(WEFT_ESTATE, "weft_tensor_distribute: tensor %s is not partitioned; give it tiles first "
+                     "(weft_tensor_tiles)", weft__tensor_name(x));
+  if (x->grid->P > 0)
+    return weft__err(WEFT_ESTATE, "weft_tensor_distribute: tensor %s is already distributed over %d x %d ranks",
+                     weft__tensor_name(x), x->grid->P, x->grid->Q);
+  int nranks = weft_runtime_ranks(g->rt);
+  if (P < 1 || Q < 1 || (int64_t)P * Q > nranks)
+    return weft__err(WEFT_EDEVICE, "weft_tensor_distribute: tensor %s: a grid of %d x %d ranks; this run has %d "
+                     "rank%s (mpirun -np N starts N)", weft__tensor_name(x), P, Q, nranks, nranks == 1 ? "" : "s");
+  if (x->device.kind != WEFT_DEVICE_CPU || (x->flags & WEFT__T_AUTODEV))
+    return weft__err(WEFT_ENOTSUP, "weft_tensor_distribute: tensor %s is on %s; tiles are distributed over the "
+                     "ranks' CPUs (GPU tiles across ranks are not built yet)", weft__tensor_name(x),
+                     (x->flags & WEFT__T_AUTODEV) ? "auto" : "a GPU");
+  int rc = weft__graph_check_idle(g, "weft_tensor_distribute");
+  if (rc != WEFT_OK) return rc;
+  /* Before any node uses it: nodes built so far chose their devices from the tiles' old ones. */
+  uint32_t lo = x->grid->first, hi = lo + (uint32_t)(x->grid->rows * x->grid->cols);
+  weft_node **nodes = g->nodes.data;
+  for (size_t i = 0; i < g->nodes.len; i++)
+    for (int a = 0; a < nodes[i]->nargs; a++) {
+      const weft_tensor *t = nodes[i]->args[a].t;
+      if (t == x || (t->id >= lo && t->id < hi))
+        return weft__err(WEFT_ESTATE, "weft_tensor_distribute: tensor %s is used by node %zu '%s' already; "
+                         "distribute it before its first use", weft__tensor_name(x), i, weft_node_op_name(nodes[i]));
+    }
+  x->grid->P = P;
+  x->grid->Q = Q;
+  for (int64_t i = 0; i < x->grid->rows; i++)
+    for (int64_t j = 0; j < x->grid->cols; j++)
+      weft_tensor_tile(x, i, j)->device = weft_on_rank(weft_cpu(), weft__grid_owner(x->grid, i, j));
+  /* The tiles' storage on each rank is a buffer of x's shape there, of which each rank touches
+   * only its own tiles (its pages of the others are never written, so never committed). */
+  x->device = weft_on_rank(weft_cpu(), weft_runtime_rank(g->rt));
+  g->version++;
+  return WEFT_OK;
+}
+
 weft_tensor *weft_tensor_tile(const weft_tensor *x, int64_t i, int64_t j) {
   if (x == NULL || x->grid == NULL || i < 0 || j < 0 || i >= x->grid->rows || j >= x->grid->cols) return NULL;
   return WEFT__VEC_AT(&x->graph->tensors, weft_tensor *, x->grid->first + (size_t)(i * x->grid->cols + j));

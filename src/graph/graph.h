@@ -108,7 +108,16 @@ typedef struct weft__grid {
   int64_t rows, cols;
   int64_t tile[2];
   uint32_t first;
+  int P, Q; /* distributed over a P x Q grid of ranks (weft_tensor_distribute); 0: not */
 } weft__grid;
+
+/* The rank that owns tile (i, j) of a grid distributed 2-D block-cyclically over P x Q ranks. */
+static inline int weft__grid_owner(const weft__grid *g, int64_t i, int64_t j) {
+  return (int)(i % g->P) * g->Q + (int)(j % g->Q);
+}
+
+/* Whether t is a tensor whose tiles are distributed over ranks (it has no one home). */
+static inline int weft__tensor_distributed(const weft_tensor *t) { return t->grid != NULL && t->grid->P > 0; }
 
 /* The parameters of a dense linear-algebra node (weft_node.params). */
 typedef struct weft__la {

@@ -147,6 +147,11 @@ static int check_tensor(call *c, const weft_tensor *t, const char *argname) {
   if (t->graph != c->g)
     return weft__err(WEFT_EINVAL, "node %u '%s': argument %s (%s) belongs to another graph", c->id,
                      c->opname, argname, weft__tensor_name(t));
+  if (weft__tensor_distributed(t))
+    return weft__err(WEFT_EDEVICE,
+                     "node %u '%s': argument %s (%s) is distributed over %d x %d ranks and has no one home: "
+                     "ops take its tiles (docs/distributed.md)",
+                     c->id, c->opname, argname, weft__tensor_name(t), t->grid->P, t->grid->Q);
   return WEFT_OK;
 }
 
@@ -503,7 +508,10 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
       return weft__err(WEFT_ESHAPE, "node %u '%s': %s (%s) has %d dimensions; the op takes matrices",
                        c->id, c->opname, names[i], weft__tensor_name(ts[i]), ts[i]->ndim);
     if (i > 0 && (rc = check_same_dtype(c, ts[0], ts[i], names[0], names[i])) != WEFT_OK) return rc;
-    if (i > 0 && !weft_device_equal(weft__tensor_dev(ts[0]), weft__tensor_dev(ts[i])))
+    /* Operands of other ranks come as messages (a tile of a distributed tensor); on one rank
+     * the op copies nothing. */
+    weft_device d0 = weft__tensor_dev(ts[0]), di = weft__tensor_dev(ts[i]);
+    if (i > 0 && !weft_device_equal(d0, di) && (d0.kind != di.kind || d0.index != di.index || d0.kind == WEFT_DEVICE_AUTO))
       return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; the op copies nothing",
                        c->id, c->opname, names[0], weft__tensor_name(ts[0]),
                        weft_device_str(weft__tensor_dev(ts[0]), d1, sizeof d1), names[i], weft__tensor_name(ts[i]),
@@ -515,6 +523,8 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
       return weft__err(WEFT_EINVAL, "node %u '%s': %s (%s) and %s (%s) share elements; the updated operand must be apart",
                        c->id, c->opname, names[i], weft__tensor_name(ts[i]), names[nts - 1], weft__tensor_name(out));
   if ((rc = weft__graph_check_idle(c->g, c->opname)) != WEFT_OK) return rc;
+  for (int i = 0; i < nts - 1; i++)
+    if ((rc = localise(c, &ts[i], weft__tensor_dev(out), names[i])) != WEFT_OK) return rc;
   weft__la *p = weft__arena_alloc(&c->g->arena, sizeof *p, 8);
   if (p == NULL) return WEFT_ENOMEM;
   memset(p, 0, sizeof *p); /* the padding too: params are compared byte for byte */

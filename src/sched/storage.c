@@ -77,8 +77,29 @@ static void fill_tile(void *arg, uint32_t tile) {
   weft__cpu_fill_at(j->p + (size_t)lo * weft_dtype_size(j->dtype), j->dtype, lo, hi - lo, j->init);
 }
 
+/* A distributed tensor's initialiser, on the tiles this rank owns only, row by row: each
+ * element gets the value of its index in the whole tensor, as without distribution. */
+static void fill_owned_tiles(weft_tensor *t) {
+  const weft__grid *gr = t->grid;
+  int me = t->graph->rt->rank;
+  size_t es = weft_dtype_size(t->dtype);
+  for (int64_t i = 0; i < gr->rows; i++)
+    for (int64_t j = 0; j < gr->cols; j++) {
+      if (weft__grid_owner(gr, i, j) != me) continue;
+      const weft_tensor *tile = weft_tensor_tile(t, i, j);
+      for (int64_t r = 0; r < tile->shape[0]; r++) {
+        int64_t first = tile->view->offset + r * tile->view->ld;
+        weft__cpu_fill_at((char *)t->data + (size_t)first * es, t->dtype, first, tile->shape[1], t->init);
+      }
+    }
+}
+
 static void host_fill(weft_tensor *t) {
   weft_runtime *rt = t->graph->rt;
+  if (weft__tensor_distributed(t)) {
+    fill_owned_tiles(t);
+    return;
+  }
   fill_job j = {t->data, t->dtype, t->numel, t->init};
   uint32_t tiles = (uint32_t)((t->numel + FILL_CHUNK - 1) / FILL_CHUNK);
   uint32_t helpers = (uint32_t)rt->intra - 1;
@@ -96,7 +117,8 @@ int weft__storage_prepare(weft_tensor *t) {
   if (t->view != NULL && t->storage_kind == WEFT__S_NONE) {
     weft_tensor *p = t->view->parent;
     if ((rc = weft__storage_prepare(p)) != WEFT_OK) return rc;
-    if (p->graph == t->graph) t->device = p->device; /* a tile is where its parent is */
+    /* A tile is where its parent is, or on the rank that owns it in a distributed one. */
+    if (p->graph == t->graph && !weft__tensor_distributed(p)) t->device = p->device;
     t->data = (char *)p->data + (size_t)t->view->offset * weft_dtype_size(t->dtype);
     t->storage_kind = WEFT__S_VIEW;
     t->initialised = 1;
@@ -265,7 +287,39 @@ int weft__storage_copy_in(weft_tensor *t, const void *src) {
   return b->vt->write(b, t, src);
 }
 
+/* The tiles of distributed tensor t that this rank owns (write), or all of them gathered from
+ * their owners on every rank (read: collective), from or into a buffer of the whole. */
+static int distributed_io(weft_tensor *t, void *buf, int reading) {
+  const weft__grid *gr = t->grid;
+  weft_runtime *rt = t->graph->rt;
+  size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1] * es;
+  void *tmp = weft__malloc((size_t)(gr->tile[0] * gr->tile[1]) * es);
+  if (tmp == NULL) return weft__oom("a tile's buffer");
+  int rc = WEFT_OK;
+  for (int64_t i = 0; i < gr->rows; i++)
+    for (int64_t j = 0; j < gr->cols; j++) {
+      weft_tensor *tile = weft_tensor_tile(t, i, j);
+      if (!reading && weft__grid_owner(gr, i, j) != rt->rank) continue;
+      size_t trow = (size_t)tile->shape[1] * es;
+      char *at = (char *)buf + (size_t)tile->view->offset * es;
+      if (!reading)
+        for (int64_t r = 0; r < tile->shape[0]; r++) memcpy((char *)tmp + (size_t)r * trow, at + (size_t)r * row, trow);
+      /* A failed tile still takes part in the collective reads after it: the others wait. */
+      int trc = reading ? weft_tensor_read_all(tile, tmp, tile->bytes) : weft_tensor_write(tile, tmp, tile->bytes);
+      if (rc == WEFT_OK) rc = trc;
+      if (reading)
+        for (int64_t r = 0; r < tile->shape[0]; r++) memcpy(at + (size_t)r * row, (char *)tmp + (size_t)r * trow, trow);
+    }
+  weft__free(tmp);
+  return rc;
+}
+
 int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
+  if (t != NULL && weft__tensor_distributed(t))
+    return weft__err(WEFT_EDEVICE,
+                     "weft_tensor_read: tensor %s is distributed over %d x %d ranks: read it on every rank with "
+                     "weft_tensor_read_all, or read the tiles this rank owns",
+                     weft__tensor_name(t), t->grid->P, t->grid->Q);
   int rc = access_check(t, size, "weft_tensor_read", 1);
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
@@ -282,6 +336,7 @@ int weft_tensor_read_all(weft_tensor *t, void *dst, size_t size) {
   weft_runtime *rt = t->graph->rt;
   /* The owner reads it; then it goes to every rank. A failed read still takes part in the
    * broadcast (the others wait for it), and its error is returned after. */
+  if (weft__tensor_distributed(t)) return distributed_io(t, dst, 1);
   int mine = t->device.rank == rt->rank;
   if (mine) rc = !weft__tensor_contiguous(t) ? tile_io(t, dst, 1) : weft__storage_copy_out(t, dst);
   if (rt->remote == NULL) return rc;
@@ -294,12 +349,16 @@ int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
   if (src == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_write: src is NULL");
+  if (weft__tensor_distributed(t)) return distributed_io(t, (void *)src, 0);
   if (!weft__tensor_contiguous(t)) return tile_io(t, (void *)src, 0);
   return weft__storage_copy_in(t, src);
 }
 
 int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
   if (t == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_get: NULL argument");
+  if (weft__tensor_distributed(t))
+    return weft__err(WEFT_EDEVICE, "weft_tensor_get: tensor %s is distributed over %d x %d ranks: read it with "
+                     "weft_tensor_read_all", weft__tensor_name(t), t->grid->P, t->grid->Q);
   if (index < 0 || index >= t->numel)
     return weft__err(WEFT_EINVAL, "weft_tensor_get: index %lld out of range for tensor %s (%lld elements)",
                      (long long)index, weft__tensor_name(t), (long long)t->numel);

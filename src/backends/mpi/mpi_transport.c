@@ -432,8 +432,25 @@ static int copy_peer(const mpi_state *st, const weft_node *n, int *sending, int 
 /* Posts node x->index's messages (a tensor over 1 GiB goes as several): from buf, or into it.
  * A skipped send posts messages of no bytes, which tell the receiver that its input was not
  * computed here. Returns MPI's answer; on failure nothing is left posted. */
-static int post_messages(plan_state *ps, pending *x, int sending, int peer, char *buf, size_t bytes, int empty) {
+static int post_messages(plan_state *ps, pending *x, int sending, int peer, char *buf, size_t bytes, int empty,
+                         const weft_tensor *strided) {
   static char marker;
+  if (strided != NULL && !empty) {
+    /* A tile of a distributed tensor, sent from its rows in place: one message of a vector
+     * type (its rows, a row stride apart); the receiver takes it as contiguous bytes. */
+    size_t es = weft_dtype_size(strided->dtype), row = (size_t)strided->shape[1] * es;
+    MPI_Datatype rows;
+    if (row > INT_MAX || strided->shape[0] > INT_MAX) return MPI_ERR_COUNT;
+    int rc = MPI_Type_create_hvector((int)strided->shape[0], (int)row, (MPI_Aint)((size_t)strided->view->ld * es),
+                                     MPI_BYTE, &rows);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&rows);
+    if (rc != MPI_SUCCESS) return rc;
+    x->len[0] = (int)bytes;
+    rc = MPI_Isend(buf, 1, rows, peer, (int)x->index, ps->comm, &x->req[0]);
+    MPI_Type_free(&rows); /* released when the send is done */
+    if (rc == MPI_SUCCESS) x->nreq = 1;
+    return rc;
+  }
   for (size_t off = 0; off < bytes; off += CHUNK) {
     int len = (int)(bytes - off < CHUNK ? bytes - off : CHUNK);
     MPI_Request *req = &x->req[x->nreq];
@@ -465,7 +482,17 @@ static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   x->run = ctx->run;
   x->index = ctx->index;
   x->ps = ctx->plan->bstate[b->index];
-  int rc = post_messages(x->ps, x, sending, peer, sending ? src->data : dst->data, bytes, 0);
+  if (!weft__tensor_contiguous(dst)) { /* inserted copies are contiguous; weft_copy takes no tile */
+    free(x);
+    return weft_ctx_fail(ctx, "a copy between ranks into a strided tile is not built");
+  }
+  if (!weft__tensor_contiguous(src) && bytes > CHUNK) { /* one message: both sides fail alike */
+    free(x);
+    return weft_ctx_fail(ctx, "tile %s has %zu bytes; a tile between ranks goes as one message, up to %zu",
+                         weft__tensor_name(src), bytes, CHUNK);
+  }
+  int rc = post_messages(x->ps, x, sending, peer, sending ? src->data : dst->data, bytes, 0,
+                         sending && !weft__tensor_contiguous(src) ? src : NULL);
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING];
     error_text(rc, msg, sizeof msg);
@@ -499,7 +526,7 @@ static void mpi_skip(weft__backend *b, weft_run *run, uint32_t index) {
   x->kind = P_SKIPPED;
   x->index = index;
   x->scratch = scratch;
-  int rc = post_messages(p->bstate[b->index], x, sending, peer, scratch, bytes, sending);
+  int rc = post_messages(p->bstate[b->index], x, sending, peer, scratch, bytes, sending, NULL);
   if (rc != MPI_SUCCESS) {
     free(scratch);
     free(x);
