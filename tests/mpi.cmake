@@ -22,6 +22,11 @@ if(WEFT_HAVE_MPI AND MPIEXEC_EXECUTABLE)
   # The command as users run it: examples/mpi/distributed.weft on 2 ranks against one process.
   add_test(NAME test_mpi_run COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 2
     $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/mpi/distributed.weft)
-  set_tests_properties(test_mpi_run PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
+  # The distributed tiled Cholesky on 2 x 1 and 2 x 2 ranks, against one process.
+  add_test(NAME test_mpi_cholesky_2 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 2
+    $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/mpi/cholesky.weft -D N=300 -D B=64)
+  add_test(NAME test_mpi_cholesky_4 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 4
+    $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/mpi/cholesky.weft -D N=300 -D B=64 -D Q=2)
+  set_tests_properties(test_mpi_run test_mpi_cholesky_2 test_mpi_cholesky_4 PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
 endif()

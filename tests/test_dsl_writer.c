@@ -557,6 +557,30 @@ static void test_examples(void **state) {
   assert_true(expectations >= 5);
 }
 
+/* examples/mpi/cholesky.weft on one rank (its grid 1 x 1): the writer prints the distribute
+ * statements back, and the tensors they distribute on the CPU they were declared on. */
+static void test_distributed_example(void **state) {
+  (void)state;
+  char path[1024];
+  snprintf(path, sizeof path, "%s/mpi/cholesky.weft", WEFT_EXAMPLES_DIR);
+  size_t len;
+  char *text = slurp(path, &len);
+  assert_non_null(text);
+  char *at = strstr(text, "param P = 2");
+  assert_non_null(at);
+  at[10] = '1';
+  weft_program *p = NULL;
+  if (weft_program_parse(rt, path, text, len, NULL, &p) != WEFT_OK) fail_msg("%s", weft_last_error());
+  round_trip(rt, weft_program_graph(p), path);
+  char *out = NULL;
+  CHECK(weft_graph_write(weft_program_graph(p), &out));
+  assert_non_null(strstr(out, "tensor A: f64[512, 512] on cpu = zeros\n"));
+  assert_non_null(strstr(out, "tiles(A, 128, 128)\ndistribute(A, 1, 1)\n"));
+  free(out);
+  weft_program_destroy(p);
+  free(text);
+}
+
 static void test_corpus(void **state) {
   (void)state;
   check_dir(WEFT_FUZZ_CORPUS_DIR, 0);
@@ -570,6 +594,7 @@ int main(void) {
       cmocka_unit_test(test_inserted_copies),
       cmocka_unit_test(test_examples),
       cmocka_unit_test(test_examples_on_gpus),
+      cmocka_unit_test(test_distributed_example),
       cmocka_unit_test(test_corpus),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

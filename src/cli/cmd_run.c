@@ -152,10 +152,14 @@ int cli_cmd_run(int argc, char **argv) {
     }
   }
   /* Across ranks (mpirun): rank 0 prints the outputs and the report; the others take part in
-   * gathering the outputs, and say only their errors. */
-  FILE *out = stdout, *sink = NULL;
-  if (rt != NULL && weft_runtime_rank(rt) != 0 && (sink = fopen("/dev/null", "w")) != NULL) out = sink;
-  code = cli_job_report(&j, out, stderr);
+   * gathering the outputs, and say only their own errors: a run's error is every rank's (the
+   * ranks agree on it), so rank 0 says it once. */
+  FILE *out = stdout, *err = stderr, *sink = NULL;
+  if (rt != NULL && weft_runtime_rank(rt) != 0 && (sink = fopen("/dev/null", "w")) != NULL) {
+    out = sink;
+    if (j.phase != NULL && strcmp(j.phase, "run") == 0) err = sink;
+  }
+  code = cli_job_report(&j, out, err);
   if (sink != NULL) fclose(sink);
   if (code == CLI_EXIT_OK) code = report_code;
 done:

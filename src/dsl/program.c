@@ -17,6 +17,7 @@
  * Out of memory, the node limit and the statement limit (4 × max_nodes statements, loop
  * iterations included) stop the build at once: no input runs unbounded. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,7 +535,7 @@ static const char *op_signature(int kind) {
 }
 
 static const char *const op_list =
-    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill, gemm, potrf, trsm, syrk, tiles or "
+    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill, gemm, potrf, trsm, syrk, tiles, distribute or "
     "a user op registered by the program that embeds weft";
 
 static int is_linear_algebra(int kind) {
@@ -844,6 +845,10 @@ static int exec_assign(ctx *c, const weft__dsl_stmt *s) {
     rc = err(c, WEFT_EPARSE, call->line, call->col,
              "tiles partitions a tensor and has no result; expected a statement of its own: tiles(x, rows) or "
              "tiles(x, rows, cols)");
+  } else if (strcmp(call->text, "distribute") == 0) {
+    rc = err(c, WEFT_EPARSE, call->line, call->col,
+             "distribute places a tensor's tiles and has no result; expected a statement of its own: "
+             "distribute(x, P, Q)");
   } else if (kind >= 0) {
     rc = builtin_assign(c, kind, call, &out);
   } else if (weft_op_find(c->rt, call->text) != NULL) {
@@ -958,6 +963,22 @@ static int exec_tiles(ctx *c, const weft__dsl_expr *call) {
   return OK;
 }
 
+/* distribute(x, P, Q): x's tiles over a P x Q grid of the run's ranks (docs/distributed.md). */
+static int exec_distribute(ctx *c, const weft__dsl_expr *call) {
+  static const char *const sig = "distribute(x, P, Q)";
+  weft_tensor *x;
+  int64_t P = 0, Q = 0;
+  if (check_args(c, call, 3, 3, sig) != OK || eval_tensor(c, call->items[0], &x) != OK ||
+      eval_int(c, call->items[1], "the rows of the grid of ranks", &P) != OK ||
+      eval_int(c, call->items[2], "the columns of the grid of ranks", &Q) != OK)
+    return FAIL;
+  if (P < 1 || Q < 1 || P > INT_MAX || Q > INT_MAX)
+    return err(c, WEFT_EPARSE, call->line, call->col, "distribute(%s, %lld, %lld): the grid of ranks must be at least 1 x 1",
+               weft_tensor_name(x), (long long)P, (long long)Q);
+  int rc = weft_tensor_distribute(c->g, x, (int)P, (int)Q);
+  return rc == WEFT_OK ? OK : api_err(c, rc, call->line, call->col);
+}
+
 static int exec_call(ctx *c, const weft__dsl_stmt *s) {
   const weft__dsl_expr *call = s->value;
   int kind = weft__op_kind_find(call->text);
@@ -977,6 +998,8 @@ static int exec_call(ctx *c, const weft__dsl_stmt *s) {
                call->text, op_signature(kind));
   } else if (strcmp(call->text, "tiles") == 0) {
     if (exec_tiles(c, call) != OK) return FAIL;
+  } else if (strcmp(call->text, "distribute") == 0) {
+    if (exec_distribute(c, call) != OK) return FAIL;
   } else {
     const weft_op *op = weft_op_find(c->rt, call->text);
     if (op == NULL)

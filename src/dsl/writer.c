@@ -154,6 +154,11 @@ static void declare_upto(writer *w, size_t limit) {
       weft__strbuf_puts(&w->out, "tiles(");
       put_ref(w, (weft_tensor *)x);
       weft__strbuf_printf(&w->out, ", %lld, %lld)\n", (long long)grid->tile[0], (long long)grid->tile[1]);
+      if (grid->P > 0) {
+        weft__strbuf_puts(&w->out, "distribute(");
+        put_ref(w, (weft_tensor *)x);
+        weft__strbuf_printf(&w->out, ", %d, %d)\n", grid->P, grid->Q);
+      }
       size_t count = (size_t)(grid->rows * grid->cols);
       for (size_t k = 0; k < count; k++) {
         weft_tensor *tile = tensor_at(w, grid->first + k);
@@ -174,7 +179,8 @@ static void declare_upto(writer *w, size_t limit) {
     weft__strbuf_printf(&w->out, ": %s[", weft_dtype_name((weft_dtype)t->dtype));
     for (int i = 0; i < t->ndim; i++) weft__strbuf_printf(&w->out, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     weft__strbuf_puts(&w->out, "] on ");
-    put_device(w, weft__tensor_dev(t));
+    /* A distributed tensor's device is each rank's own CPU: it was declared on the CPU. */
+    put_device(w, weft__tensor_distributed(t) ? weft_cpu() : weft__tensor_dev(t));
     weft__strbuf_puts(&w->out, " = ");
     put_init(w, t->init);
     weft__strbuf_puts(&w->out, "\n");
@@ -186,8 +192,8 @@ static void declare_upto(writer *w, size_t limit) {
 /* The arguments a node's call localises (reads that get automatic copies). */
 static int localised(const weft_node *n, int i) {
   if (n->kind == WEFT__OP_USER) return n->args[i].mode == WEFT_READ;
-  if (n->kind == WEFT__OP_COPY || n->kind == WEFT__OP_FILL || weft__la_flops(n) >= 0) return 0;
-  return i < n->nargs - 1;
+  if (n->kind == WEFT__OP_COPY || n->kind == WEFT__OP_FILL) return 0;
+  return i < n->nargs - 1; /* a linear-algebra op's too: operands of other ranks come as copies */
 }
 
 /* Decides how each argument of node n is written, simulating the copies its call inserts. The
