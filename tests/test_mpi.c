@@ -76,6 +76,18 @@ static void a_chain_through_every_rank(void **state) {
     weft_run_stats_summary(st, &sum);
     uint64_t messages = me == 0 ? (uint64_t)nranks : me == 1 ? 2 : 3;
     assert_int_equal(sum.bytes_ranks, messages * N * sizeof(double));
+    /* Per rank pair: x goes from rank 0 to each other rank; v_k from rank k to k + 1 (the last
+     * back to rank 0). */
+    for (int peer = 0; peer < nranks; peer++) {
+      uint64_t sent, received;
+      CHECK(weft_run_stats_rank_bytes(st, peer, &sent, &received));
+      int want_sent = peer != me && (me == 0 ? 1 : peer == (me + 1) % nranks);
+      int want_received = peer != me && (me == 0 ? peer == nranks - 1 : (peer == 0) + (peer == me - 1 && peer >= 1));
+      assert_int_equal(sent, (uint64_t)want_sent * N * sizeof(double));
+      assert_int_equal(received, (uint64_t)want_received * N * sizeof(double));
+    }
+    uint64_t a, b;
+    assert_int_equal(weft_run_stats_rank_bytes(st, nranks, &a, &b), WEFT_EINVAL);
     weft_run_stats_destroy(st);
     weft_run_destroy(r);
     double *got = malloc(N * sizeof *got), *xs = malloc(N * sizeof *xs);

@@ -148,6 +148,11 @@ typedef struct weft_lane_stats {
   size_t nodes;        /* nodes that ran on it */
 } weft_lane_stats;
 
+/* In a run across ranks (MPI): the bytes this rank sent to rank `peer` and received from it
+ * (the messages of the copies between them). WEFT_EINVAL for a rank the run does not have. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_rank_bytes(const weft_run_stats *st, int peer, uint64_t *sent,
+                                                      uint64_t *received);
+
 /* Lanes, CPU workers first (all of the runtime's, including idle ones), then device lanes
  * by device and role. The snapshot is read-only: every accessor below is thread-safe. */
 WEFT_API size_t weft_run_stats_lane_count(const weft_run_stats *st);

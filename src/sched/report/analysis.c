@@ -547,6 +547,13 @@ static void classify(ctx *c, weft__rcopy *cp, uint64_t x0) {
   }
 }
 
+/* The copies the overlap analysis explains: those that ran with device times, within one
+ * process. A message between ranks (MPI) is timed from its posting to its arrival, waiting
+ * for the other rank included: it is no copy engine's work. */
+static int analysed_copy(const weft__rnode *x) {
+  return x->copy && ran(x) && !x->hostside && x->src.rank == x->dst.rank;
+}
+
 int weft__rep_overlap(weft__rep *r) {
   ctx c = {.r = r};
   int rc;
@@ -556,7 +563,7 @@ int weft__rep_overlap(weft__rep *r) {
   r->copy_total = r->copy_hidden = 0;
   uint32_t ncopies = 0;
   for (uint32_t i = 0; i < r->n; i++)
-    if (r->node[i].copy && ran(&r->node[i]) && !r->node[i].hostside) ncopies++;
+    if (analysed_copy(&r->node[i])) ncopies++;
   if (ncopies == 0) return WEFT_OK;
   r->copies = weft__calloc(ncopies, sizeof *r->copies);
   c.stamp_d = weft__calloc(r->n, sizeof *c.stamp_d);
@@ -571,7 +578,7 @@ int weft__rep_overlap(weft__rep *r) {
     goto done;
   for (uint32_t i = 0; i < r->n; i++) {
     const weft__rnode *x = &r->node[i];
-    if (!x->copy || !ran(x) || x->hostside) continue;
+    if (!analysed_copy(x)) continue;
     weft__rcopy *cp = &r->copies[r->ncopies++];
     cp->node = i;
     cp->duration = x->end - x->start;

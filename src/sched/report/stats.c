@@ -527,6 +527,23 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
   }
 }
 
+int weft_run_stats_rank_bytes(const weft_run_stats *st, int peer, uint64_t *sent, uint64_t *received) {
+  if (st == NULL || sent == NULL || received == NULL)
+    return weft__err(WEFT_EINVAL, "weft_run_stats_rank_bytes: NULL argument");
+  const weft_runtime *rt = st->graph->rt;
+  if (peer < 0 || peer >= rt->nranks)
+    return weft__err(WEFT_EINVAL, "weft_run_stats_rank_bytes: rank %d; the run has ranks 0..%d", peer, rt->nranks - 1);
+  *sent = *received = 0;
+  const weft__rep *r = st->rep;
+  for (uint32_t i = 0; i < r->n; i++) {
+    const weft__rnode *x = &r->node[i];
+    if (!x->copy || x->lane == WEFT__REP_NONE || x->src.rank == x->dst.rank) continue;
+    if (x->src.rank == rt->rank && x->dst.rank == peer) *sent += x->bytes;
+    if (x->dst.rank == rt->rank && x->src.rank == peer) *received += x->bytes;
+  }
+  return WEFT_OK;
+}
+
 size_t weft_run_stats_lane_count(const weft_run_stats *st) { return st->rep->nlanes; }
 
 int weft_run_stats_lane(const weft_run_stats *st, size_t i, weft_lane_stats *out) {
@@ -662,6 +679,21 @@ static void write_setup_text(const weft_run_stats *st, const weft_stats_summary 
   fputs(")\n", f);
 }
 
+
+/* The text summary's `moved:` line, and under MPI a line per rank this one exchanged
+ * messages with. */
+static void print_moved(FILE *f, const weft_run_stats *st, const weft_stats_summary *s) {
+  fprintf(f, "  moved: %.1f MB host to device, %.1f MB device to host, %.1f MB between GPUs", (double)s->bytes_h2d * 1e-6,
+          (double)s->bytes_d2h * 1e-6, (double)s->bytes_peer * 1e-6);
+  if (s->bytes_ranks > 0) fprintf(f, ", %.1f MB to and from other ranks", (double)s->bytes_ranks * 1e-6);
+  fputc('\n', f);
+  for (int k = 0; s->bytes_ranks > 0 && k < st->graph->rt->nranks; k++) {
+    uint64_t out, in;
+    if (weft_run_stats_rank_bytes(st, k, &out, &in) == WEFT_OK && out + in > 0)
+      fprintf(f, "    rank %d: %.1f MB sent, %.1f MB received\n", k, (double)out * 1e-6, (double)in * 1e-6);
+  }
+}
+
 int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
@@ -711,14 +743,12 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
   }
   if (s.hidden_copy_fraction < 0) {
     fprintf(f, "copies: %s\n", s.copies == 0 ? "none ran" : "none with device times");
+    if (s.bytes_ranks > 0) print_moved(f, st, &s);
   } else {
     weft__fmt_time(a, sizeof a, s.copy_s);
     weft__fmt_time(b, sizeof b, s.hidden_copy_s);
     fprintf(f, "copies: %s, %.1f%% hidden behind compute (%s)\n", a, 100 * s.hidden_copy_fraction, b);
-    fprintf(f, "  moved: %.1f MB host to device, %.1f MB device to host, %.1f MB between GPUs", (double)s.bytes_h2d * 1e-6,
-            (double)s.bytes_d2h * 1e-6, (double)s.bytes_peer * 1e-6);
-    if (s.bytes_ranks > 0) fprintf(f, ", %.1f MB to and from other ranks", (double)s.bytes_ranks * 1e-6);
-    fputc('\n', f);
+    print_moved(f, st, &s);
     if (st->ndiag > 0) {
       weft__fmt_time(a, sizeof a, s.copy_s - s.hidden_copy_s);
       fprintf(f, "  not hidden: %s\n", a);
@@ -768,9 +798,18 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   fprintf(f, ", \"nodes\": %zu, \"nodes_run\": %zu, \"edges\": %zu, \"events\": %zu, "
              "\"copies\": %zu, \"inserted_copies\": %zu",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
-  fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu, \"ranks\": %llu}",
+  fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu, \"ranks\": %llu",
           (unsigned long long)s.bytes_h2d, (unsigned long long)s.bytes_d2h, (unsigned long long)s.bytes_peer,
           (unsigned long long)s.bytes_local, (unsigned long long)s.bytes_ranks);
+  /* Per other rank this one exchanged messages with: the bytes sent there and received. */
+  fputs(", \"by_rank\": [", f);
+  for (int k = 0, n = 0; k < st->graph->rt->nranks; k++) {
+    uint64_t out, in;
+    if (weft_run_stats_rank_bytes(st, k, &out, &in) != WEFT_OK || out + in == 0) continue;
+    fprintf(f, "%s{\"rank\": %d, \"sent\": %llu, \"received\": %llu}", n++ ? ", " : "", k, (unsigned long long)out,
+            (unsigned long long)in);
+  }
+  fputs("]}", f);
   fputs(", \"setup\": {\"total_s\": ", f);
   weft__json_fput_num(f, s.setup_s);
   fputs(", \"runtime_s\": ", f);
