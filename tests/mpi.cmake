@@ -7,7 +7,8 @@
 # see in an uninstrumented library.
 if(WEFT_HAVE_MPI AND MPIEXEC_EXECUTABLE)
   weft_add_test(test_mpi LABELS unit mpi)
-  target_link_libraries(test_mpi PRIVATE MPI::MPI_C) # the test orders its ranks with a message
+  target_link_libraries(test_mpi PRIVATE MPI::MPI_C ${WEFT_JANSSON_LIB}) # a message of its own; the trace read back
+  target_include_directories(test_mpi PRIVATE ${WEFT_JANSSON_INCLUDE})
   # The differential oracle across ranks: test_oracle.c with every input on a random rank.
   weft_add_test(test_mpi_oracle LABELS unit mpi SOURCES oracle_gen.c)
   set_tests_properties(test_mpi test_mpi_oracle PROPERTIES DISABLED TRUE) # run through the rank counts below

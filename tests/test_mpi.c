@@ -6,6 +6,7 @@
  * reading another rank's tensor with weft_tensor_read, ranks that build different graphs.
  * Faults: a node that fails on one rank, and a run cancelled on one rank, end every rank's run
  * with the same error, naming the node and the rank; the next run is whole again. */
+#include <jansson.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,42 @@ static int teardown(void **state) {
 }
 
 static weft_device on(int rank) { return weft_on_rank(weft_cpu(), rank); }
+
+/* The run's trace, saved collectively: rank 0 writes one file with a process per rank
+ * ("rank R: cpu", pids from 1000 R), each with its own nodes; the other ranks write nothing. */
+static void check_trace_of_every_rank(const weft_run_stats *st) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/weft_test_mpi_%d_%d.json", (int)getpid(), me);
+  CHECK(weft_run_stats_save_all(st, WEFT_REPORT_TRACE, path));
+  if (me != 0) {
+    assert_int_not_equal(access(path, F_OK), 0);
+    return;
+  }
+  json_error_t err;
+  json_t *j = json_load_file(path, 0, &err);
+  if (j == NULL) fail_msg("%s: %s at line %d", path, err.text, err.line);
+  json_t *events = json_object_get(j, "traceEvents");
+  int named[8] = {0}, slices[8] = {0};
+  for (size_t i = 0; i < json_array_size(events); i++) {
+    json_t *e = json_array_get(events, i);
+    int pid = (int)json_integer_value(json_object_get(e, "pid")), rank = pid / 1000;
+    assert_true(rank >= 0 && rank < nranks);
+    const char *name = json_string_value(json_object_get(e, "name")), *ph = json_string_value(json_object_get(e, "ph"));
+    if (name != NULL && strcmp(name, "process_name") == 0) {
+      char want[32];
+      snprintf(want, sizeof want, "rank %d: cpu", rank);
+      assert_string_equal(json_string_value(json_object_get(json_object_get(e, "args"), "name")), want);
+      named[rank]++;
+    }
+    if (ph != NULL && strcmp(ph, "X") == 0) slices[rank]++;
+  }
+  for (int k = 0; k < nranks && k < 8; k++) {
+    assert_int_equal(named[k], 1);
+    assert_true(slices[k] >= 3); /* its scale and add, and a message at least */
+  }
+  json_decref(j);
+  assert_int_equal(remove(path), 0);
+}
 
 /* A chain that visits every rank and comes back: x on rank 0; on rank r, v_r = v_{r-1} * 2 + x;
  * the last back on rank 0. Serial: v_k = (2^k + 2^k - 1) x, exactly in double. */
@@ -88,6 +125,7 @@ static void a_chain_through_every_rank(void **state) {
     }
     uint64_t a, b;
     assert_int_equal(weft_run_stats_rank_bytes(st, nranks, &a, &b), WEFT_EINVAL);
+    if (run == 2) check_trace_of_every_rank(st);
     weft_run_stats_destroy(st);
     weft_run_destroy(r);
     double *got = malloc(N * sizeof *got), *xs = malloc(N * sizeof *xs);

@@ -224,6 +224,11 @@ WEFT_NODISCARD WEFT_API int weft_run_stats_write(const weft_run_stats *st, int f
  * Thread-safe: yes (for different paths). */
 WEFT_NODISCARD WEFT_API int weft_run_stats_save(const weft_run_stats *st, int format,
                                                 const char *path);
+/* In a run across ranks (MPI), collective: every rank calls it with its statistics of the same
+ * run. WEFT_REPORT_TRACE: rank 0 writes one trace with every rank's lanes (processes named
+ * "rank R: cpu", pids from 1000 R; on one host the ranks' times share rank 0's clock); the
+ * other formats: rank 0 writes its own. In one process, weft_run_stats_save. */
+WEFT_NODISCARD WEFT_API int weft_run_stats_save_all(const weft_run_stats *st, int format, const char *path);
 /* The text summary (WEFT_REPORT_TEXT) to f; returns what weft_run_stats_write returns.
  * Thread-safe: yes. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_print(const weft_run_stats *st, FILE *f);

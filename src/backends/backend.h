@@ -181,6 +181,10 @@ void weft__sched_complete(weft_run *run, uint32_t index, int status, const char 
  * run). Callable from any thread. */
 void weft__sched_issued(weft_run *run, uint32_t index, int status, const char *message);
 
+/* Node ctx->index runs in another process (a transport's node of another rank): it gets no
+ * record in this process's timing, statistics or trace. Call from `launch`. */
+void weft__sched_elsewhere(const weft_kernel_ctx *ctx);
+
 /* The run's outcome so far: its first failure (status, node or UINT32_MAX, error text), or
  * WEFT_ECANCELED when it was cancelled, or WEFT_OK. For a transport that agrees on the outcome
  * with other processes (backends/mpi). */

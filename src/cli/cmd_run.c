@@ -80,9 +80,11 @@ static int report_run(const run_flags *f, cli_job *j, weft_run *r) {
     return cli_error(CLI_EXIT_FAILED, "no trace or timeline: %s", weft_last_error());
   }
   int code = 0;
-  if (f->trace != NULL && weft_run_stats_save(st, WEFT_REPORT_TRACE, f->trace) != WEFT_OK)
+  /* Across ranks, one trace of every rank's lanes and rank 0's timeline (every rank takes
+   * part); in one process, the run's own. */
+  if (f->trace != NULL && weft_run_stats_save_all(st, WEFT_REPORT_TRACE, f->trace) != WEFT_OK)
     code = cli_error(CLI_EXIT_FAILED, "--trace: %s", weft_last_error());
-  if (f->timeline != NULL && weft_run_stats_save(st, WEFT_REPORT_SVG, f->timeline) != WEFT_OK)
+  if (f->timeline != NULL && weft_run_stats_save_all(st, WEFT_REPORT_SVG, f->timeline) != WEFT_OK)
     code = cli_error(CLI_EXIT_FAILED, "--timeline: %s", weft_last_error());
   if (f->json) {
     char *text = NULL;

@@ -231,6 +231,8 @@ void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *m
   count_done(r, 1);
 }
 
+void weft__sched_elsewhere(const weft_kernel_ctx *ctx) { weft__timing_skip(ctx->plan, ctx->index); }
+
 int weft__run_outcome(weft_run *r, uint32_t *node, char *error, size_t size) {
   int st = atomic_load_explicit(&r->status, memory_order_acquire);
   weft__mutex_lock(&r->lock);

@@ -470,7 +470,10 @@ static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   mpi_state *st = b->state;
   const weft_node *n = ctx->node;
   int sending, peer;
-  if (!copy_peer(st, n, &sending, &peer)) return WEFT_OK; /* another rank computes it */
+  if (!copy_peer(st, n, &sending, &peer)) { /* another rank computes it */
+    weft__sched_elsewhere(ctx);
+    return WEFT_OK;
+  }
   const weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
   size_t bytes = src->bytes;
   if (bytes > CHUNK * MAX_CHUNKS)

@@ -123,6 +123,9 @@ static double factor_of(weft_runtime *rt, const weft_node *n, int dev) {
 /* Learns from the placed graph's last run, once; returns 1 when a node's factor moved more
  * than twofold since the placement (the program is then placed again). */
 static int learn(weft_graph *g, weft__placement *pl) {
+  /* Across ranks every rank must place alike (the graphs are compared at each plan), and each
+   * measures only its own nodes: the model's prices stand as they are. */
+  if (g->rt->nranks > 1) return 0;
   const weft__plan *p = pl->pg->plan;
   if (p == NULL || p->exec == NULL || p->exec->times == NULL || p->exec->last_run == pl->harvested) return 0;
   pl->harvested = p->exec->last_run;

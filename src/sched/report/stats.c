@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sched/report/stats.h"
 #include "sched/sched.h"
@@ -428,6 +429,7 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
   weft_run_stats *st = weft__calloc(1, sizeof *st);
   if (st == NULL) return weft__oom("the statistics of a run");
   st->graph = g;
+  st->t_launch = t0;
   uint32_t *codes = NULL, ncodes = 0;
   int rc;
   st->nworkers = (uint32_t)weft__pool_size(g->rt->pool);
@@ -909,6 +911,70 @@ int weft_run_stats_save(const weft_run_stats *st, int format, const char *path) 
     weft__set_last_error(msg);
   }
   return rc;
+}
+
+/* One trace of every rank's run, written by rank 0 (collective). Each rank's times are put on
+ * rank 0's clock where the two share a host (one CLOCK_MONOTONIC); across hosts each rank's
+ * trace starts at its own setup's start. */
+static int save_trace_ranks(const weft_run_stats *st, const char *path) {
+  weft_runtime *rt = st->graph->rt;
+  weft__backend *t = rt->remote;
+  struct {
+    uint64_t zero_ns;
+    char host[64];
+  } r0 = {0}, me = {st->t_launch - st->setup_ns, ""};
+  if (gethostname(me.host, sizeof me.host - 1) != 0) snprintf(me.host, sizeof me.host, "?");
+  if (rt->rank == 0) r0 = me;
+  int rc = t->vt->bcast(t, &r0, sizeof r0, 0);
+  double shift = rc == WEFT_OK && strcmp(r0.host, me.host) == 0 ? ((double)me.zero_ns - (double)r0.zero_ns) * 1e-3 : 0;
+  char *mine = NULL, *all = NULL;
+  size_t len = 0, total = 0;
+  FILE *m = open_memstream(&mine, &len);
+  int lrc = m == NULL ? weft__oom("a trace") : weft__stats_write_trace_events(st, m, rt->rank, shift, rt->rank == 0);
+  if (m != NULL && fclose(m) != 0 && lrc == WEFT_OK) lrc = weft__oom("a trace");
+  if (lrc != WEFT_OK) len = 0;
+  /* Each rank's events to rank 0, in rank order (a rank that failed sends none). */
+  for (int k = 0; k < rt->nranks && rc == WEFT_OK; k++) {
+    uint64_t n = k == rt->rank ? len : 0;
+    if ((rc = t->vt->bcast(t, &n, sizeof n, k)) != WEFT_OK) break;
+    char *buf = k == rt->rank ? mine : weft__malloc(n ? n : 1);
+    if (buf == NULL) {
+      rc = weft__oom("a trace");
+      break;
+    }
+    rc = t->vt->bcast(t, buf, n, k);
+    if (rc == WEFT_OK && rt->rank == 0) {
+      char *grown = weft__realloc(all, total + n + 1);
+      if (grown == NULL) {
+        rc = weft__oom("a trace");
+      } else {
+        all = grown;
+        memcpy(all + total, buf, n);
+        total += n;
+      }
+    }
+    if (buf != mine) weft__free(buf);
+  }
+  free(mine); /* open_memstream's */
+  if (rc == WEFT_OK && rt->rank == 0) {
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+      rc = weft__err(WEFT_EIO, "cannot write %s: %s", path, strerror(errno));
+    } else {
+      rc = weft__stats_write_trace_ranks(st, f, all != NULL ? all : "", total);
+      if (fclose(f) != 0 && rc == WEFT_OK) rc = weft__err(WEFT_EIO, "cannot write %s: %s", path, strerror(errno));
+    }
+  }
+  weft__free(all);
+  return rc != WEFT_OK ? rc : lrc;
+}
+
+int weft_run_stats_save_all(const weft_run_stats *st, int format, const char *path) {
+  if (st == NULL || path == NULL) return weft__err(WEFT_EINVAL, "weft_run_stats_save_all: NULL argument");
+  weft_runtime *rt = st->graph->rt;
+  if (rt->remote == NULL || rt->nranks <= 1) return weft_run_stats_save(st, format, path);
+  if (format == WEFT_REPORT_TRACE) return save_trace_ranks(st, path);
+  return rt->rank == 0 ? weft_run_stats_save(st, format, path) : WEFT_OK;
 }
 
 int weft_run_stats_print(const weft_run_stats *st, FILE *f) {

@@ -30,6 +30,7 @@ struct weft_run_stats {
   weft_setup_step *setup;    /* before the first node (weft_run_stats_setup) */
   size_t nsetup;
   uint64_t setup_ns;         /* the setup's length: the nodes' times are from its end */
+  uint64_t t_launch;         /* the run's launch (its nodes' zero), weft__clock_now() base */
 };
 
 /* A short label of node i: "mm y3 (node 7)", "copy y3 cuda:0->cpu (node 8)". */
@@ -44,6 +45,12 @@ void weft__fmt_time(char *buf, size_t size, double seconds);
 int weft__stats_write_text(const weft_run_stats *st, FILE *f);
 int weft__stats_write_json(const weft_run_stats *st, FILE *f);
 int weft__stats_write_trace(const weft_run_stats *st, FILE *f);
+/* The trace's events alone, of rank `rank` (its processes named "rank R: ...", pids from
+ * 1000 R; -1: one process's trace), times shifted by shift_us; `first`: no comma before the
+ * first event. Returns the strings' status. */
+int weft__stats_write_trace_events(const weft_run_stats *st, FILE *f, int rank, double shift_us, int first);
+/* A trace of several ranks: st's header, the events, the end. */
+int weft__stats_write_trace_ranks(const weft_run_stats *st, FILE *f, const char *events, size_t len);
 int weft__stats_write_svg(const weft_run_stats *st, FILE *f, int width);
 
 /* Writes `s` escaped for XML text and attribute values. */

@@ -22,6 +22,9 @@ typedef struct tw {
   FILE *f;
   int first;
   int rc;
+  int rank;        /* in a trace of several ranks, this one's (its processes are named so); else -1 */
+  int pid_base;    /* added to every pid: 1000 x the rank in a trace of several ranks */
+  double shift_us; /* added to every time: this rank's clock against rank 0's */
 } tw;
 
 static void ev(tw *w) {
@@ -29,12 +32,14 @@ static void ev(tw *w) {
   w->first = 0;
 }
 
-static int pid_of(weft_device d) { return d.kind == WEFT_DEVICE_CPU ? 1 : 2 + d.index; }
+static int pid_dev(weft_device d) { return d.kind == WEFT_DEVICE_CPU ? 1 : 2 + d.index; }
+#define pid_of(d) (w->pid_base + pid_dev(d))
 
 static double us(uint64_t ns) { return (double)ns * 1e-3; }
 
 /* A node time (ns from the launch of the first node) on the trace's clock. */
-static double at(const weft_run_stats *st, uint64_t ns) { return us(ns + st->setup_ns); }
+static double at_(const weft_run_stats *st, uint64_t ns) { return us(ns + st->setup_ns); }
+#define at(st, ns) (at_(st, ns) + w->shift_us)
 
 static void tensor_list(tw *w, const weft_node *n, int mode) {
   FILE *f = w->f;
@@ -57,8 +62,10 @@ static void metadata(const weft_run_stats *st, tw *w) {
   for (size_t i = 0; i < st->nmem; i++) {
     weft_device d = st->mem[i].device;
     ev(w);
-    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"%s\"}}",
-            pid_of(d), weft_device_str(d, dev, sizeof dev));
+    char who[24] = "";
+    if (w->rank >= 0) snprintf(who, sizeof who, "rank %d: ", w->rank);
+    fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"%s%s\"}}",
+            pid_of(d), who, weft_device_str(d, dev, sizeof dev));
     ev(w);
     fprintf(f, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
             pid_of(d), pid_of(d));
@@ -113,22 +120,22 @@ static void setup(const weft_run_stats *st, tw *w) {
   if (st->nsetup == 0) return;
   uint32_t tid = st->rep->nlanes;
   ev(w);
-  fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %u, "
+  fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, "
              "\"args\": {\"name\": \"setup (before the first node)\"}}",
-          tid);
+          w->pid_base + 1, tid);
   ev(w);
-  fprintf(f, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": 1, \"tid\": %u, "
+  fprintf(f, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, "
              "\"args\": {\"sort_index\": -1}}",
-          tid);
+          w->pid_base + 1, tid);
   char dev[32];
   for (size_t i = 0; i < st->nsetup; i++) {
     const weft_setup_step *x = &st->setup[i];
     ev(w);
     fputs("{\"name\": ", f);
     weft__json_fput_str(f, x->kind[0] == 't' ? "materialise" : x->kind[0] == 'r' ? "runtime" : x->kind, &w->rc);
-    fprintf(f, ", \"cat\": \"setup\", \"ph\": \"X\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
+    fprintf(f, ", \"cat\": \"setup\", \"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
                "\"args\": {\"kind\": \"%s\"",
-            tid, x->start_s * 1e6, (x->end_s - x->start_s) * 1e6, x->kind);
+            w->pid_base + 1, tid, x->start_s * 1e6 + w->shift_us, (x->end_s - x->start_s) * 1e6, x->kind);
     if (x->what != NULL) {
       fputs(", \"what\": ", f);
       weft__json_fput_str(f, x->what, &w->rc);
@@ -192,7 +199,8 @@ static void memory(const weft_run_stats *st, tw *w) {
   }
 }
 
-int weft__stats_write_trace(const weft_run_stats *st, FILE *f) {
+/* The header: the run's figures (rank 0's in a trace of several ranks). */
+static void header(const weft_run_stats *st, FILE *f) {
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   fprintf(f, "{\"displayTimeUnit\": \"ns\", \"otherData\": {\"generator\": \"weft %d.%d.%d\", "
@@ -208,12 +216,30 @@ int weft__stats_write_trace(const weft_run_stats *st, FILE *f) {
   fputs(", \"setup_s\": ", f);
   weft__json_fput_num(f, s.setup_s);
   fputs("},\n\"traceEvents\": [", f);
-  tw w = {f, 1, WEFT_OK};
+}
+
+int weft__stats_write_trace_events(const weft_run_stats *st, FILE *f, int rank, double shift_us, int first) {
+  tw w = {f, first, WEFT_OK, rank, rank >= 0 ? 1000 * rank : 0, shift_us};
   metadata(st, &w);
   slices(st, &w);
   setup(st, &w);
   flows(st, &w);
   memory(st, &w);
+  return w.rc;
+}
+
+int weft__stats_write_trace(const weft_run_stats *st, FILE *f) {
+  header(st, f);
+  int rc = weft__stats_write_trace_events(st, f, -1, 0, 1);
   fputs("\n]}\n", f);
-  return w.rc != WEFT_OK ? w.rc : weft__stats_stream_status(f, "trace");
+  return rc != WEFT_OK ? rc : weft__stats_stream_status(f, "trace");
+}
+
+/* Several ranks: rank 0's header, then `events` (each rank's, in rank order, already written
+ * with weft__stats_write_trace_events), then the end. */
+int weft__stats_write_trace_ranks(const weft_run_stats *st, FILE *f, const char *events, size_t len) {
+  header(st, f);
+  fwrite(events, 1, len, f);
+  fputs("\n]}\n", f);
+  return weft__stats_stream_status(f, "trace");
 }
