@@ -17,6 +17,13 @@
 #include "testutil.h"
 #include "weft/report.h"
 
+/* Under the sanitizers a failed huge allocation must return NULL, as malloc does (a launch
+ * that fails on one rank for want of memory is a test below). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
+
 static weft_runtime *rt;
 static int me, nranks;
 
@@ -308,6 +315,28 @@ static void a_cancel_on_one_rank_cancels_every_rank(void **state) {
   weft_graph_destroy(g);
 }
 
+/* A launch that fails on one rank before its first node (rank 1 cannot allocate a tensor of a
+ * petabyte) fails on every rank at once, the others naming rank 1 and its error; nobody waits
+ * for rank 1's messages. The graph's next launch agrees again (and fails again). */
+static void a_launch_that_fails_on_one_rank_fails_on_every_rank(void **state) {
+  (void)state;
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x, *big, *y = NULL, *z = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, (int64_t[]){64}, on(0), weft_ones(), &x));
+  CHECK(weft_tensor_create(g, "big", WEFT_F64, 1, (int64_t[]){(int64_t)1 << 47}, on(1), weft_zeros(), &big));
+  CHECK(weft_tensor_create(g, "y", WEFT_F64, 1, (int64_t[]){64}, on(1), weft_zeros(), &y));
+  CHECK(weft_scale(g, x, 2.0, &y)); /* rank 1 receives x */
+  CHECK(weft_add(g, y, x, &z));     /* rank 1 again */
+  for (int attempt = 0; attempt < 2; attempt++) {
+    int rc = weft_graph_run(g);
+    assert_int_equal(rc, WEFT_ENOMEM);
+    assert_true(tu_contains(weft_last_error(), "big"));
+    if (me != 1) assert_true(tu_contains(weft_last_error(), "rank 1: "));
+  }
+  weft_graph_destroy(g);
+}
+
 /* ---- a tiled Cholesky factorisation on tiles distributed over the ranks -------------------- */
 
 enum { CH_N = 200, CH_B = 32 }; /* 7 x 7 tiles, the last ones ragged (8 wide) */
@@ -430,6 +459,7 @@ int main(void) {
       cmocka_unit_test(different_graphs_fail_on_every_rank),
       cmocka_unit_test(a_failure_on_one_rank_fails_every_rank),
       cmocka_unit_test(a_cancel_on_one_rank_cancels_every_rank),
+      cmocka_unit_test(a_launch_that_fails_on_one_rank_fails_on_every_rank),
       cmocka_unit_test(a_distributed_cholesky_is_the_one_process_factor),
       cmocka_unit_test(bad_distributions_are_refused),
   };

@@ -51,7 +51,7 @@
 
 #include "sched/plan/plan.h"
 
-#define WEFT__BACKEND_VERSION 5
+#define WEFT__BACKEND_VERSION 6
 
 /* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
  * (src/sched/dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
@@ -128,6 +128,13 @@ typedef struct weft__backend_vtable {
   /* Version 5. The transport between ranks (MPI): `bytes` of buf from rank `root` to every
    * rank (a collective: every rank calls it). NULL for device backends. */
   int (*bcast)(struct weft__backend *b, void *buf, size_t bytes, int root);
+  /* Version 6. The transport: at a launch that planned the graph anew, every rank says how its
+   * launch went so far (`status`: WEFT_OK with the plan `p`, or its error, p then possibly
+   * NULL) and all get one answer (a collective): WEFT_OK when every rank got this far with the
+   * same graph, else an error (another rank's, naming it; a difference of the graphs). So a
+   * launch that fails on one rank before its first node fails on every rank, and none waits for
+   * its messages. NULL for device backends. */
+  int (*launch_agree)(struct weft__backend *b, weft__plan *p, int status);
 } weft__backend_vtable;
 
 typedef struct weft__backend {

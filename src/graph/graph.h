@@ -202,6 +202,7 @@ struct weft_graph {
   int strict;
   size_t nauto;       /* tensors and nodes created on auto: the graph is placed (sched/plan/place.c) */
   uint64_t version, analysed_version;
+  uint64_t agreed_version; /* across ranks: 1 + the version whose launch the ranks agreed on */
   /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
   struct weft__plan *plan;
   struct weft__placement *placement; /* a graph with auto devices: its placed graph (place.c) */

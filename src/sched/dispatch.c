@@ -414,6 +414,11 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   uint64_t t_enter = weft__clock_now();
   /* A program with auto devices runs as its placed graph (src/sched/plan/place.c), which only
    * its runs use: it is idle whenever the program is. */
+  /* Across ranks, a launch that plans the program anew is agreed on by every rank once it has
+   * planned and materialised, or failed: the ranks compare their graphs, and a failure on one
+   * fails them all, so that none waits for a rank that will not run (backends/mpi). */
+  weft__backend *agreer = program->rt->remote;
+  int agreeing = agreer != NULL && agreer->vt->launch_agree != NULL && program->agreed_version != program->version + 1;
   weft_graph *g = program;
   if ((rc = weft__place(program, &g)) != WEFT_OK) goto fail;
   if (g != program) {
@@ -426,6 +431,11 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   if ((rc = weft__storage_materialise(g, &setup)) != WEFT_OK) goto fail;
   /* The placed graph's twins gave every tensor of the program its storage. */
   if (g != program) program->materialised = program->tensors.len;
+  if (agreeing) {
+    agreeing = 0;
+    if ((rc = agreer->vt->launch_agree(agreer, g->plan, WEFT_OK)) != WEFT_OK) goto fail;
+    program->agreed_version = program->version + 1;
+  }
   /* A run holds 64-byte-aligned counters; the allocator hook only promises malloc's alignment. */
   r = weft__aligned_alloc(64, sizeof *r);
   if (r == NULL) {
@@ -490,6 +500,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   }
   return WEFT_OK;
 fail:
+  if (agreeing) (void)agreer->vt->launch_agree(agreer, NULL, rc); /* rc and its message stand */
   weft__vec_fini(&setup);
   weft__aligned_free(r);
   atomic_store_explicit(&g->busy, 0, memory_order_release);

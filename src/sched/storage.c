@@ -124,6 +124,9 @@ int weft__storage_prepare(weft_tensor *t) {
     t->initialised = 1;
     return WEFT_OK;
   }
+  /* Another rank's tensor has its storage there, not here (a distributed tensor's tiles are
+   * views above: their parent is every rank's). */
+  if (t->device.rank != g->rt->rank) return WEFT_OK;
   if (t->storage_kind == WEFT__S_NONE) {
     if (t->bytes == 0) {
       t->storage_kind = WEFT__S_EMPTY;

@@ -380,10 +380,11 @@ static int check_same_graph(mpi_state *st, weft__plan *p) {
                    st->rank, (unsigned long long)at, (unsigned long long)n, (unsigned long long)n0);
 }
 
+/* The plan hook makes no collective call: a rank whose launch fails before it would leave the
+ * others waiting in it. The ranks meet once the launch has planned and materialised, or
+ * failed (mpi_launch_agree). */
 static int mpi_plan(weft__backend *b, weft__plan *p) {
   mpi_state *st = b->state;
-  int rc = check_same_graph(st, p);
-  if (rc != WEFT_OK) return rc;
   /* Messages carry host memory: a GPU tensor crossing ranks is not built yet (no CUDA-aware
    * path, no staging). Every rank finds the same node, so every rank fails the same way. */
   for (uint32_t i = 0; i < p->n; i++) {
@@ -404,16 +405,50 @@ static int mpi_plan(weft__backend *b, weft__plan *p) {
     return weft__err(WEFT_ELIMIT, "rank %d: the graph has %u nodes; MPI tags go to %d", st->rank, p->n, st->tag_ub);
   plan_state *ps = calloc(1, sizeof *ps);
   if (ps == NULL) return weft__oom("the MPI transport's plan");
-  MPI_Comm_dup(st->world, &ps->comm);
-  MPI_Comm_set_errhandler(ps->comm, MPI_ERRORS_RETURN);
+  ps->comm = MPI_COMM_NULL; /* made when the ranks agree on the launch */
   p->bstate[b->index] = ps;
+  return WEFT_OK;
+}
+
+/* A launch that planned anew: the first failing rank (or none), its error to all; then, when
+ * every rank got here, the graphs compared and the plan's communicator made. */
+static int mpi_launch_agree(weft__backend *b, weft__plan *p, int status) {
+  mpi_state *st = b->state;
+  int key = status != WEFT_OK ? st->rank : INT_MAX, first = INT_MAX;
+  char msg[MPI_MAX_ERROR_STRING];
+  int rc = MPI_Allreduce(&key, &first, 1, MPI_INT, MPI_MIN, st->world);
+  if (rc == MPI_SUCCESS && first != INT_MAX) {
+    outcome o = {0};
+    if (first == st->rank) {
+      o.status = status;
+      snprintf(o.error, sizeof o.error, "%s", weft_last_error());
+    }
+    rc = MPI_Bcast(&o, (int)sizeof o, MPI_BYTE, first, st->world);
+    if (rc == MPI_SUCCESS) {
+      if (status != WEFT_OK) return status; /* this rank's own error stands */
+      return weft__err(o.status, "rank %d: %s", first, o.error);
+    }
+  }
+  if (rc != MPI_SUCCESS) {
+    error_text(rc, msg, sizeof msg);
+    return weft__err(WEFT_EIO, "rank %d: agreeing on the launch with the other ranks failed: %s", st->rank, msg);
+  }
+  plan_state *ps = p->bstate[b->index];
+  if ((rc = check_same_graph(st, p)) != WEFT_OK) return rc;
+  if (ps->comm == MPI_COMM_NULL) {
+    if ((rc = MPI_Comm_dup(st->world, &ps->comm)) != MPI_SUCCESS) {
+      error_text(rc, msg, sizeof msg);
+      return weft__err(WEFT_EIO, "rank %d: making the plan's communicator failed: %s", st->rank, msg);
+    }
+    MPI_Comm_set_errhandler(ps->comm, MPI_ERRORS_RETURN);
+  }
   return WEFT_OK;
 }
 
 static void mpi_plan_free(weft__backend *b, weft__plan *p) {
   plan_state *ps = p->bstate[b->index];
   if (ps == NULL) return;
-  MPI_Comm_free(&ps->comm);
+  if (ps->comm != MPI_COMM_NULL) MPI_Comm_free(&ps->comm);
   free(ps);
   p->bstate[b->index] = NULL;
 }
@@ -541,6 +576,9 @@ static void mpi_skip(weft__backend *b, weft_run *run, uint32_t index) {
 static int mpi_run_begin(weft__backend *b, weft__plan *p, weft_run *run) {
   (void)run;
   plan_state *ps = p->bstate[b->index];
+  if (ps->comm == MPI_COMM_NULL) /* planned at a launch the ranks did not agree on */
+    return weft__err(WEFT_ESTATE, "rank %d: the graph was planned again without the other ranks; every rank "
+                     "must change and launch it alike", ((mpi_state *)b->state)->rank);
   atomic_store_explicit(&ps->upstream, 0, memory_order_relaxed);
   return WEFT_OK;
 }
@@ -607,6 +645,7 @@ const weft__backend_vtable weft__mpi_backend = {
     .run_begin = mpi_run_begin,
     .run_drain = mpi_run_drain,
     .bcast = mpi_bcast,
+    .launch_agree = mpi_launch_agree,
 };
 
 int weft__mpi_wanted(void) {
