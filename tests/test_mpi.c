@@ -341,10 +341,9 @@ static void a_launch_that_fails_on_one_rank_fails_on_every_rank(void **state) {
 
 enum { CH_N = 200, CH_B = 32 }; /* 7 x 7 tiles, the last ones ragged (8 wide) */
 
-/* A = U + N^2 I on its lower triangle (U uniform in [-1, 1)), then the factorisation in place:
- * per step k, potrf of the diagonal tile, trsm of the tiles below it, syrk and gemm of the
- * trailing ones (examples/cholesky.c). The diagonal's lift is a syrk of N I written by the
- * owner of each diagonal tile. */
+/* A = U + N^2 I on its lower triangle (U uniform in [-1, 1)), then the tiled factorisation in
+ * place (tu_cholesky_tiled). The diagonal's lift is a syrk of N I written by the owner of each
+ * diagonal tile. */
 static void build_cholesky(weft_graph *g, weft_tensor *a, int distributed) {
   int64_t t = weft_tensor_tile_count(a, 0);
   for (int64_t k = 0; k < t; k++) {
@@ -360,17 +359,7 @@ static void build_cholesky(weft_graph *g, weft_tensor *a, int distributed) {
     }
     CHECK(weft_syrk(g, 1.0, e, 1.0, akk));
   }
-  for (int64_t k = 0; k < t; k++) {
-    weft_tensor *akk = weft_tensor_tile(a, k, k);
-    CHECK(weft_potrf(g, akk));
-    for (int64_t i = k + 1; i < t; i++) CHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(a, i, k)));
-    for (int64_t i = k + 1; i < t; i++) {
-      weft_tensor *aik = weft_tensor_tile(a, i, k);
-      CHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(a, i, i)));
-      for (int64_t j = k + 1; j < i; j++)
-        CHECK(weft_gemm(g, aik, 0, weft_tensor_tile(a, j, k), 1, -1.0, 1.0, weft_tensor_tile(a, i, j)));
-    }
-  }
+  CHECK(tu_cholesky_tiled(g, a));
 }
 
 /* The factor of a matrix distributed 2-D block-cyclically (P x Q = the ranks: 2 x 1, 1 x 3,

@@ -266,6 +266,11 @@ double *tu_spd(int64_t n, uint64_t seed) {
 /* The tiled right-looking Cholesky of x (lower), tiles of b. */
 int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b) {
   int rc = weft_tensor_tiles(g, x, b, b);
+  return rc != WEFT_OK ? rc : tu_cholesky_tiled(g, x);
+}
+
+int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) {
+  int rc = WEFT_OK;
   int64_t t = weft_tensor_tile_count(x, 0);
   for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
     weft_tensor *akk = weft_tensor_tile(x, k, k);

@@ -109,6 +109,8 @@ double *tu_spd(int64_t n, uint64_t seed);
 /* Adds the tiled right-looking Cholesky (lower) of x, tiles of b x b, to g: WEFT_OK or the
  * first call's error. */
 int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b);
+/* The same on x's tiles as they are (partitioned, perhaps distributed, already). */
+int tu_cholesky_tiled(weft_graph *g, weft_tensor *x);
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l (n x n). */
 double tu_residual(const double *l, const double *a, int64_t n);
 
