@@ -15,14 +15,23 @@
  * network and sends and receives overlap compute; MPI is initialised with
  * MPI_THREAD_MULTIPLE for that (workers post, the progress thread tests).
  *
- * At each plan (every rank plans at the same launches), the ranks compare a hash of the graph:
- * ranks that built different graphs fail the launch with the first node that differs, instead
- * of waiting forever for messages that will not come. */
+ * A tile of a distributed tensor (strided) goes as one message of a vector type, from its rows
+ * in place.
+ *
+ * Agreement, so that no rank waits for one that will not send:
+ *   - at a launch that planned anew, every rank meets the others once (mpi_launch_agree), even
+ *     when its launch failed: a failure anywhere is every rank's; then the ranks compare a hash
+ *     of the graph (ranks that built different graphs fail with the first node that differs)
+ *     and make the plan's communicator;
+ *   - a copy skipped here still sends (messages of no bytes: "not computed") or receives what
+ *     the other rank owes or is owed (mpi_skip);
+ *   - at the end of each run the ranks agree on its outcome (mpi_run_drain): the first failing
+ *     rank's error becomes every rank's. */
 #include <limits.h>
-#include <stdatomic.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
