@@ -107,6 +107,13 @@ static void a_chain_through_every_rank(void **state) {
     CHECK(weft_add(g, t2, x, &next));
     v = next;
   }
+  /* weft explain's words for the first message, x from rank 0 to rank 1 (node 0, inserted for
+   * the scale on rank 1). */
+  weft_placement pl;
+  weft_node *copy = weft_graph_node(g, 0);
+  CHECK(weft_node_placement(g, copy, &pl));
+  assert_string_equal(pl.lane, "mpi transport");
+  assert_true(tu_contains(pl.why, me <= 1 ? "a message from rank 0 to rank 1" : "runs on rank 1: nothing of it runs here"));
   for (int run = 0; run < 3; run++) { /* replays: the same messages again */
     weft_run *r;
     CHECK(weft_graph_launch(g, &r));

@@ -232,10 +232,14 @@ static void device_reason(weft__strbuf *b, const weft_graph *g, const weft_node 
       weft__strbuf_printf(b, "%s reads %s, which lives on %s; ",
                           weft_node_describe(user, desc, sizeof desc), weft_tensor_name(src), d2);
     }
-    weft__strbuf_printf(b, "the copy to %s runs on %s (%s)", d3, d1,
-                        weft_tensor_device(src).kind != WEFT_DEVICE_CPU
-                            ? "the side that owns the GPU data"
-                            : "the GPU side issues host-to-device copies");
+    if (weft_tensor_device(src).rank != weft_tensor_device(dst).rank)
+      weft__strbuf_printf(b, "the copy to %s is a message from rank %d to rank %d", d3, weft_tensor_device(src).rank,
+                          weft_tensor_device(dst).rank);
+    else
+      weft__strbuf_printf(b, "the copy to %s runs on %s (%s)", d3, d1,
+                          weft_tensor_device(src).kind != WEFT_DEVICE_CPU
+                              ? "the side that owns the GPU data"
+                              : "the GPU side issues host-to-device copies");
     return;
   }
   if (strcmp(weft_node_op_name(n), "copy") == 0) {

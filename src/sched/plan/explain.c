@@ -26,6 +26,24 @@ static void cpu_reason(const weft__plan *p, uint32_t i, weft_placement *out) {
              npred);
 }
 
+/* A node the transport serves (backends/mpi): a message between this rank and another, or a
+ * node of another rank. */
+static void rank_reason(const weft_graph *g, const weft_node *n, weft_placement *out) {
+  int me = g->rt->rank;
+  snprintf(out->lane, sizeof out->lane, "mpi transport");
+  if (n->kind == WEFT__OP_COPY && n->nargs == 2) {
+    int from = n->args[0].t->device.rank, to = n->args[1].t->device.rank;
+    if (from != to && (from == me || to == me)) {
+      snprintf(out->why, sizeof out->why,
+               "a message from rank %d to rank %d: this rank %s it when its inputs are ready, and the "
+               "transport's progress thread completes it; the nodes after it start when it has arrived",
+               from, to, from == me ? "sends" : "posts the receive for");
+      return;
+    }
+  }
+  snprintf(out->why, sizeof out->why, "runs on rank %d: nothing of it runs here", n->device.rank);
+}
+
 static void gpu_reason(const weft__plan *p, uint32_t i, weft_placement *out) {
   const weft__gpu_plan *gp = &p->gpu;
   const weft__gnode *x = &gp->node[i];
@@ -121,7 +139,9 @@ int weft_node_placement(weft_graph *g, const weft_node *n, weft_placement *out) 
   out->device = n->device;
   for (uint32_t k = 0; k < p->n; k++)
     if (p->order[k] == n->id) out->order = k;
-  if (p->gpu.node != NULL && p->gpu.node[n->id].dev >= 0)
+  if (g->rt->remote != NULL && p->x[n->id].backend == g->rt->remote)
+    rank_reason(g, n, out);
+  else if (p->gpu.node != NULL && p->gpu.node[n->id].dev >= 0)
     gpu_reason(p, n->id, out);
   else
     cpu_reason(p, n->id, out);
