@@ -421,6 +421,32 @@ static void a_distributed_cholesky_is_the_one_process_factor(void **state) {
   weft_graph_destroy(g);
 }
 
+/* x on rank 0 read on ranks 1, 2, 1, 2, ... in turn: each reading rank gets x once (the copy
+ * cache keeps a copy per rank until x is written), and again after x is written. */
+static void readers_on_ranks_in_turn_share_one_copy_each(void **state) {
+  (void)state;
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *x;
+  int64_t sh[1] = {16};
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, sh, on(0), weft_ones(), &x));
+  int readers = nranks - 1;
+  for (int round = 0; round < 2; round++) {
+    for (int k = 0; k < 3 * readers; k++) {
+      weft_tensor *y = NULL;
+      CHECK(weft_tensor_create(g, NULL, WEFT_F64, 1, sh, on(1 + k % readers), weft_zeros(), &y));
+      CHECK(weft_scale(g, x, 2.0, &y));
+    }
+    weft_tensor *x2 = x;
+    CHECK(weft_relu(g, x, &x2)); /* x written: its copies are stale */
+  }
+  size_t copies = 0;
+  for (size_t i = 0; i < weft_graph_node_count(g); i++) copies += weft_node_is_inserted(weft_graph_node(g, i));
+  assert_int_equal(copies, 2 * (size_t)readers);
+  CHECK(weft_graph_run(g));
+  weft_graph_destroy(g);
+}
+
 /* weft_tensor_distribute refuses what it cannot do, with the reason. */
 static void bad_distributions_are_refused(void **state) {
   (void)state;
@@ -458,6 +484,7 @@ int main(void) {
       cmocka_unit_test(a_launch_that_fails_on_one_rank_fails_on_every_rank),
       cmocka_unit_test(a_distributed_cholesky_is_the_one_process_factor),
       cmocka_unit_test(bad_distributions_are_refused),
+      cmocka_unit_test(readers_on_ranks_in_turn_share_one_copy_each),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

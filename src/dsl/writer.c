@@ -33,8 +33,8 @@ typedef struct writer {
   weft__dsl_symtab node_names; /* node name -> the last node with it */
   const char **devnames;   /* per GPU index: the declared name, or NULL */
   int ndev;
-  int32_t *cache_dst;      /* per tensor: its automatic copy, or -1 */
-  weft_device *cache_dev;
+  int32_t *cache_head;     /* per tensor: its newest automatic copy still valid, or -1 */
+  int32_t *cache_next;     /* per automatic copy: the next copy of its source in the cache */
   int32_t *copy_src;       /* per tensor made by an inserted copy: its source, else -1 */
   uint8_t *created;        /* per tensor: exists in the replay */
   size_t next_decl;        /* tensors [0, next_decl) exist in the replay */
@@ -207,14 +207,16 @@ static void resolve_args(writer *w, const weft_node *n, uint32_t first, weft_ten
     int32_t src = w->copy_src[t->id];
     if (src >= 0) {
       weft_tensor *s = tensor_at(w, (size_t)src);
-      int cached = w->cache_dst[s->id] >= 0 && weft_device_equal(w->cache_dev[s->id], n->device);
+      int32_t hit = -1; /* the call's cache: a copy of s on the node's device */
+      for (int32_t k = w->cache_head[s->id]; k >= 0 && hit < 0; k = w->cache_next[k])
+        if (weft_device_equal(tensor_at(w, (size_t)k)->device, n->device)) hit = k;
       weft_node *c = r < n->id ? WEFT__VEC_AT(&w->g->nodes, weft_node *, r) : NULL;
-      if (c != NULL && c->args[1].t == t && c->args[0].t == s && !cached) {
+      if (c != NULL && c->args[1].t == t && c->args[0].t == s && hit < 0) {
         refs[i] = s; /* the call inserts this copy again */
-        w->cache_dst[s->id] = (int32_t)t->id;
-        w->cache_dev[s->id] = n->device;
+        w->cache_next[t->id] = w->cache_head[s->id];
+        w->cache_head[s->id] = (int32_t)t->id;
         r++;
-      } else if (cached && w->cache_dst[s->id] == (int32_t)t->id) {
+      } else if (hit == (int32_t)t->id) {
         refs[i] = s; /* the call reuses the cached copy */
       }
     }
@@ -390,8 +392,17 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
 
   /* What the parser does after the call: enter the copies' names, drop stale copies. */
   for (uint32_t k = first; k < n->id; k++) bind(w, WEFT__VEC_AT(&w->g->nodes, weft_node *, k)->args[1].t, 0);
-  for (int i = 0; i < n->nargs; i++)
-    if (n->args[i].mode & WEFT_WRITE) w->cache_dst[n->args[i].t->id] = -1;
+  for (int i = 0; i < n->nargs; i++) {
+    if (!(n->args[i].mode & WEFT_WRITE)) continue;
+    int32_t t = (int32_t)n->args[i].t->id, src = w->copy_src[t];
+    w->cache_head[t] = -1;
+    if (src >= 0) /* a written copy leaves its source's cache */
+      for (int32_t *at = &w->cache_head[src]; *at >= 0; at = &w->cache_next[*at])
+        if (*at == t) {
+          *at = w->cache_next[t];
+          break;
+        }
+  }
   /* Tensors this call made that the program keeps. */
   for (size_t id = created_from; id < expect; id++) {
     weft_tensor *t = tensor_at(w, id);
@@ -464,19 +475,19 @@ int weft_graph_write(const weft_graph *g, char **out) {
   weft__strbuf_init(&w.out);
   weft__arena_init(&w.arena, 4096, NULL);
   size_t nt = g->tensors.len, nn = g->nodes.len;
-  w.cache_dst = weft__malloc((nt + 1) * sizeof *w.cache_dst);
-  w.cache_dev = weft__malloc((nt + 1) * sizeof *w.cache_dev);
+  w.cache_head = weft__malloc((nt + 1) * sizeof *w.cache_head);
+  w.cache_next = weft__malloc((nt + 1) * sizeof *w.cache_next);
   w.copy_src = weft__malloc((nt + 1) * sizeof *w.copy_src);
   w.created = weft__calloc(nt + 1, 1);
   size_t most = 1; /* the most arguments of a node */
   for (size_t i = 0; i < nn; i++)
     if (WEFT__VEC_AT(&g->nodes, weft_node *, i)->nargs > most) most = WEFT__VEC_AT(&g->nodes, weft_node *, i)->nargs;
   w.refs = weft__malloc(most * sizeof *w.refs);
-  if (!w.cache_dst || !w.cache_dev || !w.copy_src || !w.created || !w.refs) {
+  if (!w.cache_head || !w.cache_next || !w.copy_src || !w.created || !w.refs) {
     fail(&w, WEFT_ENOMEM, "weft_graph_write: out of host memory");
     goto done;
   }
-  for (size_t i = 0; i < nt; i++) w.cache_dst[i] = w.copy_src[i] = -1;
+  for (size_t i = 0; i < nt; i++) w.cache_head[i] = w.cache_next[i] = w.copy_src[i] = -1;
   for (size_t i = 0; i < nn; i++) {
     const weft_node *n = WEFT__VEC_AT(&g->nodes, weft_node *, i);
     if (n->flags & WEFT__N_INSERTED) w.copy_src[n->args[1].t->id] = (int32_t)n->args[0].t->id;
@@ -523,8 +534,8 @@ done:;
     rc = weft__strbuf_take(&w.out, "the .weft text", out);
   else
     weft__strbuf_fini(&w.out);
-  weft__free(w.cache_dst);
-  weft__free(w.cache_dev);
+  weft__free(w.cache_head);
+  weft__free(w.cache_next);
   weft__free(w.copy_src);
   weft__free(w.created);
   weft__free(w.refs);

@@ -83,11 +83,12 @@ struct weft_tensor {
   void *data;
   uint8_t storage_kind; /* how `data` was allocated, for the matching free */
   uint8_t initialised;  /* the creation initialiser has been applied */
-  /* Copy cache for automatic copies: the copy of this tensor on `copy_dev`, valid until a
-   * later node writes this tensor or the copy. */
+  /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
+   * runs through copy_next, newest first), valid until a later node writes this tensor or the
+   * copy. So readers on several devices (or ranks) in turn share one copy on each. */
   weft_tensor *copy_cache;
-  weft_device copy_dev;
-  weft_tensor *copy_src; /* an inserted copy: the tensor it copies (whose cache it may be) */
+  weft_tensor *copy_next; /* an inserted copy: the next copy of the same tensor in its cache */
+  weft_tensor *copy_src;  /* an inserted copy: the tensor it copies (whose cache it may be in) */
   /* Tiles (weft_tensor_tiles): a tile's place in the tensor it views, a partitioned tensor's
    * grid. NULL for the rest. */
   struct weft__view *view;

@@ -57,8 +57,9 @@ static void call_begin(call *c, weft_graph *g, int kind, const char *opname) {
 static int call_fail(call *c, int rc) {
   /* Drop what this call appended; the arena keeps the bytes until the graph dies. */
   weft_tensor **ts = c->g->tensors.data;
-  for (size_t i = 0; i < c->tensors0; i++)
-    if (ts[i]->copy_cache != NULL && ts[i]->copy_cache->id >= c->tensors0) ts[i]->copy_cache = NULL;
+  for (size_t i = 0; i < c->tensors0; i++) /* the call's copies went to the front of the caches */
+    while (ts[i]->copy_cache != NULL && ts[i]->copy_cache->id >= c->tensors0)
+      ts[i]->copy_cache = ts[i]->copy_cache->copy_next;
   c->g->nodes.len = c->nodes0;
   c->g->tensors.len = c->tensors0;
   c->g->version++;
@@ -99,7 +100,12 @@ static void invalidate_copies(weft_node *n) {
     if (!(n->args[i].mode & WEFT_WRITE)) continue;
     weft_tensor *t = n->args[i].t;
     t->copy_cache = NULL;
-    if (t->copy_src != NULL && t->copy_src->copy_cache == t) t->copy_src->copy_cache = NULL;
+    if (t->copy_src != NULL)
+      for (weft_tensor **at = &t->copy_src->copy_cache; *at != NULL; at = &(*at)->copy_next)
+        if (*at == t) {
+          *at = t->copy_next;
+          break;
+        }
   }
 }
 
@@ -118,10 +124,11 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
                      c->id, c->opname, argname, weft__tensor_name(src),
                      weft_device_str(src->device, d1, sizeof d1),
                      weft_device_str(dev, d2, sizeof d2));
-  if (src->copy_cache != NULL && weft_device_equal(src->copy_dev, dev)) {
-    *t = src->copy_cache;
-    return WEFT_OK;
-  }
+  for (weft_tensor *k = src->copy_cache; k != NULL; k = k->copy_next)
+    if (weft_device_equal(k->device, dev)) {
+      *t = k;
+      return WEFT_OK;
+    }
   char name[160];
   snprintf(name, sizeof name, "%s@%s", weft__tensor_name(src), weft_device_str(dev, d1, sizeof d1));
   weft_tensor *dst;
@@ -133,8 +140,8 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
   weft_node *n;
   if ((rc = append_node(c->g, WEFT__OP_COPY, NULL, args, 2, run_on, WEFT__N_INSERTED, &n)) != WEFT_OK)
     return rc;
+  dst->copy_next = src->copy_cache;
   src->copy_cache = dst;
-  src->copy_dev = dev;
   dst->copy_src = src;
   c->id = (uint32_t)c->g->nodes.len;
   *t = dst;
