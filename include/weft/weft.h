@@ -473,7 +473,8 @@ WEFT_NODISCARD WEFT_API int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int
 /* Distributes the tiles of a partitioned host tensor over the ranks of an MPI run
  * (docs/distributed.md), 2-D block-cyclically over a P x Q grid of ranks, the layout of
  * ScaLAPACK and of every distributed dense solver: tile (i, j) is owned by rank
- * (i mod P) * Q + (j mod Q), lives there only, and the nodes that write it run there. Every
+ * (i mod P) * Q + (j mod Q), lives there only (in storage of its own, contiguous: x itself
+ * has none), and the nodes that write it run there. Every
  * rank calls it, before any node uses x or its tiles. x itself then has no one home: ops take
  * its tiles (an op on the whole of x fails with WEFT_EDEVICE); weft_tensor_read_all gathers
  * it; weft_tensor_write on any rank writes the tiles that rank owns from a buffer of the

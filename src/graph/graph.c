@@ -340,8 +340,9 @@ int weft_tensor_distribute(weft_graph *g, weft_tensor *x, int P, int Q) {
   for (int64_t i = 0; i < x->grid->rows; i++)
     for (int64_t j = 0; j < x->grid->cols; j++)
       weft_tensor_tile(x, i, j)->device = weft_on_rank(weft_cpu(), weft__grid_owner(x->grid, i, j));
-  /* The tiles' storage on each rank is a buffer of x's shape there, of which each rank touches
-   * only its own tiles (its pages of the others are never written, so never committed). */
+  /* x has no storage: each tile has its own, contiguous, on its rank (weft__tile_owns_storage),
+   * so a rank holds its tiles and those it receives, never the matrix. x's device is every
+   * rank's own CPU, for the API calls that take the whole (gathers, writes of owned tiles). */
   x->device = weft_on_rank(weft_cpu(), weft_runtime_rank(g->rt));
   g->version++;
   return WEFT_OK;

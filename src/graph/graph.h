@@ -117,8 +117,15 @@ static inline int weft__grid_owner(const weft__grid *g, int64_t i, int64_t j) {
   return (int)(i % g->P) * g->Q + (int)(j % g->Q);
 }
 
-/* Whether t is a tensor whose tiles are distributed over ranks (it has no one home). */
+/* Whether t is a tensor whose tiles are distributed over ranks (it has no one home, and no
+ * storage: its tiles have their own, each on its rank). */
 static inline int weft__tensor_distributed(const weft_tensor *t) { return t->grid != NULL && t->grid->P > 0; }
+
+/* Whether t is a tile with storage of its own: a tile of a distributed tensor, contiguous, on
+ * its rank (its `view` keeps its place in the whole, for initialisers and gathers). */
+static inline int weft__tile_owns_storage(const weft_tensor *t) {
+  return t->view != NULL && weft__tensor_distributed(t->view->parent);
+}
 
 /* The parameters of a dense linear-algebra node (weft_node.params). */
 typedef struct weft__la {
@@ -141,10 +148,11 @@ static inline weft_device weft__tensor_dev(const weft_tensor *t) {
 /* A 2-D tensor's row stride in elements (a tile's is its parent's), and whether its
  * elements are contiguous (every tensor but a tile narrower than its parent). */
 static inline int64_t weft__tensor_ld(const weft_tensor *t) {
-  return t->view != NULL ? t->view->ld : t->ndim == 2 ? t->shape[1] : 1;
+  return t->view != NULL && !weft__tile_owns_storage(t) ? t->view->ld : t->ndim == 2 ? t->shape[1] : 1;
 }
 static inline int weft__tensor_contiguous(const weft_tensor *t) {
-  return t->view == NULL || t->ndim != 2 || t->shape[0] <= 1 || t->view->ld == t->shape[1];
+  return t->view == NULL || t->ndim != 2 || t->shape[0] <= 1 || t->view->ld == t->shape[1] ||
+         weft__tile_owns_storage(t);
 }
 
 /* Appends to g a node like n (same op, parameters, scalars, name and origin) on `device` with

@@ -77,27 +77,20 @@ static void fill_tile(void *arg, uint32_t tile) {
   weft__cpu_fill_at(j->p + (size_t)lo * weft_dtype_size(j->dtype), j->dtype, lo, hi - lo, j->init);
 }
 
-/* A distributed tensor's initialiser, on the tiles this rank owns only, row by row: each
- * element gets the value of its index in the whole tensor, as without distribution. */
-static void fill_owned_tiles(weft_tensor *t) {
-  const weft__grid *gr = t->grid;
-  int me = t->graph->rt->rank;
-  size_t es = weft_dtype_size(t->dtype);
-  for (int64_t i = 0; i < gr->rows; i++)
-    for (int64_t j = 0; j < gr->cols; j++) {
-      if (weft__grid_owner(gr, i, j) != me) continue;
-      const weft_tensor *tile = weft_tensor_tile(t, i, j);
-      for (int64_t r = 0; r < tile->shape[0]; r++) {
-        int64_t first = tile->view->offset + r * tile->view->ld;
-        weft__cpu_fill_at((char *)t->data + (size_t)first * es, t->dtype, first, tile->shape[1], t->init);
-      }
-    }
+/* A tile of a distributed tensor, in storage of its own: row by row, each element the value
+ * of its index in the whole tensor (its initialiser's), as without distribution. */
+static void fill_tile_rows(weft_tensor *t) {
+  const weft_tensor *p = t->view->parent;
+  size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1];
+  for (int64_t r = 0; r < t->shape[0]; r++)
+    weft__cpu_fill_at((char *)t->data + (size_t)r * row * es, t->dtype, t->view->offset + r * t->view->ld,
+                      t->shape[1], p->init);
 }
 
 static void host_fill(weft_tensor *t) {
   weft_runtime *rt = t->graph->rt;
-  if (weft__tensor_distributed(t)) {
-    fill_owned_tiles(t);
+  if (weft__tile_owns_storage(t)) {
+    fill_tile_rows(t);
     return;
   }
   fill_job j = {t->data, t->dtype, t->numel, t->init};
@@ -114,18 +107,21 @@ int weft__storage_prepare(weft_tensor *t) {
   weft_graph *g = t->graph;
   /* An auto tensor used before the planner gave it a home lives on the host until then. */
   if (t->device.kind == WEFT_DEVICE_AUTO && t->view == NULL) t->device = weft_cpu();
-  if (t->view != NULL && t->storage_kind == WEFT__S_NONE) {
+  /* A distributed tensor has no storage: its tiles have theirs, each on its rank. */
+  if (weft__tensor_distributed(t)) {
+    t->initialised = 1;
+    return WEFT_OK;
+  }
+  if (t->view != NULL && t->storage_kind == WEFT__S_NONE && !weft__tile_owns_storage(t)) {
     weft_tensor *p = t->view->parent;
     if ((rc = weft__storage_prepare(p)) != WEFT_OK) return rc;
-    /* A tile is where its parent is, or on the rank that owns it in a distributed one. */
-    if (p->graph == t->graph && !weft__tensor_distributed(p)) t->device = p->device;
+    if (p->graph == t->graph) t->device = p->device; /* a tile is where its parent is */
     t->data = (char *)p->data + (size_t)t->view->offset * weft_dtype_size(t->dtype);
     t->storage_kind = WEFT__S_VIEW;
     t->initialised = 1;
     return WEFT_OK;
   }
-  /* Another rank's tensor has its storage there, not here (a distributed tensor's tiles are
-   * views above: their parent is every rank's). */
+  /* Another rank's tensor has its storage there, not here. */
   if (t->device.rank != g->rt->rank) return WEFT_OK;
   if (t->storage_kind == WEFT__S_NONE) {
     if (t->bytes == 0) {
@@ -165,7 +161,7 @@ int weft__storage_materialise(weft_graph *g, weft__vec *setup) {
   size_t first_rec = setup != NULL ? setup->len : 0;
   for (size_t i = g->materialised; i < g->tensors.len; i++) {
     weft_tensor *t = ts[i];
-    int fresh = setup != NULL && t->view == NULL && t->bytes > 0 &&
+    int fresh = setup != NULL && (t->view == NULL || weft__tile_owns_storage(t)) && t->bytes > 0 &&
                 (t->storage_kind == WEFT__S_NONE || !t->initialised);
     uint64_t t0 = fresh && t->bytes >= SETUP_ALONE ? weft__clock_now() : 0;
     int rc = weft__storage_prepare(t);
