@@ -48,6 +48,17 @@ static int teardown(void **state) {
 
 static weft_device on(int rank) { return weft_on_rank(weft_cpu(), rank); }
 
+/* Runs g once (every rank) and returns the run's statistics and summary; the caller destroys
+ * the statistics and the run. */
+static weft_run_stats *run_with_stats(weft_graph *g, weft_run **r, weft_stats_summary *sum) {
+  weft_run_stats *st;
+  CHECK(weft_graph_launch(g, r));
+  CHECK(weft_run_wait(*r));
+  CHECK(weft_run_stats_create(*r, &st));
+  weft_run_stats_summary(st, sum);
+  return st;
+}
+
 /* The run's trace, saved collectively: rank 0 writes one file with a process per rank
  * ("rank R: cpu", pids from 1000 R), each with its own nodes; the other ranks write nothing. */
 static void check_trace_of_every_rank(const weft_run_stats *st) {
@@ -115,16 +126,12 @@ static void a_chain_through_every_rank(void **state) {
   assert_string_equal(pl.lane, "mpi transport");
   assert_true(tu_contains(pl.why, me <= 1 ? "a message from rank 0 to rank 1" : "runs on rank 1: nothing of it runs here"));
   for (int run = 0; run < 3; run++) { /* replays: the same messages again */
-    weft_run *r;
-    CHECK(weft_graph_launch(g, &r));
-    CHECK(weft_run_wait(r));
     /* The messages each rank sends or receives, counted by its statistics: rank 0 sends x to
      * every other rank and receives the last v; rank 1 receives x and sends v on; the others
      * receive v and x and send v on. */
-    weft_run_stats *st;
-    CHECK(weft_run_stats_create(r, &st));
+    weft_run *r;
     weft_stats_summary sum;
-    weft_run_stats_summary(st, &sum);
+    weft_run_stats *st = run_with_stats(g, &r, &sum);
     uint64_t messages = me == 0 ? (uint64_t)nranks : me == 1 ? 2 : 3;
     assert_int_equal(sum.bytes_ranks, messages * N * sizeof(double));
     /* Per rank pair: x goes from rank 0 to each other rank; v_k from rank k to k + 1 (the last
@@ -385,14 +392,10 @@ static void a_distributed_cholesky_is_the_one_process_factor(void **state) {
   assert_int_equal(weft_tensor_device(weft_tensor_tile(a, 1, 0)).rank, (1 % P) * Q);
   assert_int_equal(weft_tensor_device(weft_tensor_tile(a, 0, 1)).rank, 1 % Q);
   build_cholesky(g, a, 1);
-  weft_run *r;
-  CHECK(weft_graph_launch(g, &r));
-  CHECK(weft_run_wait(r));
   /* The statistics: the tiles this rank read from others came as messages. */
-  weft_run_stats *st;
-  CHECK(weft_run_stats_create(r, &st));
+  weft_run *r;
   weft_stats_summary sum;
-  weft_run_stats_summary(st, &sum);
+  weft_run_stats *st = run_with_stats(g, &r, &sum);
   if (nranks > 1) assert_true(sum.bytes_ranks > 0);
   weft_run_stats_destroy(st);
   weft_run_destroy(r);
