@@ -29,12 +29,7 @@ static int me, nranks;
 
 static int setup(void **state) {
   (void)state;
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = 2;
-  o.max_gpus = 0;
-  o.flags = WEFT_RUNTIME_QUIET;
-  CHECK(weft_runtime_create(&o, &rt));
+  rt = tu_runtime_cpu(2);
   me = weft_runtime_rank(rt);
   nranks = weft_runtime_ranks(rt);
   return 0;

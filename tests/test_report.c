@@ -1032,13 +1032,7 @@ static void serialised_copy_accounting(void **state) {
  * after it in the trace, and the summary's totals add up the steps. */
 static void setup_is_reported(void **state) {
   (void)state;
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = 2;
-  o.max_gpus = 0;
-  o.flags = WEFT_RUNTIME_QUIET;
-  weft_runtime *rt;
-  CHECK(weft_runtime_create(&o, &rt));
+  weft_runtime *rt = tu_runtime_cpu(2);
   weft_graph *g;
   CHECK(weft_graph_create(rt, &g));
   weft_tensor *x, *y = NULL;

@@ -32,14 +32,13 @@ static void ev(tw *w) {
   w->first = 0;
 }
 
-static int pid_dev(weft_device d) { return d.kind == WEFT_DEVICE_CPU ? 1 : 2 + d.index; }
-#define pid_of(d) (w->pid_base + pid_dev(d))
+/* A device's process: 1 the CPU, 2 + i cuda:i, from the rank's base. */
+static int pid_of(const tw *w, weft_device d) { return w->pid_base + (d.kind == WEFT_DEVICE_CPU ? 1 : 2 + d.index); }
 
 static double us(uint64_t ns) { return (double)ns * 1e-3; }
 
-/* A node time (ns from the launch of the first node) on the trace's clock. */
-static double at_(const weft_run_stats *st, uint64_t ns) { return us(ns + st->setup_ns); }
-#define at(st, ns) (at_(st, ns) + w->shift_us)
+/* A node time (ns from the launch of the first node) on the trace's clock, this rank's shift added. */
+static double at(const tw *w, const weft_run_stats *st, uint64_t ns) { return us(ns + st->setup_ns) + w->shift_us; }
 
 static void tensor_list(tw *w, const weft_node *n, int mode) {
   FILE *f = w->f;
@@ -65,21 +64,21 @@ static void metadata(const weft_run_stats *st, tw *w) {
     char who[24] = "";
     if (w->rank >= 0) snprintf(who, sizeof who, "rank %d: ", w->rank);
     fprintf(f, "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"name\": \"%s%s\"}}",
-            pid_of(d), who, weft_device_str(d, dev, sizeof dev));
+            pid_of(w, d), who, weft_device_str(d, dev, sizeof dev));
     ev(w);
     fprintf(f, "{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
-            pid_of(d), pid_of(d));
+            pid_of(w, d), pid_of(w, d));
   }
   for (uint32_t l = 0; l < r->nlanes; l++) {
     ev(w);
     fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, \"args\": {\"name\": ",
-            pid_of(r->lanes[l].device), l);
+            pid_of(w, r->lanes[l].device), l);
     weft__json_fput_str(f, st->lane_name[l], &w->rc);
     fputs("}}", f);
     ev(w);
     fprintf(f, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, "
                "\"args\": {\"sort_index\": %u}}",
-            pid_of(r->lanes[l].device), l, l);
+            pid_of(w, r->lanes[l].device), l, l);
   }
 }
 
@@ -98,7 +97,7 @@ static void slices(const weft_run_stats *st, tw *w) {
     weft__json_fput_str(f, weft_node_op_name(n), &w->rc);
     fprintf(f, ", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
                "\"args\": {\"node\": %u, \"label\": ",
-            x->copy ? "copy" : "compute", pid_of(r->lanes[x->lane].device), x->lane, at(st, x->start),
+            x->copy ? "copy" : "compute", pid_of(w, r->lanes[x->lane].device), x->lane, at(w, st, x->start),
             us(x->end - x->start), i);
     weft__json_fput_str(f, weft__stats_label(st, i, label, sizeof label), &w->rc);
     fputs(", \"reads\": ", f);
@@ -122,11 +121,11 @@ static void setup(const weft_run_stats *st, tw *w) {
   ev(w);
   fprintf(f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, "
              "\"args\": {\"name\": \"setup (before the first node)\"}}",
-          w->pid_base + 1, tid);
+          pid_of(w, weft_cpu()), tid);
   ev(w);
   fprintf(f, "{\"name\": \"thread_sort_index\", \"ph\": \"M\", \"pid\": %d, \"tid\": %u, "
              "\"args\": {\"sort_index\": -1}}",
-          w->pid_base + 1, tid);
+          pid_of(w, weft_cpu()), tid);
   char dev[32];
   for (size_t i = 0; i < st->nsetup; i++) {
     const weft_setup_step *x = &st->setup[i];
@@ -135,7 +134,7 @@ static void setup(const weft_run_stats *st, tw *w) {
     weft__json_fput_str(f, x->kind[0] == 't' ? "materialise" : x->kind[0] == 'r' ? "runtime" : x->kind, &w->rc);
     fprintf(f, ", \"cat\": \"setup\", \"ph\": \"X\", \"pid\": %d, \"tid\": %u, \"ts\": %.3f, \"dur\": %.3f, "
                "\"args\": {\"kind\": \"%s\"",
-            w->pid_base + 1, tid, x->start_s * 1e6 + w->shift_us, (x->end_s - x->start_s) * 1e6, x->kind);
+            pid_of(w, weft_cpu()), tid, x->start_s * 1e6 + w->shift_us, (x->end_s - x->start_s) * 1e6, x->kind);
     if (x->what != NULL) {
       fputs(", \"what\": ", f);
       weft__json_fput_str(f, x->what, &w->rc);
@@ -162,11 +161,11 @@ static void flows(const weft_run_stats *st, tw *w) {
       ev(w);
       fprintf(f, "{\"name\": \"dependency\", \"cat\": \"edge\", \"ph\": \"s\", \"id\": %" PRIu64
                  ", \"pid\": %d, \"tid\": %u, \"ts\": %.3f}",
-              id, pid_of(r->lanes[a->lane].device), a->lane, at(st, a->start + (a->end - a->start) / 2));
+              id, pid_of(w, r->lanes[a->lane].device), a->lane, at(w, st, a->start + (a->end - a->start) / 2));
       ev(w);
       fprintf(f, "{\"name\": \"dependency\", \"cat\": \"edge\", \"ph\": \"f\", \"bp\": \"e\", \"id\": %" PRIu64
                  ", \"pid\": %d, \"tid\": %u, \"ts\": %.3f}",
-              id, pid_of(r->lanes[b->lane].device), b->lane, at(st, b->start));
+              id, pid_of(w, r->lanes[b->lane].device), b->lane, at(w, st, b->start));
     }
   }
 }
@@ -184,7 +183,7 @@ static void memory(const weft_run_stats *st, tw *w) {
         ev(w);
         fprintf(f, "{\"name\": \"memory %s\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, "
                    "\"args\": {\"bytes\": %llu}}",
-                dev, pid_of(m->device), at(st, k ? end : 0), (unsigned long long)m->peak_bytes);
+                dev, pid_of(w, m->device), at(w, st, k ? end : 0), (unsigned long long)m->peak_bytes);
       }
       continue;
     }
@@ -194,7 +193,7 @@ static void memory(const weft_run_stats *st, tw *w) {
       ev(w);
       fprintf(f, "{\"name\": \"memory %s\", \"ph\": \"C\", \"pid\": %d, \"ts\": %.3f, "
                  "\"args\": {\"bytes\": %llu}}",
-              dev, pid_of(m->device), at(st, x->t_ns), (unsigned long long)x->bytes);
+              dev, pid_of(w, m->device), at(w, st, x->t_ns), (unsigned long long)x->bytes);
     }
   }
 }
