@@ -249,18 +249,24 @@ static int access_check(weft_tensor *t, size_t size, const char *what, int readi
 
 /* Reads or writes a strided tile through its parent: in place on the host, through a copy of
  * the parent elsewhere. */
+/* Tile t's rows between `whole` (a buffer of its parent's layout) and `dense` (t's elements
+ * contiguous): into dense when `to_dense`, else out of it. */
+static void tile_rows(const weft_tensor *t, char *whole, char *dense, int to_dense) {
+  size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1] * es, ld = (size_t)t->view->ld * es;
+  char *at = whole + (size_t)t->view->offset * es;
+  for (int64_t i = 0; i < t->shape[0]; i++)
+    if (to_dense)
+      memcpy(dense + (size_t)i * row, at + (size_t)i * ld, row);
+    else
+      memcpy(at + (size_t)i * ld, dense + (size_t)i * row, row);
+}
+
 static int tile_io(weft_tensor *t, void *buf, int reading) {
   weft_tensor *p = t->view->parent;
-  size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1] * es, ld = (size_t)t->view->ld * es;
   char *whole = p->device.kind == WEFT_DEVICE_CPU ? p->data : weft__malloc(p->bytes);
   if (whole == NULL) return weft__oom("a copy of a tile's parent");
   int rc = p->device.kind == WEFT_DEVICE_CPU ? WEFT_OK : weft_tensor_read(p, whole, p->bytes);
-  char *at = whole + (size_t)t->view->offset * es;
-  for (int64_t i = 0; rc == WEFT_OK && i < t->shape[0]; i++)
-    if (reading)
-      memcpy((char *)buf + (size_t)i * row, at + (size_t)i * ld, row);
-    else
-      memcpy(at + (size_t)i * ld, (const char *)buf + (size_t)i * row, row);
+  if (rc == WEFT_OK) tile_rows(t, whole, buf, reading);
   if (rc == WEFT_OK && !reading && p->device.kind != WEFT_DEVICE_CPU) rc = weft_tensor_write(p, whole, p->bytes);
   if (whole != p->data) weft__free(whole);
   return rc;
@@ -291,23 +297,18 @@ int weft__storage_copy_in(weft_tensor *t, const void *src) {
 static int distributed_io(weft_tensor *t, void *buf, int reading) {
   const weft__grid *gr = t->grid;
   weft_runtime *rt = t->graph->rt;
-  size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1] * es;
-  void *tmp = weft__malloc((size_t)(gr->tile[0] * gr->tile[1]) * es);
+  char *tmp = weft__malloc((size_t)(gr->tile[0] * gr->tile[1]) * weft_dtype_size(t->dtype));
   if (tmp == NULL) return weft__oom("a tile's buffer");
   int rc = WEFT_OK;
   for (int64_t i = 0; i < gr->rows; i++)
     for (int64_t j = 0; j < gr->cols; j++) {
       weft_tensor *tile = weft_tensor_tile(t, i, j);
       if (!reading && weft__grid_owner(gr, i, j) != rt->rank) continue;
-      size_t trow = (size_t)tile->shape[1] * es;
-      char *at = (char *)buf + (size_t)tile->view->offset * es;
-      if (!reading)
-        for (int64_t r = 0; r < tile->shape[0]; r++) memcpy((char *)tmp + (size_t)r * trow, at + (size_t)r * row, trow);
+      if (!reading) tile_rows(tile, buf, tmp, 1);
       /* A failed tile still takes part in the collective reads after it: the others wait. */
       int trc = reading ? weft_tensor_read_all(tile, tmp, tile->bytes) : weft_tensor_write(tile, tmp, tile->bytes);
       if (rc == WEFT_OK) rc = trc;
-      if (reading)
-        for (int64_t r = 0; r < tile->shape[0]; r++) memcpy(at + (size_t)r * row, (char *)tmp + (size_t)r * trow, trow);
+      if (reading) tile_rows(tile, buf, tmp, 0);
     }
   weft__free(tmp);
   return rc;
