@@ -18,10 +18,14 @@
  * warm-up. Rate: n^3 / 3 flops over the time. Both results are checked: L L^T against A at
  * 2000 random entries of the lower triangle (relative error below 1e-10 in f64, 1e-3 in f32).
  *
- * --device auto puts the matrix on weft_auto(): weft places the nodes (on the GPU) itself.
+ * --device auto puts the matrix on weft_auto(): weft places the nodes itself, over the first
+ * --gpus GPUs (default 1). With more than one, the baseline is cuSOLVER's multi-GPU
+ * cusolverMgPotrf over as many GPUs (1-D column block-cyclic, blocks of --mg-tile columns,
+ * default 256), loaded at run time and skipped where the library is missing.
  *
  * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
- *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--json]
+ *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G]
+ *                       [--mg-tile T] [--json]
  * Defaults: cpu: n 4096, tiles 512; cuda: n 32768, tiles 1024,2048,4096; f64; 3 reps; the heft
  * policy (look-ahead: each step's panel before the rest of the step before's updates). */
 #define _GNU_SOURCE
@@ -37,6 +41,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wstrict-prototypes"
 #include <cusolverDn.h>
+#include <cusolverMg.h>
 #pragma GCC diagnostic pop
 #endif
 
@@ -189,6 +194,18 @@ static int baseline_child(int dtype, int threads, int64_t n, int reps, int lapac
     }                                                                                                    \
   } while (0)
 
+/* cuSOLVER's column-major lower factor is our upper triangle: mirror it into the lower one to
+ * check. */
+static void mirror_lower(void *l, int64_t n, size_t es) {
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < i; j++) {
+      if (es == 4)
+        ((float *)l)[i * n + j] = ((float *)l)[j * n + i];
+      else
+        ((double *)l)[i * n + j] = ((double *)l)[j * n + i];
+    }
+}
+
 /* cuSOLVER's potrf of the same matrix on GPU 0, timed with events on its stream. The matrix is
  * symmetric, so both of cuSOLVER's fill modes factor it: `lower` (column-major lower: L^T in
  * our row-major reading, checked as such) or upper (our L). */
@@ -235,14 +252,7 @@ static bench_figure time_cusolver(int dtype, const void *a, int64_t n, int reps,
   void *l = malloc(bytes);
   if (l == NULL) exit(1);
   CU(cudaMemcpy(l, d, bytes, cudaMemcpyDeviceToHost));
-  /* Column-major lower is our upper triangle: mirror it into the lower one to check. */
-  for (int64_t i = 0; lower && i < n; i++)
-    for (int64_t j = 0; j < i; j++) {
-      if (es == 4)
-        ((float *)l)[i * n + j] = ((float *)l)[j * n + i];
-      else
-        ((double *)l)[i * n + j] = ((double *)l)[j * n + i];
-    }
+  if (lower) mirror_lower(l, n, es);
   *err = check(l, a, n, es);
   free(l);
   free(hwork);
@@ -258,6 +268,128 @@ static bench_figure time_cusolver(int dtype, const void *a, int64_t n, int reps,
   fig.ms = bench_median(ms, reps, &fig.spread_ms);
   return fig;
 }
+
+/* cuSOLVER's multi-GPU potrf (cusolverMgPotrf) of the same matrix over GPUs 0..gpus-1: the
+ * matrix in cuSOLVER's 1-D column block-cyclic layout (blocks of `tile` columns, block j on GPU
+ * j mod gpus), lower. Loaded at run time (libcusolverMg.so.12, CUDA's toolkit): a machine
+ * without it skips this baseline (returns ms < 0). Timed on the host around the call, which
+ * returns when the factorisation is done (every GPU synchronised after it). cuSOLVER 13 marks
+ * its multi-GPU API deprecated; it is still the vendor's multi-GPU potrf the issue names. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static bench_figure time_cusolver_mg(int dtype, const void *a, int64_t n, int reps, int gpus, int64_t tile,
+                                     double *err) {
+  bench_figure fig = {-1, -1};
+  void *lib = dlopen("libcusolverMg.so.12", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) lib = dlopen("libcusolverMg.so", RTLD_NOW | RTLD_LOCAL);
+  if (lib == NULL) {
+    fprintf(stderr, "bench_cholesky: no libcusolverMg (%s): the multi-GPU cuSOLVER baseline is skipped\n", dlerror());
+    return fig;
+  }
+#define MG(name) __typeof__(&name) p_##name = (__typeof__(&name))dlsym(lib, #name)
+  MG(cusolverMgCreate);
+  MG(cusolverMgDestroy);
+  MG(cusolverMgDeviceSelect);
+  MG(cusolverMgCreateDeviceGrid);
+  MG(cusolverMgDestroyGrid);
+  MG(cusolverMgCreateMatrixDesc);
+  MG(cusolverMgDestroyMatrixDesc);
+  MG(cusolverMgPotrf_bufferSize);
+  MG(cusolverMgPotrf);
+#undef MG
+  if (!p_cusolverMgCreate || !p_cusolverMgDestroy || !p_cusolverMgDeviceSelect || !p_cusolverMgCreateDeviceGrid ||
+      !p_cusolverMgDestroyGrid || !p_cusolverMgCreateMatrixDesc || !p_cusolverMgDestroyMatrixDesc ||
+      !p_cusolverMgPotrf_bufferSize || !p_cusolverMgPotrf) {
+    fprintf(stderr, "bench_cholesky: libcusolverMg lacks a function this baseline calls: skipped\n");
+    return fig;
+  }
+  size_t es = dtype == WEFT_F32 ? 4 : 8, bytes = (size_t)(n * n) * es;
+  cudaDataType t = es == 4 ? CUDA_R_32F : CUDA_R_64F;
+  int32_t ids[16];
+  for (int g = 0; g < gpus; g++) ids[g] = g;
+  /* cuSOLVER's multi-GPU routines read and write the other GPUs' memory directly. */
+  for (int g = 0; g < gpus; g++) {
+    CU(cudaSetDevice(g));
+    for (int h = 0; h < gpus; h++) {
+      int can = 0;
+      CU(cudaDeviceCanAccessPeer(&can, g, h));
+      if (h != g && can) {
+        cudaError_t e = cudaDeviceEnablePeerAccess(h, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) CU(e);
+        (void)cudaGetLastError();
+      }
+    }
+  }
+  cusolverMgHandle_t h;
+  cudaLibMgGrid_t grid;
+  cudaLibMgMatrixDesc_t desc;
+  CU(p_cusolverMgCreate(&h));
+  CU(p_cusolverMgDeviceSelect(h, gpus, ids));
+  CU(p_cusolverMgCreateDeviceGrid(&grid, 1, gpus, ids, CUDALIBMG_GRID_MAPPING_COL_MAJOR));
+  CU(p_cusolverMgCreateMatrixDesc(&desc, n, n, n, tile, t, grid));
+  int64_t blocks = (n + tile - 1) / tile, per = (blocks + gpus - 1) / gpus;
+  void *d[16], *work[16];
+  for (int g = 0; g < gpus; g++) {
+    CU(cudaSetDevice(g));
+    CU(cudaMalloc(&d[g], (size_t)(n * per * tile) * es));
+  }
+  int64_t lwork = 0;
+  CU(p_cusolverMgPotrf_bufferSize(h, CUBLAS_FILL_MODE_LOWER, (int)n, d, 1, 1, desc, t, &lwork));
+  for (int g = 0; g < gpus; g++) {
+    CU(cudaSetDevice(g));
+    CU(cudaMalloc(&work[g], (size_t)(lwork ? lwork : 1) * es));
+  }
+  /* Column-major, the symmetric matrix is its own row-major array: block j of columns is the
+   * n x tile (or fewer) elements from a + j tile n. */
+  double ms[65];
+  for (int r = -1; r < reps; r++) {
+    for (int64_t j = 0; j < blocks; j++) {
+      int64_t cols = j == blocks - 1 ? n - j * tile : tile;
+      CU(cudaSetDevice((int)(j % gpus)));
+      CU(cudaMemcpy((char *)d[j % gpus] + (size_t)(n * (j / gpus) * tile) * es, (const char *)a + (size_t)(j * tile * n) * es,
+                    (size_t)(n * cols) * es, cudaMemcpyHostToDevice));
+    }
+    for (int g = 0; g < gpus; g++) {
+      CU(cudaSetDevice(g));
+      CU(cudaDeviceSynchronize());
+    }
+    int info = 0;
+    double t0 = bench_now_ms();
+    CU(p_cusolverMgPotrf(h, CUBLAS_FILL_MODE_LOWER, (int)n, d, 1, 1, desc, t, work, lwork, &info));
+    for (int g = 0; g < gpus; g++) {
+      CU(cudaSetDevice(g));
+      CU(cudaDeviceSynchronize());
+    }
+    if (r >= 0) ms[r] = bench_now_ms() - t0;
+    if (info != 0) {
+      fprintf(stderr, "bench_cholesky: cusolverMgPotrf failed (info %d)\n", info);
+      exit(1);
+    }
+  }
+  void *l = malloc(bytes);
+  if (l == NULL) exit(1);
+  for (int64_t j = 0; j < blocks; j++) {
+    int64_t cols = j == blocks - 1 ? n - j * tile : tile;
+    CU(cudaSetDevice((int)(j % gpus)));
+    CU(cudaMemcpy((char *)l + (size_t)(j * tile * n) * es, (char *)d[j % gpus] + (size_t)(n * (j / gpus) * tile) * es,
+                  (size_t)(n * cols) * es, cudaMemcpyDeviceToHost));
+  }
+  mirror_lower(l, n, es);
+  *err = check(l, a, n, es);
+  free(l);
+  for (int g = 0; g < gpus; g++) {
+    CU(cudaSetDevice(g));
+    cudaFree(work[g]);
+    cudaFree(d[g]);
+  }
+  p_cusolverMgDestroyMatrixDesc(desc);
+  p_cusolverMgDestroyGrid(grid);
+  p_cusolverMgDestroy(h);
+  CU(cudaSetDevice(0));
+  fig.ms = bench_median(ms, reps, &fig.spread_ms);
+  return fig;
+}
+#pragma GCC diagnostic pop
 #endif
 
 int main(int argc, char **argv) {
@@ -266,7 +398,8 @@ int main(int argc, char **argv) {
                           argc == 7 && strcmp(argv[6], "lapacke") == 0);
   const char *device = "cpu", *tiles = NULL, *dtypes = "f64", *lib = WEFT_PTHREAD_BLAS, *policy = "heft";
   int64_t n = 0;
-  int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t mg_tile = 256;
+  int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN), gpus = 1;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--json") == 0) json = 1;
@@ -278,20 +411,25 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--workers") == 0) workers = atoi(v), i++;
     else if (v != NULL && strcmp(argv[i], "--openblas") == 0) lib = v, i++;
     else if (v != NULL && strcmp(argv[i], "--policy") == 0) policy = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--gpus") == 0) gpus = atoi(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--mg-tile") == 0) mg_tile = atoll(v), i++;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
-                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--json]\n", argv[0]);
+                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--mg-tile T] [--json]\n", argv[0]);
       return 2;
     }
   }
-  /* auto: the matrix on weft_auto(), placed by weft (on the GPU), against cuSOLVER. */
+  /* auto: the matrix on weft_auto(), placed by weft over --gpus GPUs, against cuSOLVER (on
+   * several GPUs: cusolverMgPotrf over as many). */
   int on_auto = strcmp(device, "auto") == 0, cuda = strcmp(device, "cuda") == 0 || on_auto;
   if (n == 0) n = cuda ? 32768 : 4096;
   if (tiles == NULL) tiles = cuda ? "1024,2048,4096" : "512";
   int dtype = strcmp(dtypes, "f32") == 0 ? WEFT_F32 : WEFT_F64;
-  if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > 46340 || reps < 1 || reps > 64 || workers < 1 ||
+  if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > (cuda ? 65536 : 46340) || reps < 1 || reps > 64 ||
+      workers < 1 || gpus < 1 || gpus > 16 || (gpus > 1 && !on_auto) || mg_tile < 1 ||
       (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
-    fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340), --reps (1..64), --workers or --dtype\n");
+    fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU), --reps (1..64), "
+                    "--workers, --gpus (1..16, more than 1 with --device auto), --mg-tile or --dtype\n");
     return 2;
   }
 #if !WEFT_BENCH_CUDA
@@ -313,6 +451,23 @@ int main(int argc, char **argv) {
   double base_err = 0;
   char who[32];
   if (cuda) {
+#if WEFT_BENCH_CUDA
+    int have = 0;
+    if (cudaGetDeviceCount(&have) != cudaSuccess || have < gpus) {
+      fprintf(stderr, "bench_cholesky: --gpus %d but this machine has %d GPU(s)\n", gpus, have);
+      return 2;
+    }
+#endif
+  }
+  if (cuda && gpus > 1) {
+#if WEFT_BENCH_CUDA
+    base = time_cusolver_mg(dtype, a, n, reps, gpus, mg_tile, &base_err);
+    if (!json && base.ms > 0)
+      printf("cusolverMgPotrf on %d GPUs (column blocks of %lld): %.1f ms (%.2f TFLOP/s)\n", gpus, (long long)mg_tile,
+             base.ms, flop / base.ms * 1e-9);
+    snprintf(who, sizeof who, "cusolverMg (%d GPUs)", gpus);
+#endif
+  } else if (cuda) {
 #if WEFT_BENCH_CUDA
     /* The faster of cuSOLVER's two fill modes is the baseline. */
     double err_u, err_l;
@@ -339,19 +494,20 @@ int main(int argc, char **argv) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = workers;
-  o.max_gpus = cuda ? 1 : 0;
+  o.max_gpus = cuda ? gpus : 0;
   o.flags = WEFT_RUNTIME_QUIET;
   o.policy = policy;
   weft_runtime *rt;
   BCHECK(weft_runtime_create(&o, &rt));
-  if (cuda && weft_device_count(rt, WEFT_DEVICE_CUDA) < 1) {
-    fprintf(stderr, "bench_cholesky: no GPU\n");
+  if (cuda && weft_device_count(rt, WEFT_DEVICE_CUDA) < gpus) {
+    fprintf(stderr, "bench_cholesky: weft sees %d GPU(s); --gpus %d\n", weft_device_count(rt, WEFT_DEVICE_CUDA), gpus);
     return 2;
   }
   const char *sdt = es == 4 ? "f32" : "f64";
   if (!json)
-    printf("tiled Cholesky %s n=%lld on %s, policy %s, median of %d (spread); %s %.1f ms (%.1f), %.2f TFLOP/s%s\n", sdt,
-           (long long)n, on_auto ? "auto (placed by weft)" : cuda ? "cuda:0" : "the CPU", policy, reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
+    printf("tiled Cholesky %s n=%lld on %s (%d GPU%s), policy %s, median of %d (spread); %s %.1f ms (%.1f), "
+           "%.2f TFLOP/s%s\n", sdt, (long long)n, on_auto ? "auto (placed by weft)" : cuda ? "cuda:0" : "the CPU", cuda ? gpus : 0,
+           gpus == 1 ? "" : "s", policy, reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
            base_err < tol || cuda ? "" : " CHECK FAILED");
   int failed = base_err >= tol;
   for (const char *p = tiles; *p;) {
@@ -364,7 +520,7 @@ int main(int argc, char **argv) {
     size_t nodes;
     bench_figure w = time_weft(rt, on_auto ? weft_auto() : cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps, &err, &nodes);
     failed |= err >= tol;
-    double ratio = base.ms / w.ms;
+    double ratio = base.ms > 0 ? base.ms / w.ms : 0; /* 0: no baseline (cusolverMg missing) */
     if (json)
       printf("{\"bench\":\"cholesky\",\"device\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,\"tile\":%lld,\"nodes\":%zu,"
              "\"reps\":%d,\"weft_ms\":%.3f,\"weft_spread_ms\":%.3f,\"weft_tflops\":%.4f,\"baseline\":\"%s\","
@@ -376,9 +532,9 @@ int main(int argc, char **argv) {
       printf("  tiles of %5lld (%5zu nodes): weft %9.1f ms (%6.1f) %7.2f TFLOP/s, ratio %.3f%s, error %.1e%s\n",
              (long long)b, nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, "", err, err < tol ? "" : " CHECK FAILED");
     if (!json && lapacke_base.ms > 0) printf("    against LAPACKE: ratio %.3f\n", lapacke_base.ms / w.ms);
-    printf("RESULT bench=%scholesky_%s device=%s n=%lld tile=%lld weft_ms=%.3f weft_tflops=%.3f baseline_ms=%.3f "
+    printf("RESULT bench=%scholesky_%s%s device=%s gpus=%d n=%lld tile=%lld weft_ms=%.3f weft_tflops=%.3f baseline_ms=%.3f "
            "baseline_tflops=%.3f ratio=%.4f\n",
-           on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, device, (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms,
+           on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", device, cuda ? gpus : 0, (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms,
            flop / base.ms * 1e-9, ratio);
     fflush(stdout);
     p = strchr(p, ',');

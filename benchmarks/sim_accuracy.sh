@@ -30,6 +30,7 @@ else
   exe=$(command -v bench_sim_accuracy) || { echo "sim_accuracy.sh: bench_sim_accuracy not found (PATH or WEFT_BENCH_DIR)" >&2; exit 2; }
 fi
 ngpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+[ -n "${CUDA_VISIBLE_DEVICES:-}" ] && ngpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
 case "$ngpus" in
   1) name=h100 ;;
   0) name=none ;;

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# run_multi_gpu.sh PART... — the runs of the multi-GPU issue on a machine with several GPUs
+# (nvidia-h200-x2/-x4, nvidia-h100-x2/-x4), from a staged .devrun (`cd .devrun && ./run.sh
+# ./run_multi_gpu.sh gpu`). Builds nothing. Logs go to $OUT/multi_gpu/ (or /tmp/multi_gpu/).
+#
+#   env        the GPUs, how they are linked, Open MPI and whether it is CUDA-aware
+#   gpu        multi_gpu beside PyTorch on 2 GPUs and on all; the tiled Cholesky placed by weft
+#              over 1, 2 and 4 GPUs against cuSOLVER (run_gpu.sh --only multi_gpu, cholesky_multi);
+#              the GPU test programs (the CPU+GPU oracle over every GPU)
+#   sim        the simulator against measurements on 2 GPUs and on all, with a profile measured
+#              here (sim_accuracy.sh; the profiles land in the logs)
+#   sanitizer  compute-sanitizer (memcheck, then synccheck) over the CUDA test programs
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+logs=${OUT:-/tmp}/multi_gpu
+mkdir -p "$logs"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+first2=0,1
+status=0
+for part in "$@"; do
+  case "$part" in
+    env)
+      echo "== env: $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $ngpus GPUs"
+      nvidia-smi -L
+      nvidia-smi topo -m 2>&1 | head -12
+      command -v mpirun && mpirun --version 2>&1 | head -1
+      ompi_info --parsable --all 2>/dev/null | grep -E 'mpi_built_with_cuda_support:value|mca:btl:smcuda' | head -3
+      ;;
+    gpu)
+      echo "== multi_gpu on 2 GPUs"
+      CUDA_VISIBLE_DEVICES=$first2 WEFT_RUN_GPU_LOGS=$logs/run_gpu_2 "$here/run_gpu.sh" --only multi_gpu | tail -4
+      echo "== multi_gpu on $ngpus GPUs"
+      WEFT_RUN_GPU_LOGS=$logs/run_gpu_all "$here/run_gpu.sh" --only multi_gpu | tail -4
+      echo "== the tiled Cholesky over 1, 2, 4 GPUs"
+      WEFT_RUN_GPU_LOGS=$logs/cholesky "$here/run_gpu.sh" --only cholesky_multi | grep -E 'cholesky|speed-up|^-|benchmark'
+      echo "== the GPU test programs on $ngpus GPUs"
+      (cd "$here" && OUT=$logs ./run.sh ctest-gpu) 2>&1 | tail -12 || status=1
+      ;;
+    sim)
+      for g in 2 "$ngpus"; do
+        echo "== sim_accuracy.sh on $g GPUs"
+        visible=$(seq -s, 0 $((g - 1)))
+        CUDA_VISIBLE_DEVICES=$visible OUT=$logs/sim_$g "$here/sim_accuracy.sh" --only overlap,multi_gpu 2>&1 | tail -30
+      done
+      ;;
+    sanitizer)
+      for tool in memcheck synccheck; do
+        for t in "$here"/bin/test_cuda_*; do
+          echo "== compute-sanitizer --tool $tool $(basename "$t")"
+          WEFT_TEST_SANITIZER=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$t" > "$logs/sanitizer_${tool}_$(basename "$t").log" 2>&1
+          rc=$?
+          tail -2 "$logs/sanitizer_${tool}_$(basename "$t").log"
+          [ "$rc" = 0 ] || { echo "  exit $rc"; status=1; }
+        done
+      done
+      ;;
+    *) echo "run_multi_gpu.sh: unknown part '$part' (env, gpu, sim, sanitizer)" >&2; exit 2 ;;
+  esac
+done
+exit "$status"
