@@ -64,14 +64,14 @@ if wanted cholesky; then
 fi
 
 # The tiled Cholesky placed by weft over several GPUs (issue 20): f64 n = 32768 on 1, 2 and 4
-# GPUs (as many as the machine has; tiles of 2048 and 4096), n = 65536 on 1 and 4 (tiles of
+# GPUs (as many as the machine has; tiles of 2048 and 4096), n = 65536 on 4 (tiles of
 # 4096, 2 reps), each against cuSOLVER in the same process (cusolverMgPotrf over as many GPUs;
 # cusolverDnXpotrf on one).
 ngpus=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
 [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && ngpus=$(echo "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .)
 if wanted cholesky_multi && [ "$ngpus" -ge 2 ]; then
   exe=$(find_bench bench_cholesky) || echo "run_gpu.sh: bench_cholesky not found" >&2
-  for run in 32768:1 32768:2 32768:4 65536:1 65536:4; do
+  for run in 32768:1 32768:2 32768:4 65536:4; do
     n=${run%:*} g=${run#*:}
     [ -n "$exe" ] && [ "$g" -le "$ngpus" ] || continue
     echo "== bench_cholesky --device auto --gpus $g --n $n"

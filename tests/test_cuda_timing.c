@@ -28,7 +28,7 @@ static void build_overlap(tu_overlap *o, weft_graph *g, int n, int64_t side) {
 static weft_node_timing node_time(const weft_run_stats *st, size_t id) {
   weft_node_timing t;
   CHECK(weft_run_stats_node(st, id, &t));
-  assert_true(t.ran);
+  if (!t.ran) fail_msg("node %zu has no record of this run", id);
   assert_true(t.start_s <= t.end_s);
   assert_true(t.lane >= 0);
   return t;
@@ -132,6 +132,14 @@ static void chain_in_order(void **state) {
     weft_cuda_set_replay(f->rt, r >= 2);
     weft_stats_summary s;
     weft_run_stats *st = timed_run(f->g, &s);
+    /* Which nodes lost their record, if any: the first, the last and how many. */
+    int lost = 0, first = -1, last = -1;
+    for (int i = 0; i < N; i++) {
+      weft_node_timing t;
+      CHECK(weft_run_stats_node(st, id[i], &t));
+      if (!t.ran) lost++, last = i, first = first < 0 ? i : first;
+    }
+    if (lost > 0) fail_msg("run %d (%s): %d of %d nodes have no record, from node %d to %d", r, r >= 2 ? "replay" : "eager", lost, N, first, last);
     weft_node_timing prev = node_time(st, id[0]);
     assert_string_equal(lane_kind(st, prev.lane), "compute");
     for (int i = 1; i < N; i++) {

@@ -469,12 +469,16 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
       goto fail;
     }
   }
+  /* The run's time zero: after the backends' start of the run (setup), unless a backend runs
+   * the whole plan — a replayed CUDA graph is launched by its run_begin, and its first nodes
+   * may end before run_begin returns (their records would look older than the run): then the
+   * run starts where run_begin did, and the backends' step overlaps its start. */
   if (rt->nbackends > 0 && (rc = setup_step(&setup, WEFT__SETUP_BACKENDS, t_backends)) != WEFT_OK) {
     end_backends(rt, pl, r, rt->nbackends);
     goto fail;
   }
   weft__pool_counts(rt->pool, &r->pool_launch);
-  r->t_launch = weft__clock_now();
+  r->t_launch = owned ? t_backends : weft__clock_now();
   setup_take(rt, &setup, t_enter, r);
   r->cb = cb;
   r->cb_arg = arg;

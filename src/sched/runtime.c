@@ -128,10 +128,12 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   }
   if ((rc = weft__blockpool_create(&rt->blocks)) != WEFT_OK) goto fail;
   /* Placement's prices: the profile asked for (loaded now, so a bad one fails here), else the
-   * simulated machine's or the shipped h100's, loaded at the first placement. */
-  if ((rt->place_profile = weft__strdup(o.profile != NULL ? o.profile : o.simulate != NULL ? o.simulate : "h100")) == NULL) {
-    rc = weft__oom("the runtime");
-    goto fail;
+   * simulated machine's; without either, a shipped one chosen below by the GPUs found. */
+  if (o.profile != NULL || o.simulate != NULL) {
+    if ((rt->place_profile = weft__strdup(o.profile != NULL ? o.profile : o.simulate)) == NULL) {
+      rc = weft__oom("the runtime");
+      goto fail;
+    }
   }
   if (o.profile != NULL && (rc = weft__place_model_load(rt)) != WEFT_OK) goto fail;
   if (o.profile != NULL) made(rt, "the placement profile", &t0);
@@ -166,6 +168,20 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
       }
     }
 #endif
+  }
+  if (rt->place_profile == NULL) {
+    /* No profile named: the shipped one of a machine like this one — one GPU: h100; several:
+     * the h200 family with as many (h200x2 and h200x4 measured; their peer links are what
+     * makes a transfer between GPUs cheap enough to spread work over them), loaded at the
+     * first placement. */
+    weft__backend *cb = rt->by_kind[WEFT_DEVICE_CUDA];
+    int gpus = cb != NULL ? cb->vt->device_count(cb) : 0;
+    char name[32] = "h100";
+    if (gpus > 1) snprintf(name, sizeof name, "h200x%d", gpus);
+    if ((rt->place_profile = weft__strdup(name)) == NULL) {
+      rc = weft__oom("the runtime");
+      goto fail;
+    }
   }
   if (rt->by_kind[WEFT_DEVICE_CUDA] == NULL && o.max_gpus != 0 && o.simulate == NULL &&
       !(o.flags & WEFT_RUNTIME_QUIET)) {
