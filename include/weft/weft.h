@@ -196,7 +196,8 @@ typedef struct weft_runtime_options {
   const char *policy;
   /* The machine profile that prices `auto` placement (docs/placement.md): a JSON file written
    * by `weft calibrate` for this machine, or a shipped name. NULL: the simulated machine's
-   * profile, else the shipped "h100". One that cannot be loaded fails weft_runtime_create. */
+   * profile, else the shipped one of a machine like this one ("h100" with one GPU or none,
+   * "h200xN" with N GPUs). One that cannot be loaded fails weft_runtime_create. */
   const char *profile;
   /* The bytes of each GPU that `auto` placement may fill (0: the device's memory). A node whose
    * operands do not fit beside the tensors already living on a GPU is not placed there; one
