@@ -13,7 +13,7 @@
 # Idempotent: packages already present are skipped. The CUDA toolkit is optional and not
 # installed here; where /usr/local/cuda (or nvcc on PATH) exists, the build uses it.
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libuv1-dev libcmocka-dev libopenblas-dev libjansson-dev
+pkgs=(build-essential cmake pkg-config libuv1-dev libhttp-parser-dev libcurl4-openssl-dev libcmocka-dev libopenblas-dev libjansson-dev
   libhwloc-dev python3)
 if [ "${1:-}" = "--tests" ]; then
   pkgs+=(clang libclang-rt-dev libxml2-dev libpng-dev chromium libopenblas0-serial liblapacke openmpi-bin

@@ -11,25 +11,6 @@
 #include "testutil.h"
 #include "weft/report.h"
 
-/* The first of the usual names of Chromium found on PATH, or NULL. */
-static const char *find_chromium(void) {
-  static char path[512];
-  const char *names[] = {"chromium", "chromium-browser", "google-chrome"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "command -v %s 2>/dev/null", names[i]);
-    FILE *p = popen(cmd, "r");
-    if (p == NULL) continue;
-    int found = fgets(path, sizeof path, p) != NULL;
-    pclose(p);
-    if (found) {
-      path[strcspn(path, "\n")] = '\0';
-      return path;
-    }
-  }
-  return NULL;
-}
-
 /* Counts pixels near an RGB colour (each channel within 24). */
 static size_t near(const png_byte *px, size_t n, int r, int g, int b) {
   size_t k = 0;
@@ -40,7 +21,7 @@ static size_t near(const png_byte *px, size_t n, int r, int g, int b) {
 
 static void timeline_renders_in_chromium(void **state) {
   (void)state;
-  const char *chromium = find_chromium();
+  const char *chromium = tu_find_chromium();
   if (chromium == NULL) {
     print_message("no chromium on PATH: skipped (scripts/setup.sh installs it)\n");
     skip();

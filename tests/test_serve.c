@@ -1,11 +1,13 @@
 /* test_serve.c — `weft serve` and `weft submit` end to end over loopback TCP and a Unix
- * socket: answers equal to `weft run`'s, several clients at once, pipelined requests, malformed
- * and oversized submissions, the in-flight bound, clients that leave mid-submission and
- * mid-run, idle connections, address checks, and shutdown on SIGTERM (runs finish within the
- * grace period, or are cancelled after it). Also the protocol and address parsers. Every
- * server listens on port 0 (or a fresh socket path) and prints its address, so parallel test
- * runs never collide. */
+ * socket, through the HTTP API (docs/cli.md, "The HTTP API"): answers equal to `weft run`'s,
+ * asynchronous submissions and their records, list, trace, timeline, devices, metrics and
+ * dashboard; several clients at once, pipelined requests, malformed and oversized requests,
+ * the in-flight bound and cancelling, clients that leave mid-run, idle connections, address
+ * checks, and shutdown on SIGTERM (runs finish within the grace period, or are cancelled after
+ * it). Also the query-string and address parsers. Every server listens on port 0 (or a fresh
+ * socket path) and prints its address, so parallel test runs never collide. */
 #include <errno.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,7 +20,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
-#include "cli/proto.h"
+#include "cli/http.h"
 #include "cli_proc.h"
 #include "testutil.h"
 
@@ -112,15 +114,6 @@ static void send_str(int fd, const char *s, size_t n) {
   }
 }
 
-/* Sends one request: `headers` (each "Key: value\n") then the source. */
-static void send_request(int fd, const char *headers, const char *src) {
-  char head[4096];
-  int n = snprintf(head, sizeof head, "SUBMIT %zu\n%s\n", strlen(src),
-                   headers != NULL ? headers : "");
-  send_str(fd, head, (size_t)n);
-  send_str(fd, src, strlen(src));
-}
-
 /* Reads exactly n bytes; returns how many came before EOF or the deadline. */
 static size_t recv_exact(int fd, char *buf, size_t n, double deadline) {
   size_t got = 0;
@@ -135,37 +128,6 @@ static size_t recv_exact(int fd, char *buf, size_t n, double deadline) {
     got += (size_t)k;
   }
   return got;
-}
-
-typedef struct answer {
-  int exit_code;
-  char status[32];
-  char *out, *err;
-} answer;
-
-/* Reads one response; fails the test if none comes. */
-static void read_answer(int fd, answer *a) {
-  double deadline = tp_now() + T;
-  char line[256];
-  size_t n = 0;
-  for (;;) {
-    assert_int_equal(recv_exact(fd, line + n, 1, deadline), 1);
-    if (line[n] == '\n') break;
-    assert_true(++n < sizeof line);
-  }
-  line[n] = '\0';
-  size_t ol, el;
-  if (cli_proto_parse_result(line, &a->exit_code, a->status, sizeof a->status, &ol, &el) != 0)
-    fail_msg("not a response line: '%s'", line);
-  a->out = calloc(1, ol + 1);
-  a->err = calloc(1, el + 1);
-  assert_int_equal(recv_exact(fd, a->out, ol, deadline), ol);
-  assert_int_equal(recv_exact(fd, a->err, el, deadline), el);
-}
-
-static void answer_fini(answer *a) {
-  free(a->out);
-  free(a->err);
 }
 
 /* 1 if the server closes the connection (EOF or reset) within `timeout_s`, reading and
@@ -183,162 +145,140 @@ static int closed_by_server(int fd, double timeout_s) {
   }
 }
 
-/* One complete exchange on a fresh connection. */
-static void exchange(const char *addr, const char *headers, const char *src, answer *a) {
+/* Sends one HTTP/1.1 request: `target` with its query, the body if any. */
+static void send_http(int fd, const char *method, const char *target, const char *body) {
+  char head[16384];
+  size_t blen = body != NULL ? strlen(body) : 0;
+  int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: test\r\nContent-Length: %zu\r\n\r\n", method, target,
+                   blen);
+  assert_true(n > 0 && (size_t)n < sizeof head);
+  send_str(fd, head, (size_t)n);
+  if (blen > 0) send_str(fd, body, blen);
+}
+
+typedef struct response {
+  int code;
+  int close;    /* the server said Connection: close */
+  char *head;   /* the status line and headers */
+  char *body;
+  size_t len;
+} response;
+
+/* Reads one response (status line, headers, Content-Length bytes); fails the test if none
+ * comes within T. */
+static void read_response(int fd, response *r) {
+  double deadline = tp_now() + T;
+  size_t cap = 65536, n = 0;
+  char *head = malloc(cap);
+  for (;;) {
+    if (recv_exact(fd, head + n, 1, deadline) != 1) fail_msg("no complete response (got %zu bytes)", n);
+    n++;
+    if (n >= 4 && memcmp(head + n - 4, "\r\n\r\n", 4) == 0) break;
+    assert_true(n + 1 < cap);
+  }
+  head[n] = '\0';
+  memset(r, 0, sizeof *r);
+  r->head = head;
+  if (sscanf(head, "HTTP/1.1 %d", &r->code) != 1) fail_msg("not an HTTP response: '%.80s'", head);
+  if (r->code == 100) { /* an interim answer: the real one follows */
+    free(head);
+    read_response(fd, r);
+    return;
+  }
+  const char *cl = strcasestr(head, "\r\ncontent-length: ");
+  assert_non_null(cl);
+  r->len = (size_t)strtoull(cl + 18, NULL, 10);
+  r->close = strcasestr(head, "\r\nconnection: close") != NULL;
+  r->body = calloc(1, r->len + 1);
+  assert_int_equal(recv_exact(fd, r->body, r->len, deadline), r->len);
+}
+
+static void response_fini(response *r) {
+  free(r->head);
+  free(r->body);
+  memset(r, 0, sizeof *r);
+}
+
+/* One request on a fresh connection. */
+static void request(const char *addr, const char *method, const char *target, const char *body, response *r) {
   int fd = client_connect(addr);
   assert_true(fd >= 0);
-  send_request(fd, headers, src);
-  read_answer(fd, a);
+  send_http(fd, method, target, body);
+  read_response(fd, r);
   close(fd);
 }
 
-/* ---- protocol and addresses ---------------------------------------------------------------- */
-
-static long parse_n(const char *text, size_t n, cli_request *req, char *err) {
-  static char buf[1 << 17];
-  memcpy(buf, text, n);
-  return cli_proto_parse_request(buf, n, req, err, 256);
+/* The integer or string member `key` of a JSON object's text (jansson). */
+static long json_int(const char *text, const char *key) {
+  json_error_t e;
+  json_t *j = json_loads(text, 0, &e);
+  if (j == NULL) fail_msg("not JSON (%s): '%.120s'", e.text, text);
+  json_t *v = json_object_get(j, key);
+  long x = json_is_integer(v) ? (long)json_integer_value(v) : -999;
+  json_decref(j);
+  return x;
 }
 
-static long parse(const char *text, cli_request *req, char *err) {
-  return parse_n(text, strlen(text), req, err);
+static char *json_str(const char *text, const char *key) {
+  json_error_t e;
+  json_t *j = json_loads(text, 0, &e);
+  if (j == NULL) fail_msg("not JSON (%s): '%.120s'", e.text, text);
+  json_t *v = json_object_get(j, key);
+  char *x = strdup(json_is_string(v) ? json_string_value(v) : "(not a string)");
+  json_decref(j);
+  return x;
 }
 
-static void test_proto_parse(void **state) {
+/* Polls GET /v1/runs/ID until its status is not in progress; returns the record. */
+static void wait_done(const char *addr, long id, response *r) {
+  char target[64];
+  snprintf(target, sizeof target, "/v1/runs/%ld", id);
+  double deadline = tp_now() + T;
+  for (;;) {
+    request(addr, "GET", target, NULL, r);
+    assert_int_equal(r->code, 200);
+    char *st = json_str(r->body, "status");
+    int busy = !strcmp(st, "loading") || !strcmp(st, "running") || !strcmp(st, "reporting");
+    free(st);
+    if (!busy) return;
+    if (tp_now() > deadline) fail_msg("run %ld is still in progress: %s", id, r->body);
+    response_fini(r);
+    usleep(20000);
+  }
+}
+
+/* ---- query strings and addresses ------------------------------------------------------------ */
+
+static void test_query_and_addresses(void **state) {
   (void)state;
-  cli_request req;
-  char err[256];
-  const char *full = "SUBMIT 12\r\nName: a b.weft\nDefine: N=4\ndefine:M=5\nDevice: cpu\n"
-                     "Repeat: 3\nFormat: text\n\nbody";
-  long h = parse(full, &req, err);
-  assert_true(h > 0);
-  assert_int_equal((size_t)h, strlen(full) - 4);
-  assert_int_equal(req.length, 12);
-  assert_string_equal(req.name, "a b.weft");
-  assert_int_equal(req.ndefines, 2);
-  assert_string_equal(req.defines[0], "N=4");
-  assert_string_equal(req.defines[1], "M=5");
-  assert_string_equal(req.device, "cpu");
-  assert_int_equal(req.repeat, 3);
-  assert_int_equal(req.json, 0);
-  /* Defaults. */
-  assert_true(parse("SUBMIT 0\n\n", &req, err) > 0);
-  assert_int_equal(req.length, 0);
-  assert_int_equal(req.repeat, 1);
-  assert_int_equal(req.json, 1);
-  assert_null(req.name);
-  /* Not complete yet. */
-  assert_int_equal(parse("SUB", &req, err), 0);
-  assert_int_equal(parse("SUBMIT 5\nName: x\n", &req, err), 0);
-  /* Malformed, each with its reason. */
-  static const struct {
-    const char *text, *why;
-  } bad[] = {
-      {"GET / HTTP/1.1\r\n\r\n", "SUBMIT <length>"},
-      {"\n\n", "SUBMIT <length>"},
-      {"SUBMIT\n\n", "SUBMIT <length>"},
-      {"SUBMIT -3\n\n", "not a length"},
-      {"SUBMIT 12x\n\n", "not a length"},
-      {"SUBMIT 99999999999999999999999\n\n", "not a length"},
-      {"SUBMIT 3\nName x\n\n", "has no ':'"},
-      {"SUBMIT 3\nColour: red\n\n", "unknown header 'Colour'"},
-      {"SUBMIT 3\nDefine: N\n\n", "NAME=VALUE"},
-      {"SUBMIT 3\nRepeat: 0\n\n", "positive integer"},
-      {"SUBMIT 3\nRepeat: two\n\n", "positive integer"},
-      {"SUBMIT 3\nFormat: xml\n\n", "json or text"},
-  };
+  char k[32], v[64], err[256];
+  const char *q = "a=1&define=N%3D5&&name=x+y.weft&flag&b=%e2%82%ac", *end = q + strlen(q);
+  assert_int_equal(cli_query_next(&q, end, k, sizeof k, v, sizeof v, err, sizeof err), 1);
+  assert_string_equal(k, "a");
+  assert_string_equal(v, "1");
+  assert_int_equal(cli_query_next(&q, end, k, sizeof k, v, sizeof v, err, sizeof err), 1);
+  assert_string_equal(k, "define");
+  assert_string_equal(v, "N=5");
+  assert_int_equal(cli_query_next(&q, end, k, sizeof k, v, sizeof v, err, sizeof err), 1);
+  assert_string_equal(v, "x y.weft");
+  assert_int_equal(cli_query_next(&q, end, k, sizeof k, v, sizeof v, err, sizeof err), 1);
+  assert_string_equal(k, "flag");
+  assert_string_equal(v, "");
+  assert_int_equal(cli_query_next(&q, end, k, sizeof k, v, sizeof v, err, sizeof err), 1);
+  assert_string_equal(v, "\xe2\x82\xac");
+  assert_int_equal(cli_query_next(&q, end, k, sizeof k, v, sizeof v, err, sizeof err), 0);
+  static const char *bad[] = {"a=%", "a=%4", "a=%zz", "a=%00", "k=0123456789012345678901234567890123456789012345678901234567890123456789"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    err[0] = '\0';
-    if (parse(bad[i].text, &req, err) >= 0) fail_msg("accepted: %s", bad[i].text);
-    if (!tp_has(err, bad[i].why))
-      fail_msg("'%s': message '%s' lacks '%s'", bad[i].text, err, bad[i].why);
+    q = bad[i];
+    if (cli_query_next(&q, bad[i] + strlen(bad[i]), k, sizeof k, v, sizeof v, err, sizeof err) != -1)
+      fail_msg("accepted query '%s'", bad[i]);
+    assert_true(strlen(err) > 0);
   }
-  /* A NUL byte in the header. */
-  assert_true(parse_n("SUBMIT 3\nName: a\0b\n\nabc", 21, &req, err) < 0);
-  assert_true(tp_has(err, "NUL"));
-  assert_true(parse_n("SUBM\0T 3\n\n", 11, &req, err) < 0);
-  /* A header that never ends is refused at the bound. */
-  static char big[CLI_PROTO_MAX_HEADER + 64];
-  memset(big, 'a', sizeof big - 1);
-  memcpy(big, "SUBMIT 1\nName: ", 15);
-  big[sizeof big - 1] = '\0';
-  assert_true(parse(big, &req, err) < 0);
-  assert_true(tp_has(err, "longer than"));
-  /* Too many defines. */
-  char *many = malloc(CLI_PROTO_MAX_DEFINES * 16 + 64);
-  size_t len = (size_t)sprintf(many, "SUBMIT 1\n");
-  for (int i = 0; i <= CLI_PROTO_MAX_DEFINES; i++)
-    len += (size_t)sprintf(many + len, "Define: a%d=1\n", i);
-  strcpy(many + len, "\n");
-  assert_true(parse(many, &req, err) < 0);
-  assert_true(tp_has(err, "Define headers"));
-  free(many);
-}
-
-/* The header parser against mutations of a valid header (bytes changed, dropped, doubled,
- * cut short): it must classify each (complete, incomplete, malformed) without reading outside
- * the buffer, and a complete header's strings must lie inside it. */
-static void test_proto_parse_mutations(void **state) {
-  (void)state;
-  static const char base[] = "SUBMIT 12\r\nName: a.weft\nDefine: N=4\nDevice: cuda:0\nRepeat: 2\n"
-                             "Format: text\n\nparam N = 4\n";
-  static const char alphabet[] = "SUBMIT:\r\n =0123456789aZ\x00\xff";
-  uint64_t x = 0x9e3779b97f4a7c15ull;
-  for (int iter = 0; iter < 20000; iter++) {
-    char buf[256];
-    size_t n = sizeof base - 1;
-    memcpy(buf, base, n);
-    int edits = 1 + iter % 4;
-    for (int e = 0; e < edits && n > 0; e++) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      size_t at = (size_t)(x >> 8) % n;
-      char ch = alphabet[(x >> 40) % (sizeof alphabet - 1)];
-      switch ((x >> 56) % 4) {
-        case 0: buf[at] = ch; break;
-        case 1: memmove(buf + at, buf + at + 1, n - at - 1), n--; break;
-        case 2:
-          if (n + 1 < sizeof buf) memmove(buf + at + 1, buf + at, n - at), buf[at] = ch, n++;
-          break;
-        default: n = at + 1; break;
-      }
-    }
-    /* An exact-size heap copy, so ASan sees any read past the end. */
-    char *copy = malloc(n ? n : 1);
-    memcpy(copy, buf, n);
-    cli_request req;
-    char err[256];
-    err[0] = '\0';
-    long h = cli_proto_parse_request(copy, n, &req, err, sizeof err);
-    if (h < 0) {
-      assert_true(err[0] != '\0');
-    } else if (h > 0) {
-      assert_true((size_t)h <= n);
-      const char *strs[3] = {req.name, req.device, req.ndefines > 0 ? req.defines[0] : NULL};
-      for (int k = 0; k < 3; k++)
-        if (strs[k] != NULL) assert_true(strs[k] >= copy && strs[k] < copy + h);
-      assert_true(req.repeat >= 1);
-    }
-    free(copy);
-  }
-}
-
-static void test_proto_result_and_addresses(void **state) {
-  (void)state;
-  int code;
-  char st[32];
-  size_t o, e;
-  assert_int_equal(cli_proto_parse_result("RESULT 1 failed 10 20", &code, st, sizeof st, &o, &e),
-                   0);
-  assert_int_equal(code, 1);
-  assert_string_equal(st, "failed");
-  assert_int_equal(o, 10);
-  assert_int_equal(e, 20);
-  assert_int_equal(cli_proto_parse_result("RESULT 1 failed 10", &code, st, sizeof st, &o, &e), -1);
-  assert_int_equal(cli_proto_parse_result("RESULT 1 ok 1 2 3", &code, st, sizeof st, &o, &e), -1);
-  assert_int_equal(cli_proto_parse_result("HTTP/1.1 200 OK", &code, st, sizeof st, &o, &e), -1);
+  assert_string_equal(cli_http_reason(413), "Content Too Large");
+  assert_string_equal(cli_http_reason(299), "Unknown");
 
   cli_addr a;
-  char err[256], txt[160];
+  char txt[160];
   assert_int_equal(cli_addr_parse("127.0.0.1:7878", &a, err, sizeof err), 0);
   assert_true(cli_addr_is_local(&a));
   assert_int_equal(a.port, 7878);
@@ -360,10 +300,10 @@ static void test_proto_result_and_addresses(void **state) {
   assert_false(cli_addr_is_local(&a));
   assert_int_equal(cli_addr_parse("unix:/tmp/x.sock", &a, err, sizeof err), 0);
   assert_true(a.is_unix && cli_addr_is_local(&a));
-  static const char *bad[] = {"7878", "host:80", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
+  static const char *bad_addr[] = {"7878", "host:80", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
                               "[::1:80", "::1:80", "unix:", ":80"};
-  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-    if (cli_addr_parse(bad[i], &a, err, sizeof err) == 0) fail_msg("accepted address '%s'", bad[i]);
+  for (size_t i = 0; i < sizeof bad_addr / sizeof bad_addr[0]; i++)
+    if (cli_addr_parse(bad_addr[i], &a, err, sizeof err) == 0) fail_msg("accepted address '%s'", bad_addr[i]);
 }
 
 /* ---- end to end ----------------------------------------------------------------------------- */
@@ -410,6 +350,138 @@ static void test_submit_matches_run(void **state) {
   free(bad);
 }
 
+/* The API end to end: an asynchronous submission, its record while and after it runs, the
+ * list, its trace and timeline, the devices, the metrics, the dashboard, and the answers to
+ * what does not exist. */
+static void test_api(void **state) {
+  (void)state;
+  free(tp_write("api.weft", PROG_OK));
+  server s;
+  server_start(&s, NULL);
+  response r;
+  request(s.addr, "POST", "/v1/runs?name=api.weft&define=N%3D5", PROG_OK, &r);
+  assert_int_equal(r.code, 202);
+  assert_true(tp_has(r.head, "Location: /v1/runs/1\r\n"));
+  long id = json_int(r.body, "id");
+  assert_int_equal(id, 1);
+  response_fini(&r);
+  wait_done(s.addr, id, &r);
+  char *st = json_str(r.body, "status");
+  assert_string_equal(st, "succeeded");
+  free(st);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  /* Its result is the document of weft run --json, outputs included. */
+  tp_out local;
+  tp_run(&local, NULL, NULL, T, (const char *[]){"run", "--json", "api.weft", "-D", "N=5", NULL});
+  const char *o1 = strstr(r.body, "\"outputs\""), *o2 = strstr(local.out, "\"outputs\"");
+  assert_non_null(o1);
+  assert_non_null(o2);
+  assert_memory_equal(o1, o2, strcspn(o2, "}") + 1);
+  tp_out_fini(&local);
+  assert_true(tp_has(r.body, "\"progress\": {\"nodes_done\": 1, \"nodes\": 1}"));
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/runs", NULL, &r);
+  assert_int_equal(r.code, 200);
+  assert_true(tp_has(r.body, "\"name\": \"api.weft\""));
+  assert_true(tp_has(r.body, "\"kept\": 1"));
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/runs/1/trace", NULL, &r);
+  assert_int_equal(r.code, 200);
+  assert_true(tp_has(r.head, "application/json"));
+  assert_true(tp_has(r.body, "\"traceEvents\""));
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/runs/1/timeline.svg", NULL, &r);
+  assert_int_equal(r.code, 200);
+  assert_true(tp_has(r.head, "image/svg+xml"));
+  assert_true(tp_has(r.body, "<svg"));
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/devices", NULL, &r);
+  assert_int_equal(r.code, 200);
+  assert_true(tp_has(r.body, "\"device\": \"cpu\""));
+  response_fini(&r);
+  request(s.addr, "GET", "/metrics", NULL, &r);
+  assert_int_equal(r.code, 200);
+  assert_true(tp_has(r.body, "weft_runs_total{status=\"succeeded\"} 1\n"));
+  assert_true(tp_has(r.body, "weft_submission_seconds_count 1\n"));
+  assert_true(tp_has(r.body, "weft_nodes_run_total 1\n"));
+  response_fini(&r);
+  request(s.addr, "GET", "/", NULL, &r);
+  assert_int_equal(r.code, 200);
+  assert_true(tp_has(r.head, "text/html"));
+  assert_true(tp_has(r.body, "<title>weft serve</title>"));
+  response_fini(&r);
+  /* What does not exist, and methods a resource does not take. */
+  static const char *const missing[][3] = {
+      {"GET", "/v1/runs/2", "no run 2"},          {"GET", "/v1/runs/x", "a number"},
+      {"GET", "/v1/runs/1/nothing", "no such"},    {"GET", "/nowhere", "no such resource"},
+      {"DELETE", "/v1/runs/77", "no run 77"}};
+  for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+    request(s.addr, missing[i][0], missing[i][1], NULL, &r);
+    assert_int_equal(r.code, 404);
+    assert_true(tp_has(r.body, missing[i][2]));
+    response_fini(&r);
+  }
+  static const char *const wrong[][2] = {{"PUT", "/v1/runs"}, {"POST", "/v1/devices"}, {"DELETE", "/metrics"},
+                                         {"POST", "/v1/runs/1/trace"}};
+  for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+    request(s.addr, wrong[i][0], wrong[i][1], NULL, &r);
+    assert_int_equal(r.code, 405);
+    response_fini(&r);
+  }
+  /* A finished run cannot be cancelled. */
+  request(s.addr, "DELETE", "/v1/runs/1", NULL, &r);
+  assert_int_equal(r.code, 409);
+  assert_true(tp_has(r.body, "already finished"));
+  response_fini(&r);
+  free(server_stop(&s));
+}
+
+/* A run that fails keeps its error and the failing node; a program that does not load has no
+ * trace. --keep bounds what is kept. */
+static void test_failures_and_keep(void **state) {
+  (void)state;
+  server s;
+  server_start(&s, (const char *[]){"--keep", "2", NULL});
+  response r;
+  request(s.addr, "POST", "/v1/runs?wait=1&name=bad.weft", PROG_BAD, &r);
+  assert_int_equal(r.code, 200);
+  assert_int_equal(json_int(r.body, "exit_code"), 2);
+  char *st = json_str(r.body, "status"), *errs = json_str(r.body, "errors");
+  assert_string_equal(st, "invalid");
+  assert_true(tp_has(errs, "bad.weft" PROG_BAD_WHERE));
+  free(st);
+  free(errs);
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/runs/1/timeline.svg", NULL, &r);
+  assert_int_equal(r.code, 404);
+  assert_true(tp_has(r.body, "ended before a run"));
+  response_fini(&r);
+  /* A node that fails while running: potrf of a matrix that is not positive definite. */
+  request(s.addr, "POST", "/v1/runs?wait=1&name=np.weft",
+          "tensor a: f64[4, 4] = full(-1)\npotrf(a)\nprint a\n", &r);
+  assert_int_equal(r.code, 200);
+  assert_int_equal(json_int(r.body, "exit_code"), 1);
+  assert_true(tp_has(r.body, "\"status\": \"failed\""));
+  assert_true(tp_has(r.body, "\"failed_node\": {"));
+  response_fini(&r);
+  request(s.addr, "POST", "/v1/runs?wait=1", PROG_OK, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  response_fini(&r);
+  /* Three finished, two kept: the oldest went. */
+  request(s.addr, "GET", "/v1/runs/1", NULL, &r);
+  assert_int_equal(r.code, 404);
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/runs", NULL, &r);
+  assert_true(tp_has(r.body, "\"kept\": 2"));
+  response_fini(&r);
+  request(s.addr, "GET", "/metrics", NULL, &r);
+  assert_true(tp_has(r.body, "weft_runs_total{status=\"invalid\"} 1\n"));
+  assert_true(tp_has(r.body, "weft_runs_total{status=\"failed\"} 1\n"));
+  assert_true(tp_has(r.body, "weft_runs_total{status=\"succeeded\"} 1\n"));
+  response_fini(&r);
+  free(server_stop(&s));
+}
+
 static void test_concurrent_clients(void **state) {
   (void)state;
   enum { N = 12 };
@@ -421,74 +493,73 @@ static void test_concurrent_clients(void **state) {
   for (int i = 0; i < N; i++) {
     fd[i] = client_connect(s.addr);
     assert_true(fd[i] >= 0);
-    char h[128];
-    snprintf(h, sizeof h, "Name: c%d.weft\nDefine: N=%d\nFormat: json\n", i, i + 1);
-    send_request(fd[i], h, PROG_OK);
+    char target[128];
+    snprintf(target, sizeof target, "/v1/runs?wait=1&format=text&name=c%d.weft&define=N%%3D%d", i, i + 1);
+    send_http(fd[i], "POST", target, PROG_OK);
   }
-  tp_out ref;
+  free(tp_write("conc.weft", PROG_OK));
   for (int i = N - 1; i >= 0; i--) {
-    answer a;
-    read_answer(fd[i], &a);
-    assert_int_equal(a.exit_code, 0);
-    assert_string_equal(a.status, "ok");
+    response r;
+    read_response(fd[i], &r);
+    assert_int_equal(r.code, 200);
+    assert_int_equal(json_int(r.body, "exit_code"), 0);
     char name[64], def[32];
-    snprintf(name, sizeof name, "\"file\": \"c%d.weft\"", i);
-    assert_true(tp_has(a.out, name));
+    snprintf(name, sizeof name, "\"name\": \"c%d.weft\"", i);
+    assert_true(tp_has(r.body, name));
     /* The outputs equal a local run with the same N. */
     snprintf(def, sizeof def, "N=%d", i + 1);
-    char *path = tp_write("conc.weft", PROG_OK);
-    free(path);
-    tp_run(&ref, NULL, NULL, T, (const char *[]){"run", "--json", "conc.weft", "-D", def, NULL});
-    const char *o1 = strstr(a.out, "\"outputs\""), *o2 = strstr(ref.out, "\"outputs\"");
-    assert_non_null(o1);
-    assert_non_null(o2);
-    assert_string_equal(o1, o2);
+    tp_out ref;
+    tp_run(&ref, NULL, NULL, T, (const char *[]){"run", "conc.weft", "-D", def, NULL});
+    char *out = json_str(r.body, "output");
+    assert_string_equal(out, ref.out);
+    free(out);
     tp_out_fini(&ref);
-    answer_fini(&a);
+    response_fini(&r);
     close(fd[i]);
   }
   free(server_stop(&s));
 }
 
+/* Requests sent one after the other without waiting are answered in order; a ?wait=1 answer
+ * holds back the requests behind it, and bytes sent meanwhile beyond 64 KiB stop the reading
+ * until it is out. */
 static void test_pipelined_requests(void **state) {
   (void)state;
   server s;
   server_start(&s, NULL);
   int fd = client_connect(s.addr);
   assert_true(fd >= 0);
-  send_request(fd, "Name: one.weft\n", PROG_OK);
-  send_request(fd, "Name: two.weft\n", PROG_BAD);
-  send_request(fd, "Name: three.weft\nDefine: N=3\n", PROG_OK);
-  answer a;
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 0);
-  assert_true(tp_has(a.out, "one.weft"));
-  answer_fini(&a);
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 2);
-  assert_true(tp_has(a.err, "two.weft" PROG_BAD_WHERE));
-  answer_fini(&a);
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 0);
-  assert_true(tp_has(a.out, "three.weft"));
-  answer_fini(&a);
-  /* Sent while a run goes on, more than the server reads ahead (64 KiB): it stops reading,
-   * then resumes once the first answer is out. */
-  size_t big_len = 3 * CLI_PROTO_MAX_HEADER;
+  send_http(fd, "POST", "/v1/runs?wait=1&name=one.weft", PROG_OK);
+  send_http(fd, "POST", "/v1/runs?wait=1&name=two.weft", PROG_BAD);
+  send_http(fd, "GET", "/v1/runs", NULL);
+  response r;
+  read_response(fd, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  assert_true(tp_has(r.body, "one.weft"));
+  response_fini(&r);
+  read_response(fd, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 2);
+  assert_true(tp_has(r.body, "two.weft" PROG_BAD_WHERE));
+  response_fini(&r);
+  read_response(fd, &r);
+  assert_true(tp_has(r.body, "\"kept\": 2"));
+  response_fini(&r);
+  size_t big_len = 200000;
   char *big = malloc(big_len + sizeof PROG_OK);
   memset(big, '\n', big_len);
   memcpy(big, "# padding", 9);
   memcpy(big + big_len, PROG_OK, sizeof PROG_OK);
-  send_request(fd, "Name: slow.weft\nDefine: K=20\nFormat: text\n", PROG_SLOW);
-  send_request(fd, "Name: big.weft\n", big);
+  send_http(fd, "POST", "/v1/runs?wait=1&name=slow.weft&define=K%3D20&format=text", PROG_SLOW);
+  send_http(fd, "POST", "/v1/runs?wait=1&name=big.weft", big);
   free(big);
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 0);
-  answer_fini(&a);
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 0);
-  assert_true(tp_has(a.out, "big.weft"));
-  answer_fini(&a);
+  read_response(fd, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  assert_true(tp_has(r.body, "slow.weft"));
+  response_fini(&r);
+  read_response(fd, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  assert_true(tp_has(r.body, "big.weft"));
+  response_fini(&r);
   close(fd);
   free(server_stop(&s));
 }
@@ -515,176 +586,199 @@ static void test_malformed_requests(void **state) {
   (void)state;
   server s;
   server_start(&s, NULL);
-  static const char *bad[] = {"GET / HTTP/1.1\r\nHost: x\r\n\r\n", "SUBMIT ten\n\n",
-                              "SUBMIT 4\nColour: red\n\nabcd", "\x01\x02\x03\x04\x05\x06\x07\n"};
+  static const char *bad[] = {"SUBMIT 10\n\n0123456789", "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                              "POST /v1/runs HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                              "\x01\x02\x03\x04\x05\x06\x07\r\n\r\n",
+                              "POST /v1/runs HTTP/1.1\r\nContent-Length: ten\r\n\r\n"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     int fd = client_connect(s.addr);
     assert_true(fd >= 0);
     send_str(fd, bad[i], strlen(bad[i]));
-    answer a;
-    read_answer(fd, &a);
-    assert_int_equal(a.exit_code, 2);
-    assert_string_equal(a.status, "malformed");
-    assert_true(tp_has(a.out, "\"status\": \"malformed\""));
-    assert_true(tp_has(a.err, "malformed request"));
-    answer_fini(&a);
+    response r;
+    read_response(fd, &r);
+    assert_int_equal(r.code, 400);
+    assert_true(r.close);
+    assert_true(tp_has(r.body, "malformed HTTP request"));
+    response_fini(&r);
     /* The framing is lost: the server ends the connection. */
     assert_true(closed_by_server(fd, T));
     close(fd);
   }
-  /* A header that never ends. */
+  /* Headers that never end (431), a URL too long (414), a bad query (400, the connection
+   * goes on). */
   int fd = client_connect(s.addr);
-  char *junk = malloc(CLI_PROTO_MAX_HEADER + 10);
-  memset(junk, 'x', CLI_PROTO_MAX_HEADER + 10);
-  memcpy(junk, "SUBMIT 1\nName: ", 15);
-  send_str(fd, junk, CLI_PROTO_MAX_HEADER + 10);
-  free(junk);
-  answer a;
-  read_answer(fd, &a);
-  assert_string_equal(a.status, "malformed");
-  assert_true(tp_has(a.err, "longer than"));
-  answer_fini(&a);
+  size_t n = 100000;
+  char *junk = malloc(n);
+  memset(junk, 'x', n);
+  memcpy(junk, "GET / HTTP/1.1\r\nX-Long: ", 24);
+  send_str(fd, junk, n);
+  response r;
+  read_response(fd, &r);
+  assert_int_equal(r.code, 431);
+  response_fini(&r);
   close(fd);
-  /* The server still serves. */
-  exchange(s.addr, NULL, PROG_OK, &a);
-  assert_int_equal(a.exit_code, 0);
-  answer_fini(&a);
+  fd = client_connect(s.addr);
+  memset(junk, 'x', 10000);
+  memcpy(junk, "GET /", 5);
+  memcpy(junk + 10000, " HTTP/1.1\r\n\r\n", 13);
+  send_str(fd, junk, 10013);
+  read_response(fd, &r);
+  assert_int_equal(r.code, 414);
+  response_fini(&r);
+  close(fd);
+  free(junk);
+  fd = client_connect(s.addr);
+  send_http(fd, "POST", "/v1/runs?wait=1&define=%zz", PROG_OK);
+  read_response(fd, &r);
+  assert_int_equal(r.code, 400);
+  assert_true(tp_has(r.body, "bad %-escape"));
+  assert_false(r.close);
+  response_fini(&r);
+  send_http(fd, "POST", "/v1/runs?colour=red", PROG_OK);
+  read_response(fd, &r);
+  assert_int_equal(r.code, 400);
+  assert_true(tp_has(r.body, "unknown query parameter 'colour'"));
+  response_fini(&r);
+  send_http(fd, "POST", "/v1/runs?define=N", PROG_OK);
+  read_response(fd, &r);
+  assert_int_equal(r.code, 400);
+  assert_true(tp_has(r.body, "not NAME=VALUE"));
+  response_fini(&r);
+  send_http(fd, "POST", "/v1/runs?format=xml", PROG_OK);
+  read_response(fd, &r);
+  assert_int_equal(r.code, 400);
+  response_fini(&r);
+  /* The server still serves, on this connection too. */
+  send_http(fd, "POST", "/v1/runs?wait=1", PROG_OK);
+  read_response(fd, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  response_fini(&r);
+  close(fd);
   free(server_stop(&s));
 }
 
 static void test_oversized_submission(void **state) {
   (void)state;
   server s;
-  server_start(&s, (const char *[]){"--max-bytes", "1000", "--max-repeat", "5", "--max-nodes",
-                                    "10", NULL});
-  int fd = client_connect(s.addr);
-  assert_true(fd >= 0);
-  /* Too large: refused, its body skipped, and the connection goes on. */
+  server_start(&s, (const char *[]){"--max-bytes", "1000", "--max-repeat", "5", "--max-nodes", "10", NULL});
+  /* Too large: refused before its body is read, and the connection ends. */
   char *big = malloc(5001);
   memset(big, '#', 5000);
   big[5000] = '\0';
-  send_request(fd, "Name: big.weft\n", big);
+  int fd = client_connect(s.addr);
+  send_http(fd, "POST", "/v1/runs?wait=1&name=big.weft", big);
   free(big);
-  answer a;
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 2);
-  assert_string_equal(a.status, "too-large");
-  assert_true(tp_has(a.err, "5000 bytes"));
-  assert_true(tp_has(a.err, "at most 1000"));
-  assert_true(tp_has(a.out, "\"status\": \"too-large\""));
-  answer_fini(&a);
-  /* A graph over --max-nodes is an error in the program. */
-  send_request(fd, "Name: many.weft\nDefine: K=6\n", PROG_SLOW);
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 2);
-  assert_true(tp_has(a.err, "many.weft:"));
-  assert_true(tp_has(a.err, "max_nodes (10)"));
-  answer_fini(&a);
-  send_request(fd, "Repeat: 6\n", PROG_OK);
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 2);
-  assert_true(tp_has(a.err, "--max-repeat"));
-  answer_fini(&a);
-  send_request(fd, "Name: after.weft\n", PROG_OK);
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 0);
-  assert_true(tp_has(a.out, "after.weft"));
-  answer_fini(&a);
+  response r;
+  read_response(fd, &r);
+  assert_int_equal(r.code, 413);
+  assert_true(tp_has(r.body, "5000 bytes"));
+  assert_true(tp_has(r.body, "at most 1000"));
+  assert_true(r.close);
+  response_fini(&r);
   close(fd);
-  /* weft submit reports it with exit 2. */
+  /* A graph over --max-nodes is an error in the program. */
+  request(s.addr, "POST", "/v1/runs?wait=1&name=many.weft&define=K%3D6", PROG_SLOW, &r);
+  assert_int_equal(r.code, 200);
+  assert_int_equal(json_int(r.body, "exit_code"), 2);
+  assert_true(tp_has(r.body, "many.weft:"));
+  assert_true(tp_has(r.body, "max_nodes (10)"));
+  response_fini(&r);
+  request(s.addr, "POST", "/v1/runs?wait=1&repeat=6", PROG_OK, &r);
+  assert_int_equal(r.code, 400);
+  assert_true(tp_has(r.body, "--max-repeat"));
+  response_fini(&r);
+  /* weft submit reports a refusal with exit 2. */
   char *path = tp_write("big.weft", "");
   FILE *f = fopen(path, "w");
   for (int i = 0; i < 200; i++) fputs("# a comment line\n", f);
   fclose(f);
   free(path);
-  tp_out r;
-  tp_expect(&r, 2, NULL, (const char *[]){"submit", "big.weft", "--to", s.addr, NULL});
-  assert_true(tp_has(r.err, "at most 1000"));
-  tp_out_fini(&r);
+  tp_out o;
+  tp_expect(&o, 2, NULL, (const char *[]){"submit", "big.weft", "--to", s.addr, NULL});
+  assert_true(tp_has(o.err, "at most 1000"));
+  tp_out_fini(&o);
   free(server_stop(&s));
 }
 
-/* Submits PROG_OK on `fd` until the answer's status is `want` (at most T seconds, 20 ms
- * apart); returns the last status, its answer in *a. */
-static const char *exchange_until(int fd, const char *headers, const char *want, answer *a) {
-  double deadline = tp_now() + T;
-  for (;;) {
-    send_request(fd, headers, PROG_OK);
-    read_answer(fd, a);
-    if (strcmp(a->status, want) == 0 || tp_now() > deadline) return a->status;
-    answer_fini(a);
-    usleep(20000);
-  }
-}
-
-/* The in-flight bound, a client that leaves mid-submission, and busy answers. A request
- * holds its slot from its header on, so a client that sends a header and half a body keeps
- * the only slot until it leaves. */
-static void test_busy_and_disconnect_mid_submission(void **state) {
+/* The in-flight bound (429), cancelling a run (DELETE), and weft submit retrying while the
+ * server is busy. */
+static void test_busy_and_cancel(void **state) {
   (void)state;
-  char *p = tp_write("busy.weft", PROG_OK);
-  free(p);
+  free(tp_write("busy.weft", PROG_OK));
   server s;
   server_start(&s, (const char *[]){"--max-inflight", "1", NULL});
-  int holder = client_connect(s.addr);
-  send_str(holder, "SUBMIT 100\n\nparam", 17); /* 5 of its 100 bytes */
-  int fd = client_connect(s.addr);
-  /* Once the server has read the holder's header, every other submission is busy. */
-  answer a;
-  assert_string_equal(exchange_until(fd, "Name: second.weft\n", "busy", &a), "busy");
-  assert_int_equal(a.exit_code, 1);
-  assert_true(tp_has(a.err, "busy"));
-  answer_fini(&a);
-  /* weft submit without waiting: exit 1, "busy". */
-  tp_out r;
-  tp_expect(&r, 1, NULL,
-            (const char *[]){"submit", "--wait", "0", "busy.weft", "--to", s.addr, NULL});
-  assert_true(tp_has(r.err, "busy"));
-  tp_out_fini(&r);
-  /* The holder leaves in the middle of its submission: its slot is freed (as soon as the
-   * server has seen the close). */
-  close(holder);
-  assert_string_equal(exchange_until(fd, "Name: third.weft\n", "ok", &a), "ok");
-  assert_int_equal(a.exit_code, 0);
-  answer_fini(&a);
-  close(fd);
-  /* weft submit retries while busy: hold the slot again, release it in a moment. */
-  holder = client_connect(s.addr);
-  send_str(holder, "SUBMIT 100\n\n", 12);
-  usleep(100000);
+  response r;
+  request(s.addr, "POST", "/v1/runs?name=long.weft&define=K%3D20000", PROG_SLOW, &r);
+  assert_int_equal(r.code, 202);
+  long id = json_int(r.body, "id");
+  response_fini(&r);
+  request(s.addr, "POST", "/v1/runs?wait=1", PROG_OK, &r);
+  assert_int_equal(r.code, 429);
+  assert_true(tp_has(r.head, "Retry-After: 1\r\n"));
+  assert_true(tp_has(r.body, "busy"));
+  response_fini(&r);
+  tp_out o;
+  tp_expect(&o, 1, NULL, (const char *[]){"submit", "--wait", "0", "busy.weft", "--to", s.addr, NULL});
+  assert_true(tp_has(o.err, "busy"));
+  tp_out_fini(&o);
+  char target[64];
+  snprintf(target, sizeof target, "/v1/runs/%ld", id);
+  request(s.addr, "DELETE", target, NULL, &r);
+  assert_int_equal(r.code, 202);
+  response_fini(&r);
+  wait_done(s.addr, id, &r);
+  char *st = json_str(r.body, "status"), *errs = json_str(r.body, "errors");
+  assert_string_equal(st, "cancelled");
+  assert_true(tp_has(errs, "cancelled (DELETE)"));
+  free(st);
+  free(errs);
+  response_fini(&r);
+  /* weft submit retries while busy: the slot is taken again, then freed in a moment. */
+  request(s.addr, "POST", "/v1/runs?define=K%3D20000", PROG_SLOW, &r);
+  id = json_int(r.body, "id");
+  response_fini(&r);
   tp_proc bg;
   tp_spawn(&bg, (const char *[]){"submit", "--wait", "30", "busy.weft", "--to", s.addr, NULL});
   usleep(400000);
-  close(holder);
+  snprintf(target, sizeof target, "/v1/runs/%ld", id);
+  request(s.addr, "DELETE", target, NULL, &r);
+  response_fini(&r);
   char *bg_err = NULL;
   int bg_code = tp_stop(&bg, 0, T, &bg_err);
   if (bg_code != 0) fail_msg("weft submit --wait exited %d: %s", bg_code, bg_err);
   free(bg_err);
-  char *err = server_stop(&s);
-  assert_true(tp_has(err, "refused (busy)"));
-  free(err);
+  request(s.addr, "GET", "/metrics", NULL, &r);
+  assert_true(tp_has(r.body, "weft_runs_total{status=\"cancelled\"} 2\n"));
+  assert_false(tp_has(r.body, "weft_runs_refused_busy_total 0\n"));
+  response_fini(&r);
+  free(server_stop(&s));
 }
 
 static void test_disconnect_mid_run(void **state) {
   (void)state;
   server s;
   server_start(&s, NULL);
-  /* Several clients submit a long run and leave at once: the server cancels their runs
+  /* Several clients wait for a long run and leave at once: the server cancels their runs
    * instead of holding them, and goes on serving. */
   for (int i = 0; i < 4; i++) {
     int fd = client_connect(s.addr);
-    send_request(fd, "Define: K=20000\n", PROG_SLOW);
+    send_http(fd, "POST", "/v1/runs?wait=1&define=K%3D20000", PROG_SLOW);
     usleep(50000);
     close(fd);
   }
-  answer a;
   double t0 = tp_now();
-  exchange(s.addr, NULL, PROG_OK, &a);
-  assert_int_equal(a.exit_code, 0);
-  answer_fini(&a);
-  char *err = server_stop(&s);
+  response r;
+  for (long id = 1; id <= 4; id++) {
+    wait_done(s.addr, id, &r);
+    assert_true(tp_has(r.body, "\"status\": \"cancelled\""));
+    assert_true(tp_has(r.body, "the client left"));
+    response_fini(&r);
+  }
+  request(s.addr, "POST", "/v1/runs?wait=1", PROG_OK, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  response_fini(&r);
+  free(server_stop(&s));
   assert_true(tp_now() - t0 < 15); /* no abandoned 20 s run was waited for */
-  free(err);
 }
 
 static void test_idle_timeout(void **state) {
@@ -692,7 +786,7 @@ static void test_idle_timeout(void **state) {
   server s;
   server_start(&s, (const char *[]){"--idle-timeout", "0.3", NULL});
   int fd = client_connect(s.addr);
-  send_str(fd, "SUBMIT 10\nName: slow", 20);
+  send_str(fd, "POST /v1/runs HTTP/1.1\r\nContent-Le", 34);
   assert_true(closed_by_server(fd, T));
   close(fd);
   char *err = server_stop(&s);
@@ -705,14 +799,15 @@ static void test_sigterm_finishes_runs(void **state) {
   server s;
   server_start(&s, (const char *[]){"--grace", "60", NULL});
   int fd = client_connect(s.addr);
-  send_request(fd, "Name: slow.weft\nDefine: K=200\n", PROG_SLOW); /* 400 products */
+  send_http(fd, "POST", "/v1/runs?wait=1&name=slow.weft&define=K%3D200", PROG_SLOW); /* 400 products */
   usleep(300000);
   kill(s.proc.pid, SIGTERM);
-  answer a;
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 0); /* it ran to the end */
-  assert_string_equal(a.status, "ok");
-  answer_fini(&a);
+  response r;
+  read_response(fd, &r);
+  assert_int_equal(r.code, 200);
+  assert_int_equal(json_int(r.body, "exit_code"), 0); /* it ran to the end */
+  assert_true(r.close);
+  response_fini(&r);
   assert_true(closed_by_server(fd, T));
   close(fd);
   char *err = NULL;
@@ -729,17 +824,17 @@ static void test_sigterm_cancels_after_grace(void **state) {
   server s;
   server_start(&s, (const char *[]){"--grace", "0.2", NULL});
   int fd = client_connect(s.addr);
-  send_request(fd, "Name: long.weft\nDefine: K=20000\nFormat: json\n", PROG_SLOW);
+  send_http(fd, "POST", "/v1/runs?wait=1&name=long.weft&define=K%3D20000", PROG_SLOW);
   int idle = client_connect(s.addr); /* an idle connection is simply closed */
   usleep(200000);
   double t0 = tp_now();
   kill(s.proc.pid, SIGINT);
-  answer a;
-  read_answer(fd, &a);
-  assert_int_equal(a.exit_code, 1);
-  assert_string_equal(a.status, "failed");
-  assert_true(tp_has(a.out, "cancel"));
-  answer_fini(&a);
+  response r;
+  read_response(fd, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 1);
+  assert_true(tp_has(r.body, "\"status\": \"cancelled\""));
+  assert_true(tp_has(r.body, "shutting down"));
+  response_fini(&r);
   assert_true(closed_by_server(idle, T));
   close(idle);
   close(fd);
@@ -748,6 +843,29 @@ static void test_sigterm_cancels_after_grace(void **state) {
   assert_true(tp_now() - t0 < 30);
   assert_true(tp_has(err, "cancelling"));
   free(err);
+}
+
+/* Submissions may not touch the server's files unless it allows them. */
+static void test_files_policy(void **state) {
+  (void)state;
+  static const char save[] = "tensor x: f32[2, 2] = ones\nsave x to \"saved.bin\"\n";
+  server s;
+  server_start(&s, NULL);
+  response r;
+  request(s.addr, "POST", "/v1/runs?wait=1&name=save.weft", save, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 2);
+  assert_true(tp_has(r.body, "save.weft:2:"));
+  response_fini(&r);
+  free(server_stop(&s));
+  char path[300];
+  snprintf(path, sizeof path, "%s/saved.bin", tp_dir());
+  assert_int_equal(access(path, F_OK), -1);
+  server_start(&s, (const char *[]){"--allow-files", NULL});
+  request(s.addr, "POST", "/v1/runs?wait=1&name=save.weft", save, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  response_fini(&r);
+  free(server_stop(&s));
+  assert_int_equal(access(path, F_OK), 0); /* relative to the server's directory */
 }
 
 static void test_unix_socket(void **state) {
@@ -775,29 +893,6 @@ static void test_unix_socket(void **state) {
   tp_out_fini(&r);
   free(server_stop(&s));
   assert_int_equal(access(path + 5, F_OK), -1); /* removed on exit */
-}
-
-/* Submissions may not touch the server's files unless it allows them. */
-static void test_files_policy(void **state) {
-  (void)state;
-  static const char save[] = "tensor x: f32[2, 2] = ones\nsave x to \"saved.bin\"\n";
-  server s;
-  server_start(&s, NULL);
-  answer a;
-  exchange(s.addr, "Name: save.weft\n", save, &a);
-  assert_int_equal(a.exit_code, 2);
-  assert_true(tp_has(a.err, "save.weft:2:"));
-  answer_fini(&a);
-  free(server_stop(&s));
-  char path[300];
-  snprintf(path, sizeof path, "%s/saved.bin", tp_dir());
-  assert_int_equal(access(path, F_OK), -1);
-  server_start(&s, (const char *[]){"--allow-files", NULL});
-  exchange(s.addr, "Name: save.weft\n", save, &a);
-  assert_int_equal(a.exit_code, 0);
-  answer_fini(&a);
-  free(server_stop(&s));
-  assert_int_equal(access(path, F_OK), 0); /* relative to the server's directory */
 }
 
 static void test_addresses_and_usage(void **state) {
@@ -840,19 +935,93 @@ static void test_addresses_and_usage(void **state) {
   tp_out_fini(&r);
 }
 
+/* The dashboard in headless Chromium: the page loads, lists a submitted run while it runs, its
+ * progress moves, and a finished run's page shows its timeline. */
+static char *dump_dom(const char *chromium, const char *addr, const char *fragment) {
+  char url[300];
+  snprintf(url, sizeof url, "http://%s/%s", addr, fragment);
+  /* A fresh profile each time; --virtual-time-budget lets the page's fetches and timers run. */
+  char profile[400];
+  snprintf(profile, sizeof profile, "--user-data-dir=%s/chromium-profile", tp_dir());
+  const char *argv[] = {chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", profile,
+                        "--virtual-time-budget=2000", "--dump-dom", url, NULL};
+  char cmd[2048];
+  int n = 0;
+  for (int i = 0; argv[i] != NULL; i++) n += snprintf(cmd + n, sizeof cmd - (size_t)n, "'%s' ", argv[i]);
+  snprintf(cmd + n, sizeof cmd - (size_t)n, "2>/dev/null");
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t cap = 1 << 20, len = 0;
+  char *dom = malloc(cap);
+  size_t k;
+  while ((k = fread(dom + len, 1, cap - 1 - len, p)) > 0) len += k;
+  dom[len] = '\0';
+  pclose(p);
+  return dom;
+}
+
+/* The first "D/N nodes" of the page's run row. */
+static long nodes_done(const char *dom) {
+  const char *p = strstr(dom, " nodes, run ");
+  if (p == NULL) return -1;
+  while (p > dom && p[-1] != '/') p--;
+  const char *q = p - 1;
+  while (q > dom && q[-1] >= '0' && q[-1] <= '9') q--;
+  return strtol(q, NULL, 10);
+}
+
+static void test_dashboard_in_chromium(void **state) {
+  (void)state;
+  const char *chromium = tu_find_chromium();
+  if (chromium == NULL) {
+    print_message("no chromium on PATH: skipped (scripts/setup.sh --tests installs it)\n");
+    skip();
+  }
+  server s;
+  server_start(&s, NULL);
+  response r;
+  request(s.addr, "POST", "/v1/runs?name=long.weft&define=K%3D20000", PROG_SLOW, &r);
+  assert_int_equal(r.code, 202);
+  response_fini(&r);
+  usleep(200000);
+  char *a = dump_dom(chromium, s.addr, "");
+  assert_true(tp_has(a, "<h1>weft serve</h1>"));
+  assert_true(tp_has(a, "long.weft"));
+  assert_true(tp_has(a, "class=\"running\""));
+  assert_true(tp_has(a, "<td>cpu</td>"));
+  long first = nodes_done(a);
+  free(a);
+  usleep(500000);
+  char *b = dump_dom(chromium, s.addr, "");
+  long second = nodes_done(b);
+  free(b);
+  if (!(first >= 0 && second > first)) fail_msg("progress did not move: %ld then %ld nodes", first, second);
+  request(s.addr, "DELETE", "/v1/runs/1", NULL, &r);
+  response_fini(&r);
+  request(s.addr, "POST", "/v1/runs?wait=1&name=ok.weft", PROG_OK, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  response_fini(&r);
+  char *c = dump_dom(chromium, s.addr, "#run=2");
+  assert_true(tp_has(c, "Run 2: ok.weft"));
+  assert_true(tp_has(c, "alt=\"timeline of run 2\""));
+  assert_true(tp_has(c, "class=\"cancelled\""));
+  free(c);
+  free(server_stop(&s));
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_proto_parse),
-      cmocka_unit_test(test_proto_parse_mutations),
-      cmocka_unit_test(test_proto_result_and_addresses),
+      cmocka_unit_test(test_query_and_addresses),
       cmocka_unit_test(test_submit_matches_run),
+      cmocka_unit_test(test_api),
+      cmocka_unit_test(test_failures_and_keep),
       cmocka_unit_test(test_concurrent_clients),
       cmocka_unit_test(test_pipelined_requests),
       cmocka_unit_test(test_ipv6),
       cmocka_unit_test(test_malformed_requests),
       cmocka_unit_test(test_oversized_submission),
-      cmocka_unit_test(test_busy_and_disconnect_mid_submission),
+      cmocka_unit_test(test_busy_and_cancel),
       cmocka_unit_test(test_disconnect_mid_run),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_sigterm_finishes_runs),
@@ -860,6 +1029,7 @@ int main(void) {
       cmocka_unit_test(test_unix_socket),
       cmocka_unit_test(test_files_policy),
       cmocka_unit_test(test_addresses_and_usage),
+      cmocka_unit_test(test_dashboard_in_chromium),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

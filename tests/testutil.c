@@ -1,4 +1,7 @@
 /* testutil.c — see testutil.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* popen */
+#endif
 
 #include "testutil.h"
 
@@ -299,3 +302,22 @@ double tu_residual(const double *l, const double *a, int64_t n) {
   return worst / amax;
 }
 
+
+/* The first of the usual names of Chromium found on PATH, or NULL. */
+const char *tu_find_chromium(void) {
+  static char path[512];
+  const char *names[] = {"chromium", "chromium-browser", "google-chrome"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "command -v %s 2>/dev/null", names[i]);
+    FILE *p = popen(cmd, "r");
+    if (p == NULL) continue;
+    int found = fgets(path, sizeof path, p) != NULL;
+    pclose(p);
+    if (found) {
+      path[strcspn(path, "\n")] = '\0';
+      return path;
+    }
+  }
+  return NULL;
+}

@@ -23,6 +23,9 @@
 
 /* A quiet runtime (CHECKed) with `workers` CPU workers (0: one per core), at most `max_gpus`
  * GPUs (-1: every visible one; 0: the CPU alone) and the extra WEFT_RUNTIME_* `flags`. */
+/* The first of the usual names of Chromium found on PATH (chromium, chromium-browser,
+ * google-chrome), or NULL. */
+const char *tu_find_chromium(void);
 weft_runtime *tu_runtime_with(int workers, int max_gpus, unsigned flags);
 /* A runtime with `workers` CPU workers (0: one per core), quiet, GPUs as available. */
 weft_runtime *tu_runtime(int workers);

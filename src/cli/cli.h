@@ -207,6 +207,9 @@ void cli_job_fail(cli_job *j, const char *phase, int status, const char *msg);
  * program's outputs (print and save) when every run succeeded. Returns the exit code. */
 int cli_job_report(cli_job *j, FILE *out, FILE *err);
 void cli_job_fini(cli_job *j);
+/* The devices of rt as `weft devices` prints them (json: its JSON array), appended to b.
+ * Returns CLI_EXIT_OK, or the exit code of a device that could not be described. */
+int cli_devices_write(weft_runtime *rt, int json, weft__strbuf *b);
 /* "ok", "failed" or "invalid", from the exit code. */
 const char *cli_job_status_word(const cli_job *j);
 /* Appends the JSON document of a submission refused before it ran (busy, too large,

@@ -1,46 +1,54 @@
-/* cmd_serve.c — `weft serve`: one warm runtime, many clients. Each submission (a .weft
- * program, see proto.h for the framing) becomes its own program and graph; they run at the
- * same time on the shared runtime, and each is answered with what `weft run` would print.
+/* cmd_serve.c — `weft serve`: one warm runtime behind an HTTP/1.1 API (docs/cli.md, "The HTTP
+ * API"). Each submission (the .weft source as the body of POST /v1/runs) becomes its own
+ * program and graph; submissions run at the same time on the shared runtime. A submission is
+ * a record with an id: its status and progress while it runs, then what `weft run --json`
+ * would print, its Chrome trace and its SVG timeline, kept until --keep newer ones have
+ * finished. `?wait=1` answers the POST itself when the run is done (what `weft submit` uses).
  *
  * Everything happens on one libuv loop (this thread), except the two steps that may take long
  * on the CPU: loading (parse and build) and reporting (formatting the outputs, destroying the
  * graph), which go to libuv's thread pool. Runs go through weft_uv_launch, so the loop never
- * blocks on a graph.
+ * blocks on a graph. Requests are parsed by http-parser (the parser written for libuv's
+ * servers: streaming, callbacks, no allocation), one connection at a time on this loop.
  *
- *   connection:  HEADER ──► BODY ──► BUSY ──(response written)──► HEADER ...
- *                   │  too large / busy / bad Repeat: answer, then DRAIN the declared body
- *                   └─ malformed: answer, shut down the write side, DISCARD until EOF
- *   submission:  load (pool) ─► run × Repeat (weft_uv_launch) ─► report (pool) ─► write
+ *   connection:  requests parsed as bytes arrive; each answered in order. A ?wait=1 POST
+ *                pauses the parser (later bytes are kept) until its answer is written.
+ *                Malformed, too large: answered (400, 413, 414, 431), then the write side
+ *                is shut down and input dropped until the client closes.
+ *   submission:  load (pool) ─► run × repeat (weft_uv_launch) ─► report (pool) ─► kept
  *
- * Limits: a submission's source is at most --max-bytes (answered "too-large" otherwise), its
- * graph at most --max-nodes nodes (a load error, exit 2), its Repeat at most --max-repeat; at
- * most --max-inflight submissions are held at once, from the end of their header to their
- * response (the next is answered "busy" at once: clients retry); at most --max-connections
- * connections are accepted (more wait in the kernel's backlog); a connection idle for
- * --idle-timeout seconds (no byte while a request is incomplete or awaited) is closed.
+ * Limits: a body of at most --max-bytes (413), a URL of at most 8 KiB (414), headers of at most
+ * 80 KiB (http-parser's limit, 431); a graph of at most --max-nodes nodes (a load error,
+ * exit_code 2), repeat at most --max-repeat (400); at most --max-inflight submissions loading,
+ * running or reporting (the next is answered 429 with Retry-After); at most --max-connections
+ * connections (more wait in the kernel's backlog); a connection idle for --idle-timeout
+ * seconds (no byte while a request is incomplete, or between requests) is closed.
  *
- * A client that goes away (EOF or error on its socket) before its answer is written loses
- * its submission: a run in flight is cancelled, the rest is freed when the pool step it is in
- * returns. A submission therefore never outlives the server, but may outlive its connection:
- * `sub->conn` is NULL from then on, and the submission frees itself instead of answering.
+ * A ?wait=1 client that goes away before its answer is written cancels its run (nobody waits
+ * for it); a submission without ?wait runs to its end, or until DELETE /v1/runs/ID.
  *
  * Shutdown (SIGINT or SIGTERM): stop listening, close idle connections, let submissions in
- * progress finish and answer, then close; after --grace seconds (or a second signal) cancel
- * the runs still in flight. The loop ends when the last connection and submission are gone,
- * and the command exits 0. */
+ * progress finish (and answer the clients waiting for them), then close; after --grace seconds
+ * (or a second signal) cancel the runs still in flight. The loop ends when the last connection
+ * and submission in progress are gone, and the command exits 0. */
 #include <errno.h>
+#include <http_parser.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <uv.h>
 
 #include "cli/cli.h"
-#include "cli/proto.h"
+#include "cli/http.h"
+#include "weft/report.h"
 #include "weft/sim.h"
 #include "weft/uv.h"
 
@@ -48,13 +56,13 @@ typedef struct server server;
 typedef struct conn conn;
 typedef struct submission submission;
 
-enum conn_state {
-  C_HEADER,  /* reading a request header */
-  C_BODY,    /* reading the source of c->sub */
-  C_BUSY,    /* c->sub is loading, running or reporting */
-  C_DRAIN,   /* skipping the body of a refused request */
-  C_DISCARD, /* after a malformed request: read and drop until EOF */
-};
+enum { MAX_URL = 8192, MAX_DEFINES = 256 };
+/* Submission latency buckets of /metrics (seconds, Prometheus' le). */
+static const double buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300};
+enum { NBUCKETS = sizeof buckets / sizeof buckets[0] };
+/* How a finished submission ended, for /metrics. */
+enum { END_SUCCEEDED, END_FAILED, END_INVALID, END_CANCELLED, NENDS };
+static const char *const end_words[NENDS] = {"succeeded", "failed", "invalid", "cancelled"};
 
 struct server {
   uv_loop_t *loop;
@@ -70,16 +78,21 @@ struct server {
   cli_addr addr;
   /* Limits. */
   size_t max_bytes;
-  long max_inflight, max_conns, max_repeat, max_nodes;
+  long max_inflight, max_conns, max_repeat, max_nodes, keep;
   uint64_t idle_ms, grace_ms;
   int quiet, allow_files;
   /* State. */
-  long inflight, nconns;
+  long inflight, nconns, nkept;
   int pending_accept; /* a connection waits in the listener for a free slot */
   int stopping, cancelling, closed_handles;
   int unlink_socket;
-  conn *conns;       /* doubly linked */
-  submission *subs;  /* doubly linked: every submission with a reserved slot */
+  uint64_t next_id;
+  conn *conns;      /* doubly linked */
+  submission *subs; /* doubly linked, newest first: in progress, then kept once finished */
+  /* What /metrics counts. */
+  uint64_t ended[NENDS], requests, busy, nodes_run;
+  uint64_t hist[NBUCKETS + 1];
+  double hist_sum;
 };
 
 struct conn {
@@ -92,47 +105,60 @@ struct conn {
   } h;
   uv_timer_t idle;
   conn *prev, *next;
-  int state, closing, open_handles, reading, close_after_write;
+  int closing, open_handles, reading, close_after_write, discard, writes;
   char peer[80];
-  char *in; /* received and not yet consumed */
-  size_t in_len, in_cap;
-  size_t drain_left;
-  submission *sub;
+  http_parser parser;
+  /* The request being parsed. */
+  weft__strbuf url, field, value;
+  int in_value, refused; /* refused: answered an error while parsing; drop the rest */
+  int expect_continue;
+  char *body;
+  size_t body_len, body_cap;
+  /* A ?wait=1 submission this connection waits for (the parser paused meanwhile), and the
+   * bytes received since, parsed once it is answered. */
+  submission *waiting;
+  char *held;
+  size_t held_len, held_cap;
 };
+
+enum phase { P_LOADING, P_RUNNING, P_REPORTING, P_DONE };
+static const char *const phase_words[] = {"loading", "running", "reporting", "done"};
 
 struct submission {
   server *srv;
-  conn *conn; /* NULL once the client is gone */
   submission *prev, *next;
-  char *hdr; /* the request header; req's strings point into it */
-  cli_request req;
-  char *body;
-  size_t body_len, body_got;
+  uint64_t id;
+  conn *waiter; /* the ?wait=1 connection, NULL without one or once it left */
+  int phase, cancel, wanted_wait;
+  char *name, *device, *body;
+  const char *defines[MAX_DEFINES];
+  int ndefines;
+  size_t body_len;
   cli_job job;
   uv_work_t work;
   weft_run *run; /* the run in flight, valid until its callback returns */
-  uint64_t t0;
-  int discard; /* snapshot for the pool: nobody waits for the answer */
-  double total_ms;
-  /* The answer. */
-  char line[128];
-  char *out, *err;
-  size_t out_len, err_len;
-  int exit_code;
-  const char *status_word;
-  uv_write_t wreq;
+  uint64_t t_submit, t0; /* uv_hrtime() */
+  double total_ms, elapsed_s;
+  time_t submitted;
+  size_t nodes, nodes_done;
+  int discard; /* snapshot for the pool: nobody will read the outputs */
+  /* Once done: what `weft run` would print, and the last run's views. */
+  char *out, *err, *trace, *svg;
+  size_t out_len, err_len, trace_len, svg_len;
+  int exit_code, end;
 };
 
-/* A small answer written from the loop (refusals). */
+/* A response written from the loop: its bytes live until the write completes. */
 typedef struct note {
   uv_write_t wreq;
+  conn *c;
   char *data;
 } note;
 
 static const char serve_help[] =
     "Usage: weft serve [OPTIONS]\n"
-    "Keep one weft runtime warm and run the .weft programs that clients submit (weft submit,\n"
-    "or any program speaking the protocol in docs/cli.md), several at a time.\n"
+    "Keep one weft runtime warm and run the .weft programs that clients submit over HTTP\n"
+    "(weft submit, curl, the dashboard at / ; the API is in docs/cli.md), several at a time.\n"
     "Prints 'listening on ADDR' on standard output once it accepts connections.\n"
     "\n"
     "Options:\n"
@@ -142,10 +168,12 @@ static const char serve_help[] =
     "      --allow-files        let submissions read (from \"f\") and write (save) files, as\n"
     "                           this user, relative to the current directory\n"
     "      --max-bytes N        largest submission in bytes (default 1048576)\n"
-    "      --max-inflight N     submissions held at once; more are answered 'busy' (default 16)\n"
+    "      --max-inflight N     submissions in progress at once; more are answered 429\n"
+    "                           (default 16)\n"
     "      --max-connections N  connections at once; more wait to be accepted (default 128)\n"
-    "      --max-repeat N       largest Repeat a submission may ask for (default 1000)\n"
+    "      --max-repeat N       largest repeat a submission may ask for (default 1000)\n"
     "      --max-nodes N        most nodes a submission's graph may have (default 1000000)\n"
+    "      --keep N             finished submissions kept for GET /v1/runs (default 100)\n"
     "      --idle-timeout SEC   close a connection idle this long (default 60)\n"
     "      --grace SEC          on SIGINT/SIGTERM, cancel runs still going after SEC (default 10)\n"
     "      --workers N          CPU worker threads (default: one per core)\n"
@@ -154,9 +182,6 @@ static const char serve_help[] =
     "  -h, --help               show this help and exit\n"
     "\n"
     "Exit status: 0 after a clean shutdown, 1 the server could not start, 2 usage.\n";
-
-/* The most one part of an answer may hold. */
-#define CLI_MAX_ANSWER 0x7fffffffu
 
 static char read_buf[65536]; /* the loop's one read buffer: on_read consumes it at once */
 
@@ -178,12 +203,13 @@ static char read_buf[65536]; /* the loop's one read buffer: on_read consumes it 
   } while (0)
 
 static void conn_close(conn *c);
-static void conn_process(conn *c);
+static void conn_feed(conn *c, const char *data, size_t len);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void maybe_finish(server *s);
 static void run_next(submission *sub);
 static void report(submission *sub);
+static void answer_waiter(submission *sub);
 
 static void say(server *s, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -200,115 +226,130 @@ static void say(server *s, const char *fmt, ...) {
   va_end(ap);
 }
 
+static void *grow(char **buf, size_t *cap, size_t need) {
+  if (need <= *cap) return *buf;
+  size_t cap2 = *cap ? *cap : 4096;
+  while (cap2 < need) cap2 *= 2;
+  char *p = realloc(*buf, cap2);
+  if (p == NULL) return NULL;
+  *buf = p;
+  *cap = cap2;
+  return p;
+}
+
 /* ---- submissions ---------------------------------------------------------------------- */
 
 static void sub_free(submission *sub) {
   server *s = sub->srv;
   LIST_REMOVE(s->subs, sub);
-  s->inflight--;
+  if (sub->phase == P_DONE) s->nkept--;
   cli_job_fini(&sub->job);
-  free(sub->hdr);
+  free(sub->name);
+  free(sub->device);
+  for (int i = 0; i < sub->ndefines; i++) free((char *)sub->defines[i]);
   free(sub->body);
   free(sub->out);
   free(sub->err);
+  free(sub->trace);
+  free(sub->svg);
   free(sub);
-  /* A slot is free: a connection waiting for one may have been refused, but the listener's
-   * backlog is gated by connections, not slots, so nothing to resume here. */
-  maybe_finish(s);
+}
+
+/* Keeps the newest --keep finished submissions. */
+static void evict(server *s) {
+  if (s->nkept <= s->keep) return;
+  submission *last = s->subs;
+  while (last != NULL && last->next != NULL) last = last->next;
+  for (submission *x = last, *prev; x != NULL && s->nkept > s->keep; x = prev) {
+    prev = x->prev;
+    if (x->phase == P_DONE && x->waiter == NULL) sub_free(x);
+  }
+}
+
+static submission *sub_find(server *s, uint64_t id) {
+  for (submission *x = s->subs; x != NULL; x = x->next)
+    if (x->id == id) return x;
+  return NULL;
+}
+
+/* Writes the report of one of the run's views (the statistics' JSON, the trace, the SVG)
+ * into *text; nothing on failure. */
+static void view(const weft_run_stats *st, int format, char **text, size_t *len) {
+  FILE *mem = open_memstream(text, len);
+  int rc = mem != NULL ? weft_run_stats_write(st, format, mem) : WEFT_ENOMEM;
+  if (mem != NULL && fclose(mem) != 0) rc = WEFT_ENOMEM;
+  if (rc != WEFT_OK) {
+    free(*text);
+    *text = NULL;
+    *len = 0;
+  }
+}
+
+/* The last run's statistics (in the JSON document, as `weft run --json` has them), trace and
+ * timeline. */
+static void keep_views(submission *sub, weft_run *run) {
+  weft_run_stats *st = NULL;
+  if (run == NULL || weft_run_stats_create(run, &st) != WEFT_OK) return;
+  size_t len = 0;
+  free(sub->job.stats_json);
+  sub->job.stats_json = NULL;
+  view(st, WEFT_REPORT_JSON, &sub->job.stats_json, &len);
+  while (len > 0 && sub->job.stats_json[len - 1] == '\n') sub->job.stats_json[--len] = '\0';
+  free(sub->trace);
+  free(sub->svg);
+  sub->trace = sub->svg = NULL;
+  view(st, WEFT_REPORT_TRACE, &sub->trace, &sub->trace_len);
+  view(st, WEFT_REPORT_SVG, &sub->svg, &sub->svg_len);
+  weft_run_stats_destroy(st);
 }
 
 /* Pool thread: the answer's two parts, and the graph's destruction. */
 static void work_report(uv_work_t *w) {
   submission *sub = w->data;
-  if (!sub->discard) {
-    FILE *out = open_memstream(&sub->out, &sub->out_len);
-    FILE *err = open_memstream(&sub->err, &sub->err_len);
-    if (out != NULL && err != NULL) cli_job_report(&sub->job, out, err);
-    if (out != NULL) fclose(out);
-    if (err != NULL) fclose(err);
-    if (out == NULL || err == NULL) {
-      sub->job.exit_code = CLI_EXIT_FAILED;
-      free(sub->out);
-      free(sub->err);
-      sub->out = sub->err = NULL;
-      sub->out_len = sub->err_len = 0;
-    }
-  }
-  sub->exit_code = sub->job.exit_code;
-  sub->status_word = cli_job_status_word(&sub->job);
-  if (sub->out_len > CLI_MAX_ANSWER || sub->err_len > CLI_MAX_ANSWER) {
-    /* A buffer of the answer is written in one piece (libuv's lengths are 32-bit). */
-    char msg[128];
-    snprintf(msg, sizeof msg, "the answer has more than %u bytes; print less (or save it)",
-             CLI_MAX_ANSWER);
-    weft__strbuf out, err;
-    weft__strbuf_init(&out);
-    weft__strbuf_init(&err);
-    if (sub->job.json) cli_refusal_json(&out, sub->job.name, "failed", CLI_EXIT_FAILED, msg);
-    weft__strbuf_printf(&err, "%s: %s: %s\n", cli_progname, sub->job.name, msg);
+  FILE *out = open_memstream(&sub->out, &sub->out_len);
+  FILE *err = open_memstream(&sub->err, &sub->err_len);
+  if (out != NULL && err != NULL) cli_job_report(&sub->job, out, err);
+  if (out != NULL) fclose(out);
+  if (err != NULL) fclose(err);
+  if (out == NULL || err == NULL) {
+    cli_job_fail(&sub->job, "outputs", WEFT_ENOMEM, "out of memory for the answer");
+    sub->job.exit_code = CLI_EXIT_FAILED;
     free(sub->out);
     free(sub->err);
-    sub->out_len = out.len;
-    sub->err_len = err.len;
-    /* Out of memory: an empty answer, which the client reports as a broken one. */
-    if (weft__strbuf_take(&out, "an answer", &sub->out) != WEFT_OK) sub->out_len = 0;
-    if (weft__strbuf_take(&err, "an answer", &sub->err) != WEFT_OK) sub->err_len = 0;
-    sub->exit_code = CLI_EXIT_FAILED;
-    sub->status_word = "failed";
+    sub->out = sub->err = NULL;
+    sub->out_len = sub->err_len = 0;
   }
   weft_program_destroy(sub->job.prog);
   sub->job.prog = NULL;
-}
-
-static void on_answer_written(uv_write_t *w, int status) {
-  submission *sub = w->data;
-  conn *c = sub->conn;
-  (void)status; /* a failed write means the client left: its close is on its way */
-  if (c != NULL) {
-    c->sub = NULL;
-    sub->conn = NULL;
-    if (!c->closing) {
-      c->state = C_HEADER;
-      if (c->close_after_write || c->srv->stopping) {
-        conn_close(c);
-      } else {
-        uv_timer_again(&c->idle);
-        if (!c->reading && uv_read_start(&c->h.stream, on_alloc, on_read) == 0) c->reading = 1;
-        conn_process(c); /* a request may already be waiting */
-      }
-    }
-  }
-  sub_free(sub);
 }
 
 static void after_report(uv_work_t *w, int status) {
   (void)status;
   submission *sub = w->data;
   server *s = sub->srv;
-  conn *c = sub->conn;
-  say(s, "%s: %s: %s (exit %d), %d run%s, %.3f ms", c != NULL ? c->peer : "(gone)",
-        sub->job.name, sub->status_word, sub->exit_code, sub->job.nruns,
-        sub->job.nruns == 1 ? "" : "s", sub->total_ms);
-  if (c == NULL || c->closing) {
-    sub_free(sub);
-    return;
-  }
-  int n = snprintf(sub->line, sizeof sub->line, "RESULT %d %s %zu %zu\n", sub->exit_code,
-                   sub->status_word, sub->out_len, sub->err_len);
-  uv_buf_t bufs[3] = {uv_buf_init(sub->line, (unsigned)n),
-                      uv_buf_init(sub->out != NULL ? sub->out : sub->line, (unsigned)sub->out_len),
-                      uv_buf_init(sub->err != NULL ? sub->err : sub->line, (unsigned)sub->err_len)};
-  sub->wreq.data = sub;
-  if (uv_write(&sub->wreq, &c->h.stream, bufs, 3, on_answer_written) != 0) {
-    c->sub = NULL;
-    sub->conn = NULL;
-    conn_close(c);
-    sub_free(sub);
-  }
+  sub->exit_code = sub->job.exit_code;
+  sub->end = sub->job.status == WEFT_ECANCELED               ? END_CANCELLED
+             : sub->exit_code == CLI_EXIT_OK                 ? END_SUCCEEDED
+             : sub->exit_code == CLI_EXIT_USAGE              ? END_INVALID
+                                                             : END_FAILED;
+  sub->phase = P_DONE;
+  sub->elapsed_s = (double)(uv_hrtime() - sub->t_submit) / 1e9;
+  s->inflight--;
+  s->nkept++;
+  s->ended[sub->end]++;
+  int b = 0;
+  while (b < NBUCKETS && sub->elapsed_s > buckets[b]) b++;
+  s->hist[b]++;
+  s->hist_sum += sub->elapsed_s;
+  say(s, "run %llu: %s: %s (exit %d), %d run%s, %.3f ms", (unsigned long long)sub->id, sub->name,
+      end_words[sub->end], sub->exit_code, sub->job.nruns, sub->job.nruns == 1 ? "" : "s", sub->total_ms);
+  if (sub->waiter != NULL) answer_waiter(sub);
+  evict(s);
+  maybe_finish(s);
 }
 
 static void report(submission *sub) {
-  sub->discard = sub->conn == NULL;
+  sub->phase = P_REPORTING;
   sub->work.data = sub;
   if (uv_queue_work(sub->srv->loop, &sub->work, work_report, after_report) != 0) {
     work_report(&sub->work); /* cannot happen with a valid loop; do it here rather than leak */
@@ -316,15 +357,20 @@ static void report(submission *sub) {
   }
 }
 
-/* Launches the next run, or reports: after the last run, a failure, or when the job is
- * cancelled (its client left, or the server's grace period is over). */
+/* Why a submission was cancelled: its record says so. */
+static const char *cancel_reason(const submission *sub) {
+  if (sub->srv->cancelling) return "the server is shutting down: the run was cancelled";
+  if (sub->wanted_wait && sub->waiter == NULL) return "the client left: the run was cancelled";
+  return "the run was cancelled (DELETE)";
+}
+
+/* Launches the next run, or reports: after the last run, a failure, or when the submission is
+ * cancelled (DELETE, its waiting client left, or the server's grace period is over). */
 static void next_or_report(submission *sub) {
   if (sub->job.exit_code != CLI_EXIT_OK || sub->job.nruns >= sub->job.repeat) {
     report(sub);
-  } else if (sub->conn == NULL || sub->srv->cancelling) {
-    cli_job_fail(&sub->job, "run", WEFT_ECANCELED,
-                 sub->conn == NULL ? "the client left: the run was cancelled"
-                                   : "the server is shutting down: the run was cancelled");
+  } else if (sub->cancel || sub->srv->cancelling) {
+    cli_job_fail(&sub->job, "run", WEFT_ECANCELED, cancel_reason(sub));
     report(sub);
   } else {
     run_next(sub);
@@ -336,14 +382,18 @@ static void on_run(weft_run *run, int status, void *arg) {
   double ms = (double)(uv_hrtime() - sub->t0) / 1e6;
   sub->run = NULL;
   sub->total_ms += ms;
+  if (status == WEFT_ECANCELED && (sub->cancel || sub->srv->cancelling))
+    cli_job_fail(&sub->job, "run", WEFT_ECANCELED, cancel_reason(sub)); /* the first failure stays */
   cli_job_record(&sub->job, status, run, ms);
+  if (status == WEFT_OK) sub->srv->nodes_run += sub->nodes;
+  if (status != WEFT_OK || sub->job.nruns >= sub->job.repeat) keep_views(sub, run);
   next_or_report(sub);
 }
 
 static void run_next(submission *sub) {
+  sub->phase = P_RUNNING;
   sub->t0 = uv_hrtime();
-  int rc = weft_uv_launch(sub->srv->loop, weft_program_graph(sub->job.prog), on_run, sub,
-                          &sub->run);
+  int rc = weft_uv_launch(sub->srv->loop, weft_program_graph(sub->job.prog), on_run, sub, &sub->run);
   if (rc != WEFT_OK) {
     cli_job_record(&sub->job, rc, NULL, 0);
     report(sub);
@@ -357,24 +407,22 @@ static void work_load(uv_work_t *w) {
 
 static void after_load(uv_work_t *w, int status) {
   (void)status;
-  next_or_report(w->data);
+  submission *sub = w->data;
+  if (sub->job.prog != NULL) sub->nodes = weft_graph_node_count(weft_program_graph(sub->job.prog));
+  next_or_report(sub);
 }
 
 static void sub_start(submission *sub) {
-  conn *c = sub->conn;
-  c->state = C_BUSY;
-  uv_timer_stop(&c->idle); /* the client is waiting on us now */
   cli_job *j = &sub->job;
-  j->name = sub->req.name != NULL && *sub->req.name ? sub->req.name : "submission.weft";
+  j->name = sub->name;
   j->text = sub->body;
   j->len = sub->body_len;
-  j->dsl.defines = sub->req.defines;
-  j->dsl.ndefines = sub->req.ndefines;
-  j->dsl.device = sub->req.device;
-  j->repeat = (int)sub->req.repeat;
-  j->json = sub->req.json;
+  j->dsl.defines = sub->defines;
+  j->dsl.ndefines = sub->ndefines;
+  j->dsl.device = sub->device;
   j->dsl.deny_files = !sub->srv->allow_files;
   j->dsl.max_nodes = (size_t)sub->srv->max_nodes;
+  sub->phase = P_LOADING;
   sub->work.data = sub;
   if (uv_queue_work(sub->srv->loop, &sub->work, work_load, after_load) != 0) {
     work_load(&sub->work);
@@ -382,46 +430,68 @@ static void sub_start(submission *sub) {
   }
 }
 
-/* ---- connections ---------------------------------------------------------------------- */
-
-static void on_note_written(uv_write_t *w, int status) {
-  (void)status;
-  note *n = w->data;
-  free(n->data);
-  free(n);
+/* Cancels a submission in progress: its run stops at its next node; a load or a report
+ * finishes first (next_or_report sees `cancel`). */
+static void sub_cancel(submission *sub) {
+  sub->cancel = 1;
+  if (sub->run != NULL) weft_run_cancel(sub->run);
 }
 
-/* Answers a request refused before it ran. */
-static void refuse(conn *c, int json, const char *name, const char *status, int exit_code,
-                   const char *msg) {
-  weft__strbuf out, err, all;
-  weft__strbuf_init(&out);
-  weft__strbuf_init(&err);
-  weft__strbuf_init(&all);
-  if (json) cli_refusal_json(&out, name, status, exit_code, msg);
-  weft__strbuf_printf(&err, "%s: %s%s%s\n", cli_progname, name != NULL ? name : "",
-                      name != NULL ? ": " : "", msg);
-  weft__strbuf_printf(&all, "RESULT %d %s %zu %zu\n", exit_code, status, out.len, err.len);
-  weft__strbuf_put(&all, out.data != NULL ? out.data : "", out.len);
-  weft__strbuf_put(&all, err.data, err.len);
-  weft__strbuf_fini(&out);
-  weft__strbuf_fini(&err);
-  say(c->srv, "%s: refused (%s): %s", c->peer, status, msg);
-  note *n = malloc(sizeof *n);
-  size_t len = all.len;
-  if (n == NULL || weft__strbuf_take(&all, "an answer", &n->data) != WEFT_OK) {
-    free(n);
-    weft__strbuf_fini(&all);
-    conn_close(c);
-    return;
+/* ---- the record of a submission, as JSON --------------------------------------------------- */
+
+static const char *status_word(const submission *sub) {
+  return sub->phase == P_DONE ? end_words[sub->end] : phase_words[sub->phase];
+}
+
+/* {"id", "name", "status", "exit_code", "submitted", "elapsed_s", "repeat", "runs_done",
+ *  "progress": {"nodes_done", "nodes"}, "links"} and, with `full` once done: "output" (what
+ * `weft run` printed on standard output), "errors" (on standard error) and "result" (the JSON
+ * document of `weft run --json`, when the submission asked for json). */
+static void record_json(const submission *sub, weft__strbuf *b, int full) {
+  char when[32];
+  struct tm tm;
+  gmtime_r(&sub->submitted, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  size_t done = sub->nodes_done, total = sub->nodes;
+  if (sub->run != NULL && weft_run_progress(sub->run, &done, &total) != WEFT_OK) done = 0;
+  double elapsed = sub->phase == P_DONE ? sub->elapsed_s : (double)(uv_hrtime() - sub->t_submit) / 1e9;
+  weft__strbuf_printf(b, "{\"id\": %llu, \"name\": ", (unsigned long long)sub->id);
+  weft__json_put_str(b, sub->name);
+  weft__strbuf_printf(b, ", \"status\": \"%s\", \"exit_code\": ", status_word(sub));
+  if (sub->phase == P_DONE)
+    weft__strbuf_printf(b, "%d", sub->exit_code);
+  else
+    weft__strbuf_puts(b, "null");
+  weft__strbuf_printf(b,
+                      ", \"submitted\": \"%s\", \"elapsed_s\": %.6f, \"repeat\": %d, \"runs_done\": %d, "
+                      "\"progress\": {\"nodes_done\": %zu, \"nodes\": %zu}",
+                      when, elapsed, sub->job.repeat, sub->job.nruns, sub->phase == P_DONE ? total : done, total);
+  weft__strbuf_printf(b, ", \"trace\": %s, \"timeline\": %s", sub->trace != NULL ? "true" : "false",
+                      sub->svg != NULL ? "true" : "false");
+  if (full && sub->phase == P_DONE) {
+    weft__strbuf_puts(b, ", \"output\": ");
+    weft__json_put_str(b, sub->out != NULL ? sub->out : "");
+    weft__strbuf_puts(b, ", \"errors\": ");
+    weft__json_put_str(b, sub->err != NULL ? sub->err : "");
+    weft__strbuf_puts(b, ", \"result\": ");
+    if (sub->job.json && sub->out_len > 0)
+      weft__strbuf_put(b, sub->out, sub->out_len);
+    else
+      weft__strbuf_puts(b, "null");
   }
-  n->wreq.data = n;
-  uv_buf_t buf = uv_buf_init(n->data, (unsigned)len);
-  if (uv_write(&n->wreq, &c->h.stream, &buf, 1, on_note_written) != 0) {
-    free(n->data);
-    free(n);
-    conn_close(c);
-  }
+  weft__strbuf_puts(b, "}");
+}
+
+/* ---- responses ------------------------------------------------------------------------------ */
+
+static void on_note_written(uv_write_t *w, int status) {
+  note *n = w->data;
+  conn *c = n->c;
+  free(n->data);
+  free(n);
+  c->writes--;
+  if (status != 0 || c->closing) return; /* a failed write: the client left, its close is on its way */
+  if (c->close_after_write && c->writes == 0 && c->waiting == NULL) conn_close(c);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status) {
@@ -429,128 +499,546 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
   free(req);
 }
 
-static void consume(conn *c, size_t n) {
-  memmove(c->in, c->in + n, c->in_len - n);
-  c->in_len -= n;
+/* After an answer that ends the connection (an error, "Connection: close"): the write side is
+ * shut down once the answer is out, and what else comes is dropped until the client closes
+ * (closing at once could reset the connection before the client reads the answer). */
+static void end_after_answer(conn *c) {
+  if (c->discard || c->closing) return;
+  c->discard = 1;
+  c->held_len = 0;
+  uv_shutdown_t *sd = malloc(sizeof *sd);
+  if (sd == NULL || uv_shutdown(sd, &c->h.stream, on_shutdown) != 0) {
+    free(sd);
+    c->close_after_write = 1;
+  }
 }
 
-/* Rebases the request's strings from `from` (the connection's buffer) into `to` (a copy). */
-static char *rebase(char *p, const char *from, char *to) {
-  return p != NULL ? to + (p - from) : NULL;
+/* Writes one response: status line, headers (extra: more header lines, each ending in \r\n),
+ * the body. `keep` 0 ends the connection after it. */
+static void respond(conn *c, int code, const char *type, const char *body, size_t len, const char *extra,
+                    int keep) {
+  if (c->closing) return;
+  weft__strbuf h;
+  weft__strbuf_init(&h);
+  if (c->srv->stopping) keep = 0;
+  weft__strbuf_printf(&h,
+                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nCache-Control: no-store\r\n"
+                      "Connection: %s\r\n%s\r\n",
+                      code, cli_http_reason(code), type, len, keep ? "keep-alive" : "close", extra != NULL ? extra : "");
+  weft__strbuf_put(&h, body != NULL ? body : "", len);
+  note *n = malloc(sizeof *n);
+  size_t total = h.len;
+  if (n == NULL || h.len > 0x7fffffffu || weft__strbuf_take(&h, "an answer", &n->data) != WEFT_OK) {
+    free(n);
+    weft__strbuf_fini(&h);
+    say(c->srv, "%s: out of memory for an answer of %zu bytes", c->peer, len);
+    conn_close(c);
+    return;
+  }
+  n->c = c;
+  n->wreq.data = n;
+  uv_buf_t buf = uv_buf_init(n->data, (unsigned)total);
+  if (uv_write(&n->wreq, &c->h.stream, &buf, 1, on_note_written) != 0) {
+    free(n->data);
+    free(n);
+    conn_close(c);
+    return;
+  }
+  c->writes++;
+  if (!keep) end_after_answer(c);
 }
 
-/* Starts reading the body of a request whose header (hlen bytes) is parsed in req. */
-static void accept_request(conn *c, cli_request *req, size_t hlen) {
+static void respond_json(conn *c, int code, const weft__strbuf *b, const char *extra) {
+  if (b->failed) {
+    respond(c, 500, "text/plain", "out of memory\n", 14, NULL, 0);
+    return;
+  }
+  respond(c, code, "application/json", b->data, b->len, extra, http_should_keep_alive(&c->parser));
+}
+
+/* {"error": msg, "code": code}, then the connection ends if `fatal` (the request's framing is
+ * lost, or its body was not read). */
+static void respond_error(conn *c, int code, int fatal, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void respond_error(conn *c, int code, int fatal, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  weft__strbuf_puts(&b, "{\"error\": ");
+  weft__json_put_str(&b, msg);
+  weft__strbuf_printf(&b, ", \"code\": %d}\n", code);
+  say(c->srv, "%s: %d: %s", c->peer, code, msg);
+  if (code == 429) c->srv->busy++;
+  const char *extra = code == 429 || code == 503 ? "Retry-After: 1\r\n" : NULL;
+  if (b.failed)
+    respond(c, 500, "text/plain", "out of memory\n", 14, NULL, 0);
+  else
+    respond(c, code, "application/json", b.data, b.len, extra, !fatal && http_should_keep_alive(&c->parser));
+  weft__strbuf_fini(&b);
+}
+
+/* Answers with a submission's record (record_json). */
+static void respond_record(conn *c, int code, const submission *sub, int full, const char *extra) {
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  record_json(sub, &b, full);
+  weft__strbuf_puts(&b, "\n");
+  respond_json(c, code, &b, extra);
+  weft__strbuf_fini(&b);
+}
+
+static void answer_waiter(submission *sub) {
+  conn *c = sub->waiter;
+  sub->waiter = NULL;
+  c->waiting = NULL;
+  respond_record(c, 200, sub, 1, NULL);
+  if (c->closing || c->discard) return;
+  /* The requests that came meanwhile. */
+  uv_timer_again(&c->idle);
+  http_parser_pause(&c->parser, 0);
+  char *held = c->held;
+  size_t len = c->held_len;
+  c->held = NULL;
+  c->held_len = c->held_cap = 0;
+  if (len > 0) conn_feed(c, held, len);
+  free(held);
+  if (!c->closing && !c->reading && c->waiting == NULL && uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
+    c->reading = 1;
+}
+
+/* ---- the routes --------------------------------------------------------------------------- */
+
+static const char dashboard_html[] =
+#include "cli/dashboard.inc"
+    ;
+
+/* POST /v1/runs?name=&repeat=&device=&define=NAME=VALUE&format=json|text&wait=1 */
+static void post_run(conn *c, const char *query, size_t qlen) {
   server *s = c->srv;
-  const char *name = req->name;
-  if (req->length > s->max_bytes || req->repeat > s->max_repeat || s->inflight >= s->max_inflight) {
-    char msg[160];
-    const char *word = "busy";
-    int code = CLI_EXIT_FAILED;
-    if (req->length > s->max_bytes) {
-      snprintf(msg, sizeof msg, "the submission has %zu bytes; this server takes at most %zu",
-               req->length, s->max_bytes);
-      word = "too-large";
-      code = CLI_EXIT_USAGE;
-    } else if (req->repeat > s->max_repeat) {
-      snprintf(msg, sizeof msg, "Repeat %ld exceeds this server's --max-repeat of %ld",
-               req->repeat, s->max_repeat);
-      word = "invalid";
-      code = CLI_EXIT_USAGE;
+  char key[64], val[1024], err[256];
+  const char *q = query, *end = query + qlen;
+  char *name = NULL, *device = NULL;
+  const char *defines[MAX_DEFINES];
+  int ndefines = 0, json = 1, wait = 0, rc;
+  long repeat = 1;
+  int bad = 0;
+  while (!bad && (rc = cli_query_next(&q, end, key, sizeof key, val, sizeof val, err, sizeof err)) != 0) {
+    if (rc < 0) {
+      respond_error(c, 400, 0, "%s", err);
+      bad = 1;
+    } else if (strcmp(key, "name") == 0) {
+      free(name);
+      name = strdup(val);
+    } else if (strcmp(key, "device") == 0) {
+      free(device);
+      device = strdup(val);
+    } else if (strcmp(key, "define") == 0) {
+      if (ndefines == MAX_DEFINES) {
+        respond_error(c, 400, 0, "more than %d defines", MAX_DEFINES);
+        bad = 1;
+      } else if (strchr(val, '=') == NULL) {
+        respond_error(c, 400, 0, "define '%.200s' is not NAME=VALUE", val);
+        bad = 1;
+      } else {
+        defines[ndefines++] = strdup(val);
+      }
+    } else if (strcmp(key, "repeat") == 0) {
+      char *e;
+      errno = 0;
+      repeat = strtol(val, &e, 10);
+      if (*val == '\0' || *e != '\0' || errno != 0 || repeat < 1 || repeat > s->max_repeat) {
+        respond_error(c, 400, 0, "repeat '%.40s': a number from 1 to this server's --max-repeat, %ld", val,
+                      s->max_repeat);
+        bad = 1;
+      }
+    } else if (strcmp(key, "format") == 0) {
+      if (strcmp(val, "json") == 0 || strcmp(val, "text") == 0) {
+        json = strcmp(val, "json") == 0;
+      } else {
+        respond_error(c, 400, 0, "format '%.40s': json or text", val);
+        bad = 1;
+      }
+    } else if (strcmp(key, "wait") == 0) {
+      wait = strcmp(val, "0") != 0 && strcmp(val, "false") != 0;
     } else {
-      snprintf(msg, sizeof msg, "the server is busy (%ld submissions in progress); try again",
-               s->inflight);
+      respond_error(c, 400, 0, "unknown query parameter '%.60s' (name, repeat, device, define, format, wait)", key);
+      bad = 1;
     }
-    refuse(c, req->json, name, word, code, msg);
-    consume(c, hlen);
-    c->drain_left = req->length;
-    c->state = C_DRAIN;
-    return;
   }
-  submission *sub = calloc(1, sizeof *sub);
-  char *hdr = malloc(hlen + 1);
-  char *body = malloc(req->length + 1);
-  if (sub == NULL || hdr == NULL || body == NULL) {
+  if (!bad && s->inflight >= s->max_inflight) {
+    respond_error(c, 429, 0, "the server is busy (%ld submissions in progress); try again", s->inflight);
+    bad = 1;
+  }
+  submission *sub = bad ? NULL : calloc(1, sizeof *sub);
+  if (!bad && (sub == NULL || (name == NULL && (name = strdup("submission.weft")) == NULL))) {
+    respond_error(c, 503, 0, "the server is out of memory");
+    bad = 1;
+  }
+  if (bad) {
     free(sub);
-    free(hdr);
-    free(body);
-    refuse(c, req->json, name, "failed", CLI_EXIT_FAILED, "the server is out of memory");
-    consume(c, hlen);
-    c->drain_left = req->length;
-    c->state = C_DRAIN;
+    free(name);
+    free(device);
+    for (int i = 0; i < ndefines; i++) free((char *)defines[i]);
     return;
   }
-  memcpy(hdr, c->in, hlen);
-  hdr[hlen] = '\0';
-  sub->req = *req;
-  sub->req.name = rebase(req->name, c->in, hdr);
-  sub->req.device = rebase(req->device, c->in, hdr);
-  for (int i = 0; i < req->ndefines; i++)
-    sub->req.defines[i] = rebase((char *)req->defines[i], c->in, hdr);
-  sub->hdr = hdr;
-  sub->body = body;
-  sub->body_len = req->length;
   sub->srv = s;
-  sub->conn = c;
+  sub->id = ++s->next_id;
+  sub->name = name;
+  sub->device = device;
+  memcpy(sub->defines, defines, (size_t)ndefines * sizeof *defines);
+  sub->ndefines = ndefines;
+  sub->body = c->body; /* taken: the connection gets a new buffer for its next request */
+  sub->body_len = c->body_len;
+  c->body = NULL;
+  c->body_len = c->body_cap = 0;
+  if (sub->body == NULL) sub->body = strdup("");
+  sub->submitted = time(NULL);
+  sub->t_submit = uv_hrtime();
   cli_job_init(&sub->job);
+  sub->job.repeat = (int)repeat;
+  sub->job.json = json;
   sub->job.no_values = weft_sim_active(s->rt) && !weft_sim_computes(s->rt);
+  sub->wanted_wait = wait;
   LIST_PUSH(s->subs, sub);
   s->inflight++;
-  c->sub = sub;
-  c->state = C_BODY;
-  consume(c, hlen);
+  say(s, "%s: run %llu: %s submitted (%zu bytes)", c->peer, (unsigned long long)sub->id, sub->name, sub->body_len);
+  if (wait) {
+    /* Answered when done: later requests on this connection wait (the parser pauses). */
+    sub->waiter = c;
+    c->waiting = sub;
+    uv_timer_stop(&c->idle);
+    http_parser_pause(&c->parser, 1);
+  } else {
+    char loc[64];
+    snprintf(loc, sizeof loc, "Location: /v1/runs/%llu\r\n", (unsigned long long)sub->id);
+    respond_record(c, 202, sub, 0, loc);
+  }
+  sub_start(sub);
 }
 
-/* Consumes what has been received, as far as the state allows. */
-static void conn_process(conn *c) {
-  while (!c->closing) {
-    if (c->state == C_DISCARD) {
-      c->in_len = 0;
+static void get_runs(conn *c) {
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  weft__strbuf_puts(&b, "{\"runs\": [");
+  for (submission *x = c->srv->subs; x != NULL; x = x->next) {
+    weft__strbuf_puts(&b, x == c->srv->subs ? "\n  " : ",\n  ");
+    record_json(x, &b, 0);
+  }
+  weft__strbuf_printf(&b, "\n], \"in_progress\": %ld, \"kept\": %ld}\n", c->srv->inflight, c->srv->nkept);
+  respond_json(c, 200, &b, NULL);
+  weft__strbuf_fini(&b);
+}
+
+static void get_devices(conn *c) {
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  if (cli_devices_write(c->srv->rt, 1, &b) != CLI_EXIT_OK)
+    respond_error(c, 500, 0, "the devices could not be listed: %s", weft_last_error());
+  else
+    respond_json(c, 200, &b, NULL);
+  weft__strbuf_fini(&b);
+}
+
+static void get_metrics(conn *c) {
+  server *s = c->srv;
+  weft__strbuf b;
+  weft__strbuf_init(&b);
+  weft__strbuf_puts(&b, "# HELP weft_runs_total Submissions finished, by how they ended.\n# TYPE weft_runs_total counter\n");
+  for (int e = 0; e < NENDS; e++)
+    weft__strbuf_printf(&b, "weft_runs_total{status=\"%s\"} %llu\n", end_words[e], (unsigned long long)s->ended[e]);
+  weft__strbuf_printf(&b,
+                      "# HELP weft_runs_in_progress Submissions loading, running or reporting.\n"
+                      "# TYPE weft_runs_in_progress gauge\nweft_runs_in_progress %ld\n"
+                      "# HELP weft_runs_refused_busy_total Submissions answered 429 (--max-inflight reached).\n"
+                      "# TYPE weft_runs_refused_busy_total counter\nweft_runs_refused_busy_total %llu\n"
+                      "# HELP weft_nodes_run_total Nodes of the runs that succeeded.\n"
+                      "# TYPE weft_nodes_run_total counter\nweft_nodes_run_total %llu\n"
+                      "# HELP weft_http_requests_total HTTP requests answered or being answered.\n"
+                      "# TYPE weft_http_requests_total counter\nweft_http_requests_total %llu\n"
+                      "# HELP weft_connections Open connections.\n# TYPE weft_connections gauge\nweft_connections %ld\n",
+                      s->inflight, (unsigned long long)s->busy, (unsigned long long)s->nodes_run,
+                      (unsigned long long)s->requests, s->nconns);
+  weft__strbuf_puts(&b, "# HELP weft_submission_seconds From a submission's arrival to its end.\n"
+                        "# TYPE weft_submission_seconds histogram\n");
+  uint64_t cum = 0, count = 0;
+  for (int k = 0; k <= NBUCKETS; k++) count += s->hist[k];
+  for (int k = 0; k < NBUCKETS; k++) {
+    cum += s->hist[k];
+    weft__strbuf_printf(&b, "weft_submission_seconds_bucket{le=\"%g\"} %llu\n", buckets[k], (unsigned long long)cum);
+  }
+  weft__strbuf_printf(&b, "weft_submission_seconds_bucket{le=\"+Inf\"} %llu\nweft_submission_seconds_sum %.6f\n"
+                          "weft_submission_seconds_count %llu\n",
+                      (unsigned long long)count, s->hist_sum, (unsigned long long)count);
+  if (b.failed)
+    respond(c, 500, "text/plain", "out of memory\n", 14, NULL, 0);
+  else
+    respond(c, 200, "text/plain; version=0.0.4", b.data, b.len, NULL, http_should_keep_alive(&c->parser));
+  weft__strbuf_fini(&b);
+}
+
+/* /v1/runs/ID[/trace|/timeline.svg] */
+static void run_route(conn *c, int method, uint64_t id, const char *rest) {
+  submission *sub = sub_find(c->srv, id);
+  if (sub == NULL) {
+    respond_error(c, 404, 0, "no run %llu (finished runs are kept until --keep newer ones finish)",
+                  (unsigned long long)id);
+    return;
+  }
+  int is_trace = strcmp(rest, "/trace") == 0, is_svg = strcmp(rest, "/timeline.svg") == 0;
+  if (*rest != '\0' && !is_trace && !is_svg) {
+    respond_error(c, 404, 0, "no such resource under /v1/runs/%llu (trace, timeline.svg)", (unsigned long long)id);
+    return;
+  }
+  if (*rest == '\0' && method == HTTP_DELETE) {
+    if (sub->phase == P_DONE) {
+      respond_error(c, 409, 0, "run %llu has already finished (%s)", (unsigned long long)id, status_word(sub));
       return;
     }
-    if (c->state == C_BUSY) return; /* kept for after the answer */
-    if (c->state == C_DRAIN) {
-      size_t k = c->drain_left < c->in_len ? c->drain_left : c->in_len;
-      consume(c, k);
-      c->drain_left -= k;
-      if (c->drain_left > 0) return;
-      c->state = C_HEADER;
-      continue;
-    }
-    if (c->state == C_BODY) {
-      submission *sub = c->sub;
-      size_t want = sub->body_len - sub->body_got;
-      size_t k = want < c->in_len ? want : c->in_len;
-      memcpy(sub->body + sub->body_got, c->in, k);
-      sub->body_got += k;
-      consume(c, k);
-      if (sub->body_got < sub->body_len) return;
-      sub->body[sub->body_len] = '\0';
-      sub_start(sub);
+    sub_cancel(sub);
+    say(c->srv, "%s: run %llu: cancelled", c->peer, (unsigned long long)id);
+    respond_record(c, 202, sub, 0, NULL);
+    return;
+  }
+  if (method != HTTP_GET) {
+    respond_error(c, 405, 0, "%s %s: use GET%s", http_method_str((enum http_method)method), c->url.data,
+                  *rest == '\0' ? " or DELETE" : "");
+    return;
+  }
+  if (*rest == '\0') {
+    respond_record(c, 200, sub, 1, NULL);
+    return;
+  }
+  const char *text = is_trace ? sub->trace : sub->svg;
+  if (sub->phase != P_DONE) {
+    respond_error(c, 409, 0, "run %llu is %s: its %s comes when it is done", (unsigned long long)id, status_word(sub),
+                  is_trace ? "trace" : "timeline");
+  } else if (text == NULL) {
+    respond_error(c, 404, 0, "run %llu has no %s: it ended before a run (%s)", (unsigned long long)id,
+                  is_trace ? "trace" : "timeline", status_word(sub));
+  } else {
+    respond(c, 200, is_trace ? "application/json" : "image/svg+xml", text, is_trace ? sub->trace_len : sub->svg_len,
+            NULL, http_should_keep_alive(&c->parser));
+  }
+}
+
+static void handle(conn *c) {
+  server *s = c->srv;
+  s->requests++;
+  int method = c->parser.method;
+  const char *url = c->url.data != NULL ? c->url.data : "";
+  struct http_parser_url u;
+  http_parser_url_init(&u);
+  if (http_parser_parse_url(url, c->url.len, 0, &u) != 0 || !(u.field_set & (1 << UF_PATH))) {
+    respond_error(c, 400, 0, "'%.200s' is not a request target", url);
+    return;
+  }
+  char path[256];
+  size_t plen = u.field_data[UF_PATH].len;
+  if (plen >= sizeof path) {
+    respond_error(c, 404, 0, "no such resource '%.200s'", url);
+    return;
+  }
+  memcpy(path, url + u.field_data[UF_PATH].off, plen);
+  path[plen] = '\0';
+  const char *query = (u.field_set & (1 << UF_QUERY)) ? url + u.field_data[UF_QUERY].off : "";
+  size_t qlen = (u.field_set & (1 << UF_QUERY)) ? u.field_data[UF_QUERY].len : 0;
+  const char *mname = http_method_str((enum http_method)method);
+  if (strcmp(path, "/v1/runs") == 0) {
+    if (method == HTTP_POST)
+      post_run(c, query, qlen);
+    else if (method == HTTP_GET)
+      get_runs(c);
+    else
+      respond_error(c, 405, 0, "%s /v1/runs: use POST (submit) or GET (list)", mname);
+    return;
+  }
+  if (strncmp(path, "/v1/runs/", 9) == 0) {
+    char *e;
+    errno = 0;
+    unsigned long long id = strtoull(path + 9, &e, 10);
+    if (e == path + 9 || errno != 0 || path[9] == '-' || path[9] == '+') {
+      respond_error(c, 404, 0, "'%s': a run's id is a number", path);
       return;
     }
-    /* C_HEADER */
-    if (c->in_len == 0) return;
-    cli_request req;
-    char err[256];
-    long h = cli_proto_parse_request(c->in, c->in_len, &req, err, sizeof err);
-    if (h == 0) return;
-    if (h < 0) {
-      refuse(c, 1, NULL, "malformed", CLI_EXIT_USAGE, err);
-      /* The framing is lost: say so, send FIN, and drop what else comes until the client
-       * closes (closing at once could reset the connection before it reads the answer). */
-      c->state = C_DISCARD;
-      c->in_len = 0;
-      uv_shutdown_t *sd = malloc(sizeof *sd);
-      if (sd == NULL || uv_shutdown(sd, &c->h.stream, on_shutdown) != 0) {
-        free(sd);
+    run_route(c, method, id, e);
+    return;
+  }
+  int get = method == HTTP_GET;
+  if (strcmp(path, "/v1/devices") == 0 && get) {
+    get_devices(c);
+  } else if (strcmp(path, "/metrics") == 0 && get) {
+    get_metrics(c);
+  } else if ((strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0) && get) {
+    respond(c, 200, "text/html; charset=utf-8", dashboard_html, sizeof dashboard_html - 1, NULL,
+            http_should_keep_alive(&c->parser));
+  } else if (strcmp(path, "/v1/devices") == 0 || strcmp(path, "/metrics") == 0 || strcmp(path, "/") == 0) {
+    respond_error(c, 405, 0, "%s %s: use GET", mname, path);
+  } else {
+    respond_error(c, 404, 0, "no such resource '%s' (/, /v1/runs, /v1/runs/ID, /v1/devices, /metrics)", path);
+  }
+}
+
+/* ---- parsing -------------------------------------------------------------------------------- */
+
+static int on_message_begin(http_parser *p) {
+  conn *c = p->data;
+  if (c->discard) return -1;
+  weft__strbuf_truncate(&c->url, 0);
+  weft__strbuf_truncate(&c->field, 0);
+  weft__strbuf_truncate(&c->value, 0);
+  c->in_value = 0;
+  c->expect_continue = 0;
+  c->body_len = 0;
+  uv_timer_again(&c->idle);
+  return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  if (c->url.len + len > MAX_URL) {
+    respond_error(c, 414, 1, "the request's URL is longer than %d bytes", MAX_URL);
+    c->refused = 1;
+    return 1;
+  }
+  weft__strbuf_put(&c->url, at, len);
+  return 0;
+}
+
+/* The one request header weft reads: Expect: 100-continue (curl sends it before a body). */
+static void header_done(conn *c) {
+  if (c->field.data != NULL && strcasecmp(c->field.data, "expect") == 0 && c->value.data != NULL &&
+      strcasecmp(c->value.data, "100-continue") == 0)
+    c->expect_continue = 1;
+  weft__strbuf_truncate(&c->field, 0);
+  weft__strbuf_truncate(&c->value, 0);
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  if (c->in_value) header_done(c);
+  c->in_value = 0;
+  if (c->field.len < 64) weft__strbuf_put(&c->field, at, len);
+  return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  c->in_value = 1;
+  if (c->value.len < 64) weft__strbuf_put(&c->value, at, len);
+  return 0;
+}
+
+static int on_headers_complete(http_parser *p) {
+  conn *c = p->data;
+  if (c->in_value) header_done(c);
+  c->in_value = 0;
+  uint64_t declared = p->content_length != ULLONG_MAX ? p->content_length : 0;
+  if (declared > c->srv->max_bytes) {
+    respond_error(c, 413, 1, "the body has %llu bytes; this server takes at most %zu (--max-bytes)",
+                  (unsigned long long)declared, c->srv->max_bytes);
+    c->refused = 1;
+    return -1; /* an error for http-parser: it stops; the connection ends after the answer */
+  }
+  if (c->expect_continue) {
+    static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    note *n = malloc(sizeof *n);
+    if (n != NULL && (n->data = malloc(sizeof cont)) != NULL) {
+      memcpy(n->data, cont, sizeof cont);
+      n->c = c;
+      n->wreq.data = n;
+      uv_buf_t buf = uv_buf_init(n->data, sizeof cont - 1);
+      if (uv_write(&n->wreq, &c->h.stream, &buf, 1, on_note_written) == 0) {
+        c->writes++;
+      } else {
+        free(n->data);
+        free(n);
+      }
+    } else {
+      free(n);
+    }
+  }
+  return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len) {
+  conn *c = p->data;
+  if (c->body_len + len > c->srv->max_bytes) { /* a chunked body that grows too large */
+    respond_error(c, 413, 1, "the body has more than %zu bytes (--max-bytes)", c->srv->max_bytes);
+    c->refused = 1;
+    return 1;
+  }
+  if (grow(&c->body, &c->body_cap, c->body_len + len + 1) == NULL) {
+    respond_error(c, 503, 1, "the server is out of memory for the body");
+    c->refused = 1;
+    return 1;
+  }
+  memcpy(c->body + c->body_len, at, len);
+  c->body_len += len;
+  c->body[c->body_len] = '\0';
+  return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+  conn *c = p->data;
+  if (c->discard) return -1;
+  handle(c);
+  return 0;
+}
+
+static const http_parser_settings parser_settings = {
+    .on_message_begin = on_message_begin,
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+/* Parses what has arrived; keeps what comes while a ?wait=1 answer is pending. */
+static void conn_feed(conn *c, const char *data, size_t len) {
+  while (len > 0 && !c->closing && !c->discard) {
+    if (c->waiting != NULL) {
+      if (grow(&c->held, &c->held_cap, c->held_len + len) == NULL) {
+        say(c->srv, "%s: out of memory for the connection's input", c->peer);
         conn_close(c);
+        return;
+      }
+      memcpy(c->held + c->held_len, data, len);
+      c->held_len += len;
+      /* A client that sends ahead while it waits is held back at 64 KiB. */
+      if (c->held_len > 65536 && c->reading) {
+        uv_read_stop(&c->h.stream);
+        c->reading = 0;
       }
       return;
     }
-    accept_request(c, &req, (size_t)h);
+    size_t n = http_parser_execute(&c->parser, &parser_settings, data, len);
+    enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
+    if (e == HPE_PAUSED) { /* a ?wait=1 submission: keep the rest */
+      data += n;
+      len -= n;
+      continue;
+    }
+    if (e != HPE_OK) {
+      if (!c->refused)
+        respond_error(c, e == HPE_HEADER_OVERFLOW ? 431 : 400, 1, "malformed HTTP request: %s",
+                      http_errno_description(e));
+      end_after_answer(c);
+      return;
+    }
+    return;
   }
 }
+
+/* ---- connections ---------------------------------------------------------------------- */
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)h;
@@ -561,52 +1049,20 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   conn *c = st->data;
   if (nread < 0) {
-    /* EOF or error: the client is gone (a client must keep its side open until it has read
-     * its answer). A submission in progress is cancelled. */
-    if (c->sub != NULL && nread != UV_EOF)
+    /* EOF or error: the client is gone. A ?wait=1 submission it waited for is cancelled. */
+    if (c->waiting != NULL && nread != UV_EOF)
       say(c->srv, "%s: connection lost: %s", c->peer, uv_strerror((int)nread));
     conn_close(c);
     return;
   }
-  if (nread == 0) return;
-  if (c->state != C_BUSY) uv_timer_again(&c->idle);
-  if (c->state == C_DISCARD) return;
-  const char *data = buf->base;
-  size_t len = (size_t)nread;
-  if (c->state == C_DRAIN && c->in_len == 0) {
-    /* Skip the refused body without copying it. */
-    size_t k = len < c->drain_left ? len : c->drain_left;
-    c->drain_left -= k;
-    if (c->drain_left == 0) c->state = C_HEADER;
-    data += k;
-    len -= k;
-    if (len == 0) return;
-  }
-  if (c->in_len + len > c->in_cap) {
-    size_t cap = c->in_cap ? c->in_cap : 4096;
-    while (cap < c->in_len + len) cap *= 2;
-    char *in = realloc(c->in, cap);
-    if (in == NULL) {
-      say(c->srv, "%s: out of memory for the connection's input", c->peer);
-      conn_close(c);
-      return;
-    }
-    c->in = in;
-    c->in_cap = cap;
-  }
-  memcpy(c->in + c->in_len, data, len);
-  c->in_len += len;
-  conn_process(c);
-  /* A client that sends ahead while its submission runs is held back at one header's worth,
-   * so it cannot make the server buffer without bound. */
-  if (!c->closing && c->state == C_BUSY && c->in_len > CLI_PROTO_MAX_HEADER && c->reading) {
-    uv_read_stop(&c->h.stream);
-    c->reading = 0;
-  }
+  if (nread == 0 || c->discard) return;
+  if (c->waiting == NULL) uv_timer_again(&c->idle);
+  conn_feed(c, buf->base, (size_t)nread);
 }
 
 static void on_idle(uv_timer_t *t) {
   conn *c = t->data;
+  if (c->waiting != NULL) return; /* the client waits for us */
   say(c->srv, "%s: idle for %.0f s, closing", c->peer, (double)c->srv->idle_ms / 1e3);
   conn_close(c);
 }
@@ -615,7 +1071,11 @@ static void on_conn_closed(uv_handle_t *h) {
   conn *c = h->data;
   if (--c->open_handles > 0) return;
   server *s = c->srv;
-  free(c->in);
+  weft__strbuf_fini(&c->url);
+  weft__strbuf_fini(&c->field);
+  weft__strbuf_fini(&c->value);
+  free(c->body);
+  free(c->held);
   free(c);
   maybe_finish(s);
 }
@@ -628,15 +1088,11 @@ static void conn_close(conn *c) {
   server *s = c->srv;
   LIST_REMOVE(s->conns, c);
   s->nconns--;
-  submission *sub = c->sub;
-  c->sub = NULL;
+  submission *sub = c->waiting;
+  c->waiting = NULL;
   if (sub != NULL) {
-    sub->conn = NULL;
-    if (c->state == C_BODY) {
-      sub_free(sub); /* never started */
-    } else if (sub->run != NULL) {
-      weft_run_cancel(sub->run); /* nobody waits for it */
-    }
+    sub->waiter = NULL;
+    if (sub->phase != P_DONE) sub_cancel(sub); /* nobody waits for it */
   }
   uv_close(&c->h.handle, on_conn_closed);
   uv_close((uv_handle_t *)&c->idle, on_conn_closed);
@@ -684,6 +1140,11 @@ static void accept_one(server *s) {
     uv_close(&c->h.handle, on_conn_closed);
     return;
   }
+  weft__strbuf_init(&c->url);
+  weft__strbuf_init(&c->field);
+  weft__strbuf_init(&c->value);
+  http_parser_init(&c->parser, HTTP_REQUEST);
+  c->parser.data = c;
   LIST_PUSH(s->conns, c);
   s->nconns++;
   uv_timer_init(s->loop, &c->idle);
@@ -722,6 +1183,7 @@ static void cancel_all(server *s) {
    * its load returns (next_or_report sees `cancelling`). */
   long n = 0;
   for (submission *sub = s->subs; sub != NULL; sub = sub->next) {
+    if (sub->phase == P_DONE) continue;
     if (sub->run != NULL) weft_run_cancel(sub->run);
     n++;
   }
@@ -731,7 +1193,7 @@ static void cancel_all(server *s) {
 static void on_grace(uv_timer_t *t) { cancel_all(t->data); }
 
 static void maybe_finish(server *s) {
-  if (!s->stopping || s->closed_handles || s->nconns > 0 || s->subs != NULL) return;
+  if (!s->stopping || s->closed_handles || s->nconns > 0 || s->inflight > 0) return;
   s->closed_handles = 1;
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
@@ -746,14 +1208,14 @@ static void on_signal(uv_signal_t *sig, int signum) {
     return;
   }
   s->stopping = 1;
-  say(s, "%s: no new connections; finishing %ld submission%s",
-      signum == SIGINT ? "SIGINT" : "SIGTERM", s->inflight, s->inflight == 1 ? "" : "s");
+  say(s, "%s: no new connections; finishing %ld submission%s", signum == SIGINT ? "SIGINT" : "SIGTERM",
+      s->inflight, s->inflight == 1 ? "" : "s");
   uv_close(&s->listener.handle, NULL);
   if (s->unlink_socket) unlink(s->addr.path);
   for (conn *c = s->conns, *next; c != NULL; c = next) {
     next = c->next;
-    if (c->state == C_BUSY)
-      c->close_after_write = 1;
+    if (c->waiting != NULL || c->writes > 0)
+      c->close_after_write = 1; /* answered (Connection: close), then closed */
     else
       conn_close(c);
   }
@@ -833,7 +1295,7 @@ static int parse_seconds(const char *flag, const char *text, uint64_t *ms) {
 int cli_cmd_serve(int argc, char **argv) {
   enum {
     OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
-    OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_IDLE, OPT_GRACE, OPT_QUIET
+    OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_KEEP, OPT_IDLE, OPT_GRACE, OPT_QUIET
   };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -844,6 +1306,7 @@ int cli_cmd_serve(int argc, char **argv) {
       {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
       {"max-repeat", required_argument, NULL, OPT_MAX_REPEAT},
       {"max-nodes", required_argument, NULL, OPT_MAX_NODES},
+      {"keep", required_argument, NULL, OPT_KEEP},
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"workers", required_argument, NULL, CLI_OPT_WORKERS},
@@ -858,6 +1321,7 @@ int cli_cmd_serve(int argc, char **argv) {
   s.max_conns = 128;
   s.max_repeat = 1000;
   s.max_nodes = 1000000;
+  s.keep = 100;
   s.idle_ms = 60000;
   s.grace_ms = 10000;
   const char *listen = "127.0.0.1:7878";
@@ -889,6 +1353,9 @@ int cli_cmd_serve(int argc, char **argv) {
       case OPT_MAX_NODES:
         if (cli_parse_int("serve", "--max-nodes", optarg, 1, 1000000000, &s.max_nodes) != 0)
           return CLI_EXIT_USAGE;
+        break;
+      case OPT_KEEP:
+        if (cli_parse_int("serve", "--keep", optarg, 0, 1000000, &s.keep) != 0) return CLI_EXIT_USAGE;
         break;
       case OPT_IDLE:
         if (parse_seconds("--idle-timeout", optarg, &s.idle_ms) != 0) return CLI_EXIT_USAGE;
@@ -944,6 +1411,7 @@ int cli_cmd_serve(int argc, char **argv) {
   say(&s, "stopped");
   code = CLI_EXIT_OK;
 done:
+  while (s.subs != NULL) sub_free(s.subs); /* the finished ones kept */
   if (uv_loop_close(&loop) != 0) {
     /* Only a bug leaves a handle open; run once more so everything closes, then give up. */
     uv_run(&loop, UV_RUN_NOWAIT);

@@ -1,25 +1,18 @@
-/* cmd_submit.c — `weft submit FILE --to ADDR`: the client of `weft serve`. Sends the program
- * with its -D, --device and --repeat as one request (proto.h), copies the answer's two parts
- * to standard output and standard error, and exits with the run's code, so a submission
- * behaves like `weft run` on the server's runtime.
- *
- * Blocking sockets: a client has one request to make and nothing else to do meanwhile. A
- * "busy" answer is retried, with a growing pause, until --wait seconds have passed. */
+/* cmd_submit.c — `weft submit FILE --to ADDR`: the client of `weft serve`. POSTs the program
+ * with its -D, --device and --repeat to /v1/runs?wait=1 through libcurl (docs/cli.md, "The HTTP
+ * API"), prints the finished run's output on standard output and its errors on standard error,
+ * and exits with the run's code, so a submission behaves like `weft run` on the server's
+ * runtime. A 429 (busy) answer is retried, with a growing pause, until --wait seconds have
+ * passed. */
+#include <curl/curl.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <signal.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
 #include <time.h>
-#include <unistd.h>
-#include <arpa/inet.h>
 
 #include "cli/cli.h"
-#include "cli/proto.h"
+#include "cli/http.h"
 #include "weft/report.h"
 
 static const char submit_help[] =
@@ -75,144 +68,103 @@ static int submit_option(int c, const char *arg, void *ctx) {
   }
 }
 
-static int connect_to(const cli_addr *a, double timeout_s, char *err, size_t err_size) {
-  struct sockaddr_storage ss;
-  socklen_t len;
-  memset(&ss, 0, sizeof ss);
-  if (a->is_unix) {
-    struct sockaddr_un *u = (struct sockaddr_un *)&ss;
-    u->sun_family = AF_UNIX;
-    snprintf(u->sun_path, sizeof u->sun_path, "%s", a->path);
-    len = sizeof *u;
-  } else if (a->ipv6) {
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&ss;
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons((uint16_t)a->port);
-    inet_pton(AF_INET6, a->host, &in6->sin6_addr);
-    len = sizeof *in6;
-  } else {
-    struct sockaddr_in *in4 = (struct sockaddr_in *)&ss;
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons((uint16_t)a->port);
-    inet_pton(AF_INET, a->host, &in4->sin_addr);
-    len = sizeof *in4;
+/* The answer being received. */
+typedef struct answer {
+  char *data;
+  size_t len, cap;
+  int failed;
+} answer;
+
+static size_t on_data(char *p, size_t size, size_t n, void *arg) {
+  answer *a = arg;
+  size_t k = size * n;
+  if (a->len + k + 1 > a->cap) {
+    size_t cap = a->cap ? a->cap : 65536;
+    while (cap < a->len + k + 1) cap *= 2;
+    char *d = realloc(a->data, cap);
+    if (d == NULL) {
+      a->failed = 1;
+      return 0; /* curl stops: CURLE_WRITE_ERROR */
+    }
+    a->data = d;
+    a->cap = cap;
   }
-  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    snprintf(err, err_size, "socket: %s", strerror(errno));
-    return -1;
-  }
-  if (timeout_s > 0) {
-    struct timeval tv = {.tv_sec = (time_t)timeout_s,
-                         .tv_usec = (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  }
-  int rc;
-  do rc = connect(fd, (struct sockaddr *)&ss, len);
-  while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    snprintf(err, err_size, "%s", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  if (!a->is_unix) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
+  memcpy(a->data + a->len, p, k);
+  a->len += k;
+  a->data[a->len] = '\0';
+  return k;
 }
 
-static int send_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    p += k;
-    n -= (size_t)k;
+/* Appends "&key=value" (value escaped) to the URL. */
+static void query(weft__strbuf *url, CURL *curl, const char *key, const char *value) {
+  char *v = curl_easy_escape(curl, value, 0);
+  if (v == NULL) {
+    url->failed = 1;
+    return;
   }
-  return 0;
+  weft__strbuf_printf(url, "&%s=%s", key, v);
+  curl_free(v);
 }
 
-/* Reads exactly n bytes into f (or drops them when f is NULL). */
-static int copy_exact(int fd, size_t n, FILE *f) {
-  char buf[65536];
-  while (n > 0) {
-    ssize_t k = recv(fd, buf, n < sizeof buf ? n : sizeof buf, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    if (f != NULL && fwrite(buf, 1, (size_t)k, f) != (size_t)k) return -2;
-    n -= (size_t)k;
+/* Prints the record the server answered (docs/cli.md, "The HTTP API") as `weft run` would:
+ * its output on standard output, its errors on standard error; returns its exit code. */
+static int print_record(const char *to, const answer *a) {
+  json_error_t jerr;
+  json_t *rec = json_loadb(a->data != NULL ? a->data : "", a->len, 0, &jerr);
+  json_t *code = rec != NULL ? json_object_get(rec, "exit_code") : NULL;
+  json_t *out = rec != NULL ? json_object_get(rec, "output") : NULL;
+  json_t *err = rec != NULL ? json_object_get(rec, "errors") : NULL;
+  if (!json_is_integer(code) || !json_is_string(out) || !json_is_string(err)) {
+    json_decref(rec);
+    return cli_error(CLI_EXIT_FAILED, "%s answered something that is not a finished run: '%.60s'", to,
+                     a->data != NULL ? a->data : "");
   }
-  return 0;
-}
-
-/* Reads the answer's first line (without its newline) into line. */
-static int read_line(int fd, char *line, size_t size) {
-  size_t n = 0;
-  for (;;) {
-    char ch;
-    ssize_t k = recv(fd, &ch, 1, 0);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) return -1;
-    if (ch == '\n') break;
-    if (n + 1 >= size) return -1;
-    line[n++] = ch;
-  }
-  line[n] = '\0';
-  return 0;
-}
-
-/* One attempt: connect, send, read the answer. Returns the exit code to use, or -1 for
- * "busy, retry". */
-static int attempt(const cli_addr *addr, const char *to, const weft__strbuf *request,
-                   const char *source, size_t len, double timeout_s) {
-  char err[256], line[256], status[32];
-  int fd = connect_to(addr, timeout_s, err, sizeof err);
-  if (fd < 0) return cli_error(CLI_EXIT_FAILED, "cannot connect to %s: %s", to, err);
-  int code;
-  /* If sending fails, the server may have refused the request early and closed: its answer
-   * can still be read, so read either way. */
-  if (send_all(fd, request->data, request->len) == 0) (void)send_all(fd, source, len);
-  size_t out_len, err_len;
-  int exit_code;
-  if (read_line(fd, line, sizeof line) != 0) {
-    code = cli_error(CLI_EXIT_FAILED, "%s closed the connection without an answer%s", to,
-                     errno == EAGAIN || errno == EWOULDBLOCK ? " (timed out)" : "");
-    goto done;
-  }
-  if (cli_proto_parse_result(line, &exit_code, status, sizeof status, &out_len, &err_len) != 0) {
-    code = cli_error(CLI_EXIT_FAILED, "%s answered something that is not weft's protocol: '%.60s'",
-                     to, line);
-    goto done;
-  }
-  if (strcmp(status, "busy") == 0) {
-    code = -1;
-    goto done;
-  }
-  int r = copy_exact(fd, out_len, stdout);
+  fwrite(json_string_value(out), 1, json_string_length(out), stdout);
   fflush(stdout);
-  if (r == 0) r = copy_exact(fd, err_len, stderr);
-  if (r == -2) {
-    code = cli_error(CLI_EXIT_FAILED, "cannot write the answer");
-  } else if (r != 0) {
-    code = cli_error(CLI_EXIT_FAILED, "%s closed the connection in the middle of its answer", to);
-  } else {
-    code = exit_code <= CLI_EXIT_USAGE ? exit_code : CLI_EXIT_FAILED;
-  }
-done:
-  close(fd);
-  return code;
+  fwrite(json_string_value(err), 1, json_string_length(err), stderr);
+  json_int_t c = json_integer_value(code);
+  json_decref(rec);
+  return c >= 0 && c <= CLI_EXIT_USAGE ? (int)c : CLI_EXIT_FAILED;
 }
 
-/* Appends a header line, refusing values that would break the framing. */
-static int header(weft__strbuf *b, const char *key, const char *value) {
-  if (strpbrk(value, "\r\n") != NULL) {
-    cli_usage_error("submit", "%s '%s' contains a line break", key, value);
-    return -1;
+/* The message of an error answer ({"error": ...}), or its first bytes. */
+static void error_text(const answer *a, char *buf, size_t size) {
+  json_error_t jerr;
+  json_t *rec = json_loadb(a->data != NULL ? a->data : "", a->len, 0, &jerr);
+  json_t *msg = rec != NULL ? json_object_get(rec, "error") : NULL;
+  if (json_is_string(msg))
+    snprintf(buf, size, "%s", json_string_value(msg));
+  else
+    snprintf(buf, size, "%.80s", a->data != NULL ? a->data : "(no answer)");
+  json_decref(rec);
+}
+
+/* One attempt: POST the source, wait for the answer. Returns the exit code to use, or -1 for
+ * "busy, retry". */
+static int attempt(CURL *curl, const char *to, double timeout_s) {
+  answer a = {0};
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1e3));
+  CURLcode rc = curl_easy_perform(curl);
+  long http = 0;
+  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
+  int code;
+  char msg[600];
+  if (rc == CURLE_COULDNT_CONNECT) {
+    code = cli_error(CLI_EXIT_FAILED, "cannot connect to %s: %s", to, curl_easy_strerror(rc));
+  } else if (rc != CURLE_OK) {
+    code = a.failed ? cli_error(CLI_EXIT_FAILED, "out of memory for the answer")
+                    : cli_error(CLI_EXIT_FAILED, "%s: %s", to, curl_easy_strerror(rc));
+  } else if (http == 429) {
+    code = -1;
+  } else if (http == 200) {
+    code = print_record(to, &a);
+  } else {
+    error_text(&a, msg, sizeof msg);
+    code = cli_error(http >= 400 && http < 500 ? CLI_EXIT_USAGE : CLI_EXIT_FAILED, "%s answered %ld: %s", to, http, msg);
   }
-  weft__strbuf_printf(b, "%s: %s\n", key, value);
-  return 0;
+  free(a.data);
+  return code;
 }
 
 int cli_cmd_submit(int argc, char **argv) {
@@ -226,8 +178,10 @@ int cli_cmd_submit(int argc, char **argv) {
   submit_flags f = {.repeat = 1, .wait_s = 30};
   char *src = NULL;
   size_t len = 0;
-  weft__strbuf req;
+  weft__strbuf req; /* the URL */
   weft__strbuf_init(&req);
+  CURL *curl = NULL;
+  struct curl_slist *headers = NULL;
   int code;
   const char *file = cli_parse_prog_args(argc, argv, "submit", submit_help, extra,
                                          submit_option, &f, &po, &code);
@@ -259,33 +213,53 @@ int cli_cmd_submit(int argc, char **argv) {
     goto done;
   }
   const char *name = strcmp(file, "-") == 0 ? "<stdin>" : file;
-  weft__strbuf_printf(&req, "SUBMIT %zu\n", len);
-  if (header(&req, "Name", name) != 0) goto done;
-  for (int i = 0; i < po.defines.n; i++)
-    if (header(&req, "Define", po.defines.v[i]) != 0) goto done;
-  if (po.device != NULL && header(&req, "Device", po.device) != 0) goto done;
-  weft__strbuf_printf(&req, "Repeat: %ld\nFormat: %s\n\n", f.repeat, f.json ? "json" : "text");
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK || (curl = curl_easy_init()) == NULL) {
+    code = cli_error(CLI_EXIT_FAILED, "cannot start libcurl");
+    goto done;
+  }
+  /* POST /v1/runs?wait=1&...: the source as the body; the answer is the finished run's record. */
+  if (addr.is_unix)
+    weft__strbuf_puts(&req, "http://localhost/v1/runs?wait=1");
+  else
+    weft__strbuf_printf(&req, addr.ipv6 ? "http://[%s]:%d/v1/runs?wait=1" : "http://%s:%d/v1/runs?wait=1", addr.host,
+                        addr.port);
+  weft__strbuf_printf(&req, "&repeat=%ld&format=%s", f.repeat, f.json ? "json" : "text");
+  query(&req, curl, "name", name);
+  for (int i = 0; i < po.defines.n; i++) query(&req, curl, "define", po.defines.v[i]);
+  if (po.device != NULL) query(&req, curl, "device", po.device);
   if (req.failed) {
     code = cli_error(CLI_EXIT_FAILED, "out of memory");
     goto done;
   }
-  signal(SIGPIPE, SIG_IGN);
+  headers = curl_slist_append(NULL, "Content-Type: text/plain; charset=utf-8");
+  headers = curl_slist_append(headers, "Expect:"); /* send the body at once */
+  curl_easy_setopt(curl, CURLOPT_URL, req.data);
+  if (addr.is_unix) curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, addr.path);
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, src);
+  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_PROXY, ""); /* the server is local to its user: no proxy */
   uint64_t deadline = weft_clock_ns() + (uint64_t)(f.wait_s * 1e9);
   double pause = 0.05;
   for (;;) {
-    code = attempt(&addr, f.to, &req, src, len, f.timeout_s);
+    code = attempt(curl, f.to, f.timeout_s);
     if (code >= 0) break;
     if (weft_clock_ns() + (uint64_t)(pause * 1e9) > deadline) {
-      code = cli_error(CLI_EXIT_FAILED, "%s is busy%s", f.to,
-                       f.wait_s > 0 ? " (gave up after --wait seconds)" : "");
+      code = cli_error(CLI_EXIT_FAILED, "%s is busy%s", f.to, f.wait_s > 0 ? " (gave up after --wait seconds)" : "");
       break;
     }
-    struct timespec ts = {.tv_sec = (time_t)pause,
-                          .tv_nsec = (long)((pause - (double)(time_t)pause) * 1e9)};
+    struct timespec ts = {.tv_sec = (time_t)pause, .tv_nsec = (long)((pause - (double)(time_t)pause) * 1e9)};
     nanosleep(&ts, NULL);
     pause = pause * 2 < 1.0 ? pause * 2 : 1.0;
   }
 done:
+  curl_slist_free_all(headers);
+  if (curl != NULL) {
+    curl_easy_cleanup(curl);
+    curl_global_cleanup();
+  }
   weft__strbuf_fini(&req);
   free(src);
   cli_prog_opts_fini(&po);
