@@ -986,11 +986,45 @@ static void failed_calls_change_nothing(void **state) {
   for (int i = 0; i < 4; i++) assert_true(buf[i] == 2.0);
 }
 
+/* weft_graph_memory_estimate: what lives through the run, plus the temporaries' peak in the
+ * program's order; views own nothing; another device's tensors count there, not here. */
+static void memory_estimate(void **state) {
+  tu_fixture *f = *state;
+  weft_graph *g = f->g;
+  int64_t n = 100; /* 400 bytes a tensor */
+  weft_tensor *x = tu_tensor(g, "x", WEFT_F32, 1, &n, weft_ones());
+  weft_tensor *t1 = NULL, *t2 = NULL, *t3 = NULL, *out = NULL;
+  CHECK(weft_add(g, x, x, &t1));
+  CHECK(weft_add(g, t1, t1, &t2)); /* t1 dies after this node: t1 and t2 live at once */
+  CHECK(weft_add(g, t2, t2, &t3));
+  CHECK(weft_add(g, t3, t3, &out)); /* a result: nobody reads it, it lives to the end */
+  size_t bytes = 0;
+  CHECK(weft_graph_memory_estimate(g, weft_cpu(), &bytes));
+  assert_int_equal(bytes, 400 + 400 + 800); /* x, out, and two temporaries at once */
+  /* A kept temporary lives to the end. */
+  weft_tensor_keep(t1); /* resident now; t2 and t3 still overlap at the third node */
+  CHECK(weft_graph_memory_estimate(g, weft_cpu(), &bytes));
+  assert_int_equal(bytes, 400 + 400 + 400 + 800);
+  /* Tiles are views of their tensor: no bytes of their own. */
+  int64_t sq[2] = {64, 64};
+  weft_tensor *m = tu_tensor(g, "m", WEFT_F64, 2, sq, weft_zeros());
+  CHECK(weft_tensor_tiles(g, m, 32, 32));
+  CHECK(weft_potrf(g, weft_tensor_tile(m, 0, 0)));
+  CHECK(weft_graph_memory_estimate(g, weft_cpu(), &bytes));
+  assert_int_equal(bytes, 400 + 400 + 400 + 800 + 64 * 64 * 8);
+  /* Nothing on a GPU; bad arguments. */
+  CHECK(weft_graph_memory_estimate(g, weft_cuda(0), &bytes));
+  assert_int_equal(bytes, 0);
+  assert_int_equal(weft_graph_memory_estimate(NULL, weft_cpu(), &bytes), WEFT_EINVAL);
+  assert_int_equal(weft_graph_memory_estimate(g, weft_cpu(), NULL), WEFT_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(devices_are_values, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(dtypes, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(tensor_create_validation, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(memory_estimate, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(tensor_introspection, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(creation_initialisers, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_rules, tu_setup, tu_teardown),

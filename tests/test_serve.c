@@ -935,6 +935,56 @@ static void test_addresses_and_usage(void **state) {
   tp_out_fini(&r);
 }
 
+/* Memory admission: a submission whose tensors need more than --max-memory is refused (413),
+ * one that would push those in progress over --memory-budget too (503), before anything is
+ * allocated; --time-limit cancels a submission that runs too long. The server serves on. */
+static void test_admission_and_time_limit(void **state) {
+  (void)state;
+  server s;
+  server_start(&s, (const char *[]){"--max-memory", "4MiB", "--memory-budget", "5MiB", "--time-limit", "1", NULL});
+  response r;
+  /* PROG_SLOW holds three 1 MiB tensors (a and b are assigned in place). */
+  request(s.addr, "POST", "/v1/runs?name=long.weft&define=K%3D20000", PROG_SLOW, &r);
+  assert_int_equal(r.code, 202);
+  assert_true(tp_has(r.body, "\"status\": \"running\""));
+  response_fini(&r);
+  request(s.addr, "POST", "/v1/runs?wait=1&name=second.weft&define=K%3D2", PROG_SLOW, &r);
+  assert_int_equal(r.code, 503);
+  assert_true(tp_has(r.head, "Retry-After: 1\r\n"));
+  assert_true(tp_has(r.body, "second.weft needs 3.0 MiB of host memory"));
+  assert_true(tp_has(r.body, "--memory-budget"));
+  response_fini(&r);
+  request(s.addr, "POST", "/v1/runs?wait=1&name=huge.weft", "tensor x: f32[4096, 4096] = ones\nprint x\n", &r);
+  assert_int_equal(r.code, 413);
+  assert_true(tp_has(r.body, "huge.weft needs 64.0 MiB of host memory"));
+  assert_true(tp_has(r.body, "--max-memory"));
+  response_fini(&r);
+  /* The long one is cancelled at the time limit; then the second fits. */
+  wait_done(s.addr, 1, &r);
+  assert_true(tp_has(r.body, "\"status\": \"cancelled\""));
+  assert_true(tp_has(r.body, "--time-limit"));
+  response_fini(&r);
+  request(s.addr, "POST", "/v1/runs?wait=1&name=second.weft&define=K%3D2", PROG_SLOW, &r);
+  assert_int_equal(r.code, 200);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  response_fini(&r);
+  request(s.addr, "GET", "/metrics", NULL, &r);
+  assert_true(tp_has(r.body, "weft_runs_refused_memory_total 2\n"));
+  assert_true(tp_has(r.body, "weft_runs_timed_out_total 1\n"));
+  assert_true(tp_has(r.body, "weft_memory_reserved_bytes{memory=\"host\"} 0\n"));
+  assert_true(tp_has(r.body, "weft_memory_budget_bytes{memory=\"host\"} 5242880\n"));
+  response_fini(&r);
+  /* Refusals keep no record: runs 2 and 3 do not exist. */
+  request(s.addr, "GET", "/v1/runs/2", NULL, &r);
+  assert_int_equal(r.code, 404);
+  response_fini(&r);
+  free(server_stop(&s));
+  tp_out o;
+  tp_expect(&o, 2, NULL, (const char *[]){"serve", "--max-memory", "2GiB", "--memory-budget", "1GiB", NULL});
+  assert_true(tp_has(o.err, "more than the --memory-budget"));
+  tp_out_fini(&o);
+}
+
 /* The dashboard in headless Chromium: the page loads, lists a submitted run while it runs, its
  * progress moves, and a finished run's page shows its timeline. */
 static char *dump_dom(const char *chromium, const char *addr, const char *fragment) {
@@ -1022,6 +1072,7 @@ int main(void) {
       cmocka_unit_test(test_malformed_requests),
       cmocka_unit_test(test_oversized_submission),
       cmocka_unit_test(test_busy_and_cancel),
+      cmocka_unit_test(test_admission_and_time_limit),
       cmocka_unit_test(test_disconnect_mid_run),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_sigterm_finishes_runs),

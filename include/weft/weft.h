@@ -668,6 +668,14 @@ WEFT_NODISCARD WEFT_API int weft_graph_edge(const weft_graph *g, size_t i, weft_
  * graph), analysing the graph first if it changed. Returns WEFT_OK, or the analysis's error.
  * Thread-safe: no (not while the graph is being changed or launched). */
 WEFT_NODISCARD WEFT_API int weft_graph_depth(weft_graph *g, size_t *out);
+/* An estimate, made before anything is allocated, of the most memory the graph's tensors take
+ * at once on `device` (weft_cpu(): the host; tensors on auto count there, where placement may
+ * leave them; weft_cuda(k): that GPU), into *bytes: every tensor that lives through the run
+ * (declared, results, copies), plus the most its temporaries (results of ops that a later node
+ * reads and nobody keeps) take at once in the program's order. A parallel schedule may hold a
+ * few temporaries more for a moment. `weft serve` admits submissions by it. Analyses the graph
+ * if needed: the analysis's errors are returned. */
+WEFT_NODISCARD WEFT_API int weft_graph_memory_estimate(weft_graph *g, weft_device device, size_t *bytes);
 
 /* Where the plan runs a node, and why (what `weft explain` prints). */
 typedef struct weft_placement {

@@ -15,7 +15,7 @@
  *                pauses the parser (later bytes are kept) until its answer is written.
  *                Malformed, too large: answered (400, 413, 414, 431), then the write side
  *                is shut down and input dropped until the client closes.
- *   submission:  load (pool) ─► run × repeat (weft_uv_launch) ─► report (pool) ─► kept
+ *   submission:  load (pool) ─► admit ─► run × repeat (weft_uv_launch) ─► report (pool) ─► kept
  *
  * Limits: a body of at most --max-bytes (413), a URL of at most 8 KiB (414), headers of at most
  * 80 KiB (http-parser's limit, 431); a graph of at most --max-nodes nodes (a load error,
@@ -23,6 +23,12 @@
  * running or reporting (the next is answered 429 with Retry-After); at most --max-connections
  * connections (more wait in the kernel's backlog); a connection idle for --idle-timeout
  * seconds (no byte while a request is incomplete, or between requests) is closed.
+ *
+ * Admission: a loaded submission's tensors are estimated per memory (weft_graph_memory_estimate)
+ * before anything is allocated; more than --max-memory (the host; nine tenths of a GPU) is
+ * refused 413, more than what --memory-budget leaves beside the submissions in progress 503.
+ * The POST is answered then (202), or, with ?wait=1, when the submission is done. A submission
+ * in progress past --time-limit is cancelled.
  *
  * A ?wait=1 client that goes away before its answer is written cancels its run (nobody waits
  * for it); a submission without ?wait runs to its end, or until DELETE /v1/runs/ID.
@@ -56,7 +62,7 @@ typedef struct server server;
 typedef struct conn conn;
 typedef struct submission submission;
 
-enum { MAX_URL = 8192, MAX_DEFINES = 256 };
+enum { MAX_URL = 8192, MAX_DEFINES = 256, MAX_GPUS = 64 };
 /* Submission latency buckets of /metrics (seconds, Prometheus' le). */
 static const double buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 60, 300};
 enum { NBUCKETS = sizeof buckets / sizeof buckets[0] };
@@ -89,8 +95,15 @@ struct server {
   uint64_t next_id;
   conn *conns;      /* doubly linked */
   submission *subs; /* doubly linked, newest first: in progress, then kept once finished */
+  /* Memory admission (0: the host, 1 + k: cuda:k): what one submission may take, what all in
+   * progress may take together, what they hold now. */
+  int ngpus;
+  size_t max_mem[1 + MAX_GPUS], budget[1 + MAX_GPUS], reserved[1 + MAX_GPUS];
+  /* The time limit: submissions in progress longer than this are cancelled (0: none). */
+  uint64_t time_limit_ms;
+  uv_timer_t tick;
   /* What /metrics counts. */
-  uint64_t ended[NENDS], requests, busy, nodes_run;
+  uint64_t ended[NENDS], requests, busy, refused_memory, timed_out, nodes_run;
   uint64_t hist[NBUCKETS + 1];
   double hist_sum;
 };
@@ -146,6 +159,9 @@ struct submission {
   char *out, *err, *trace, *svg;
   size_t out_len, err_len, trace_len, svg_len;
   int exit_code, end;
+  /* Admission: the bytes each memory would take (0: the host, 1 + k: cuda:k). */
+  size_t need[1 + MAX_GPUS];
+  int admitted, timed_out;
 };
 
 /* A response written from the loop: its bytes live until the write completes. */
@@ -174,6 +190,11 @@ static const char serve_help[] =
     "      --max-repeat N       largest repeat a submission may ask for (default 1000)\n"
     "      --max-nodes N        most nodes a submission's graph may have (default 1000000)\n"
     "      --keep N             finished submissions kept for GET /v1/runs (default 100)\n"
+    "      --max-memory SIZE    most host memory one submission's tensors may take (413 beyond;\n"
+    "                           default: the budget)\n"
+    "      --memory-budget SIZE most host memory the submissions in progress may take together\n"
+    "                           (503 beyond; default: 3/4 of the host's memory)\n"
+    "      --time-limit SEC     cancel a submission in progress longer than SEC (default: none)\n"
     "      --idle-timeout SEC   close a connection idle this long (default 60)\n"
     "      --grace SEC          on SIGINT/SIGTERM, cancel runs still going after SEC (default 10)\n"
     "      --workers N          CPU worker threads (default: one per core)\n"
@@ -210,6 +231,12 @@ static void maybe_finish(server *s);
 static void run_next(submission *sub);
 static void report(submission *sub);
 static void answer_waiter(submission *sub);
+static void release_waiter(submission *sub);
+static void respond_error(conn *c, int code, int fatal, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
 
 static void say(server *s, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
@@ -335,6 +362,8 @@ static void after_report(uv_work_t *w, int status) {
   sub->phase = P_DONE;
   sub->elapsed_s = (double)(uv_hrtime() - sub->t_submit) / 1e9;
   s->inflight--;
+  if (sub->admitted)
+    for (int k = 0; k <= s->ngpus; k++) s->reserved[k] -= sub->need[k];
   s->nkept++;
   s->ended[sub->end]++;
   int b = 0;
@@ -359,6 +388,7 @@ static void report(submission *sub) {
 
 /* Why a submission was cancelled: its record says so. */
 static const char *cancel_reason(const submission *sub) {
+  if (sub->timed_out) return "the submission ran past the server's --time-limit: the run was cancelled";
   if (sub->srv->cancelling) return "the server is shutting down: the run was cancelled";
   if (sub->wanted_wait && sub->waiter == NULL) return "the client left: the run was cancelled";
   return "the run was cancelled (DELETE)";
@@ -405,11 +435,80 @@ static void work_load(uv_work_t *w) {
   cli_job_load(&sub->job, sub->srv->rt);
 }
 
+/* What the submission's tensors will take in each memory, before anything is allocated
+ * (weft_graph_memory_estimate: what lives through the run, plus its temporaries' peak in the
+ * program's order). */
+static int measure(submission *sub) {
+  weft_graph *g = weft_program_graph(sub->job.prog);
+  for (int k = 0; k <= sub->srv->ngpus; k++) {
+    int rc = weft_graph_memory_estimate(g, k == 0 ? weft_cpu() : weft_cuda(k - 1), &sub->need[k]);
+    if (rc != WEFT_OK) return rc;
+  }
+  return WEFT_OK;
+}
+
+static void memory_name(int k, char *buf, size_t size) {
+  if (k == 0)
+    snprintf(buf, size, "host memory");
+  else
+    snprintf(buf, size, "memory of cuda:%d", k - 1);
+}
+
+/* Admits a loaded submission against the memory limits: 0, or the HTTP code of a refusal with
+ * its message. */
+static int admit(submission *sub, char *msg, size_t size) {
+  server *s = sub->srv;
+  if (measure(sub) != WEFT_OK) {
+    snprintf(msg, size, "%s: its memory cannot be estimated: %s", sub->name, weft_last_error());
+    return 422;
+  }
+  char what[40];
+  for (int k = 0; k <= s->ngpus; k++) {
+    memory_name(k, what, sizeof what);
+    if (sub->need[k] > s->max_mem[k]) {
+      snprintf(msg, size, "%s needs %.1f MiB of %s (its tensors); this server takes at most %.1f MiB a submission%s",
+               sub->name, (double)sub->need[k] / 1048576, what, (double)s->max_mem[k] / 1048576,
+               k == 0 ? " (--max-memory)" : "");
+      return 413;
+    }
+  }
+  for (int k = 0; k <= s->ngpus; k++) {
+    memory_name(k, what, sizeof what);
+    if (s->reserved[k] + sub->need[k] > s->budget[k]) {
+      snprintf(msg, size, "%s needs %.1f MiB of %s; the submissions in progress hold %.1f of the server's %.1f MiB%s: "
+               "try again later", sub->name, (double)sub->need[k] / 1048576, what, (double)s->reserved[k] / 1048576,
+               (double)s->budget[k] / 1048576, k == 0 ? " (--memory-budget)" : "");
+      return 503;
+    }
+  }
+  for (int k = 0; k <= s->ngpus; k++) s->reserved[k] += sub->need[k];
+  sub->admitted = 1;
+  return 0;
+}
+
 static void after_load(uv_work_t *w, int status) {
   (void)status;
   submission *sub = w->data;
+  server *s = sub->srv;
+  char msg[400];
+  int code;
+  if (sub->job.prog != NULL && !sub->cancel && (code = admit(sub, msg, sizeof msg)) != 0) {
+    /* Refused: no record is kept; the client is told why. */
+    say(s, "run %llu: %s: refused: %s", (unsigned long long)sub->id, sub->name, msg);
+    s->refused_memory++;
+    if (sub->waiter != NULL) {
+      conn *c = sub->waiter;
+      respond_error(c, code, 0, "%s", msg);
+      release_waiter(sub);
+    }
+    s->inflight--;
+    sub_free(sub);
+    maybe_finish(s);
+    return;
+  }
   if (sub->job.prog != NULL) sub->nodes = weft_graph_node_count(weft_program_graph(sub->job.prog));
   next_or_report(sub);
+  if (sub->waiter != NULL && !sub->wanted_wait) answer_waiter(sub); /* 202: admitted, running */
 }
 
 static void sub_start(submission *sub) {
@@ -435,6 +534,20 @@ static void sub_start(submission *sub) {
 static void sub_cancel(submission *sub) {
   sub->cancel = 1;
   if (sub->run != NULL) weft_run_cancel(sub->run);
+}
+
+/* The time limit's check, a few times per limit: submissions in progress past it are
+ * cancelled (their records say why). */
+static void on_tick(uv_timer_t *t) {
+  server *s = t->data;
+  uint64_t now = uv_hrtime();
+  for (submission *x = s->subs; x != NULL; x = x->next) {
+    if (x->phase == P_DONE || x->cancel || (now - x->t_submit) / 1000000 < s->time_limit_ms) continue;
+    x->timed_out = 1;
+    s->timed_out++;
+    say(s, "run %llu: %s: past --time-limit, cancelled", (unsigned long long)x->id, x->name);
+    sub_cancel(x);
+  }
 }
 
 /* ---- the record of a submission, as JSON --------------------------------------------------- */
@@ -558,11 +671,6 @@ static void respond_json(conn *c, int code, const weft__strbuf *b, const char *e
 
 /* {"error": msg, "code": code}, then the connection ends if `fatal` (the request's framing is
  * lost, or its body was not read). */
-static void respond_error(conn *c, int code, int fatal, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
 static void respond_error(conn *c, int code, int fatal, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -594,13 +702,13 @@ static void respond_record(conn *c, int code, const submission *sub, int full, c
   weft__strbuf_fini(&b);
 }
 
-static void answer_waiter(submission *sub) {
+/* The connection waited for sub: it reads its next requests again (those that came meanwhile
+ * first). */
+static void release_waiter(submission *sub) {
   conn *c = sub->waiter;
   sub->waiter = NULL;
   c->waiting = NULL;
-  respond_record(c, 200, sub, 1, NULL);
   if (c->closing || c->discard) return;
-  /* The requests that came meanwhile. */
   uv_timer_again(&c->idle);
   http_parser_pause(&c->parser, 0);
   char *held = c->held;
@@ -611,6 +719,20 @@ static void answer_waiter(submission *sub) {
   free(held);
   if (!c->closing && !c->reading && c->waiting == NULL && uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
     c->reading = 1;
+}
+
+/* Answers the client waiting for sub: the finished record (wait=1), or, for a submission
+ * without wait, the record once admitted (202). */
+static void answer_waiter(submission *sub) {
+  conn *c = sub->waiter;
+  if (sub->phase == P_DONE && sub->wanted_wait) {
+    respond_record(c, 200, sub, 1, NULL);
+  } else {
+    char loc[64];
+    snprintf(loc, sizeof loc, "Location: /v1/runs/%llu\r\n", (unsigned long long)sub->id);
+    respond_record(c, 202, sub, 0, loc);
+  }
+  release_waiter(sub);
 }
 
 /* ---- the routes --------------------------------------------------------------------------- */
@@ -709,17 +831,12 @@ static void post_run(conn *c, const char *query, size_t qlen) {
   LIST_PUSH(s->subs, sub);
   s->inflight++;
   say(s, "%s: run %llu: %s submitted (%zu bytes)", c->peer, (unsigned long long)sub->id, sub->name, sub->body_len);
-  if (wait) {
-    /* Answered when done: later requests on this connection wait (the parser pauses). */
-    sub->waiter = c;
-    c->waiting = sub;
-    uv_timer_stop(&c->idle);
-    http_parser_pause(&c->parser, 1);
-  } else {
-    char loc[64];
-    snprintf(loc, sizeof loc, "Location: /v1/runs/%llu\r\n", (unsigned long long)sub->id);
-    respond_record(c, 202, sub, 0, loc);
-  }
+  /* Answered once loaded and admitted (202), or, with wait=1, when done; later requests on
+   * this connection wait meanwhile (the parser pauses). */
+  sub->waiter = c;
+  c->waiting = sub;
+  uv_timer_stop(&c->idle);
+  http_parser_pause(&c->parser, 1);
   sub_start(sub);
 }
 
@@ -758,13 +875,28 @@ static void get_metrics(conn *c) {
                       "# TYPE weft_runs_in_progress gauge\nweft_runs_in_progress %ld\n"
                       "# HELP weft_runs_refused_busy_total Submissions answered 429 (--max-inflight reached).\n"
                       "# TYPE weft_runs_refused_busy_total counter\nweft_runs_refused_busy_total %llu\n"
+                      "# HELP weft_runs_refused_memory_total Submissions refused for their memory (413, 503).\n"
+                      "# TYPE weft_runs_refused_memory_total counter\nweft_runs_refused_memory_total %llu\n"
+                      "# HELP weft_runs_timed_out_total Submissions cancelled at --time-limit.\n"
+                      "# TYPE weft_runs_timed_out_total counter\nweft_runs_timed_out_total %llu\n"
                       "# HELP weft_nodes_run_total Nodes of the runs that succeeded.\n"
                       "# TYPE weft_nodes_run_total counter\nweft_nodes_run_total %llu\n"
                       "# HELP weft_http_requests_total HTTP requests answered or being answered.\n"
                       "# TYPE weft_http_requests_total counter\nweft_http_requests_total %llu\n"
                       "# HELP weft_connections Open connections.\n# TYPE weft_connections gauge\nweft_connections %ld\n",
-                      s->inflight, (unsigned long long)s->busy, (unsigned long long)s->nodes_run,
+                      s->inflight, (unsigned long long)s->busy, (unsigned long long)s->refused_memory,
+                      (unsigned long long)s->timed_out, (unsigned long long)s->nodes_run,
                       (unsigned long long)s->requests, s->nconns);
+  weft__strbuf_puts(&b, "# HELP weft_memory_reserved_bytes What the submissions in progress may take, by memory.\n"
+                        "# TYPE weft_memory_reserved_bytes gauge\n");
+  weft__strbuf_printf(&b, "weft_memory_reserved_bytes{memory=\"host\"} %zu\n", s->reserved[0]);
+  for (int k = 1; k <= s->ngpus; k++)
+    weft__strbuf_printf(&b, "weft_memory_reserved_bytes{memory=\"cuda:%d\"} %zu\n", k - 1, s->reserved[k]);
+  weft__strbuf_puts(&b, "# HELP weft_memory_budget_bytes What the submissions in progress may take together.\n"
+                        "# TYPE weft_memory_budget_bytes gauge\n");
+  weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"host\"} %zu\n", s->budget[0]);
+  for (int k = 1; k <= s->ngpus; k++)
+    weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"cuda:%d\"} %zu\n", k - 1, s->budget[k]);
   weft__strbuf_puts(&b, "# HELP weft_submission_seconds From a submission's arrival to its end.\n"
                         "# TYPE weft_submission_seconds histogram\n");
   uint64_t cum = 0, count = 0;
@@ -1198,6 +1330,7 @@ static void maybe_finish(server *s) {
   uv_close((uv_handle_t *)&s->sigint, NULL);
   uv_close((uv_handle_t *)&s->sigterm, NULL);
   uv_close((uv_handle_t *)&s->grace, NULL);
+  uv_close((uv_handle_t *)&s->tick, NULL);
 }
 
 static void on_signal(uv_signal_t *sig, int signum) {
@@ -1292,10 +1425,30 @@ static int parse_seconds(const char *flag, const char *text, uint64_t *ms) {
   return 0;
 }
 
+/* The memory limits of admission: the host's from --max-memory and --memory-budget (default:
+ * both three quarters of its memory), each GPU's nine tenths of its memory. */
+static int init_memory(server *s, size_t max_memory, size_t budget) {
+  weft_device_info info;
+  size_t host = weft_device_info_get(s->rt, weft_cpu(), &info) == WEFT_OK ? info.memory_bytes : 0;
+  s->budget[0] = budget ? budget : host / 4 * 3;
+  s->max_mem[0] = max_memory ? max_memory : s->budget[0];
+  if (s->max_mem[0] > s->budget[0])
+    return cli_usage_error("serve", "--max-memory (%zu bytes) is more than the --memory-budget (%zu bytes)",
+                           s->max_mem[0], s->budget[0]);
+  int n = weft_device_count(s->rt, WEFT_DEVICE_CUDA);
+  s->ngpus = n < MAX_GPUS ? n : MAX_GPUS;
+  for (int k = 0; k < s->ngpus; k++) {
+    size_t m = weft_device_info_get(s->rt, weft_cuda(k), &info) == WEFT_OK ? info.memory_bytes : 0;
+    s->budget[1 + k] = s->max_mem[1 + k] = m / 10 * 9;
+  }
+  return 0;
+}
+
 int cli_cmd_serve(int argc, char **argv) {
   enum {
     OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
-    OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_KEEP, OPT_IDLE, OPT_GRACE, OPT_QUIET
+    OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_KEEP, OPT_IDLE, OPT_GRACE, OPT_QUIET, OPT_MAX_MEMORY,
+    OPT_BUDGET, OPT_TIME_LIMIT
   };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -1307,6 +1460,9 @@ int cli_cmd_serve(int argc, char **argv) {
       {"max-repeat", required_argument, NULL, OPT_MAX_REPEAT},
       {"max-nodes", required_argument, NULL, OPT_MAX_NODES},
       {"keep", required_argument, NULL, OPT_KEEP},
+      {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+      {"memory-budget", required_argument, NULL, OPT_BUDGET},
+      {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"workers", required_argument, NULL, CLI_OPT_WORKERS},
@@ -1327,6 +1483,7 @@ int cli_cmd_serve(int argc, char **argv) {
   const char *listen = "127.0.0.1:7878";
   long workers = 0, v;
   const char *simulate = NULL;
+  size_t max_memory = 0, budget = 0;
   int allow_remote = 0, c;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (c) {
@@ -1353,6 +1510,15 @@ int cli_cmd_serve(int argc, char **argv) {
       case OPT_MAX_NODES:
         if (cli_parse_int("serve", "--max-nodes", optarg, 1, 1000000000, &s.max_nodes) != 0)
           return CLI_EXIT_USAGE;
+        break;
+      case OPT_MAX_MEMORY:
+        if (cli_parse_size("serve", "--max-memory", optarg, &max_memory) != 0) return CLI_EXIT_USAGE;
+        break;
+      case OPT_BUDGET:
+        if (cli_parse_size("serve", "--memory-budget", optarg, &budget) != 0) return CLI_EXIT_USAGE;
+        break;
+      case OPT_TIME_LIMIT:
+        if (parse_seconds("--time-limit", optarg, &s.time_limit_ms) != 0) return CLI_EXIT_USAGE;
         break;
       case OPT_KEEP:
         if (cli_parse_int("serve", "--keep", optarg, 0, 1000000, &s.keep) != 0) return CLI_EXIT_USAGE;
@@ -1391,6 +1557,17 @@ int cli_cmd_serve(int argc, char **argv) {
   s.loop = &loop;
   if ((code = cli_runtime((int)workers, simulate, NULL, NULL, 0, &s.rt)) != 0) goto done;
   code = CLI_EXIT_FAILED;
+  if (init_memory(&s, max_memory, budget) != 0) {
+    code = CLI_EXIT_USAGE;
+    goto done;
+  }
+  uv_timer_init(&loop, &s.tick);
+  s.tick.data = &s;
+  if (s.time_limit_ms > 0) {
+    uint64_t every = s.time_limit_ms / 10;
+    every = every < 10 ? 10 : every > 1000 ? 1000 : every;
+    uv_timer_start(&s.tick, on_tick, every, every);
+  }
   uv_signal_init(&loop, &s.sigint);
   uv_signal_init(&loop, &s.sigterm);
   uv_timer_init(&loop, &s.grace);
@@ -1400,6 +1577,7 @@ int cli_cmd_serve(int argc, char **argv) {
     uv_close((uv_handle_t *)&s.sigint, NULL);
     uv_close((uv_handle_t *)&s.sigterm, NULL);
     uv_close((uv_handle_t *)&s.grace, NULL);
+    uv_close((uv_handle_t *)&s.tick, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     goto done;
   }

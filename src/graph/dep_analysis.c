@@ -293,6 +293,63 @@ int weft_graph_edge(const weft_graph *g, size_t i, weft_edge *out) {
   return WEFT_OK;
 }
 
+/* Whether tensor t's storage is its own on `device`: not a view (a distributed tile's own
+ * storage excepted), on that device (auto on the host). */
+static int stored_on(const weft_tensor *t, weft_device device) {
+  if (t->view != NULL && !weft__tile_owns_storage(t)) return 0;
+  if (weft__tensor_distributed(t)) return 0;
+  weft_device d = weft__tensor_dev(t);
+  if (device.kind == WEFT_DEVICE_CUDA) return d.kind == WEFT_DEVICE_CUDA && d.index == device.index;
+  return d.kind != WEFT_DEVICE_CUDA;
+}
+
+int weft_graph_memory_estimate(weft_graph *g, weft_device device, size_t *bytes) {
+  if (g == NULL || bytes == NULL) return weft__err(WEFT_EINVAL, "weft_graph_memory_estimate: NULL argument");
+  *bytes = 0;
+  int rc = weft__graph_analyse(g);
+  if (rc != WEFT_OK) return rc;
+  size_t nt = g->tensors.len, nn = g->nodes.len;
+  weft_tensor **ts = g->tensors.data;
+  weft_node **nodes = g->nodes.data;
+  /* Temporaries are born at their first access and die after their last, in node order. */
+  uint32_t *first = weft__malloc((nt ? nt : 1) * sizeof *first), *last = weft__malloc((nt ? nt : 1) * sizeof *last);
+  size_t *delta = weft__calloc(nn + 1, sizeof *delta), *freed = weft__calloc(nn + 1, sizeof *freed);
+  if (first == NULL || last == NULL || delta == NULL || freed == NULL) {
+    rc = weft__oom("the memory estimate");
+    goto done;
+  }
+  memset(first, 0xff, nt * sizeof *first);
+  memset(last, 0xff, nt * sizeof *last);
+  for (uint32_t i = 0; i < nn; i++)
+    for (int a = 0; a < nodes[i]->nargs; a++) {
+      uint32_t t = nodes[i]->args[a].t->id;
+      if (first[t] == NONE) first[t] = i;
+      last[t] = i;
+    }
+  size_t resident = 0, live = 0, peak = 0;
+  for (size_t t = 0; t < nt; t++) {
+    if (!stored_on(ts[t], device)) continue;
+    if ((ts[t]->flags & WEFT__T_TEMP) && first[t] != NONE) {
+      delta[first[t]] += ts[t]->bytes;
+      freed[last[t]] += ts[t]->bytes;
+    } else {
+      resident += ts[t]->bytes;
+    }
+  }
+  for (size_t i = 0; i < nn; i++) {
+    live += delta[i];
+    if (live > peak) peak = live;
+    live -= freed[i];
+  }
+  *bytes = resident + peak;
+done:
+  weft__free(first);
+  weft__free(last);
+  weft__free(delta);
+  weft__free(freed);
+  return rc;
+}
+
 int weft_graph_depth(weft_graph *g, size_t *out) {
   if (g == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_depth: NULL argument");
   int rc = weft__graph_analyse(g);
