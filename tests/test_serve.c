@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -147,14 +148,18 @@ static int closed_by_server(int fd, double timeout_s) {
 }
 
 /* Sends one HTTP/1.1 request: `target` with its query, the body if any. */
-static void send_http(int fd, const char *method, const char *target, const char *body) {
+static void send_http_with(int fd, const char *method, const char *target, const char *headers, const char *body) {
   char head[16384];
   size_t blen = body != NULL ? strlen(body) : 0;
-  int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: test\r\nContent-Length: %zu\r\n\r\n", method, target,
-                   blen);
+  int n = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: test\r\n%sContent-Length: %zu\r\n\r\n", method,
+                   target, headers != NULL ? headers : "", blen);
   assert_true(n > 0 && (size_t)n < sizeof head);
   send_str(fd, head, (size_t)n);
   if (blen > 0) send_str(fd, body, blen);
+}
+
+static void send_http(int fd, const char *method, const char *target, const char *body) {
+  send_http_with(fd, method, target, NULL, body);
 }
 
 typedef struct response {
@@ -1099,6 +1104,60 @@ static void test_many_clients(void **state) {
   free(server_stop(&s));
 }
 
+/* --token-file: every request but the page needs 'Authorization: Bearer TOKEN' (401 and
+ * WWW-Authenticate otherwise); weft submit sends it; a remote listener needs one; the token file
+ * must be its owner's alone and the token at least 16 characters. */
+static void test_token(void **state) {
+  (void)state;
+  char *path = tp_write("token", "  0123456789abcdef-secret \n");
+  assert_int_equal(chmod(path, 0600), 0);
+  free(tp_write("t.weft", PROG_OK));
+  server s;
+  server_start(&s, (const char *[]){"--token-file", "token", NULL});
+  static const char *const auth[] = {NULL, "Authorization: Bearer wrong-but-long-enough\r\n",
+                                     "Authorization: Bearer 0123456789abcdef-secre\r\n",
+                                     "Authorization: Bearer 0123456789abcdef-secret\r\n"};
+  for (int i = 0; i < 4; i++) {
+    int fd = client_connect(s.addr);
+    send_http_with(fd, "GET", "/v1/runs", auth[i], NULL);
+    response r;
+    read_response(fd, &r);
+    assert_int_equal(r.code, i == 3 ? 200 : 401);
+    if (i < 3) assert_true(tp_has(r.head, "WWW-Authenticate: Bearer"));
+    response_fini(&r);
+    close(fd);
+  }
+  response r;
+  request(s.addr, "GET", "/", NULL, &r); /* the page holds no secret */
+  assert_int_equal(r.code, 200);
+  response_fini(&r);
+  tp_out o;
+  tp_expect(&o, 0, NULL, (const char *[]){"submit", "t.weft", "--to", s.addr, "--token-file", "token", NULL});
+  assert_true(tp_has(o.out, "f32[8, 8]"));
+  tp_out_fini(&o);
+  tp_expect(&o, 2, NULL, (const char *[]){"submit", "t.weft", "--to", s.addr, NULL});
+  assert_true(tp_has(o.err, "answered 401"));
+  tp_out_fini(&o);
+  free(server_stop(&s));
+  /* Refused: a remote listener without a token; a token others can read; a short one. */
+  tp_expect(&o, 2, NULL, (const char *[]){"serve", "--listen", "0.0.0.0:0", "--allow-remote", NULL});
+  assert_true(tp_has(o.err, "--token-file"));
+  tp_out_fini(&o);
+  assert_int_equal(chmod(path, 0644), 0);
+  tp_expect(&o, 2, NULL, (const char *[]){"serve", "--token-file", "token", NULL});
+  assert_true(tp_has(o.err, "can be read by others"));
+  tp_out_fini(&o);
+  free(path);
+  path = tp_write("short", "abc\n");
+  assert_int_equal(chmod(path, 0600), 0);
+  tp_expect(&o, 2, NULL, (const char *[]){"serve", "--token-file", "short", NULL});
+  assert_true(tp_has(o.err, "fewer than 16"));
+  tp_out_fini(&o);
+  tp_expect(&o, 2, NULL, (const char *[]){"submit", "t.weft", "--to", "127.0.0.1:9", "--token-file", "missing", NULL});
+  tp_out_fini(&o);
+  free(path);
+}
+
 /* The dashboard in headless Chromium: the page loads, lists a submitted run while it runs, its
  * progress moves, and a finished run's page shows its timeline. */
 static char *dump_dom(const char *chromium, const char *addr, const char *fragment) {
@@ -1188,6 +1247,7 @@ int main(void) {
       cmocka_unit_test(test_busy_and_cancel),
       cmocka_unit_test(test_admission_and_time_limit),
       cmocka_unit_test(test_many_clients),
+      cmocka_unit_test(test_token),
       cmocka_unit_test(test_disconnect_mid_run),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_sigterm_finishes_runs),

@@ -152,6 +152,10 @@ int cli_runtime(int workers, const char *simulate, const char *policy, const cha
  * reason written into err. */
 int cli_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err,
                   size_t err_size);
+/* Reads the bearer token of `weft serve` / `weft submit` from `path`: its first line, without
+ * surrounding spaces, at least 16 characters, from a file only its owner may read. Returns it
+ * (malloc'd), or NULL after printing why (a usage error of `sub`). */
+char *cli_read_token(const char *path, const char *sub);
 
 /* Loads `path` as a program ("-" reads standard input) with `opts`; on failure prints the
  * diagnostics to stderr and returns the exit code (2 for bad input), else 0. */

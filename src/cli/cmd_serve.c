@@ -87,6 +87,7 @@ struct server {
   long max_inflight, max_conns, max_repeat, max_nodes, keep;
   uint64_t idle_ms, grace_ms;
   int quiet, allow_files;
+  char *token; /* --token-file's token: every request but GET / must carry it, or NULL */
   /* State. */
   long inflight, nconns, nkept;
   int pending_accept; /* a connection waits in the listener for a free slot */
@@ -123,6 +124,7 @@ struct conn {
   http_parser parser;
   /* The request being parsed. */
   weft__strbuf url, field, value;
+  int authorized; /* the request carried the server's token (or it has none) */
   int in_value, refused; /* refused: answered an error while parsing; drop the rest */
   int expect_continue;
   char *body;
@@ -181,6 +183,8 @@ static const char serve_help[] =
     "      --listen ADDR        HOST:PORT or unix:PATH (default 127.0.0.1:7878; port 0 picks a\n"
     "                           free port, printed on standard output)\n"
     "      --allow-remote       allow a non-loopback address (submissions run as this user!)\n"
+    "      --token-file FILE    require 'Authorization: Bearer TOKEN' on every request (but the\n"
+    "                           page at /), TOKEN the file's first line; needed off loopback\n"
     "      --allow-files        let submissions read (from \"f\") and write (save) files, as\n"
     "                           this user, relative to the current directory\n"
     "      --max-bytes N        largest submission in bytes (default 1048576)\n"
@@ -982,6 +986,17 @@ static void handle(conn *c) {
   const char *query = (u.field_set & (1 << UF_QUERY)) ? url + u.field_data[UF_QUERY].off : "";
   size_t qlen = (u.field_set & (1 << UF_QUERY)) ? u.field_data[UF_QUERY].len : 0;
   const char *mname = http_method_str((enum http_method)method);
+  int page = method == HTTP_GET && (strcmp(path, "/") == 0 || strcmp(path, "/index.html") == 0);
+  if (!c->authorized && !page) {
+    /* The page itself holds no secret; everything else needs the token. */
+    weft__strbuf b;
+    weft__strbuf_init(&b);
+    weft__strbuf_puts(&b, "{\"error\": \"this server needs its token: send 'Authorization: Bearer TOKEN'\", \"code\": 401}\n");
+    say(s, "%s: 401: %s %s without the token", c->peer, mname, path);
+    respond_json(c, 401, &b, "WWW-Authenticate: Bearer realm=\"weft\"\r\n");
+    weft__strbuf_fini(&b);
+    return;
+  }
   if (strcmp(path, "/v1/runs") == 0) {
     if (method == HTTP_POST)
       post_run(c, query, qlen);
@@ -1027,6 +1042,7 @@ static int on_message_begin(http_parser *p) {
   weft__strbuf_truncate(&c->value, 0);
   c->in_value = 0;
   c->expect_continue = 0;
+  c->authorized = c->srv->token == NULL;
   c->body_len = 0;
   uv_timer_again(&c->idle);
   return 0;
@@ -1044,10 +1060,23 @@ static int on_url(http_parser *p, const char *at, size_t len) {
 }
 
 /* The one request header weft reads: Expect: 100-continue (curl sends it before a body). */
+/* Compares the secret with what came in a time that does not depend on where they differ. */
+static int same_secret(const char *secret, const char *given, size_t given_len) {
+  size_t n = strlen(secret);
+  unsigned diff = (unsigned)(n ^ given_len);
+  for (size_t i = 0; i < n; i++) diff |= (unsigned char)secret[i] ^ (unsigned char)(i < given_len ? given[i] : 0);
+  return diff == 0;
+}
+
+/* The request headers weft reads: Expect: 100-continue (curl sends it before a body), and
+ * Authorization: Bearer TOKEN when the server has a token. */
 static void header_done(conn *c) {
-  if (c->field.data != NULL && strcasecmp(c->field.data, "expect") == 0 && c->value.data != NULL &&
-      strcasecmp(c->value.data, "100-continue") == 0)
+  const char *f = c->field.data, *v = c->value.data;
+  if (f != NULL && v != NULL && strcasecmp(f, "expect") == 0 && strcasecmp(v, "100-continue") == 0)
     c->expect_continue = 1;
+  if (f != NULL && v != NULL && c->srv->token != NULL && strcasecmp(f, "authorization") == 0 &&
+      strncasecmp(v, "Bearer ", 7) == 0)
+    c->authorized = same_secret(c->srv->token, v + 7, c->value.len - 7);
   weft__strbuf_truncate(&c->field, 0);
   weft__strbuf_truncate(&c->value, 0);
 }
@@ -1063,7 +1092,7 @@ static int on_header_field(http_parser *p, const char *at, size_t len) {
 static int on_header_value(http_parser *p, const char *at, size_t len) {
   conn *c = p->data;
   c->in_value = 1;
-  if (c->value.len < 64) weft__strbuf_put(&c->value, at, len);
+  if (c->value.len < 4096) weft__strbuf_put(&c->value, at, len);
   return 0;
 }
 
@@ -1448,7 +1477,7 @@ int cli_cmd_serve(int argc, char **argv) {
   enum {
     OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
     OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_KEEP, OPT_IDLE, OPT_GRACE, OPT_QUIET, OPT_MAX_MEMORY,
-    OPT_BUDGET, OPT_TIME_LIMIT
+    OPT_BUDGET, OPT_TIME_LIMIT, OPT_TOKEN
   };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -1463,6 +1492,7 @@ int cli_cmd_serve(int argc, char **argv) {
       {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
       {"memory-budget", required_argument, NULL, OPT_BUDGET},
       {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+      {"token-file", required_argument, NULL, OPT_TOKEN},
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"workers", required_argument, NULL, CLI_OPT_WORKERS},
@@ -1484,6 +1514,7 @@ int cli_cmd_serve(int argc, char **argv) {
   long workers = 0, v;
   const char *simulate = NULL;
   size_t max_memory = 0, budget = 0;
+  const char *token_file = NULL;
   int allow_remote = 0, c;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
     switch (c) {
@@ -1517,6 +1548,7 @@ int cli_cmd_serve(int argc, char **argv) {
       case OPT_BUDGET:
         if (cli_parse_size("serve", "--memory-budget", optarg, &budget) != 0) return CLI_EXIT_USAGE;
         break;
+      case OPT_TOKEN: token_file = optarg; break;
       case OPT_TIME_LIMIT:
         if (parse_seconds("--time-limit", optarg, &s.time_limit_ms) != 0) return CLI_EXIT_USAGE;
         break;
@@ -1547,8 +1579,13 @@ int cli_cmd_serve(int argc, char **argv) {
   if (!cli_addr_is_local(&s.addr) && !allow_remote)
     return cli_usage_error("serve",
                            "--listen %s is not a loopback address; anyone who can reach it runs "
-                           "programs as you. Add --allow-remote if that is what you want",
+                           "programs as you, over plain HTTP (no TLS). Add --allow-remote and --token-file if "
+                           "that is what you want",
                            listen);
+  if (!cli_addr_is_local(&s.addr) && token_file == NULL)
+    return cli_usage_error("serve", "--listen %s is not a loopback address: a remote listener needs --token-file "
+                           "(clients send the token as 'Authorization: Bearer TOKEN')", listen);
+  if (token_file != NULL && (s.token = cli_read_token(token_file, "serve")) == NULL) return CLI_EXIT_USAGE;
 
   signal(SIGPIPE, SIG_IGN); /* a client that leaves makes writes fail, not kill the server */
   int code;
@@ -1596,5 +1633,6 @@ done:
     (void)uv_loop_close(&loop);
   }
   weft_runtime_destroy(s.rt);
+  free(s.token);
   return code;
 }

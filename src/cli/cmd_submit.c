@@ -30,15 +30,17 @@ static const char submit_help[] =
     "      --wait SEC           while the server answers 'busy', retry for up to SEC seconds\n"
     "                           (default 30; 0 fails at once)\n"
     "      --timeout SEC        give up if an answer takes longer than SEC (default: wait)\n"
+    "      --token-file FILE    send the server's token (the file's first line) as\n"
+    "                           'Authorization: Bearer TOKEN' (default $WEFT_TOKEN_FILE)\n"
     "  -h, --help               show this help and exit\n"
     "\n"
     "Exit status: the run's: 0 success, 1 the run failed (or the server was unreachable,\n"
     "busy, or closed the connection), 2 bad input or usage.\n";
 
-enum { OPT_TO = CLI_OPT_LOCAL, OPT_REPEAT, OPT_JSON, OPT_WAIT, OPT_TIMEOUT };
+enum { OPT_TO = CLI_OPT_LOCAL, OPT_REPEAT, OPT_JSON, OPT_WAIT, OPT_TIMEOUT, OPT_TOKEN };
 
 typedef struct submit_flags {
-  const char *to;
+  const char *to, *token_file;
   long repeat;
   int json;
   double wait_s, timeout_s;
@@ -64,6 +66,7 @@ static int submit_option(int c, const char *arg, void *ctx) {
     case OPT_JSON: f->json = 1; return 0;
     case OPT_WAIT: return parse_secs("--wait", arg, &f->wait_s);
     case OPT_TIMEOUT: return parse_secs("--timeout", arg, &f->timeout_s);
+    case OPT_TOKEN: f->token_file = arg; return 0;
     default: return -1;
   }
 }
@@ -173,6 +176,7 @@ int cli_cmd_submit(int argc, char **argv) {
                                         {"json", no_argument, NULL, OPT_JSON},
                                         {"wait", required_argument, NULL, OPT_WAIT},
                                         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                                        {"token-file", required_argument, NULL, OPT_TOKEN},
                                         {NULL, 0, NULL, 0}};
   cli_prog_opts po = {0};
   submit_flags f = {.repeat = 1, .wait_s = 30};
@@ -232,6 +236,23 @@ int cli_cmd_submit(int argc, char **argv) {
     goto done;
   }
   headers = curl_slist_append(NULL, "Content-Type: text/plain; charset=utf-8");
+  if (f.token_file == NULL) f.token_file = getenv("WEFT_TOKEN_FILE");
+  if (f.token_file != NULL && *f.token_file) {
+    char *token = cli_read_token(f.token_file, "submit");
+    if (token == NULL) {
+      code = CLI_EXIT_USAGE;
+      goto done;
+    }
+    char *auth = malloc(strlen(token) + 32);
+    if (auth != NULL) {
+      sprintf(auth, "Authorization: Bearer %s", token);
+      headers = curl_slist_append(headers, auth);
+      memset(auth, 0, strlen(auth));
+      free(auth);
+    }
+    memset(token, 0, strlen(token));
+    free(token);
+  }
   headers = curl_slist_append(headers, "Expect:"); /* send the body at once */
   curl_easy_setopt(curl, CURLOPT_URL, req.data);
   if (addr.is_unix) curl_easy_setopt(curl, CURLOPT_UNIX_SOCKET_PATH, addr.path);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -299,4 +300,33 @@ int cli_load_program(weft_runtime *rt, const char *path, const weft_dsl_options 
   j.prog = NULL;
   cli_job_fini(&j);
   return CLI_EXIT_OK;
+}
+
+char *cli_read_token(const char *path, const char *sub) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    cli_usage_error(sub, "--token-file %s: %s", path, strerror(errno));
+    return NULL;
+  }
+  if (st.st_mode & 077) {
+    cli_usage_error(sub, "--token-file %s can be read by others: make it the owner's alone (chmod 600 %s)", path, path);
+    return NULL;
+  }
+  char *text = NULL, err[512];
+  size_t len = 0;
+  if (cli_read_file(path, 4096, &text, &len, err, sizeof err) != WEFT_OK) {
+    cli_usage_error(sub, "--token-file: %s", err);
+    return NULL;
+  }
+  text[strcspn(text, "\r\n")] = '\0';
+  char *b = text, *e = text + strlen(text);
+  while (*b == ' ' || *b == '\t') b++;
+  while (e > b && (e[-1] == ' ' || e[-1] == '\t')) *--e = '\0';
+  if (e - b < 16) {
+    free(text);
+    cli_usage_error(sub, "--token-file %s: the token (its first line) has fewer than 16 characters", path);
+    return NULL;
+  }
+  memmove(text, b, (size_t)(e - b) + 1);
+  return text;
 }
