@@ -787,6 +787,48 @@ static void test_disconnect_mid_run(void **state) {
   assert_true(tp_now() - t0 < 15); /* no abandoned 20 s run was waited for */
 }
 
+/* A client that trickles a request (slowloris) is answered 408 and closed at
+ * --request-timeout; one that sends half a body and leaves costs nothing; the server serves on. */
+static void test_slow_and_truncated_clients(void **state) {
+  (void)state;
+  server s;
+  server_start(&s, (const char *[]){"--request-timeout", "0.5", "--idle-timeout", "30", NULL});
+  int fd = client_connect(s.addr);
+  static const char head[] = "POST /v1/runs HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  send_str(fd, head, sizeof head - 1);
+  double t0 = tp_now();
+  response r;
+  int answered = 0;
+  for (int i = 0; i < 200 && !answered; i++) {
+    usleep(50000);
+    if (send(fd, "a", 1, MSG_NOSIGNAL) != 1) break; /* the server may have closed already */
+    struct pollfd p = {fd, POLLIN, 0};
+    answered = poll(&p, 1, 0) > 0;
+  }
+  read_response(fd, &r);
+  assert_int_equal(r.code, 408);
+  assert_true(tp_has(r.body, "--request-timeout"));
+  assert_true(r.close);
+  response_fini(&r);
+  assert_true(closed_by_server(fd, T));
+  assert_true(tp_now() - t0 < 20);
+  close(fd);
+  for (int i = 0; i < 3; i++) { /* half a body, then gone */
+    fd = client_connect(s.addr);
+    static const char part[] = "POST /v1/runs?wait=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nparam N";
+    send_str(fd, part, sizeof part - 1);
+    close(fd);
+  }
+  request(s.addr, "POST", "/v1/runs?wait=1", PROG_OK, &r);
+  assert_int_equal(json_int(r.body, "exit_code"), 0);
+  response_fini(&r);
+  request(s.addr, "GET", "/metrics", NULL, &r);
+  assert_true(tp_has(r.body, "weft_runs_total{status=\"succeeded\"} 1\n")); /* the halves never ran */
+  assert_true(tp_has(r.body, "weft_bytes_copied_total{link=\"h2d\"} 0\n"));
+  response_fini(&r);
+  free(server_stop(&s));
+}
+
 static void test_idle_timeout(void **state) {
   (void)state;
   server s;
@@ -1249,6 +1291,7 @@ int main(void) {
       cmocka_unit_test(test_many_clients),
       cmocka_unit_test(test_token),
       cmocka_unit_test(test_disconnect_mid_run),
+      cmocka_unit_test(test_slow_and_truncated_clients),
       cmocka_unit_test(test_idle_timeout),
       cmocka_unit_test(test_sigterm_finishes_runs),
       cmocka_unit_test(test_sigterm_cancels_after_grace),

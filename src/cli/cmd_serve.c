@@ -22,7 +22,8 @@
  * exit_code 2), repeat at most --max-repeat (400); at most --max-inflight submissions loading,
  * running or reporting (the next is answered 429 with Retry-After); at most --max-connections
  * connections (more wait in the kernel's backlog); a connection idle for --idle-timeout
- * seconds (no byte while a request is incomplete, or between requests) is closed.
+ * seconds (no byte while a request is incomplete, or between requests) is closed, and one whose
+ * request has not arrived --request-timeout seconds after its first byte is answered 408.
  *
  * Admission: a loaded submission's tensors are estimated per memory (weft_graph_memory_estimate)
  * before anything is allocated; more than --max-memory (the host; nine tenths of a GPU) is
@@ -85,7 +86,7 @@ struct server {
   /* Limits. */
   size_t max_bytes;
   long max_inflight, max_conns, max_repeat, max_nodes, keep;
-  uint64_t idle_ms, grace_ms;
+  uint64_t idle_ms, grace_ms, request_ms;
   int quiet, allow_files;
   char *token; /* --token-file's token: every request but GET / must carry it, or NULL */
   /* State. */
@@ -105,6 +106,7 @@ struct server {
   uv_timer_t tick;
   /* What /metrics counts. */
   uint64_t ended[NENDS], requests, busy, refused_memory, timed_out, nodes_run;
+  uint64_t bytes[4]; /* copied: host to device, device to host, between GPUs, within a device */
   uint64_t hist[NBUCKETS + 1];
   double hist_sum;
 };
@@ -125,6 +127,7 @@ struct conn {
   /* The request being parsed. */
   weft__strbuf url, field, value;
   int authorized; /* the request carried the server's token (or it has none) */
+  uint64_t t_request; /* uv_now() at the request's first byte; 0 between requests */
   int in_value, refused; /* refused: answered an error while parsing; drop the rest */
   int expect_continue;
   char *body;
@@ -200,6 +203,8 @@ static const char serve_help[] =
     "                           (503 beyond; default: 3/4 of the host's memory)\n"
     "      --time-limit SEC     cancel a submission in progress longer than SEC (default: none)\n"
     "      --idle-timeout SEC   close a connection idle this long (default 60)\n"
+    "      --request-timeout SEC  answer 408 and close when a request takes longer than SEC\n"
+    "                           to arrive, however it trickles in (default 30)\n"
     "      --grace SEC          on SIGINT/SIGTERM, cancel runs still going after SEC (default 10)\n"
     "      --workers N          CPU worker threads (default: one per core)\n"
     "      --simulate PROFILE   run submissions on the virtual devices of a machine profile\n"
@@ -318,9 +323,7 @@ static void view(const weft_run_stats *st, int format, char **text, size_t *len)
 
 /* The last run's statistics (in the JSON document, as `weft run --json` has them), trace and
  * timeline. */
-static void keep_views(submission *sub, weft_run *run) {
-  weft_run_stats *st = NULL;
-  if (run == NULL || weft_run_stats_create(run, &st) != WEFT_OK) return;
+static void keep_views(submission *sub, const weft_run_stats *st) {
   size_t len = 0;
   free(sub->job.stats_json);
   sub->job.stats_json = NULL;
@@ -331,6 +334,21 @@ static void keep_views(submission *sub, weft_run *run) {
   sub->trace = sub->svg = NULL;
   view(st, WEFT_REPORT_TRACE, &sub->trace, &sub->trace_len);
   view(st, WEFT_REPORT_SVG, &sub->svg, &sub->svg_len);
+}
+
+/* A run's statistics: the bytes its copies moved (for /metrics), and, for the submission's
+ * last run, its views. */
+static void account(submission *sub, weft_run *run, int last) {
+  weft_run_stats *st = NULL;
+  if (run == NULL || weft_run_stats_create(run, &st) != WEFT_OK) return;
+  weft_stats_summary sum;
+  weft_run_stats_summary(st, &sum);
+  uint64_t *b = sub->srv->bytes;
+  b[0] += sum.bytes_h2d;
+  b[1] += sum.bytes_d2h;
+  b[2] += sum.bytes_peer;
+  b[3] += sum.bytes_local;
+  if (last) keep_views(sub, st);
   weft_run_stats_destroy(st);
 }
 
@@ -420,7 +438,7 @@ static void on_run(weft_run *run, int status, void *arg) {
     cli_job_fail(&sub->job, "run", WEFT_ECANCELED, cancel_reason(sub)); /* the first failure stays */
   cli_job_record(&sub->job, status, run, ms);
   if (status == WEFT_OK) sub->srv->nodes_run += sub->nodes;
-  if (status != WEFT_OK || sub->job.nruns >= sub->job.repeat) keep_views(sub, run);
+  account(sub, run, status != WEFT_OK || sub->job.nruns >= sub->job.repeat);
   next_or_report(sub);
 }
 
@@ -891,6 +909,11 @@ static void get_metrics(conn *c) {
                       s->inflight, (unsigned long long)s->busy, (unsigned long long)s->refused_memory,
                       (unsigned long long)s->timed_out, (unsigned long long)s->nodes_run,
                       (unsigned long long)s->requests, s->nconns);
+  static const char *const links[4] = {"h2d", "d2h", "peer", "local"};
+  weft__strbuf_puts(&b, "# HELP weft_bytes_copied_total Bytes the runs' copies moved, by link.\n"
+                        "# TYPE weft_bytes_copied_total counter\n");
+  for (int k = 0; k < 4; k++)
+    weft__strbuf_printf(&b, "weft_bytes_copied_total{link=\"%s\"} %llu\n", links[k], (unsigned long long)s->bytes[k]);
   weft__strbuf_puts(&b, "# HELP weft_memory_reserved_bytes What the submissions in progress may take, by memory.\n"
                         "# TYPE weft_memory_reserved_bytes gauge\n");
   weft__strbuf_printf(&b, "weft_memory_reserved_bytes{memory=\"host\"} %zu\n", s->reserved[0]);
@@ -1043,6 +1066,7 @@ static int on_message_begin(http_parser *p) {
   c->in_value = 0;
   c->expect_continue = 0;
   c->authorized = c->srv->token == NULL;
+  c->t_request = uv_now(c->srv->loop);
   c->body_len = 0;
   uv_timer_again(&c->idle);
   return 0;
@@ -1149,6 +1173,7 @@ static int on_body(http_parser *p, const char *at, size_t len) {
 static int on_message_complete(http_parser *p) {
   conn *c = p->data;
   if (c->discard) return -1;
+  c->t_request = 0;
   handle(c);
   return 0;
 }
@@ -1207,6 +1232,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   *buf = uv_buf_init(read_buf, sizeof read_buf);
 }
 
+/* A request begun longer ago than --request-timeout (a client that trickles its bytes). */
+static int late(const conn *c) {
+  return c->t_request != 0 && c->waiting == NULL && uv_now(c->srv->loop) - c->t_request > c->srv->request_ms;
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   conn *c = st->data;
   if (nread < 0) {
@@ -1219,6 +1249,10 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   if (nread == 0 || c->discard) return;
   if (c->waiting == NULL) uv_timer_again(&c->idle);
   conn_feed(c, buf->base, (size_t)nread);
+  if (!c->closing && !c->discard && late(c)) {
+    respond_error(c, 408, 1, "the request took more than --request-timeout (%.0f s) to arrive",
+                  (double)c->srv->request_ms / 1e3);
+  }
 }
 
 static void on_idle(uv_timer_t *t) {
@@ -1477,7 +1511,7 @@ int cli_cmd_serve(int argc, char **argv) {
   enum {
     OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
     OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_KEEP, OPT_IDLE, OPT_GRACE, OPT_QUIET, OPT_MAX_MEMORY,
-    OPT_BUDGET, OPT_TIME_LIMIT, OPT_TOKEN
+    OPT_BUDGET, OPT_TIME_LIMIT, OPT_TOKEN, OPT_REQUEST_TIMEOUT
   };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -1493,6 +1527,7 @@ int cli_cmd_serve(int argc, char **argv) {
       {"memory-budget", required_argument, NULL, OPT_BUDGET},
       {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
       {"token-file", required_argument, NULL, OPT_TOKEN},
+      {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
       {"grace", required_argument, NULL, OPT_GRACE},
       {"workers", required_argument, NULL, CLI_OPT_WORKERS},
@@ -1509,6 +1544,7 @@ int cli_cmd_serve(int argc, char **argv) {
   s.max_nodes = 1000000;
   s.keep = 100;
   s.idle_ms = 60000;
+  s.request_ms = 30000;
   s.grace_ms = 10000;
   const char *listen = "127.0.0.1:7878";
   long workers = 0, v;
@@ -1549,6 +1585,10 @@ int cli_cmd_serve(int argc, char **argv) {
         if (cli_parse_size("serve", "--memory-budget", optarg, &budget) != 0) return CLI_EXIT_USAGE;
         break;
       case OPT_TOKEN: token_file = optarg; break;
+      case OPT_REQUEST_TIMEOUT:
+        if (parse_seconds("--request-timeout", optarg, &s.request_ms) != 0) return CLI_EXIT_USAGE;
+        if (s.request_ms == 0) return cli_usage_error("serve", "--request-timeout must be more than 0");
+        break;
       case OPT_TIME_LIMIT:
         if (parse_seconds("--time-limit", optarg, &s.time_limit_ms) != 0) return CLI_EXIT_USAGE;
         break;
