@@ -410,6 +410,9 @@ static void test_api(void **state) {
   assert_true(tp_has(r.body, "weft_runs_total{status=\"succeeded\"} 1\n"));
   assert_true(tp_has(r.body, "weft_submission_seconds_count 1\n"));
   assert_true(tp_has(r.body, "weft_nodes_run_total 1\n"));
+  assert_true(tp_has(r.body, "\nprocess_resident_memory_bytes "));
+  assert_false(tp_has(r.body, "\nprocess_resident_memory_bytes 0\n"));
+  assert_true(tp_has(r.body, "\nprocess_open_fds "));
   response_fini(&r);
   request(s.addr, "GET", "/", NULL, &r);
   assert_int_equal(r.code, 200);

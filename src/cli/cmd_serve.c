@@ -924,6 +924,23 @@ static void get_metrics(conn *c) {
   weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"host\"} %zu\n", s->budget[0]);
   for (int k = 1; k <= s->ngpus; k++)
     weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"cuda:%d\"} %zu\n", k - 1, s->budget[k]);
+  /* The process's own, under Prometheus' standard names (Linux: /proc/self). */
+  long pages = 0, fds = 0;
+  FILE *statm = fopen("/proc/self/statm", "r");
+  if (statm != NULL) {
+    long size;
+    if (fscanf(statm, "%ld %ld", &size, &pages) != 2) pages = 0;
+    fclose(statm);
+  }
+  uv_fs_t req;
+  if (uv_fs_scandir(NULL, &req, "/proc/self/fd", 0, NULL) >= 0) fds = (long)req.result;
+  uv_fs_req_cleanup(&req);
+  weft__strbuf_printf(&b,
+                      "# HELP process_resident_memory_bytes Resident memory of the server.\n"
+                      "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %lld\n"
+                      "# HELP process_open_fds Open file descriptors of the server.\n"
+                      "# TYPE process_open_fds gauge\nprocess_open_fds %ld\n",
+                      (long long)pages * sysconf(_SC_PAGESIZE), fds);
   weft__strbuf_puts(&b, "# HELP weft_submission_seconds From a submission's arrival to its end.\n"
                         "# TYPE weft_submission_seconds histogram\n");
   uint64_t cum = 0, count = 0;
