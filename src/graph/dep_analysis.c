@@ -229,7 +229,6 @@ int weft__graph_analyse(weft_graph *g) {
     eoff[0] = 0;
   }
 
-  for (size_t i = 0; i < nt; i++) tensors[i]->flags &= (uint8_t)~WEFT__T_TEMP;
   for (uint32_t id = 0; id < nn; id++) {
     weft_node *n = nodes[id];
     /* Reads first, then writes, so a read-write access orders after the previous writer and
@@ -254,9 +253,11 @@ int weft__graph_analyse(weft_graph *g) {
   /* A tensor an op created is a temporary when its final value is read by a later node (the
    * readers since its last write are not empty) and the user did not keep it: its storage
    * may be released after that last read. A final value nobody reads is a result. */
-  for (size_t t = 0; t < nt; t++)
-    if ((tensors[t]->flags & WEFT__T_AUTO) && !(tensors[t]->flags & WEFT__T_KEEP) && s.head[t] != NONE)
-      tensors[t]->flags |= WEFT__T_TEMP;
+  for (size_t t = 0; t < nt; t++) {
+    uint8_t f = tensors[t]->flags & (uint8_t)~WEFT__T_TEMP;
+    if ((f & WEFT__T_AUTO) && !(f & WEFT__T_KEEP) && s.head[t] != NONE) f |= WEFT__T_TEMP;
+    tensors[t]->flags = f;
+  }
   g->order.len = 0;
   if (backward && (rc = order_or_cycle(g)) != WEFT_OK) goto done;
   g->analysed_version = g->version;

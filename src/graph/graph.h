@@ -66,33 +66,35 @@ enum {
 };
 
 struct weft_tensor {
+  /* The fields the analysis, the plan and the dispatch read for every access come first, in
+   * one cache line (a tensor is three). */
   weft_graph *graph;
   uint32_t id;
   uint8_t dtype, ndim, flags;
-  int64_t shape[WEFT_MAX_DIMS];
-  int64_t numel;
+  uint8_t storage_kind; /* how `data` was allocated, for the matching free */
+  /* Tiles (weft_tensor_tiles): a tile's place in the tensor it views, a partitioned tensor's
+   * grid. NULL for the rest. */
+  struct weft__view *view;
+  struct weft__grid *grid;
+  /* Storage, owned by the scheduler (src/sched/storage.c): NULL until materialised. */
+  void *data;
   size_t bytes;
   weft_device device;
+  uint8_t initialised; /* the creation initialiser has been applied */
+  int64_t shape[WEFT_MAX_DIMS];
+  int64_t numel;
   weft_init init;
   const char *name; /* NULL: the name is "t<id>", written into autoname on demand */
   char autoname[15];
   /* 0: autoname not written, 1: being written, 2: ready. A worker describing a failed node and
    * the user asking for a name may make it at the same moment: one writes, the other waits. */
   atomic_uchar autoname_state;
-  /* Storage, owned by the scheduler (src/sched/storage.c): NULL until materialised. */
-  void *data;
-  uint8_t storage_kind; /* how `data` was allocated, for the matching free */
-  uint8_t initialised;  /* the creation initialiser has been applied */
   /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
    * runs through copy_next, newest first), valid until a later node writes this tensor or the
    * copy. So readers on several devices (or ranks) in turn share one copy on each. */
   weft_tensor *copy_cache;
   weft_tensor *copy_next; /* an inserted copy: the next copy of the same tensor in its cache */
   weft_tensor *copy_src;  /* an inserted copy: the tensor it copies (whose cache it may be in) */
-  /* Tiles (weft_tensor_tiles): a tile's place in the tensor it views, a partitioned tensor's
-   * grid. NULL for the rest. */
-  struct weft__view *view;
-  struct weft__grid *grid;
 };
 
 /* A tile: rows x cols of `parent` from element `offset` (row-major), rows `ld` elements
