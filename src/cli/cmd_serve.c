@@ -1225,9 +1225,11 @@ static void conn_feed(conn *c, const char *data, size_t len) {
     }
     size_t n = http_parser_execute(&c->parser, &parser_settings, data, len);
     enum http_errno e = HTTP_PARSER_ERRNO(&c->parser);
-    if (e == HPE_PAUSED) { /* a ?wait=1 submission: keep the rest */
+    if (e == HPE_PAUSED) { /* a submission waits: keep the rest */
       data += n;
       len -= n;
+      /* Answered before the parser returned (a step done at once): read on. */
+      if (c->waiting == NULL) http_parser_pause(&c->parser, 0);
       continue;
     }
     if (e != HPE_OK) {
