@@ -138,7 +138,8 @@ static void ops_agree_with_the_cpu(void **state) {
   weft_runtime_destroy(cpu);
 }
 
-/* The creation initialiser runs on the GPU for a GPU tensor; the values must be the CPU's. */
+/* The creation initialiser runs on the GPU for a GPU tensor; the values must be the CPU's
+ * (random ones bit for bit, eye too). */
 static void random_initialisers_match_the_cpu(void **state) {
   GT_NEED_GPUS(1);
   tu_fixture *f = *state;
@@ -148,13 +149,19 @@ static void random_initialisers_match_the_cpu(void **state) {
   CHECK(weft_tensor_create(f->g, "uc", WEFT_F32, 2, shape, weft_cpu(), weft_uniform(-1, 3, 7), &uc));
   CHECK(weft_tensor_create(f->g, "n", WEFT_F64, 2, shape, weft_cuda(0), weft_normal(0, 1, 8), &nrm));
   CHECK(weft_tensor_create(f->g, "nc", WEFT_F64, 2, shape, weft_cpu(), weft_normal(0, 1, 8), &nc));
-  void *a = gt_read(u), *b = gt_read(uc), *c = gt_read(nrm), *d = gt_read(nc);
+  weft_tensor *e, *ec; /* eye: the diagonal placed by the row length, on both */
+  CHECK(weft_tensor_create(f->g, "e", WEFT_F64, 2, shape, weft_cuda(0), weft_eye(3), &e));
+  CHECK(weft_tensor_create(f->g, "ec", WEFT_F64, 2, shape, weft_cpu(), weft_eye(3), &ec));
+  void *a = gt_read(u), *b = gt_read(uc), *c = gt_read(nrm), *d = gt_read(nc), *x = gt_read(e), *y = gt_read(ec);
   assert_memory_equal(a, b, weft_tensor_bytes(u));
   assert_true(gt_rel_err(c, d, (size_t)weft_tensor_numel(nrm), WEFT_F64) < 1e-14);
+  assert_memory_equal(x, y, weft_tensor_bytes(e));
   free(a);
   free(b);
   free(c);
   free(d);
+  free(x);
+  free(y);
 }
 
 static void copies_in_every_direction(void **state) {

@@ -812,7 +812,7 @@ static void test_recovery_without_cascades(void **state) {
   if (count != 6) fail_msg("expected 6 errors, got %d:\n%s", count, m);
   expect_in(m, "t.weft:2:12: error: unexpected end of line; expected ',' or ')'");
   expect_in(m, "t.weft:4:1: error: unknown statement 'tensr'");
-  expect_in(m, "t.weft:6:23: error: expected an initialiser: zeros, ones, full(v), uniform(lo, hi, seed=S) or normal(mean, std, seed=S)");
+  expect_in(m, "t.weft:6:23: error: expected an initialiser: zeros, ones, eye, full(v), eye(v), uniform(lo, hi, seed=S) or normal(mean, std, seed=S)");
   expect_in(m, "t.weft:8:13: error: unknown name 'oops'; expected a number, a parameter or a loop variable");
   expect_in(m, "t.weft:10:12: error: unknown tensor 'nothing'");
   expect_in(m, "t.weft:12:14: error: unexpected end of line; expected a number, a name or '('");

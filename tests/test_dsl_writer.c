@@ -45,6 +45,7 @@ static int same_init(weft_init a, weft_init b) {
   if (a.kind != b.kind) return 0;
   switch (a.kind) {
     case WEFT_INIT_FULL:
+    case WEFT_INIT_EYE:
       return same_double(a.a, b.a);
     case WEFT_INIT_UNIFORM:
     case WEFT_INIT_NORMAL:

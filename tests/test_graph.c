@@ -986,6 +986,46 @@ static void failed_calls_change_nothing(void **state) {
   for (int i = 0; i < 4; i++) assert_true(buf[i] == 2.0);
 }
 
+/* eye: the value on the diagonal, 0 elsewhere, as a creation initialiser and as a fill; 2-D
+ * tensors only; a tile of an eye tensor keeps the tensor's diagonal. */
+static void eye_initialiser(void **state) {
+  tu_fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *a, *b, *v;
+  CHECK(weft_tensor_create(g, "a", WEFT_F64, 2, (int64_t[]){3, 4}, weft_cpu(), weft_eye(2.0), &a));
+  CHECK(weft_tensor_create(g, "b", WEFT_F32, 2, (int64_t[]){3, 3}, weft_cpu(), weft_uniform(0, 1, 5), &b));
+  CHECK(weft_fill(g, b, weft_eye(1.0)));
+  assert_int_equal(weft_node_fill_init(weft_graph_last_node(g)).seed, 3); /* its row length */
+  EXPECT_FAIL(g, WEFT_ESHAPE, "eye is for 2-D tensors; this one has 1 dimension",
+              weft_tensor_create(g, "v", WEFT_F32, 1, (int64_t[]){4}, weft_cpu(), weft_eye(1.0), &v));
+  CHECK(weft_tensor_create(g, "v", WEFT_F32, 1, (int64_t[]){4}, weft_cpu(), weft_zeros(), &v));
+  EXPECT_FAIL(g, WEFT_ESHAPE, "'fill': eye is for 2-D tensors; v has 1 dimension", weft_fill(g, v, weft_eye(1.0)));
+  CHECK(weft_graph_run(g));
+  for (int64_t i = 0; i < 3; i++)
+    for (int64_t j = 0; j < 4; j++) {
+      double x, y;
+      CHECK(weft_tensor_get(a, i * 4 + j, &x));
+      assert_true(x == (i == j ? 2.0 : 0.0));
+      if (j < 3) {
+        CHECK(weft_tensor_get(b, i * 3 + j, &y));
+        assert_true(y == (i == j ? 1.0 : 0.0));
+      }
+    }
+  /* Tiles of a 4 x 4 identity: the diagonal tiles are identities, the others zero. */
+  weft_graph *h = tu_graph(f->rt);
+  weft_tensor *m;
+  CHECK(weft_tensor_create(h, "m", WEFT_F64, 2, (int64_t[]){4, 4}, weft_cpu(), weft_eye(1.0), &m));
+  CHECK(weft_tensor_tiles(h, m, 2, 2));
+  CHECK(weft_potrf(h, weft_tensor_tile(m, 1, 1))); /* the identity is its own factor */
+  CHECK(weft_graph_run(h));
+  for (int64_t k = 0; k < 16; k++) {
+    double x;
+    CHECK(weft_tensor_get(m, k, &x));
+    assert_true(x == (k / 4 == k % 4 ? 1.0 : 0.0));
+  }
+  weft_graph_destroy(h);
+}
+
 /* weft_graph_memory_estimate: what lives through the run, plus the temporaries' peak in the
  * program's order; views own nothing; another device's tensors count there, not here. */
 static void memory_estimate(void **state) {
@@ -1025,6 +1065,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(dtypes, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(tensor_create_validation, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(memory_estimate, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(eye_initialiser, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(tensor_introspection, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(creation_initialisers, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(mm_rules, tu_setup, tu_teardown),

@@ -387,6 +387,8 @@ typedef enum weft_init_kind {
   WEFT_INIT_FULL,    /* a = value */
   WEFT_INIT_UNIFORM, /* uniform in [a, b), from seed */
   WEFT_INIT_NORMAL,  /* normal with mean a and standard deviation b, from seed */
+  WEFT_INIT_EYE,     /* a on the diagonal (row == column), 0 elsewhere; 2-D tensors only. The
+                      * tensor (or fill) stores its row length in seed */
 } weft_init_kind;
 
 typedef struct weft_init {
@@ -404,6 +406,8 @@ WEFT_API weft_init weft_full(double value);
 WEFT_API weft_init weft_uniform(double lo, double hi, uint64_t seed);
 /* Normal(mean, std) by Box-Muller over the same Philox stream. */
 WEFT_API weft_init weft_normal(double mean, double std, uint64_t seed);
+/* `value` on the diagonal, 0 elsewhere (weft_eye(1): the identity); for 2-D tensors. */
+WEFT_API weft_init weft_eye(double value);
 
 /* Creates a tensor of `ndim` (0..4) dimensions `shape` on `device`, initialised by `init`.
  * `name` (may be NULL: then "t<id>") is copied; it is used in messages and by the .weft

@@ -346,10 +346,11 @@ static int eval_tensor(ctx *c, const weft__dsl_expr *e, weft_tensor **out) {
              kind_word(s->kind));
 }
 
-/* Evaluates an initialiser: zeros, ones, full(v), uniform(lo, hi, seed=S), normal(m, s, seed=S). */
+/* Evaluates an initialiser: zeros, ones, eye, full(v), eye(v), uniform(lo, hi, seed=S),
+ * normal(m, s, seed=S). */
 static int eval_init(ctx *c, const weft__dsl_expr *e, weft_init *out) {
   static const char *const expected =
-      "zeros, ones, full(v), uniform(lo, hi, seed=S) or normal(mean, std, seed=S)";
+      "zeros, ones, eye, full(v), eye(v), uniform(lo, hi, seed=S) or normal(mean, std, seed=S)";
   if (e->kind == EX_NAME && !e->has_index) {
     if (strcmp(e->text, "zeros") == 0) {
       *out = weft_zeros();
@@ -359,6 +360,10 @@ static int eval_init(ctx *c, const weft__dsl_expr *e, weft_init *out) {
       *out = weft_ones();
       return OK;
     }
+    if (strcmp(e->text, "eye") == 0) {
+      *out = weft_eye(1.0);
+      return OK;
+    }
   }
   if (e->kind != EX_CALL) return err(c, WEFT_EPARSE, e->line, e->col, "expected an initialiser: %s", expected);
   const char *f = e->text;
@@ -366,7 +371,7 @@ static int eval_init(ctx *c, const weft__dsl_expr *e, weft_init *out) {
   const weft__dsl_expr *pos[2] = {NULL, NULL}, *seed = NULL;
   if (strcmp(f, "zeros") == 0 || strcmp(f, "ones") == 0)
     want = 0;
-  else if (strcmp(f, "full") == 0)
+  else if (strcmp(f, "full") == 0 || strcmp(f, "eye") == 0)
     want = 1;
   else if (strcmp(f, "uniform") == 0 || strcmp(f, "normal") == 0)
     want = 2;
@@ -408,6 +413,8 @@ static int eval_init(ctx *c, const weft__dsl_expr *e, weft_init *out) {
     *out = weft_ones();
   else if (strcmp(f, "full") == 0)
     *out = weft_full(as_double(a));
+  else if (strcmp(f, "eye") == 0)
+    *out = weft_eye(as_double(a));
   else if (strcmp(f, "uniform") == 0)
     *out = weft_uniform(as_double(a), as_double(b), (uint64_t)s);
   else

@@ -84,6 +84,12 @@ static void put_init(writer *w, weft_init in) {
     case WEFT_INIT_FULL:
       weft__strbuf_printf(&w->out, "full(%s)", weft__dsl_fmt_double(a, in.a));
       return;
+    case WEFT_INIT_EYE:
+      if (in.a == 1.0)
+        weft__strbuf_puts(&w->out, "eye");
+      else
+        weft__strbuf_printf(&w->out, "eye(%s)", weft__dsl_fmt_double(a, in.a));
+      return;
     default:
       weft__strbuf_printf(&w->out, "%s(%s, %s, seed=", in.kind == WEFT_INIT_UNIFORM ? "uniform" : "normal",
                           weft__dsl_fmt_double(a, in.a), weft__dsl_fmt_double(b, in.b));

@@ -150,6 +150,7 @@ const char *weft_dtype_name(weft_dtype dt) {
 weft_init weft_zeros(void) { return (weft_init){WEFT_INIT_ZEROS, 0, 0, 0}; }
 weft_init weft_ones(void) { return (weft_init){WEFT_INIT_ONES, 1, 0, 0}; }
 weft_init weft_full(double value) { return (weft_init){WEFT_INIT_FULL, value, 0, 0}; }
+weft_init weft_eye(double value) { return (weft_init){WEFT_INIT_EYE, value, 0, 0}; }
 weft_init weft_uniform(double lo, double hi, uint64_t seed) {
   return (weft_init){WEFT_INIT_UNIFORM, lo, hi, seed};
 }
@@ -160,7 +161,7 @@ weft_init weft_normal(double mean, double std, uint64_t seed) {
 /* ---- tensors ----------------------------------------------------------------------------- */
 
 static int check_init(weft_init init) {
-  if (init.kind < WEFT_INIT_ZEROS || init.kind > WEFT_INIT_NORMAL)
+  if (init.kind < WEFT_INIT_ZEROS || init.kind > WEFT_INIT_EYE)
     return weft__err(WEFT_EINVAL, "unknown initialiser kind %d", init.kind);
   if (init.kind == WEFT_INIT_UNIFORM && !(init.a <= init.b))
     return weft__err(WEFT_EINVAL, "uniform(%g, %g): the low bound is above the high bound",
@@ -206,6 +207,13 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
                      name ? name : "?", weft_device_str(device, dev, sizeof dev));
   int rc = check_init(init);
   if (rc != WEFT_OK) return rc;
+  if (init.kind == WEFT_INIT_EYE) {
+    if (ndim != 2)
+      return weft__err(WEFT_ESHAPE, "tensor '%s': eye is for 2-D tensors; this one has %d dimension%s",
+                       name ? name : "?", ndim, ndim == 1 ? "" : "s");
+    /* The row length, which places the diagonal (a tile copies its tensor's init: its own). */
+    if (init.seed == 0) init.seed = (uint64_t)shape[1];
+  }
   if (g->tensors.len >= UINT32_MAX - 1)
     return weft__err(WEFT_ELIMIT, "graph has too many tensors");
   if ((rc = weft__vec_reserve(&g->tensors, 1)) != WEFT_OK) return rc;

@@ -391,11 +391,17 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   call_begin(&c, g, WEFT__OP_FILL, "fill");
   int rc;
   if ((rc = check_tensor(&c, t, "t")) || (rc = check_contiguous(&c, t, "t"))) return rc;
-  if (init.kind < WEFT_INIT_ZEROS || init.kind > WEFT_INIT_NORMAL ||
+  if (init.kind < WEFT_INIT_ZEROS || init.kind > WEFT_INIT_EYE ||
       (init.kind == WEFT_INIT_UNIFORM && !(init.a <= init.b)) ||
       (init.kind == WEFT_INIT_NORMAL && !(init.b >= 0)))
     return weft__err(WEFT_EINVAL, "node %u 'fill': invalid initialiser (kind %d, %g, %g)", c.id,
                      init.kind, init.a, init.b);
+  if (init.kind == WEFT_INIT_EYE) {
+    if (t->ndim != 2)
+      return weft__err(WEFT_ESHAPE, "node %u 'fill': eye is for 2-D tensors; %s has %d dimension%s", c.id,
+                       weft__tensor_name(t), t->ndim, t->ndim == 1 ? "" : "s");
+    init.seed = (uint64_t)t->shape[1]; /* the diagonal of t itself */
+  }
   if ((rc = weft__graph_check_idle(g, "fill")) != WEFT_OK) return rc;
   weft__arg arg = {t, WEFT_WRITE};
   weft_node *n;

@@ -282,6 +282,19 @@ void weft__cpu_fill_at(void *dst, int dtype, int64_t first, int64_t n, weft_init
       }
       return;
     }
+    case WEFT_INIT_EYE: {
+      /* Element i of rows of `cols` lies on the diagonal where its row equals its column. */
+      int64_t cols = (int64_t)init.seed;
+      for (int64_t k = 0; k < n; k++) {
+        int64_t i = first + k;
+        double v = cols > 0 && i / cols == i % cols ? init.a : 0.0;
+        if (dtype == WEFT_F32)
+          ((float *)dst)[k] = (float)v;
+        else
+          ((double *)dst)[k] = v;
+      }
+      return;
+    }
     default:
       fill_random(dst, dtype, first, n, init);
   }

@@ -215,6 +215,7 @@ __device__ double init_value(int kind, double a, double b, uint64_t seed, int64_
     case WEFT_INIT_ZEROS: return 0.0;
     case WEFT_INIT_ONES: return 1.0;
     case WEFT_INIT_FULL: return a;
+    case WEFT_INIT_EYE: return seed > 0 && i / (int64_t)seed == i % (int64_t)seed ? a : 0.0;
     case WEFT_INIT_UNIFORM: {
       double u1, u2;
       weft__philox_uniform2((uint64_t)i, seed, &u1, &u2);
