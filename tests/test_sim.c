@@ -1148,6 +1148,10 @@ static void test_calibrate_roundtrip(void **state) {
   want.gpu.replay_run_s = 17e-6;
   want.gpu.gemm_wide_s = (weft__sim_curve){.n = 2, .x = {256, 1024}, .y = {30e-6, 90e-6}};
   want.host.wake_s = 23e-6;
+  /* potrf, trsm and syrk far below the GEMM rate, as on the GPUs (docs/benchmarks.md). */
+  for (int op = 0; op < 3; op++)
+    for (int d = 0; d < 2; d++)
+      want.gpu.la[op][d] = (weft__sim_curve){.n = 2, .x = {256, 4096}, .y = {(1 + op) * 2e11 * (1 + d), (1 + op) * 6e12 * (1 + d)}};
   weft_runtime *rt = sim_runtime_of(&want, 1);
   weft_calibrate_options o;
   weft_calibrate_options_init(&o);
@@ -1168,6 +1172,12 @@ static void test_calibrate_roundtrip(void **state) {
     assert_true(near(got.gpu.gemm[1].y[i], gpu_rate(&want.gpu.gemm[1], got.gpu.gemm[1].x[i]), 0.01));
   for (int i = 0; i < got.host.gemm[0].n; i++)
     assert_true(near(got.host.gemm[0].y[i], weft__sim_curve_at(&want.host.gemm[0], got.host.gemm[0].x[i]), 0.01));
+  for (int op = 0; op < 3; op++)
+    for (int d = 0; d < 2; d++) {
+      assert_true(got.gpu.la[op][d].n >= 1); /* quick: tiles of 1024 */
+      for (int i = 0; i < got.gpu.la[op][d].n; i++)
+        assert_true(near(got.gpu.la[op][d].y[i], weft__sim_curve_at(&want.gpu.la[op][d], got.gpu.la[op][d].x[i]), 0.02));
+    }
   assert_true(near(got.gpu.memory_bandwidth, want.gpu.memory_bandwidth, 0.01));
   assert_true(near(got.gpu.fill_bandwidth, want.gpu.fill_bandwidth, 0.01));
   assert_true(near(got.host.memory_bandwidth, want.host.memory_bandwidth, 0.01));

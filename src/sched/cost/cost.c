@@ -68,6 +68,20 @@ static double product_side(const weft_node *n) {
   return cbrt((double)n->args[0].t->shape[0] * (double)cols * (double)n->args[0].t->shape[1]);
 }
 
+/* The profile's curve for a potrf, trsm or syrk node's op and dtype, or NULL. */
+static const weft__sim_curve *la_curve(const weft__sim_gpu *g, const weft_node *n) {
+  int op = n->kind == WEFT__OP_POTRF ? 0 : n->kind == WEFT__OP_TRSM ? 1 : n->kind == WEFT__OP_SYRK ? 2 : -1;
+  if (op < 0) return NULL;
+  const weft__sim_curve *c = &g->la[op][dtype_index(n)];
+  return c->n > 0 ? c : NULL;
+}
+
+/* The tile side a potrf, trsm or syrk curve is read at: the triangular tile's (potrf, trsm),
+ * the updated tile's (syrk). */
+static int64_t la_side(const weft_node *n) {
+  return n->kind == WEFT__OP_SYRK ? n->args[n->nargs - 1].t->shape[0] : n->args[0].t->shape[0];
+}
+
 /* The cost of a node on a GPU (or on a copy engine), without the host's submission. *share
  * receives the part of the device a kernel needs to run at full speed (des.c shares the device
  * in start order): a product's from the profile's measured gemm_f32_share where it has one,
@@ -121,10 +135,13 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_SYRK: {
-      /* Priced as the product of the same flops: potrf and trsm run slower than that on small
-       * tiles (their critical path is serial), which measured times refine. */
+      /* potrf, trsm and syrk at their own measured rates by tile side where the profile has
+       * them (they run far below a product's rate on the GPU: potrf and trsm are chains of
+       * panel kernels); else as the product of the same flops, which measured times refine.
+       * Their share of the device is what their rate leaves of its peak. */
       double f = weft__la_flops(n);
-      t = la_s(gc, 1, f);
+      const weft__sim_curve *lc = la_curve(g, n);
+      t = lc != NULL ? f / weft__sim_curve_at(lc, (double)la_side(n)) : la_s(gc, 1, f);
       tpeak = f / peak_of(gc);
       break;
     }

@@ -93,6 +93,12 @@ static const field gpu_fields[] = {
     {"replay_node_s", F_NUM, OFF(gpu.replay_node_s), 0, 0, 1, 0},
     {"gemm_f32_share", F_CURVE, OFF(gpu.gemm_share), 0, 1e-6, 1, 0},
     {"gemm_f32_wide_s", F_CURVE, OFF(gpu.gemm_wide_s), 0, 1e-9, 1, 0},
+    {"potrf_f32_flops", F_CURVE, OFF(gpu.la[0][0]), 0, 1, BIG, 0},
+    {"potrf_f64_flops", F_CURVE, OFF(gpu.la[0][1]), 0, 1, BIG, 0},
+    {"trsm_f32_flops", F_CURVE, OFF(gpu.la[1][0]), 0, 1, BIG, 0},
+    {"trsm_f64_flops", F_CURVE, OFF(gpu.la[1][1]), 0, 1, BIG, 0},
+    {"syrk_f32_flops", F_CURVE, OFF(gpu.la[2][0]), 0, 1, BIG, 0},
+    {"syrk_f64_flops", F_CURVE, OFF(gpu.la[2][1]), 0, 1, BIG, 0},
     {"temp_s", F_NUM, OFF(gpu.temp_s), 0, 0, 1, 0},
     {"replay_temp_s", F_NUM, OFF(gpu.replay_temp_s), 0, 0, 1, 0},
     {"launch_lanes", F_NUM, OFF(gpu.launch_lanes), 0, 0, 64, 0},
@@ -476,6 +482,15 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
     fprintf(f, ",\n");
     put_curve(f, "gemm_f32_wide_s", &g->gemm_wide_s);
   }
+  static const char *const la_keys[3][2] = {{"potrf_f32_flops", "potrf_f64_flops"},
+                                            {"trsm_f32_flops", "trsm_f64_flops"},
+                                            {"syrk_f32_flops", "syrk_f64_flops"}};
+  for (int op = 0; op < 3; op++)
+    for (int d = 0; d < 2; d++)
+      if (g->la[op][d].n > 0) {
+        fprintf(f, ",\n");
+        put_curve(f, la_keys[op][d], &g->la[op][d]);
+      }
   fprintf(f, "\n  },\n  \"links\": {\n");
   put_link(f, "h2d", &p->h2d, 0);
   put_link(f, "d2h", &p->d2h, 0);

@@ -68,6 +68,9 @@ typedef struct weft__sim_gpu {
   /* Optional figures (0 or an empty curve: not priced, or computed): */
   weft__sim_curve gemm_share; /* f32 products that do not fill the device: the part of it one
                                * occupies (K independent products over a chain of K) */
+  weft__sim_curve la[3][2];   /* potrf, trsm, syrk ([0] f32, [1] f64): flop/s by tile side (the
+                               * triangular tile's, the updated tile's for syrk). Empty: priced
+                               * as products of the same flops, which they run far slower than */
   weft__sim_curve gemm_wide_s; /* ... the same products, in an eager run with many ready: the
                                 * time each adds to the run (K independent products), the
                                 * least the host takes to launch one among others */

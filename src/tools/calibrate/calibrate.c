@@ -261,6 +261,32 @@ static int build_gemm(weft_graph *g, const void *p, int k) {
   return WEFT_OK;
 }
 
+/* A chain of k potrf, trsm or syrk nodes on n x n tiles whose values stay put, so that any
+ * chain length runs on a real GPU: the identity is its own Cholesky factor (potrf), solving
+ * with it leaves B as it is (trsm), and adding A A^T of a zero A leaves C (syrk). */
+typedef struct la_arg {
+  weft_device dev;
+  int64_t n;
+  int dtype, op; /* 0 potrf, 1 trsm, 2 syrk */
+} la_arg;
+
+static int build_la(weft_graph *g, const void *p, int k) {
+  const la_arg *a = p;
+  int64_t shape[2] = {a->n, a->n};
+  weft_tensor *l, *b;
+  int rc;
+  if ((rc = weft_tensor_create(g, "l", a->dtype, 2, shape, a->dev, a->op == 2 ? weft_zeros() : weft_eye(1.0), &l)) !=
+          WEFT_OK ||
+      (rc = weft_tensor_create(g, "b", a->dtype, 2, shape, a->dev, a->op == 2 ? weft_eye(1.0) : weft_full(1.0), &b)) !=
+          WEFT_OK)
+    return rc;
+  for (int i = 0; i < k; i++) {
+    rc = a->op == 0 ? weft_potrf(g, l) : a->op == 1 ? weft_trsm(g, WEFT_RIGHT, 1, 1.0, l, b) : weft_syrk(g, -1.0, l, 1.0, b);
+    if (rc != WEFT_OK) return rc;
+  }
+  return WEFT_OK;
+}
+
 /* k independent products x.x of n x n, each into a new tensor (read by nobody, so allocated
  * once, before the runs): the backend spreads them over its compute streams. */
 static int build_wide(weft_graph *g, const void *p, int k) {
@@ -666,6 +692,34 @@ static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *s
   return WEFT_OK;
 }
 
+/* The GPU rates of potrf, trsm and syrk by tile side (flops as weft counts them: n^3 / 3 for
+ * potrf, n^3 for trsm and syrk), into the profile's potrf_*, trsm_*, syrk_* curves. */
+static int la_curves(const cal *c, weft_device dev, json_t *gpu) {
+  static const int64_t full[] = {256, 1024, 4096}, quick[] = {1024};
+  static const char *const names[3] = {"potrf", "trsm", "syrk"};
+  const int64_t *sizes = c->quick ? quick : full;
+  int nsizes = c->quick ? 1 : 3;
+  for (int op = 0; op < 3; op++)
+    for (int d = 0; d < 2; d++) {
+      curve out = {0};
+      for (int i = 0; i < nsizes; i++) {
+        la_arg a = {dev, sizes[i], d ? WEFT_F64 : WEFT_F32, op};
+        double t, n = (double)sizes[i];
+        int rc = per_node(c, build_la, &a, 0, 0.2, &t);
+        if (rc != WEFT_OK) return rc;
+        out.x[out.n] = n;
+        out.y[out.n++] = (op == 0 ? n * n * n / 3 : n * n * n) / t;
+        say(c, "cuda:0 %s %s %lld: %.3g s a node, %.4g GFLOP/s", names[op], d ? "f64" : "f32", (long long)sizes[i], t,
+            out.y[out.n - 1] * 1e-9);
+      }
+      char key[32];
+      snprintf(key, sizeof key, "%s_%s_flops", names[op], d ? "f64" : "f32");
+      int rc = put_curve(gpu, key, &out);
+      if (rc != WEFT_OK) return rc;
+    }
+  return WEFT_OK;
+}
+
 /* The part of the device a product occupies, for the f32 sizes of the GEMM curve that do not
  * fill the device (TILE, above): K independent products (replayed; the backend spreads them
  * over its compute streams) against the curve's chain of K, clamped to [1 / compute streams,
@@ -794,7 +848,8 @@ static int measure_gpu(const cal *c, profile *p, int ngpus) {
           WEFT_OK ||
       (rc = gemm_curve(c, dev, WEFT_F64, c->quick ? quick64 : full64, c->quick ? 1 : 3, 0.2, 1, 0, &f64)) != WEFT_OK ||
       (rc = put_curve(g, "gemm_f32_flops", &p->gemm_f32)) != WEFT_OK ||
-      (rc = put_curve(g, "gemm_f64_flops", &f64)) != WEFT_OK || (rc = gemm_shares(c, dev, p)) != WEFT_OK)
+      (rc = put_curve(g, "gemm_f64_flops", &f64)) != WEFT_OK || (rc = gemm_shares(c, dev, p)) != WEFT_OK ||
+      (rc = la_curves(c, dev, g)) != WEFT_OK)
     return rc;
   /* Small nodes: a chain of one-element additions, eager runs and re-runs (replays). */
   vec_arg tiny = {dev, 1, 0}, tiny_temps = {dev, 1, 1}, big = {dev, 16 << 20, 0};
