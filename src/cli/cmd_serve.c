@@ -130,13 +130,11 @@ struct conn {
   uint64_t t_request; /* uv_now() at the request's first byte; 0 between requests */
   int in_value, refused; /* refused: answered an error while parsing; drop the rest */
   int expect_continue;
-  char *body;
-  size_t body_len, body_cap;
+  weft__strbuf body;
   /* A ?wait=1 submission this connection waits for (the parser paused meanwhile), and the
    * bytes received since, parsed once it is answered. */
   submission *waiting;
-  char *held;
-  size_t held_len, held_cap;
+  weft__strbuf held;
 };
 
 enum phase { P_LOADING, P_RUNNING, P_REPORTING, P_DONE };
@@ -260,17 +258,6 @@ static void say(server *s, const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
-}
-
-static void *grow(char **buf, size_t *cap, size_t need) {
-  if (need <= *cap) return *buf;
-  size_t cap2 = *cap ? *cap : 4096;
-  while (cap2 < need) cap2 *= 2;
-  char *p = realloc(*buf, cap2);
-  if (p == NULL) return NULL;
-  *buf = p;
-  *cap = cap2;
-  return p;
 }
 
 /* ---- submissions ---------------------------------------------------------------------- */
@@ -640,7 +627,7 @@ static void on_shutdown(uv_shutdown_t *req, int status) {
 static void end_after_answer(conn *c) {
   if (c->discard || c->closing) return;
   c->discard = 1;
-  c->held_len = 0;
+  weft__strbuf_truncate(&c->held, 0);
   uv_shutdown_t *sd = malloc(sizeof *sd);
   if (sd == NULL || uv_shutdown(sd, &c->h.stream, on_shutdown) != 0) {
     free(sd);
@@ -733,12 +720,10 @@ static void release_waiter(submission *sub) {
   if (c->closing || c->discard) return;
   uv_timer_again(&c->idle);
   http_parser_pause(&c->parser, 0);
-  char *held = c->held;
-  size_t len = c->held_len;
-  c->held = NULL;
-  c->held_len = c->held_cap = 0;
-  if (len > 0) conn_feed(c, held, len);
-  free(held);
+  weft__strbuf held = c->held;
+  weft__strbuf_init(&c->held);
+  if (held.len > 0) conn_feed(c, held.data, held.len);
+  weft__strbuf_fini(&held);
   if (!c->closing && !c->reading && c->waiting == NULL && uv_read_start(&c->h.stream, on_alloc, on_read) == 0)
     c->reading = 1;
 }
@@ -821,11 +806,15 @@ static void post_run(conn *c, const char *query, size_t qlen) {
     bad = 1;
   }
   submission *sub = bad ? NULL : calloc(1, sizeof *sub);
-  if (!bad && (sub == NULL || (name == NULL && (name = strdup("submission.weft")) == NULL))) {
+  size_t body_len = c->body.len;
+  /* The body is taken: the connection gets a new buffer for its next request. */
+  if (!bad && (sub == NULL || (name == NULL && (name = strdup("submission.weft")) == NULL) ||
+               weft__strbuf_take(&c->body, "a submission", &sub->body) != WEFT_OK)) {
     respond_error(c, 503, 0, "the server is out of memory");
     bad = 1;
   }
   if (bad) {
+    if (sub != NULL) free(sub->body);
     free(sub);
     free(name);
     free(device);
@@ -838,11 +827,7 @@ static void post_run(conn *c, const char *query, size_t qlen) {
   sub->device = device;
   memcpy(sub->defines, defines, (size_t)ndefines * sizeof *defines);
   sub->ndefines = ndefines;
-  sub->body = c->body; /* taken: the connection gets a new buffer for its next request */
-  sub->body_len = c->body_len;
-  c->body = NULL;
-  c->body_len = c->body_cap = 0;
-  if (sub->body == NULL) sub->body = strdup("");
+  sub->body_len = body_len;
   sub->submitted = time(NULL);
   sub->t_submit = uv_hrtime();
   cli_job_init(&sub->job);
@@ -1084,7 +1069,7 @@ static int on_message_begin(http_parser *p) {
   c->expect_continue = 0;
   c->authorized = c->srv->token == NULL;
   c->t_request = uv_now(c->srv->loop);
-  c->body_len = 0;
+  weft__strbuf_truncate(&c->body, 0);
   uv_timer_again(&c->idle);
   return 0;
 }
@@ -1171,19 +1156,17 @@ static int on_headers_complete(http_parser *p) {
 
 static int on_body(http_parser *p, const char *at, size_t len) {
   conn *c = p->data;
-  if (c->body_len + len > c->srv->max_bytes) { /* a chunked body that grows too large */
+  if (c->body.len + len > c->srv->max_bytes) { /* a chunked body that grows too large */
     respond_error(c, 413, 1, "the body has more than %zu bytes (--max-bytes)", c->srv->max_bytes);
     c->refused = 1;
     return 1;
   }
-  if (grow(&c->body, &c->body_cap, c->body_len + len + 1) == NULL) {
+  weft__strbuf_put(&c->body, at, len);
+  if (c->body.failed) {
     respond_error(c, 503, 1, "the server is out of memory for the body");
     c->refused = 1;
     return 1;
   }
-  memcpy(c->body + c->body_len, at, len);
-  c->body_len += len;
-  c->body[c->body_len] = '\0';
   return 0;
 }
 
@@ -1209,15 +1192,14 @@ static const http_parser_settings parser_settings = {
 static void conn_feed(conn *c, const char *data, size_t len) {
   while (len > 0 && !c->closing && !c->discard) {
     if (c->waiting != NULL) {
-      if (grow(&c->held, &c->held_cap, c->held_len + len) == NULL) {
+      weft__strbuf_put(&c->held, data, len);
+      if (c->held.failed) {
         say(c->srv, "%s: out of memory for the connection's input", c->peer);
         conn_close(c);
         return;
       }
-      memcpy(c->held + c->held_len, data, len);
-      c->held_len += len;
       /* A client that sends ahead while it waits is held back at 64 KiB. */
-      if (c->held_len > 65536 && c->reading) {
+      if (c->held.len > 65536 && c->reading) {
         uv_read_stop(&c->h.stream);
         c->reading = 0;
       }
@@ -1288,8 +1270,8 @@ static void on_conn_closed(uv_handle_t *h) {
   weft__strbuf_fini(&c->url);
   weft__strbuf_fini(&c->field);
   weft__strbuf_fini(&c->value);
-  free(c->body);
-  free(c->held);
+  weft__strbuf_fini(&c->body);
+  weft__strbuf_fini(&c->held);
   free(c);
   maybe_finish(s);
 }
@@ -1357,6 +1339,8 @@ static void accept_one(server *s) {
   weft__strbuf_init(&c->url);
   weft__strbuf_init(&c->field);
   weft__strbuf_init(&c->value);
+  weft__strbuf_init(&c->body);
+  weft__strbuf_init(&c->held);
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   LIST_PUSH(s->conns, c);
