@@ -91,6 +91,12 @@ static void statistics_and_trim(void **state) {
   assert_true(s1.allocated >= s0.allocated + (64u << 20));
   assert_true(s1.peak >= s1.allocated);
   assert_true(s1.reserved >= s1.allocated);
+  /* The device-neutral view (weft_device_memory_usage) tells the same allocator's figures. */
+  weft_memory_usage use;
+  CHECK(weft_device_memory_usage(rt, weft_cuda(0), &use));
+  assert_int_equal(use.in_use, s1.allocated);
+  assert_int_equal(use.peak, s1.peak);
+  assert_int_equal(use.reserved, s1.reserved + s1.workspace);
   weft_graph_destroy(g);
   CHECK(weft_cuda_memory_trim(rt, -1, 0));
   s2 = stats(rt);

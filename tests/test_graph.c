@@ -986,6 +986,35 @@ static void failed_calls_change_nothing(void **state) {
   for (int i = 0; i < 4; i++) assert_true(buf[i] == 2.0);
 }
 
+/* weft_device_memory_usage on the host: the storage of host tensors now and at most; a graph's
+ * tensors are counted while it lives and given back when it is destroyed; bad arguments. */
+static void host_memory_usage(void **state) {
+  tu_fixture *f = *state;
+  weft_memory_usage before, during, after;
+  CHECK(weft_device_memory_usage(f->rt, weft_cpu(), &before));
+  weft_graph *g;
+  CHECK(weft_graph_create(f->rt, &g));
+  weft_tensor *x, *y, *z = NULL; /* z: a new result */
+  CHECK(weft_tensor_create(g, "x", WEFT_F32, 2, (int64_t[]){512, 512}, weft_cpu(), weft_ones(), &x));
+  CHECK(weft_tensor_create(g, "y", WEFT_F64, 2, (int64_t[]){512, 512}, weft_cpu(), weft_zeros(), &y));
+  CHECK(weft_add(g, x, x, &z));
+  weft_tensor_keep(z);
+  CHECK(weft_graph_run(g));
+  CHECK(weft_device_memory_usage(f->rt, weft_cpu(), &during));
+  size_t bytes = weft_tensor_bytes(x) + weft_tensor_bytes(y) + weft_tensor_bytes(z);
+  assert_true(during.in_use >= before.in_use + bytes);
+  assert_int_equal(during.reserved, during.in_use);
+  assert_true(during.peak >= during.in_use);
+  weft_graph_destroy(g);
+  CHECK(weft_device_memory_usage(f->rt, weft_cpu(), &after));
+  assert_int_equal(after.in_use, before.in_use);
+  assert_int_equal(after.peak, during.peak);
+  assert_int_equal(weft_device_memory_usage(f->rt, weft_cuda(7), &after), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "no device cuda:7"));
+  assert_int_equal(weft_device_memory_usage(f->rt, weft_cpu(), NULL), WEFT_EINVAL);
+  assert_int_equal(weft_device_memory_usage(NULL, weft_cpu(), &after), WEFT_EINVAL);
+}
+
 /* eye: the value on the diagonal, 0 elsewhere, as a creation initialiser and as a fill; 2-D
  * tensors only; a tile of an eye tensor keeps the tensor's diagonal. */
 static void eye_initialiser(void **state) {
@@ -1063,6 +1092,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(devices_are_values, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(dtypes, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(host_memory_usage, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(tensor_create_validation, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(memory_estimate, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(eye_initialiser, tu_setup, tu_teardown),

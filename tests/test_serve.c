@@ -986,6 +986,16 @@ static void test_addresses_and_usage(void **state) {
   tp_out_fini(&r);
 }
 
+/* The value of the sample `name` (with its labels) in a Prometheus text answer; fails the test
+ * when it is missing. */
+static double metric(const char *text, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = text; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtod(p + n + 1, NULL);
+  fail_msg("no metric %s in:\n%s", name, text);
+  return 0;
+}
+
 /* Memory admission: a submission whose tensors need more than --max-memory is refused (413),
  * one that would push those in progress over --memory-budget too (503), before anything is
  * allocated; --time-limit cancels a submission that runs too long. The server serves on. */
@@ -1024,6 +1034,14 @@ static void test_admission_and_time_limit(void **state) {
   assert_true(tp_has(r.body, "weft_runs_timed_out_total 1\n"));
   assert_true(tp_has(r.body, "weft_memory_reserved_bytes{memory=\"host\"} 0\n"));
   assert_true(tp_has(r.body, "weft_memory_budget_bytes{memory=\"host\"} 5242880\n"));
+  /* What the host held for the runs' tensors: at least the three 1 MiB tensors of one run at
+   * its peak, and nothing once every run is over (their graphs are gone). */
+  assert_true(metric(r.body, "weft_device_memory_peak_bytes{device=\"cpu\"}") >= 3 << 20);
+  assert_int_equal(metric(r.body, "weft_device_memory_in_use_bytes{device=\"cpu\"}"), 0);
+  assert_true(metric(r.body, "weft_device_memory_total_bytes{device=\"cpu\"}") > 0);
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/devices", NULL, &r);
+  assert_true(tp_has(r.body, "\"memory_in_use_bytes\": 0, \"memory_peak_bytes\": "));
   response_fini(&r);
   /* Refusals keep no record: runs 2 and 3 do not exist. */
   request(s.addr, "GET", "/v1/runs/2", NULL, &r);
@@ -1033,6 +1051,9 @@ static void test_admission_and_time_limit(void **state) {
   tp_out o;
   tp_expect(&o, 2, NULL, (const char *[]){"serve", "--max-memory", "2GiB", "--memory-budget", "1GiB", NULL});
   assert_true(tp_has(o.err, "more than the --memory-budget"));
+  tp_out_fini(&o);
+  tp_expect(&o, 2, NULL, (const char *[]){"serve", "--gpu-memory-budget", "lots", NULL});
+  assert_true(tp_has(o.err, "--gpu-memory-budget"));
   tp_out_fini(&o);
 }
 
@@ -1257,6 +1278,7 @@ static void test_dashboard_in_chromium(void **state) {
   assert_true(tp_has(a, "long.weft"));
   assert_true(tp_has(a, "class=\"running\""));
   assert_true(tp_has(a, "<td>cpu</td>"));
+  assert_true(tp_has(a, "<td class=\"use\"><meter ")); /* the memory the running one holds */
   long first = nodes_done(a);
   free(a);
   usleep(500000);

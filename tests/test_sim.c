@@ -252,6 +252,11 @@ static void test_devices(void **state) {
   assert_true(weft_device_can_access_peer(rt, weft_cuda(0), weft_cuda(3)));
   assert_false(weft_device_can_access_peer(rt, weft_cuda(1), weft_cuda(1)));
   assert_int_equal(weft_device_info_get(rt, weft_cuda(4), &info), WEFT_EDEVICE);
+  /* A simulated GPU holds no memory to report (weft_sim_peak_bytes models it per run). */
+  weft_memory_usage use;
+  assert_int_equal(weft_device_memory_usage(rt, weft_cuda(1), &use), WEFT_ENOTSUP);
+  assert_true(tu_contains(weft_last_error(), "cuda:1 is a simulated GPU"));
+  CHECK(weft_device_memory_usage(rt, weft_cpu(), &use));
   weft_runtime_destroy(rt);
   /* max_gpus limits the simulated GPUs too. */
   weft_runtime_options o;

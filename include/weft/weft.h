@@ -271,6 +271,22 @@ typedef struct weft_device_info {
 WEFT_NODISCARD WEFT_API int weft_device_info_get(const weft_runtime *rt, weft_device d,
                                                  weft_device_info *out);
 
+/* The memory a device holds for weft's tensors: now, at most at once since the runtime was
+ * created, and what weft holds from the system or driver for them. The host: the storage of
+ * host tensors (pageable and pinned); a GPU: weft's pool's allocations (kept tensors,
+ * temporaries, replayed graphs) and what the pool and the libraries' workspaces hold. What
+ * `weft serve` reports per device (/metrics, /v1/devices, the dashboard). */
+typedef struct weft_memory_usage {
+  size_t in_use;   /* bytes in use by tensors now */
+  size_t peak;     /* the most in use at once */
+  size_t reserved; /* held by weft for the device (host: in_use) */
+} weft_memory_usage;
+
+/* Fills *out for device `d`. WEFT_EDEVICE for a device the runtime lacks; WEFT_ENOTSUP for a
+ * simulated GPU (it holds no memory: weft_sim_peak_bytes models it per run). Thread-safe: yes. */
+WEFT_NODISCARD WEFT_API int weft_device_memory_usage(weft_runtime *rt, weft_device d,
+                                                     weft_memory_usage *out);
+
 /* Returns 1 if device a can read device b's memory directly (peer access), else 0. */
 WEFT_API int weft_device_can_access_peer(const weft_runtime *rt, weft_device a,
                                          weft_device b);

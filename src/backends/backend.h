@@ -51,7 +51,7 @@
 
 #include "sched/plan/plan.h"
 
-#define WEFT__BACKEND_VERSION 6
+#define WEFT__BACKEND_VERSION 7
 
 /* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
  * (src/sched/dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
@@ -135,6 +135,9 @@ typedef struct weft__backend_vtable {
    * launch that fails on one rank before its first node fails on every rank, and none waits for
    * its messages. NULL for device backends. */
   int (*launch_agree)(struct weft__backend *b, weft__plan *p, int status);
+  /* Version 7. The memory device `index` holds for weft (weft_device_memory_usage). NULL: the
+   * backend has none to report. Called from any thread. */
+  int (*memory_usage)(const struct weft__backend *b, int index, weft_memory_usage *out);
 } weft__backend_vtable;
 
 typedef struct weft__backend {

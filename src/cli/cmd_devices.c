@@ -71,6 +71,10 @@ int cli_devices_write(weft_runtime *rt, int json, weft__strbuf *b) {
                           info.memory_bytes, info.copy_engines, info.compute_major, info.compute_minor,
                           info.multiprocessors, info.simulated ? "true" : "false",
                           peers.data != NULL ? peers.data : "");
+      weft_memory_usage use;
+      if (weft_device_memory_usage(rt, d, &use) == WEFT_OK)
+        weft__strbuf_printf(b, ", \"memory_in_use_bytes\": %zu, \"memory_peak_bytes\": %zu, \"memory_reserved_bytes\": %zu",
+                            use.in_use, use.peak, use.reserved);
       if (d.kind == WEFT_DEVICE_CPU && !info.simulated) {
         weft__strbuf_puts(b, ", \"blas\": ");
         weft__json_put_blas(b, &blas);

@@ -26,8 +26,10 @@
  * request has not arrived --request-timeout seconds after its first byte is answered 408.
  *
  * Admission: a loaded submission's tensors are estimated per memory (weft_graph_memory_estimate)
- * before anything is allocated; more than --max-memory (the host; nine tenths of a GPU) is
- * refused 413, more than what --memory-budget leaves beside the submissions in progress 503.
+ * before anything is allocated; more than --max-memory (the host; a GPU: --gpu-memory-budget,
+ * nine tenths of it by default) is refused 413, more than what --memory-budget
+ * (--gpu-memory-budget) leaves beside the submissions in progress 503. /metrics, /v1/devices
+ * and the dashboard show what each device holds (weft_device_memory_usage).
  * The POST is answered then (202), or, with ?wait=1, when the submission is done. A submission
  * in progress past --time-limit is cancelled.
  *
@@ -199,6 +201,8 @@ static const char serve_help[] =
     "                           default: the budget)\n"
     "      --memory-budget SIZE most host memory the submissions in progress may take together\n"
     "                           (503 beyond; default: 3/4 of the host's memory)\n"
+    "      --gpu-memory-budget SIZE  most memory of each GPU the submissions in progress may\n"
+    "                           take together, and one of them alone (default: 9/10 of it)\n"
     "      --time-limit SEC     cancel a submission in progress longer than SEC (default: none)\n"
     "      --idle-timeout SEC   close a connection idle this long (default 60)\n"
     "      --request-timeout SEC  answer 408 and close when a request takes longer than SEC\n"
@@ -909,6 +913,34 @@ static void get_metrics(conn *c) {
   weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"host\"} %zu\n", s->budget[0]);
   for (int k = 1; k <= s->ngpus; k++)
     weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"cuda:%d\"} %zu\n", k - 1, s->budget[k]);
+  /* Each device's memory as weft holds it (weft_device_memory_usage; simulated GPUs have none). */
+  static const char *const mem_names[3] = {"in_use", "peak", "reserved"};
+  static const char *const mem_help[3] = {"Bytes the tensors of the runs hold now, by device.",
+                                          "The most bytes the tensors of the runs held at once since the server started, by device.",
+                                          "Bytes weft holds from the system or driver for tensors, by device."};
+  for (int m = 0; m < 3; m++) {
+    weft__strbuf_printf(&b, "# HELP weft_device_memory_%s_bytes %s\n# TYPE weft_device_memory_%s_bytes gauge\n",
+                        mem_names[m], mem_help[m], mem_names[m]);
+    for (int k = 0; k <= s->ngpus; k++) {
+      weft_device d = k == 0 ? weft_cpu() : weft_cuda(k - 1);
+      weft_memory_usage use;
+      char name[32];
+      if (weft_device_memory_usage(s->rt, d, &use) != WEFT_OK) continue;
+      size_t v = m == 0 ? use.in_use : m == 1 ? use.peak : use.reserved;
+      weft__strbuf_printf(&b, "weft_device_memory_%s_bytes{device=\"%s\"} %zu\n", mem_names[m],
+                          weft_device_str(d, name, sizeof name), v);
+    }
+  }
+  weft__strbuf_puts(&b, "# HELP weft_device_memory_total_bytes Memory of each device.\n"
+                        "# TYPE weft_device_memory_total_bytes gauge\n");
+  for (int k = 0; k <= s->ngpus; k++) {
+    weft_device d = k == 0 ? weft_cpu() : weft_cuda(k - 1);
+    weft_device_info info;
+    char name[32];
+    if (weft_device_info_get(s->rt, d, &info) == WEFT_OK)
+      weft__strbuf_printf(&b, "weft_device_memory_total_bytes{device=\"%s\"} %zu\n",
+                          weft_device_str(d, name, sizeof name), info.memory_bytes);
+  }
   /* The process's own, under Prometheus' standard names (Linux: /proc/self). */
   long pages = 0, fds = 0;
   FILE *statm = fopen("/proc/self/statm", "r");
@@ -1493,7 +1525,7 @@ static int parse_seconds(const char *flag, const char *text, uint64_t *ms) {
 
 /* The memory limits of admission: the host's from --max-memory and --memory-budget (default:
  * both three quarters of its memory), each GPU's nine tenths of its memory. */
-static int init_memory(server *s, size_t max_memory, size_t budget) {
+static int init_memory(server *s, size_t max_memory, size_t budget, size_t gpu_budget) {
   weft_device_info info;
   size_t host = weft_device_info_get(s->rt, weft_cpu(), &info) == WEFT_OK ? info.memory_bytes : 0;
   s->budget[0] = budget ? budget : host / 4 * 3;
@@ -1505,7 +1537,10 @@ static int init_memory(server *s, size_t max_memory, size_t budget) {
   s->ngpus = n < MAX_GPUS ? n : MAX_GPUS;
   for (int k = 0; k < s->ngpus; k++) {
     size_t m = weft_device_info_get(s->rt, weft_cuda(k), &info) == WEFT_OK ? info.memory_bytes : 0;
-    s->budget[1 + k] = s->max_mem[1 + k] = m / 10 * 9;
+    if (gpu_budget > m)
+      return cli_usage_error("serve", "--gpu-memory-budget (%zu bytes) is more than the memory of cuda:%d (%zu bytes)",
+                             gpu_budget, k, m);
+    s->budget[1 + k] = s->max_mem[1 + k] = gpu_budget ? gpu_budget : m / 10 * 9;
   }
   return 0;
 }
@@ -1514,7 +1549,7 @@ int cli_cmd_serve(int argc, char **argv) {
   enum {
     OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
     OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_KEEP, OPT_IDLE, OPT_GRACE, OPT_QUIET, OPT_MAX_MEMORY,
-    OPT_BUDGET, OPT_TIME_LIMIT, OPT_TOKEN, OPT_REQUEST_TIMEOUT
+    OPT_BUDGET, OPT_GPU_BUDGET, OPT_TIME_LIMIT, OPT_TOKEN, OPT_REQUEST_TIMEOUT
   };
   static const struct option longopts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -1528,6 +1563,7 @@ int cli_cmd_serve(int argc, char **argv) {
       {"keep", required_argument, NULL, OPT_KEEP},
       {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
       {"memory-budget", required_argument, NULL, OPT_BUDGET},
+      {"gpu-memory-budget", required_argument, NULL, OPT_GPU_BUDGET},
       {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
       {"token-file", required_argument, NULL, OPT_TOKEN},
       {"request-timeout", required_argument, NULL, OPT_REQUEST_TIMEOUT},
@@ -1552,7 +1588,7 @@ int cli_cmd_serve(int argc, char **argv) {
   const char *listen = "127.0.0.1:7878";
   long workers = 0, v;
   const char *simulate = NULL;
-  size_t max_memory = 0, budget = 0;
+  size_t max_memory = 0, budget = 0, gpu_budget = 0;
   const char *token_file = NULL;
   int allow_remote = 0, c;
   while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -1586,6 +1622,9 @@ int cli_cmd_serve(int argc, char **argv) {
         break;
       case OPT_BUDGET:
         if (cli_parse_size("serve", "--memory-budget", optarg, &budget) != 0) return CLI_EXIT_USAGE;
+        break;
+      case OPT_GPU_BUDGET:
+        if (cli_parse_size("serve", "--gpu-memory-budget", optarg, &gpu_budget) != 0) return CLI_EXIT_USAGE;
         break;
       case OPT_TOKEN: token_file = optarg; break;
       case OPT_REQUEST_TIMEOUT:
@@ -1637,7 +1676,7 @@ int cli_cmd_serve(int argc, char **argv) {
   s.loop = &loop;
   if ((code = cli_runtime((int)workers, simulate, NULL, NULL, 0, &s.rt)) != 0) goto done;
   code = CLI_EXIT_FAILED;
-  if (init_memory(&s, max_memory, budget) != 0) {
+  if (init_memory(&s, max_memory, budget, gpu_budget) != 0) {
     code = CLI_EXIT_USAGE;
     goto done;
   }

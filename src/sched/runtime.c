@@ -119,6 +119,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   rt->intra = intra;
   rt->nranks = 1;
   atomic_init(&rt->graphs, 0);
+  atomic_init(&rt->host_bytes, 0);
+  atomic_init(&rt->host_peak, 0);
   weft__vec_init(&rt->ops, sizeof(weft_op *));
   weft__vec_init(&rt->setup, sizeof(weft__setup_rec));
   uint64_t t0 = weft__clock_now();
@@ -302,6 +304,25 @@ int weft_device_info_get(const weft_runtime *rt, weft_device d, weft_device_info
   out->device = d;
   const weft__backend *b = rt->by_kind[d.kind];
   return b->vt->device_info(b, d.index, out);
+}
+
+int weft_device_memory_usage(weft_runtime *rt, weft_device d, weft_memory_usage *out) {
+  char name[32];
+  if (rt == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_device_memory_usage: NULL argument");
+  if (!weft_device_exists(rt, d))
+    return weft__err(WEFT_EDEVICE, "weft_device_memory_usage: no device %s", weft_device_str(d, name, sizeof name));
+  memset(out, 0, sizeof *out);
+  if (d.kind == WEFT_DEVICE_CPU) {
+    out->in_use = out->reserved = atomic_load(&rt->host_bytes);
+    out->peak = atomic_load(&rt->host_peak);
+    return WEFT_OK;
+  }
+  const weft__backend *b = rt->by_kind[d.kind];
+  if (b->vt->memory_usage == NULL)
+    return weft__err(WEFT_ENOTSUP, "weft_device_memory_usage: %s is %s, which reports no memory use",
+                     weft_device_str(d, name, sizeof name),
+                     b->vt->flags & WEFT__BACKEND_SIMULATED ? "a simulated GPU" : "served by a backend");
+  return b->vt->memory_usage(b, d.index, out);
 }
 
 int weft_device_can_access_peer(const weft_runtime *rt, weft_device a, weft_device b) {

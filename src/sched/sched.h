@@ -61,6 +61,7 @@ struct weft_runtime {
   struct weft__topology *topology; /* cores, caches, NUMA nodes; the workers' binding */
   weft__vec setup;      /* weft__setup_rec: the runtime's creation, given to its first run */
   atomic_int setup_told; /* 1 once a run has taken `setup` */
+  atomic_size_t host_bytes, host_peak; /* host tensors' storage now, and at most (storage.c) */
 };
 
 /* place.c: auto placement. Where a node of a program with auto devices runs, and why. */

@@ -31,7 +31,7 @@ static void mark_pinned(weft_graph *g) {
   }
 }
 
-static int host_alloc(weft_graph *g, weft_tensor *t) {
+static int host_alloc_storage(weft_graph *g, weft_tensor *t) {
   /* Pinned first, small tensors too: a copy to pageable memory makes the GPU backend wait for
    * it (a logged scalar would stall its stream every step). */
   if ((t->flags & WEFT__T_PINNED) && g->rt->pinned != NULL) {
@@ -56,6 +56,20 @@ static int host_alloc(weft_graph *g, weft_tensor *t) {
                      weft__tensor_name(t), t->bytes);
   t->storage_kind = WEFT__S_HEAP;
   return WEFT_OK;
+}
+
+/* The runtime's count of host tensor storage (weft_device_memory_usage). */
+static void host_count(weft_runtime *rt, size_t bytes) {
+  size_t now = atomic_fetch_add(&rt->host_bytes, bytes) + bytes;
+  size_t peak = atomic_load(&rt->host_peak);
+  while (now > peak && !atomic_compare_exchange_weak(&rt->host_peak, &peak, now)) {
+  }
+}
+
+static int host_alloc(weft_graph *g, weft_tensor *t) {
+  int rc = host_alloc_storage(g, t);
+  if (rc == WEFT_OK) host_count(g->rt, t->bytes);
+  return rc;
 }
 
 /* A host tensor's initialiser, in chunks of FILL_CHUNK elements that the idle workers share
@@ -197,6 +211,8 @@ int weft__storage_materialise(weft_graph *g, weft__vec *setup) {
 
 void weft__storage_release(weft_tensor *t) {
   weft_graph *g = t->graph;
+  if (t->storage_kind == WEFT__S_HEAP || t->storage_kind == WEFT__S_PINNED || t->storage_kind == WEFT__S_SMALL)
+    atomic_fetch_sub(&g->rt->host_bytes, t->bytes);
   switch (t->storage_kind) {
       case WEFT__S_HEAP:
         weft__aligned_free(t->data);

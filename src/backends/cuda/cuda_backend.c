@@ -610,6 +610,19 @@ static int cu_init_tensor(weft__backend *b, weft_tensor *t) {
   return rc;
 }
 
+static int cu_memory_usage(const weft__backend *b, int index, weft_memory_usage *out) {
+  cu_state *st = b->state;
+  cu_device *d = &st->dev[index];
+  int rc = weft__cu_set_device(d);
+  if (rc != WEFT_OK) return rc;
+  weft_cuda_memory_stats s;
+  mem_stats(d, &s);
+  out->in_use = s.allocated;
+  out->peak = s.peak;
+  out->reserved = s.reserved + s.workspace;
+  return WEFT_OK;
+}
+
 /* ---- weft/cuda.h ----------------------------------------------------------------------------- */
 
 static cu_state *state_of(const weft_runtime *rt) {
@@ -709,6 +722,7 @@ const weft__backend_vtable weft__cuda_backend = {
     .device_count = cu_device_count,
     .device_info = cu_device_info,
     .can_access_peer = cu_can_access_peer,
+    .memory_usage = cu_memory_usage,
     .alloc = cu_alloc,
     .free = cu_free,
     .read = cu_read,
