@@ -25,11 +25,14 @@
  *
  * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
  *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G]
- *                       [--mg-tile T] [--json]
+ *                       [--mg-tile T] [--profile P] [--trace DIR] [--json]
+ * --profile: the machine profile that prices auto placement (default: by the GPUs' count);
+ * --trace: the last rep's statistics and Chrome trace of each tile size into DIR.
  * Defaults: cpu: n 4096, tiles 512; cuda: n 32768, tiles 1024,2048,4096; f64; 3 reps; the heft
  * policy (look-ahead: each step's panel before the rest of the step before's updates). */
 #define _GNU_SOURCE
 #include "bench_common.h"
+#include "weft/report.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -90,8 +93,22 @@ static double check(const void *l, const void *a, int64_t n, size_t es) {
 }
 
 /* weft: the tiled factorisation of a (n x n) in tiles of b on `dev`; reps timed runs. */
+/* --trace DIR: the last rep's statistics (text) and Chrome trace, DIR/cholesky_<n>_<tile>_<gpus>. */
+static const char *trace_dir;
+
+static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
+  weft_run_stats *st;
+  char path[512];
+  BCHECK(weft_run_stats_create(run, &st));
+  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d.trace.json", trace_dir, (long long)n, (long long)b, gpus);
+  BCHECK(weft_run_stats_save(st, WEFT_REPORT_TRACE, path));
+  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d.stats.txt", trace_dir, (long long)n, (long long)b, gpus);
+  BCHECK(weft_run_stats_save(st, WEFT_REPORT_TEXT, path));
+  weft_run_stats_destroy(st);
+}
+
 static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, const void *a, int64_t n, int64_t b,
-                              int reps, double *err, size_t *nodes) {
+                              int reps, int gpus, double *err, size_t *nodes) {
   size_t es = dtype == WEFT_F32 ? 4 : 8, bytes = (size_t)(n * n) * es;
   weft_graph *g;
   weft_tensor *x;
@@ -115,8 +132,12 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   for (int r = -1; r < reps; r++) {
     BCHECK(weft_tensor_write(x, a, bytes));
     double t0 = bench_now_ms();
-    BCHECK(weft_graph_run(g));
+    weft_run *run;
+    BCHECK(weft_graph_launch(g, &run));
+    BCHECK(weft_run_wait(run));
     if (r >= 0) ms[r] = bench_now_ms() - t0;
+    if (r == reps - 1 && trace_dir != NULL) save_stats(run, n, b, gpus);
+    weft_run_destroy(run);
   }
   void *l = malloc(bytes);
   if (l == NULL) exit(1);
@@ -396,7 +417,8 @@ int main(int argc, char **argv) {
   if (argc >= 6 && strcmp(argv[1], "--baseline-child") == 0)
     return baseline_child(strcmp(argv[2], "f32") == 0 ? WEFT_F32 : WEFT_F64, atoi(argv[3]), atoll(argv[4]), atoi(argv[5]),
                           argc == 7 && strcmp(argv[6], "lapacke") == 0);
-  const char *device = "cpu", *tiles = NULL, *dtypes = "f64", *lib = WEFT_PTHREAD_BLAS, *policy = "heft";
+  const char *device = "cpu", *tiles = NULL, *dtypes = "f64", *lib = WEFT_PTHREAD_BLAS, *policy = "heft",
+             *profile = NULL;
   int64_t n = 0;
   int64_t mg_tile = 256;
   int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN), gpus = 1;
@@ -413,9 +435,12 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--policy") == 0) policy = v, i++;
     else if (v != NULL && strcmp(argv[i], "--gpus") == 0) gpus = atoi(v), i++;
     else if (v != NULL && strcmp(argv[i], "--mg-tile") == 0) mg_tile = atoll(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--profile") == 0) profile = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
-                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--mg-tile T] [--json]\n", argv[0]);
+                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--mg-tile T] [--profile P] "
+                      "[--trace DIR] [--json]\n", argv[0]);
       return 2;
     }
   }
@@ -499,6 +524,7 @@ int main(int argc, char **argv) {
   o.max_gpus = cuda ? gpus : 0;
   o.flags = WEFT_RUNTIME_QUIET;
   o.policy = policy;
+  o.profile = profile;
   weft_runtime *rt;
   BCHECK(weft_runtime_create(&o, &rt));
   if (cuda && weft_device_count(rt, WEFT_DEVICE_CUDA) < gpus) {
@@ -520,7 +546,7 @@ int main(int argc, char **argv) {
     }
     double err;
     size_t nodes;
-    bench_figure w = time_weft(rt, on_auto ? weft_auto() : cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps, &err, &nodes);
+    bench_figure w = time_weft(rt, on_auto ? weft_auto() : cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps, cuda ? gpus : 0, &err, &nodes);
     failed |= err >= tol;
     double ratio = base.ms > 0 ? base.ms / w.ms : 0; /* 0: no baseline (cusolverMg missing) */
     if (json)

@@ -10,12 +10,19 @@
 #   sim        the simulator against measurements on 2 GPUs and on all, with a profile measured
 #              here (sim_accuracy.sh; the profiles land in the logs)
 #   sanitizer  compute-sanitizer (memcheck, then synccheck) over the CUDA test programs
+#   calibrate  weft calibrate on 2 GPUs and on all: the profiles h200x2/h200xN, or h100xN (GEMM, copies,
+#              launches and the potrf/trsm/syrk curves) land in the logs, to ship in profiles/
+#   cholesky   the tiled Cholesky over 1, 2 and all GPUs priced by the profiles `calibrate` just
+#              measured (the shipped ones where it did not run), with each tile size's last run's
+#              statistics and Chrome trace in the logs (traces/)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${OUT:-/tmp}/multi_gpu
 mkdir -p "$logs"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+model=h200
+nvidia-smi -L 2>/dev/null | grep -q H100 && model=h100
 first2=0,1
 status=0
 for part in "$@"; do
@@ -56,7 +63,27 @@ for part in "$@"; do
         done
       done
       ;;
-    *) echo "run_multi_gpu.sh: unknown part '$part' (env, gpu, sim, sanitizer)" >&2; exit 2 ;;
+    calibrate)
+      for g in $(printf '%s\n' 2 "$ngpus" | sort -un); do
+        echo "== weft calibrate on $g GPUs"
+        CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) timeout 300 "$here/bin/weft" calibrate --quiet --name "${model}x$g" \
+          -o "$logs/${model}x$g.json" || status=1
+        grep -E '"(potrf|trsm|syrk)_f64_flops"' -A1 "$logs/${model}x$g.json" 2>/dev/null | head -12
+      done
+      ;;
+    cholesky)
+      mkdir -p "$logs/traces"
+      for run in $(printf '%s\n' 32768:1 32768:2 "32768:$ngpus" "65536:$ngpus" | awk '!seen[$0]++'); do
+        n=${run%:*} g=${run#*:}
+        opts=(--tile 2048,4096)
+        [ "$n" -gt 32768 ] && opts=(--tile 4096 --reps 2)
+        [ "$g" -gt 1 ] && [ -f "$logs/${model}x$g.json" ] && opts+=(--profile "$logs/${model}x$g.json")
+        echo "== bench_cholesky --device auto --gpus $g --n $n ${opts[*]}"
+        CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) "$here/bin/bench_cholesky" --device auto --gpus "$g" --n "$n" \
+          --dtype f64 --trace "$logs/traces" "${opts[@]}" 2>&1 | grep -E 'tiled|tiles of|RESULT' || status=1
+      done
+      ;;
+    *) echo "run_multi_gpu.sh: unknown part '$part' (env, gpu, sim, sanitizer, calibrate, cholesky)" >&2; exit 2 ;;
   esac
 done
 exit "$status"

@@ -16,6 +16,12 @@ quick=0
 jobs=$(nproc 2>/dev/null || echo 2)
 
 bash scripts/setup.sh --tests
+# The browser tests (the timeline picture, the server's dashboard) skip without Chromium; in CI
+# they must run.
+if [ -n "${CI:-}" ] && ! command -v chromium > /dev/null && ! command -v chromium-browser > /dev/null; then
+  echo "test.sh: no chromium after setup: the browser tests would be skipped" >&2
+  exit 1
+fi
 
 run_suite() { # name, extra cmake args...
   local name=$1; shift

@@ -138,11 +138,19 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
       /* potrf, trsm and syrk at their own measured rates by tile side where the profile has
        * them (they run far below a product's rate on the GPU: potrf and trsm are chains of
        * panel kernels); else as the product of the same flops, which measured times refine.
-       * Their share of the device is what their rate leaves of its peak. */
+       * potrf's share of the device is what its rate leaves of its peak (its panel kernels
+       * are small). A trsm whose result has a 128 x 128 tile for every SM takes the whole
+       * device however slowly it goes: cuBLAS's trsm launches a full grid, and beside other
+       * kernels it stretches accordingly (a tiled Cholesky on 2 H200s, tiles of 2048: trsm
+       * 0.85 ms alone, 1.9 ms median beside the updates). */
       double f = weft__la_flops(n);
       const weft__sim_curve *lc = la_curve(g, n);
       t = lc != NULL ? f / weft__sim_curve_at(lc, (double)la_side(n)) : la_s(gc, 1, f);
       tpeak = f / peak_of(gc);
+      if (n->kind == WEFT__OP_TRSM) {
+        const weft_tensor *out = n->args[n->nargs - 1].t;
+        if (((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= g->multiprocessors) measured = 1.0;
+      }
       break;
     }
     case WEFT__OP_FILL:
