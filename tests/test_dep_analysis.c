@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph/graph.h"
 #include "oracle_gen.h"
 #include "testutil.h"
 
@@ -456,6 +457,46 @@ static void random_programs_match_the_reference(void **state) {
 }
 
 /* A long chain of read-write accesses and a wide fan analyse to the expected edge counts. */
+/* The analysis follows appends node by node; after any other change it goes over the whole
+ * graph again, then follows the appends after it. Both give the same edges, in the same
+ * order, and the same temporaries: twins of random programs (explicit edges included),
+ * analysed as they grow, one of them made to start over at each round. */
+static void appends_and_whole_analysis_agree(void **state) {
+  tu_fixture *f = *state;
+  oracle_register_ops(f->rt);
+  oracle_cfg cfg;
+  oracle_cfg_init(&cfg);
+  cfg.cycle_per_mille = 0;
+  for (uint64_t seed = 0; seed < 150; seed++) {
+    weft_graph *g[2];
+    for (int k = 0; k < 2; k++) {
+      CHECK(weft_graph_create(f->rt, &g[k]));
+      CHECK(oracle_build(g[k], seed, &cfg));
+    }
+    for (int round = 0; round < 3; round++) {
+      g[1]->inc_version = 0; /* as after a change other than an append */
+      for (int k = 0; k < 2; k++) CHECK(weft_graph_analyse(g[k]));
+      size_t m = weft_graph_edge_count(g[0]);
+      assert_int_equal(weft_graph_edge_count(g[1]), m);
+      for (size_t i = 0; i < m; i++) {
+        weft_edge a, b;
+        CHECK(weft_graph_edge(g[0], i, &a));
+        CHECK(weft_graph_edge(g[1], i, &b));
+        if (weft_node_id(a.from) != weft_node_id(b.from) || weft_node_id(a.to) != weft_node_id(b.to) ||
+            a.hazard != b.hazard || (a.tensor == NULL) != (b.tensor == NULL) ||
+            (a.tensor != NULL && weft_tensor_id(a.tensor) != weft_tensor_id(b.tensor)))
+          fail_msg("seed %llu round %d: edge %zu differs", (unsigned long long)seed, round, i);
+      }
+      assert_int_equal(g[0]->tensors.len, g[1]->tensors.len);
+      for (size_t t = 0; t < g[0]->tensors.len; t++)
+        assert_int_equal(WEFT__VEC_AT(&g[0]->tensors, weft_tensor *, t)->flags,
+                         WEFT__VEC_AT(&g[1]->tensors, weft_tensor *, t)->flags);
+      for (int k = 0; k < 2; k++) CHECK(oracle_grow(g[k], seed, round, 12, &cfg));
+    }
+    for (int k = 0; k < 2; k++) weft_graph_destroy(g[k]);
+  }
+}
+
 static void large_graphs(void **state) {
   tu_fixture *f = *state;
   weft_graph *g = f->g;
@@ -476,6 +517,7 @@ static void large_graphs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(raw_war_waw, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(appends_and_whole_analysis_agree, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(reads_of_initial_contents, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(independent_tensors_give_no_edges, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(pairs_are_deduplicated, setup, tu_teardown),

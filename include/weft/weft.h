@@ -273,7 +273,7 @@ WEFT_NODISCARD WEFT_API int weft_device_info_get(const weft_runtime *rt, weft_de
 
 /* The memory a device holds for weft's tensors: now, at most at once since the runtime was
  * created, and what weft holds from the system or driver for them. The host: the storage of
- * host tensors (pageable and pinned); a GPU: weft's pool's allocations (kept tensors,
+ * host tensors (pageable and pinned) of more than 256 bytes; a GPU: weft's pool's allocations (kept tensors,
  * temporaries, replayed graphs) and what the pool and the libraries' workspaces hold. What
  * `weft serve` reports per device (/metrics, /v1/devices, the dashboard). */
 typedef struct weft_memory_usage {

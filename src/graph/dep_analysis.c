@@ -12,7 +12,13 @@
  * forward in insertion order, so only explicit edges can close a cycle: the cycle check runs
  * only when one points backward, and names the nodes of a cycle it finds.
  *
- * Cost: O(nodes + accesses + edges) time; scratch arrays of one word per tensor and node. */
+ * The analysis follows the graph as it is built: each appended node gets its edges at once,
+ * from the state kept in the graph (each tensor's last writer and readers since, in the
+ * tensor; a stamp per node), while the tensors it names are in the cache. Any other change
+ * (an explicit edge, tiles, a failed call's nodes dropped) leaves it behind, and the next
+ * analysis goes over every node again. A launch only marks the temporaries.
+ *
+ * Cost: O(nodes + accesses + edges) time; one word per node and per read access kept. */
 #include <stdio.h>
 #include <string.h>
 
@@ -24,43 +30,42 @@ typedef struct reader {
 
 #define NONE UINT32_MAX
 
-typedef struct scratch {
-  uint32_t *last_writer; /* per tensor */
-  uint32_t *head;        /* per tensor: first reader since the last write */
-  uint32_t *stamp;       /* per node: the successor its last edge went to, for dedupe */
-  reader *readers;       /* one entry per read access: never more */
+/* The state lives in the graph, so that appends can follow one another (weft__graph_analyse_append):
+ * per tensor its last writer and the head of its readers since (dep_writer, dep_head), per
+ * node the successor its last edge went to (dep_stamp, for dedupe), the readers' list
+ * (dep_readers) and the edges (g->edges). */
+typedef struct state {
+  weft_tensor **tensors;
+  uint32_t *stamp;
+  reader *readers;
   uint32_t nreaders;
-  weft__edge *edges;     /* g->edges' storage, reserved for the worst case */
+  weft__edge *edges;
   size_t nedges;
-  weft__vec readers_vec; /* owns `readers` */
-} scratch;
+} state;
 
-/* Inferred edges are bounded by the accesses: a read adds at most one RAW edge and one reader
- * entry, each reader entry yields at most one WAR edge, a write at most one WAW edge. So
- * everything is reserved up front and the loop below stores without checks. */
-static inline void add_edge(scratch *s, uint32_t from, uint32_t to, uint32_t tensor, int hazard) {
+static inline void add_edge(state *s, uint32_t from, uint32_t to, uint32_t tensor, int hazard) {
   if (from == to || s->stamp[from] == to) return;
   s->stamp[from] = to;
   s->edges[s->nedges++] = (weft__edge){from, to, tensor, (uint8_t)hazard};
 }
 
-static inline void read_access(scratch *s, uint32_t id, uint32_t t) {
-  if (s->last_writer[t] != NONE) add_edge(s, s->last_writer[t], id, t, WEFT_HAZARD_RAW);
-  s->readers[s->nreaders] = (reader){id, s->head[t]};
-  s->head[t] = s->nreaders++;
+static inline void read_access(state *s, uint32_t id, weft_tensor *t) {
+  if (t->dep_writer != NONE) add_edge(s, t->dep_writer, id, t->id, WEFT_HAZARD_RAW);
+  s->readers[s->nreaders] = (reader){id, t->dep_head};
+  t->dep_head = s->nreaders++;
 }
 
-static inline void write_access(scratch *s, uint32_t id, uint32_t t) {
+static inline void write_access(state *s, uint32_t id, weft_tensor *t) {
   int any_reader = 0;
-  for (uint32_t r = s->head[t]; r != NONE; r = s->readers[r].next) {
+  for (uint32_t r = t->dep_head; r != NONE; r = s->readers[r].next) {
     uint32_t from = s->readers[r].node;
     if (from == id) continue;
     any_reader = 1;
-    add_edge(s, from, id, t, WEFT_HAZARD_WAR);
+    add_edge(s, from, id, t->id, WEFT_HAZARD_WAR);
   }
-  if (!any_reader && s->last_writer[t] != NONE) add_edge(s, s->last_writer[t], id, t, WEFT_HAZARD_WAW);
-  s->last_writer[t] = id;
-  s->head[t] = NONE;
+  if (!any_reader && t->dep_writer != NONE) add_edge(s, t->dep_writer, id, t->id, WEFT_HAZARD_WAW);
+  t->dep_writer = id;
+  t->dep_head = NONE;
 }
 
 /* The ids of a partitioned tensor's tiles. */
@@ -168,40 +173,91 @@ void weft__graph_order(const weft_graph *g, uint32_t *out) {
     for (size_t i = 0; i < n; i++) out[i] = (uint32_t)i;
 }
 
-int weft__graph_analyse(weft_graph *g) {
-  if (g->analysed_version == g->version) return WEFT_OK;
-  size_t nt = g->tensors.len, nn = g->nodes.len;
-  scratch s;
-  size_t tbytes = (nt ? nt : 1) * sizeof(uint32_t), nbytes = (nn ? nn : 1) * sizeof(uint32_t);
-  s.last_writer = weft__mem_get(g->mem, tbytes);
-  s.head = weft__mem_get(g->mem, tbytes);
-  s.stamp = weft__mem_get(g->mem, nbytes);
-  weft__vec_init_mem(&s.readers_vec, sizeof(reader), g->mem);
+/* Reserves room for node n's worst case (a read adds at most one RAW edge and one reader
+ * entry, each reader entry yields at most one WAR edge, a write at most one WAW edge; and the
+ * explicit edges into it) and points s at the graph's state. */
+static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, state *s) {
+  size_t accesses = 0;
+  for (int a = 0; a < n->nargs; a++) {
+    const weft_tensor *t = n->args[a].t;
+    accesses += 1 + (t->grid != NULL ? (size_t)(t->grid->rows * t->grid->cols) : 0);
+  }
+  /* A write's WAR edges come from reader entries already there: their count bounds them. */
+  size_t bound = 2 * accesses + g->dep_readers.len + explicit_in;
+  int rc;
+  if ((rc = weft__vec_reserve(&g->edges, bound)) != WEFT_OK ||
+      (rc = weft__vec_reserve(&g->dep_readers, accesses)) != WEFT_OK)
+    return rc;
+  /* Every node before this one has its stamp (an explicit edge may come from a later node:
+   * the whole analysis stamps them all first). */
+  if (g->dep_stamp.len <= n->id) {
+    uint32_t none = NONE;
+    if ((rc = weft__vec_push(&g->dep_stamp, &none)) != WEFT_OK) return rc;
+  }
+  s->tensors = g->tensors.data;
+  s->stamp = g->dep_stamp.data;
+  s->readers = g->dep_readers.data;
+  s->nreaders = (uint32_t)g->dep_readers.len;
+  s->edges = g->edges.data;
+  s->nedges = g->edges.len;
+  return WEFT_OK;
+}
+
+/* Node n's accesses: reads first, then writes, so a read-write access orders after the
+ * previous writer and after the other readers. A partitioned tensor is accessed with each of
+ * its tiles. Then the explicit edges into it, which the one stamp dedupes with the rest. */
+static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efrom, size_t nexplicit, state *s) {
+  uint32_t id = n->id;
+  for (int a = 0; a < n->nargs; a++) {
+    if (!(n->args[a].mode & WEFT_READ)) continue;
+    weft_tensor *t = n->args[a].t;
+    read_access(s, id, t);
+    if (t->grid != NULL) FOR_TILES(t, k) read_access(s, id, s->tensors[k]);
+  }
+  for (int a = 0; a < n->nargs; a++) {
+    if (!(n->args[a].mode & WEFT_WRITE)) continue;
+    weft_tensor *t = n->args[a].t;
+    write_access(s, id, t);
+    if (t->grid != NULL) FOR_TILES(t, k) write_access(s, id, s->tensors[k]);
+  }
+  for (size_t k = 0; k < nexplicit; k++) add_edge(s, efrom[k], id, NONE, WEFT_HAZARD_EXPLICIT);
+  g->edges.len = s->nedges;
+  g->dep_readers.len = s->nreaders;
+}
+
+void weft__graph_analyse_append(weft_graph *g, weft_node *n) {
+  state s;
+  /* Out of memory: the analysis falls behind, and the next one starts over (and reports it). */
+  if (node_begin(g, n, 0, &s) != WEFT_OK) return;
+  node_accesses(g, n, NULL, 0, &s);
+  g->inc_version = g->version;
+}
+
+/* A tensor an op created is a temporary when its final value is read by a later node (the
+ * readers since its last write are not empty) and the user did not keep it: its storage may be
+ * released after that last read. A final value nobody reads is a result. */
+static void mark_temporaries(weft_graph *g) {
+  weft_tensor **tensors = g->tensors.data;
+  for (size_t t = 0; t < g->tensors.len; t++) {
+    uint8_t f = tensors[t]->flags & (uint8_t)~WEFT__T_TEMP;
+    if ((f & WEFT__T_AUTO) && !(f & WEFT__T_KEEP) && tensors[t]->dep_head != NONE) f |= WEFT__T_TEMP;
+    tensors[t]->flags = f;
+  }
+}
+
+/* The whole analysis, from the first node: after a change other than an append. */
+static int analyse_all(weft_graph *g) {
+  size_t nn = g->nodes.len;
+  weft_node **nodes = g->nodes.data;
+  weft_tensor **tensors = g->tensors.data;
+  for (size_t t = 0; t < g->tensors.len; t++) tensors[t]->dep_writer = tensors[t]->dep_head = NONE;
+  g->edges.len = g->dep_readers.len = g->dep_stamp.len = 0;
+  if (weft__vec_reserve(&g->dep_stamp, nn) != WEFT_OK) return weft__oom("the dependency analysis");
+  memset(g->dep_stamp.data, 0xff, nn * sizeof(uint32_t));
+  g->dep_stamp.len = nn;
   uint32_t *eoff = NULL, *efrom = NULL;
   size_t obytes = 0, ebytes = 0;
   int rc = WEFT_OK, backward = 0;
-  if (!s.last_writer || !s.head || !s.stamp) {
-    rc = weft__oom("the dependency analysis");
-    goto done;
-  }
-  memset(s.last_writer, 0xff, nt * sizeof(uint32_t));
-  memset(s.head, 0xff, nt * sizeof(uint32_t));
-  memset(s.stamp, 0xff, nn * sizeof(uint32_t));
-  weft_node **nodes = g->nodes.data;
-  weft_tensor **tensors = g->tensors.data;
-  size_t accesses = 0;
-  for (uint32_t id = 0; id < nn; id++)
-    for (int a = 0; a < nodes[id]->nargs; a++) {
-      const weft_tensor *t = nodes[id]->args[a].t;
-      accesses += 1 + (t->grid != NULL ? (size_t)(t->grid->rows * t->grid->cols) : 0);
-    }
-  g->edges.len = 0;
-  if ((rc = weft__vec_reserve(&g->edges, 2 * accesses + g->explicit_edges.len)) != WEFT_OK) goto done;
-  if ((rc = weft__vec_reserve(&s.readers_vec, accesses)) != WEFT_OK) goto done;
-  s.readers = s.readers_vec.data;
-  s.nreaders = 0;
-  s.edges = g->edges.data;
-  s.nedges = 0;
   /* Explicit edges, bucketed by their target, join the inferred edges into the same node so
    * that one stamp dedupes them all: a pair is listed once, with the hazard found first. */
   size_t ne = g->explicit_edges.len;
@@ -228,48 +284,40 @@ int weft__graph_analyse(weft_graph *g) {
     for (size_t i = nn; i > 0; i--) eoff[i] = eoff[i - 1]; /* ... so shift back by one */
     eoff[0] = 0;
   }
-
   for (uint32_t id = 0; id < nn; id++) {
-    weft_node *n = nodes[id];
-    /* Reads first, then writes, so a read-write access orders after the previous writer and
-     * after the other readers. A partitioned tensor is accessed with each of its tiles. */
-    for (int a = 0; a < n->nargs; a++) {
-      if (!(n->args[a].mode & WEFT_READ)) continue;
-      const weft_tensor *t = n->args[a].t;
-      read_access(&s, id, t->id);
-      if (t->grid != NULL) FOR_TILES(t, k) read_access(&s, id, k);
+    size_t nx = ne > 0 ? eoff[id + 1] - eoff[id] : 0;
+    state s;
+    if ((rc = node_begin(g, nodes[id], nx, &s)) != WEFT_OK) {
+      rc = weft__oom("the dependency analysis");
+      goto done;
     }
-    for (int a = 0; a < n->nargs; a++) {
-      if (!(n->args[a].mode & WEFT_WRITE)) continue;
-      const weft_tensor *t = n->args[a].t;
-      write_access(&s, id, t->id);
-      if (t->grid != NULL) FOR_TILES(t, k) write_access(&s, id, k);
-    }
-    if (ne > 0)
-      for (uint32_t k = eoff[id]; k < eoff[id + 1]; k++)
-        add_edge(&s, efrom[k], id, NONE, WEFT_HAZARD_EXPLICIT);
-  }
-  g->edges.len = s.nedges;
-  /* A tensor an op created is a temporary when its final value is read by a later node (the
-   * readers since its last write are not empty) and the user did not keep it: its storage
-   * may be released after that last read. A final value nobody reads is a result. */
-  for (size_t t = 0; t < nt; t++) {
-    uint8_t f = tensors[t]->flags & (uint8_t)~WEFT__T_TEMP;
-    if ((f & WEFT__T_AUTO) && !(f & WEFT__T_KEEP) && s.head[t] != NONE) f |= WEFT__T_TEMP;
-    tensors[t]->flags = f;
+    node_accesses(g, nodes[id], ne > 0 ? efrom + eoff[id] : NULL, nx, &s);
   }
   g->order.len = 0;
   if (backward && (rc = order_or_cycle(g)) != WEFT_OK) goto done;
-  g->analysed_version = g->version;
 done:
-  weft__mem_put(g->mem, s.last_writer, tbytes);
-  weft__mem_put(g->mem, s.head, tbytes);
-  weft__mem_put(g->mem, s.stamp, nbytes);
-  weft__vec_fini(&s.readers_vec);
   weft__mem_put(g->mem, eoff, obytes);
   weft__mem_put(g->mem, efrom, ebytes);
-  if (rc != WEFT_OK) g->edges.len = 0;
   return rc;
+}
+
+int weft__graph_analyse(weft_graph *g) {
+  if (g->analysed_version == g->version) return WEFT_OK;
+  int rc = WEFT_OK;
+  /* Only appends since the last analysis, and no explicit edge: their edges are in already.
+   * (Explicit edges may point backward, and then the order is the analysis's: all again.) */
+  if (g->inc_version != g->version || g->explicit_edges.len > 0)
+    rc = analyse_all(g);
+  else
+    g->order.len = 0;
+  if (rc != WEFT_OK) {
+    g->edges.len = 0;
+    g->inc_version = 0;
+    return rc;
+  }
+  mark_temporaries(g);
+  g->analysed_version = g->inc_version = g->version;
+  return WEFT_OK;
 }
 
 int weft_graph_analyse(weft_graph *g) {

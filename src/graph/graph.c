@@ -25,7 +25,10 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
   weft__vec_init(&g->explicit_edges, sizeof(weft__edge));
   weft__vec_init_mem(&g->edges, sizeof(weft__edge), mem);
   weft__vec_init_mem(&g->order, sizeof(uint32_t), mem);
+  weft__vec_init_mem(&g->dep_readers, 2 * sizeof(uint32_t), mem);
+  weft__vec_init_mem(&g->dep_stamp, sizeof(uint32_t), mem);
   g->version = 1;
+  g->inc_version = 1; /* an empty graph: analysed, nothing to follow */
   atomic_init(&g->busy, 0);
   atomic_init(&g->handles, 0);
   return g;
@@ -37,6 +40,8 @@ void weft__graph_free(weft_graph *g) {
   weft__vec_fini(&g->explicit_edges);
   weft__vec_fini(&g->edges);
   weft__vec_fini(&g->order);
+  weft__vec_fini(&g->dep_readers);
+  weft__vec_fini(&g->dep_stamp);
   weft__arena_fini(&g->arena);
   weft__arena_fini(&g->storage_arena);
   weft__free(g);
@@ -235,8 +240,9 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
     t->flags |= WEFT__T_AUTODEV;
     g->nauto++;
   }
+  t->dep_writer = t->dep_head = UINT32_MAX;
   weft__vec_push(&g->tensors, &t); /* cannot fail: reserved */
-  g->version++;
+  weft__graph_bump(g);
   *out = t;
   return WEFT_OK;
 }
@@ -253,7 +259,7 @@ int weft_tensor_create(weft_graph *g, const char *name, weft_dtype dt, int ndim,
 void weft_tensor_keep(weft_tensor *t) {
   if (t != NULL && !(t->flags & WEFT__T_KEEP)) {
     t->flags |= WEFT__T_KEEP;
-    t->graph->version++;
+    weft__graph_bump(t->graph); /* no edge changes: only which tensors are temporaries */
   }
 }
 

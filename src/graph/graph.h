@@ -92,6 +92,9 @@ struct weft_tensor {
   /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
    * runs through copy_next, newest first), valid until a later node writes this tensor or the
    * copy. So readers on several devices (or ranks) in turn share one copy on each. */
+  /* The dependency analysis's state (dep_analysis.c): the last node that wrote this tensor and
+   * the first of the readers since, UINT32_MAX for none. */
+  uint32_t dep_writer, dep_head;
   weft_tensor *copy_cache;
   weft_tensor *copy_next; /* an inserted copy: the next copy of the same tensor in its cache */
   weft_tensor *copy_src;  /* an inserted copy: the tensor it copies (whose cache it may be in) */
@@ -139,6 +142,11 @@ typedef struct weft__la {
 static inline const weft_tensor *weft__storage_owner(const weft_tensor *t) {
   while (t->view != NULL) t = t->view->parent;
   return t;
+}
+
+/* weft_device_equal, inlined where every node's arguments are checked (ops.c). */
+static inline int weft__same_device(weft_device a, weft_device b) {
+  return a.kind == b.kind && a.index == b.index && a.rank == b.rank;
 }
 
 /* The device a tensor asks for: auto for one created on weft_auto() (whatever home the planner
@@ -213,6 +221,12 @@ struct weft_graph {
   int strict;
   size_t nauto;       /* tensors and nodes created on auto: the graph is placed (sched/plan/place.c) */
   uint64_t version, analysed_version;
+  /* The analysis follows appends as they come (dep_analysis.c): while inc_version == version
+   * every node so far has its edges in `edges`. Any other change leaves it behind, and the
+   * next analysis starts over. */
+  uint64_t inc_version;
+  weft__vec dep_readers; /* the analysis's reader entries (dep_analysis.c) */
+  weft__vec dep_stamp;   /* uint32_t per node: the successor its last edge went to */
   uint64_t agreed_version; /* across ranks: 1 + the version whose launch the ranks agreed on */
   /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
   struct weft__plan *plan;
@@ -237,6 +251,15 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
 
 /* Runs the analysis if the graph changed. */
 int weft__graph_analyse(weft_graph *g);
+/* The analysis of node n, just appended: its edges from the nodes before it, when the analysis
+ * is up to date with the graph so far (else nothing: the next analysis starts over). */
+void weft__graph_analyse_append(weft_graph *g, weft_node *n);
+/* A change that adds no edge (a new tensor, a kept one) keeps the analysis up to date. */
+static inline void weft__graph_bump(weft_graph *g) {
+  int in_step = g->inc_version == g->version;
+  g->version++;
+  if (in_step) g->inc_version = g->version;
+}
 
 /* Writes a topological order of the analysed graph's nodes into out (n entries): insertion
  * order, or the analysis's order where explicit edges point backward. */

@@ -88,7 +88,9 @@ static int append_node(weft_graph *g, int kind, const weft_op *uop, const weft__
   n->args = (weft__arg *)(n + 1);
   memcpy(n->args, args, (size_t)nargs * sizeof(weft__arg));
   weft__vec_push(&g->nodes, &n); /* reserved */
+  int in_step = g->inc_version == g->version;
   g->version++;
+  if (in_step) weft__graph_analyse_append(g, n);
   *out = n;
   return WEFT_OK;
 }
@@ -115,7 +117,7 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
   char d1[32], d2[32];
   weft_tensor *src = *t;
   /* A tensor or a node the planner places gets its copies from the planner. */
-  if (weft_device_equal(src->device, dev) || weft__tensor_dev(src).kind == WEFT_DEVICE_AUTO || dev.kind == WEFT_DEVICE_AUTO)
+  if (weft__same_device(src->device, dev) || weft__tensor_dev(src).kind == WEFT_DEVICE_AUTO || dev.kind == WEFT_DEVICE_AUTO)
     return WEFT_OK;
   if (c->g->strict)
     return weft__err(WEFT_EDEVICE,
@@ -125,7 +127,7 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
                      weft_device_str(src->device, d1, sizeof d1),
                      weft_device_str(dev, d2, sizeof d2));
   for (weft_tensor *k = src->copy_cache; k != NULL; k = k->copy_next)
-    if (weft_device_equal(k->device, dev)) {
+    if (weft__same_device(k->device, dev)) {
       *t = k;
       return WEFT_OK;
     }
@@ -434,7 +436,7 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     return weft__err(WEFT_EINVAL, "node %u '%s': params is NULL with size %zu", c.id, op->name,
                      params_size);
   int rc;
-  weft_device dev = weft_cpu();
+  weft_device dev = {WEFT_DEVICE_CPU, 0, 0};
   int have_dev = 0;
   for (int i = 0; i < nargs; i++) {
     if (args[i] == NULL || args[i]->graph != g || !weft__tensor_contiguous(args[i])) {
@@ -453,7 +455,7 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
   if (!have_dev && nargs > 0) dev = weft__tensor_dev(args[0]);
   for (int i = 0; i < nargs; i++)
     if ((mode_of(op, i) & WEFT_WRITE) && weft__tensor_dev(args[i]).kind != WEFT_DEVICE_AUTO &&
-        !weft_device_equal(weft__tensor_dev(args[i]), dev))
+        !weft__same_device(weft__tensor_dev(args[i]), dev))
       return weft__err(WEFT_EDEVICE,
                        "node %u '%s': written argument %d (%s) lives on %s but the node runs on %s",
                        c.id, op->name, i, weft__tensor_name(args[i]),
@@ -473,7 +475,7 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
   for (int i = 0; i < nargs; i++) {
     weft_tensor *t = args[i];
     weft_access mode = mode_of(op, i);
-    if (mode == WEFT_READ && !weft_device_equal(t->device, dev) && weft__tensor_dev(t).kind != WEFT_DEVICE_AUTO &&
+    if (mode == WEFT_READ && !weft__same_device(t->device, dev) && weft__tensor_dev(t).kind != WEFT_DEVICE_AUTO &&
         dev.kind != WEFT_DEVICE_AUTO) {
       snprintf(argname, sizeof argname, "%d", i);
       if ((rc = localise(&c, &t, dev, argname)) != WEFT_OK) return call_fail(&c, rc);
@@ -524,7 +526,7 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
     /* Operands of other ranks come as messages (a tile of a distributed tensor); on one rank
      * the op copies nothing. */
     weft_device d0 = weft__tensor_dev(ts[0]), di = weft__tensor_dev(ts[i]);
-    if (i > 0 && !weft_device_equal(d0, di) && (d0.kind != di.kind || d0.index != di.index || d0.kind == WEFT_DEVICE_AUTO))
+    if (i > 0 && !weft__same_device(d0, di) && (d0.kind != di.kind || d0.index != di.index || d0.kind == WEFT_DEVICE_AUTO))
       return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; the op copies nothing",
                        c->id, c->opname, names[0], weft__tensor_name(ts[0]),
                        weft_device_str(weft__tensor_dev(ts[0]), d1, sizeof d1), names[i], weft__tensor_name(ts[i]),

@@ -66,9 +66,11 @@ static void host_count(weft_runtime *rt, size_t bytes) {
   }
 }
 
+/* Counted: tensors of more than SMALL bytes (the tiny ones, a few bytes each from the graph's
+ * arena, would pay an atomic each for nothing a user could see). */
 static int host_alloc(weft_graph *g, weft_tensor *t) {
   int rc = host_alloc_storage(g, t);
-  if (rc == WEFT_OK) host_count(g->rt, t->bytes);
+  if (rc == WEFT_OK && t->storage_kind != WEFT__S_SMALL) host_count(g->rt, t->bytes);
   return rc;
 }
 
@@ -211,7 +213,7 @@ int weft__storage_materialise(weft_graph *g, weft__vec *setup) {
 
 void weft__storage_release(weft_tensor *t) {
   weft_graph *g = t->graph;
-  if (t->storage_kind == WEFT__S_HEAP || t->storage_kind == WEFT__S_PINNED || t->storage_kind == WEFT__S_SMALL)
+  if (t->storage_kind == WEFT__S_HEAP || t->storage_kind == WEFT__S_PINNED)
     atomic_fetch_sub(&g->rt->host_bytes, t->bytes);
   switch (t->storage_kind) {
       case WEFT__S_HEAP:
