@@ -83,6 +83,8 @@ void weft__arena_fini(weft__arena *a) {
   a->head = NULL;
 }
 
+enum { ARENA_CHUNK_MAX = (2u << 20) - 4096 };
+
 void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   /* No block that large can exist, and the offset and chunk arithmetic below would wrap. */
   if (size > SIZE_MAX / 2) {
@@ -102,7 +104,8 @@ void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   }
   size_t cap = a->chunk_size;
   if (size + align > cap) cap = size + align;
-  if (a->chunk_size < (1u << 20)) a->chunk_size *= 2;
+  /* Up to a chunk that, with its header, fills a 2 MiB block of the runtime's pool. */
+  if (a->chunk_size < ARENA_CHUNK_MAX) a->chunk_size = a->chunk_size * 2 < ARENA_CHUNK_MAX ? a->chunk_size * 2 : ARENA_CHUNK_MAX;
   /* Room to align the first object by hand: the block need not be 64-aligned. */
   c = weft__mem_get(a->mem, sizeof *c + cap + 64);
   if (c == NULL) {
