@@ -244,7 +244,7 @@ static void wait_done(const char *addr, long id, response *r) {
     request(addr, "GET", target, NULL, r);
     assert_int_equal(r->code, 200);
     char *st = json_str(r->body, "status");
-    int busy = !strcmp(st, "loading") || !strcmp(st, "running") || !strcmp(st, "reporting");
+    int busy = !strcmp(st, "loading") || !strcmp(st, "queued") || !strcmp(st, "running") || !strcmp(st, "reporting");
     free(st);
     if (!busy) return;
     if (tp_now() > deadline) fail_msg("run %ld is still in progress: %s", id, r->body);
@@ -711,6 +711,73 @@ static void test_oversized_submission(void **state) {
 
 /* The in-flight bound (429), cancelling a run (DELETE), and weft submit retrying while the
  * server is busy. */
+/* The value of the sample `name` (with its labels) in a Prometheus text answer; fails the test
+ * when it is missing. */
+static double metric(const char *text, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = text; (p = strstr(p, name)) != NULL; p += n)
+    if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtod(p + n + 1, NULL);
+  fail_msg("no metric %s in:\n%s", name, text);
+  return 0;
+}
+
+/* --max-running 1: admitted submissions beyond the one running wait in the queue, first come
+ * first served; DELETE takes a queued one out at once (it never runs); the queue's depth is in
+ * the listing and in /metrics. */
+static void test_queue(void **state) {
+  (void)state;
+  server s;
+  server_start(&s, (const char *[]){"--max-running", "1", NULL});
+  response r;
+  long id[3];
+  for (int i = 0; i < 3; i++) {
+    request(s.addr, "POST", i == 0 ? "/v1/runs?name=slow.weft&define=K%3D20000" : "/v1/runs?name=next.weft&define=K%3D2",
+            PROG_SLOW, &r);
+    assert_int_equal(r.code, 202);
+    id[i] = json_int(r.body, "id");
+    assert_true(tp_has(r.body, i == 0 ? "\"status\": \"running\"" : "\"status\": \"queued\""));
+    response_fini(&r);
+  }
+  request(s.addr, "GET", "/v1/runs", NULL, &r);
+  assert_true(tp_has(r.body, "\"in_progress\": 3, \"running\": 1, \"queued\": 2"));
+  response_fini(&r);
+  request(s.addr, "GET", "/metrics", NULL, &r);
+  assert_true(metric(r.body, "weft_runs_queued") == 2);
+  assert_true(metric(r.body, "weft_runs_running") == 1);
+  response_fini(&r);
+  /* The last one leaves the queue at once, without running. */
+  char target[64];
+  snprintf(target, sizeof target, "/v1/runs/%ld", id[2]);
+  request(s.addr, "DELETE", target, NULL, &r);
+  assert_int_equal(r.code, 202);
+  response_fini(&r);
+  wait_done(s.addr, id[2], &r);
+  assert_true(tp_has(r.body, "\"status\": \"cancelled\""));
+  assert_int_equal(json_int(r.body, "runs_done"), 0);
+  response_fini(&r);
+  request(s.addr, "GET", "/v1/runs/1", NULL, &r);
+  assert_true(tp_has(r.body, "\"status\": \"running\""));
+  response_fini(&r);
+  /* Cancelling the running one gives its slot to the next in the queue, which runs to its end. */
+  snprintf(target, sizeof target, "/v1/runs/%ld", id[0]);
+  request(s.addr, "DELETE", target, NULL, &r);
+  response_fini(&r);
+  wait_done(s.addr, id[1], &r);
+  if (!tp_has(r.body, "\"status\": \"succeeded\"")) fail_msg("the queued run: %s", r.body);
+  assert_int_equal(json_int(r.body, "runs_done"), 1);
+  response_fini(&r);
+  request(s.addr, "GET", "/metrics", NULL, &r);
+  assert_true(metric(r.body, "weft_runs_queued") == 0);
+  assert_true(metric(r.body, "weft_runs_running") == 0);
+  assert_true(tp_has(r.body, "weft_runs_total{status=\"cancelled\"} 2\n"));
+  response_fini(&r);
+  free(server_stop(&s));
+  tp_out o;
+  tp_expect(&o, 2, NULL, (const char *[]){"serve", "--max-running", "0", NULL});
+  assert_true(tp_has(o.err, "--max-running"));
+  tp_out_fini(&o);
+}
+
 static void test_busy_and_cancel(void **state) {
   (void)state;
   free(tp_write("busy.weft", PROG_OK));
@@ -984,16 +1051,6 @@ static void test_addresses_and_usage(void **state) {
   tp_expect(&r, 1, NULL, (const char *[]){"submit", "s.weft", "--to", to, NULL});
   assert_true(tp_has(r.err, "cannot connect"));
   tp_out_fini(&r);
-}
-
-/* The value of the sample `name` (with its labels) in a Prometheus text answer; fails the test
- * when it is missing. */
-static double metric(const char *text, const char *name) {
-  size_t n = strlen(name);
-  for (const char *p = text; (p = strstr(p, name)) != NULL; p += n)
-    if ((p == text || p[-1] == '\n') && p[n] == ' ') return strtod(p + n + 1, NULL);
-  fail_msg("no metric %s in:\n%s", name, text);
-  return 0;
 }
 
 /* Memory admission: a submission whose tensors need more than --max-memory is refused (413),
@@ -1312,6 +1369,7 @@ int main(void) {
       cmocka_unit_test(test_malformed_requests),
       cmocka_unit_test(test_oversized_submission),
       cmocka_unit_test(test_busy_and_cancel),
+      cmocka_unit_test(test_queue),
       cmocka_unit_test(test_admission_and_time_limit),
       cmocka_unit_test(test_many_clients),
       cmocka_unit_test(test_token),

@@ -15,12 +15,14 @@
  *                pauses the parser (later bytes are kept) until its answer is written.
  *                Malformed, too large: answered (400, 413, 414, 431), then the write side
  *                is shut down and input dropped until the client closes.
- *   submission:  load (pool) ─► admit ─► run × repeat (weft_uv_launch) ─► report (pool) ─► kept
+ *   submission:  load (pool) ─► admit ─► [queue] ─► run × repeat (weft_uv_launch) ─► report (pool) ─► kept
  *
  * Limits: a body of at most --max-bytes (413), a URL of at most 8 KiB (414), headers of at most
  * 80 KiB (http-parser's limit, 431); a graph of at most --max-nodes nodes (a load error,
  * exit_code 2), repeat at most --max-repeat (400); at most --max-inflight submissions loading,
- * running or reporting (the next is answered 429 with Retry-After); at most --max-connections
+ * queued, running or reporting (the next is answered 429 with Retry-After), of which at most
+ * --max-running run at once (from the first run to the report; the others wait in the queue,
+ * first come first served, and DELETE takes one out at once); at most --max-connections
  * connections (more wait in the kernel's backlog); a connection idle for --idle-timeout
  * seconds (no byte while a request is incomplete, or between requests) is closed, and one whose
  * request has not arrived --request-timeout seconds after its first byte is answered 408.
@@ -87,12 +89,16 @@ struct server {
   cli_addr addr;
   /* Limits. */
   size_t max_bytes;
-  long max_inflight, max_conns, max_repeat, max_nodes, keep;
+  long max_inflight, max_running, max_conns, max_repeat, max_nodes, keep;
   uint64_t idle_ms, grace_ms, request_ms;
   int quiet, allow_files;
   char *token; /* --token-file's token: every request but GET / must carry it, or NULL */
   /* State. */
   long inflight, nconns, nkept;
+  /* Runs at once: at most max_running submissions hold a slot (from their first run to their
+   * report); admitted ones beyond wait in the queue, first come first served. */
+  long running, queued;
+  submission *queue_head, *queue_tail;
   int pending_accept; /* a connection waits in the listener for a free slot */
   int stopping, cancelling, closed_handles;
   int unlink_socket;
@@ -139,8 +145,8 @@ struct conn {
   weft__strbuf held;
 };
 
-enum phase { P_LOADING, P_RUNNING, P_REPORTING, P_DONE };
-static const char *const phase_words[] = {"loading", "running", "reporting", "done"};
+enum phase { P_LOADING, P_QUEUED, P_RUNNING, P_REPORTING, P_DONE };
+static const char *const phase_words[] = {"loading", "queued", "running", "reporting", "done"};
 
 struct submission {
   server *srv;
@@ -167,6 +173,8 @@ struct submission {
   /* Admission: the bytes each memory would take (0: the host, 1 + k: cuda:k). */
   size_t need[1 + MAX_GPUS];
   int admitted, timed_out;
+  int slot;            /* holds one of the server's --max-running slots */
+  submission *qnext;   /* in the queue: the one after it */
 };
 
 /* A response written from the loop: its bytes live until the write completes. */
@@ -191,8 +199,10 @@ static const char serve_help[] =
     "      --allow-files        let submissions read (from \"f\") and write (save) files, as\n"
     "                           this user, relative to the current directory\n"
     "      --max-bytes N        largest submission in bytes (default 1048576)\n"
-    "      --max-inflight N     submissions in progress at once; more are answered 429\n"
-    "                           (default 16)\n"
+    "      --max-inflight N     submissions in progress at once (queued ones included); more\n"
+    "                           are answered 429 (default 16)\n"
+    "      --max-running N      submissions running at once; admitted ones beyond wait in a\n"
+    "                           queue, first come first served (default 4)\n"
     "      --max-connections N  connections at once; more wait to be accepted (default 128)\n"
     "      --max-repeat N       largest repeat a submission may ask for (default 1000)\n"
     "      --max-nodes N        most nodes a submission's graph may have (default 1000000)\n"
@@ -241,6 +251,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void maybe_finish(server *s);
 static void run_next(submission *sub);
 static void report(submission *sub);
+static void start_queued(server *s);
 static void answer_waiter(submission *sub);
 static void release_waiter(submission *sub);
 static void respond_error(conn *c, int code, int fatal, const char *fmt, ...)
@@ -377,6 +388,11 @@ static void after_report(uv_work_t *w, int status) {
   s->inflight--;
   if (sub->admitted)
     for (int k = 0; k <= s->ngpus; k++) s->reserved[k] -= sub->need[k];
+  if (sub->slot) {
+    sub->slot = 0;
+    s->running--;
+    start_queued(s);
+  }
   s->nkept++;
   s->ended[sub->end]++;
   int b = 0;
@@ -440,6 +456,26 @@ static void run_next(submission *sub) {
   if (rc != WEFT_OK) {
     cli_job_record(&sub->job, rc, NULL, 0);
     report(sub);
+  }
+}
+
+/* A slot for a submission about to run (or report at once: a refused or failed load holds
+ * none). */
+static void take_slot(submission *sub) {
+  if (sub->job.prog == NULL) return;
+  sub->slot = 1;
+  sub->srv->running++;
+}
+
+/* A slot came free: the oldest queued submission runs (or, cancelled meanwhile, reports). */
+static void start_queued(server *s) {
+  while (s->running < s->max_running && s->queue_head != NULL) {
+    submission *sub = s->queue_head;
+    s->queue_head = sub->qnext;
+    if (s->queue_head == NULL) s->queue_tail = NULL;
+    s->queued--;
+    take_slot(sub);
+    next_or_report(sub);
   }
 }
 
@@ -520,8 +556,21 @@ static void after_load(uv_work_t *w, int status) {
     return;
   }
   if (sub->job.prog != NULL) sub->nodes = weft_graph_node_count(weft_program_graph(sub->job.prog));
-  next_or_report(sub);
-  if (sub->waiter != NULL && !sub->wanted_wait) answer_waiter(sub); /* 202: admitted, running */
+  if (sub->job.prog != NULL && !sub->cancel && !s->cancelling && s->running >= s->max_running) {
+    /* Every slot is taken: it waits its turn (start_queued). */
+    sub->phase = P_QUEUED;
+    sub->qnext = NULL;
+    if (s->queue_tail != NULL)
+      s->queue_tail->qnext = sub;
+    else
+      s->queue_head = sub;
+    s->queue_tail = sub;
+    s->queued++;
+  } else {
+    take_slot(sub);
+    next_or_report(sub);
+  }
+  if (sub->waiter != NULL && !sub->wanted_wait) answer_waiter(sub); /* 202: admitted, running or queued */
 }
 
 static void sub_start(submission *sub) {
@@ -543,10 +592,23 @@ static void sub_start(submission *sub) {
 }
 
 /* Cancels a submission in progress: its run stops at its next node; a load or a report
- * finishes first (next_or_report sees `cancel`). */
+ * finishes first (next_or_report sees `cancel`); a queued one leaves the queue and is
+ * reported cancelled at once, without a slot. */
 static void sub_cancel(submission *sub) {
   sub->cancel = 1;
   if (sub->run != NULL) weft_run_cancel(sub->run);
+  if (sub->phase == P_QUEUED) {
+    server *s = sub->srv;
+    submission **at = &s->queue_head, *before = NULL;
+    while (*at != sub) {
+      before = *at;
+      at = &(*at)->qnext;
+    }
+    *at = sub->qnext;
+    if (s->queue_tail == sub) s->queue_tail = before;
+    s->queued--;
+    next_or_report(sub);
+  }
 }
 
 /* The time limit's check, a few times per limit: submissions in progress past it are
@@ -859,7 +921,8 @@ static void get_runs(conn *c) {
     weft__strbuf_puts(&b, x == c->srv->subs ? "\n  " : ",\n  ");
     record_json(x, &b, 0);
   }
-  weft__strbuf_printf(&b, "\n], \"in_progress\": %ld, \"kept\": %ld}\n", c->srv->inflight, c->srv->nkept);
+  weft__strbuf_printf(&b, "\n], \"in_progress\": %ld, \"running\": %ld, \"queued\": %ld, \"kept\": %ld}\n",
+                      c->srv->inflight, c->srv->running, c->srv->queued, c->srv->nkept);
   respond_json(c, 200, &b, NULL);
   weft__strbuf_fini(&b);
 }
@@ -882,8 +945,12 @@ static void get_metrics(conn *c) {
   for (int e = 0; e < NENDS; e++)
     weft__strbuf_printf(&b, "weft_runs_total{status=\"%s\"} %llu\n", end_words[e], (unsigned long long)s->ended[e]);
   weft__strbuf_printf(&b,
-                      "# HELP weft_runs_in_progress Submissions loading, running or reporting.\n"
+                      "# HELP weft_runs_in_progress Submissions loading, queued, running or reporting.\n"
                       "# TYPE weft_runs_in_progress gauge\nweft_runs_in_progress %ld\n"
+                      "# HELP weft_runs_running Submissions holding a --max-running slot.\n"
+                      "# TYPE weft_runs_running gauge\nweft_runs_running %ld\n"
+                      "# HELP weft_runs_queued Admitted submissions waiting for a slot (the queue's depth).\n"
+                      "# TYPE weft_runs_queued gauge\nweft_runs_queued %ld\n"
                       "# HELP weft_runs_refused_busy_total Submissions answered 429 (--max-inflight reached).\n"
                       "# TYPE weft_runs_refused_busy_total counter\nweft_runs_refused_busy_total %llu\n"
                       "# HELP weft_runs_refused_memory_total Submissions refused for their memory (413, 503).\n"
@@ -895,7 +962,7 @@ static void get_metrics(conn *c) {
                       "# HELP weft_http_requests_total HTTP requests answered or being answered.\n"
                       "# TYPE weft_http_requests_total counter\nweft_http_requests_total %llu\n"
                       "# HELP weft_connections Open connections.\n# TYPE weft_connections gauge\nweft_connections %ld\n",
-                      s->inflight, (unsigned long long)s->busy, (unsigned long long)s->refused_memory,
+                      s->inflight, s->running, s->queued, (unsigned long long)s->busy, (unsigned long long)s->refused_memory,
                       (unsigned long long)s->timed_out, (unsigned long long)s->nodes_run,
                       (unsigned long long)s->requests, s->nconns);
   static const char *const links[4] = {"h2d", "d2h", "peer", "local"};
@@ -1415,6 +1482,7 @@ static void cancel_all(server *s) {
   for (submission *sub = s->subs; sub != NULL; sub = sub->next) {
     if (sub->phase == P_DONE) continue;
     if (sub->run != NULL) weft_run_cancel(sub->run);
+    if (sub->phase == P_QUEUED) sub_cancel(sub); /* never started: reported cancelled */
     n++;
   }
   if (n > 0) say(s, "cancelling %ld submission%s still in progress", n, n == 1 ? "" : "s");
@@ -1547,7 +1615,7 @@ static int init_memory(server *s, size_t max_memory, size_t budget, size_t gpu_b
 
 int cli_cmd_serve(int argc, char **argv) {
   enum {
-    OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT,
+    OPT_LISTEN = CLI_OPT_LOCAL, OPT_REMOTE, OPT_FILES, OPT_MAX_BYTES, OPT_MAX_INFLIGHT, OPT_MAX_RUNNING,
     OPT_MAX_CONNS, OPT_MAX_REPEAT, OPT_MAX_NODES, OPT_KEEP, OPT_IDLE, OPT_GRACE, OPT_QUIET, OPT_MAX_MEMORY,
     OPT_BUDGET, OPT_GPU_BUDGET, OPT_TIME_LIMIT, OPT_TOKEN, OPT_REQUEST_TIMEOUT
   };
@@ -1557,6 +1625,7 @@ int cli_cmd_serve(int argc, char **argv) {
       {"allow-files", no_argument, NULL, OPT_FILES},
       {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
       {"max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT},
+      {"max-running", required_argument, NULL, OPT_MAX_RUNNING},
       {"max-connections", required_argument, NULL, OPT_MAX_CONNS},
       {"max-repeat", required_argument, NULL, OPT_MAX_REPEAT},
       {"max-nodes", required_argument, NULL, OPT_MAX_NODES},
@@ -1578,6 +1647,7 @@ int cli_cmd_serve(int argc, char **argv) {
   memset(&s, 0, sizeof s);
   s.max_bytes = 1 << 20;
   s.max_inflight = 16;
+  s.max_running = 4;
   s.max_conns = 128;
   s.max_repeat = 1000;
   s.max_nodes = 1000000;
@@ -1603,6 +1673,10 @@ int cli_cmd_serve(int argc, char **argv) {
         break;
       case OPT_MAX_INFLIGHT:
         if (cli_parse_int("serve", "--max-inflight", optarg, 1, 100000, &s.max_inflight) != 0)
+          return CLI_EXIT_USAGE;
+        break;
+      case OPT_MAX_RUNNING:
+        if (cli_parse_int("serve", "--max-running", optarg, 1, 100000, &s.max_running) != 0)
           return CLI_EXIT_USAGE;
         break;
       case OPT_MAX_CONNS:
