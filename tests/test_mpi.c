@@ -191,6 +191,44 @@ static void fan_in_to_rank_zero(void **state) {
   weft_graph_destroy(g);
 }
 
+/* A GPU tensor crossing ranks goes through host memory, a copy node a leg: rank 0's GPU tensor
+ * read by a node on rank 1's GPU (GPU -> rank 0's CPU -> rank 1's CPU -> GPU), and an explicit
+ * copy of the result to rank 0's CPU (GPU -> rank 1's CPU -> rank 0's CPU). The values are one
+ * process's (a + a is exact on either device). Skipped without a GPU (every rank alike). */
+static void gpu_tensors_cross_ranks_through_host_memory(void **state) {
+  (void)state;
+  weft_runtime *grt = tu_runtime_with(2, -1, 0);
+  if (weft_device_count(grt, WEFT_DEVICE_CUDA) == 0 || nranks < 2) {
+    weft_runtime_destroy(grt);
+    print_message("no GPU or one rank: skipped\n");
+    skip();
+  }
+  enum { N = 100000 };
+  int64_t sh[1] = {N};
+  weft_graph *g;
+  CHECK(weft_graph_create(grt, &g));
+  weft_tensor *a, *b, *h = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F64, 1, sh, weft_on_rank(weft_cuda(0), 0), weft_uniform(-1, 1, 7), &a));
+  CHECK(weft_tensor_create(g, "b", WEFT_F64, 1, sh, weft_on_rank(weft_cuda(0), 1), weft_zeros(), &b));
+  CHECK(weft_add(g, a, a, &b));
+  CHECK(weft_copy(g, b, on(0), &h));
+  assert_int_equal(weft_graph_node_count(g), 6); /* 3 legs, the add, 1 leg, the copy */
+  for (size_t i = 0; i < 6; i++)
+    assert_string_equal(weft_node_op_name(weft_graph_node(g, i)), i == 3 ? "add" : "copy");
+  assert_true(weft_device_equal(weft_node_device(weft_graph_node(g, 3)), weft_on_rank(weft_cuda(0), 1)));
+  CHECK(weft_graph_run(g));
+  CHECK(weft_graph_run(g)); /* again: the legs' buffers are reused */
+  double *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
+  CHECK(weft_tensor_read_all(h, got, N * sizeof *got));
+  weft__cpu_fill_at(want, WEFT_F64, 0, N, weft_uniform(-1, 1, 7));
+  for (int i = 0; i < N; i++) want[i] += want[i];
+  assert_memory_equal(got, want, N * sizeof *got);
+  free(got);
+  free(want);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(grt);
+}
+
 static void bad_ranks_are_refused(void **state) {
   (void)state;
   weft_graph *g;
@@ -475,6 +513,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_chain_through_every_rank),
       cmocka_unit_test(fan_in_to_rank_zero),
+      cmocka_unit_test(gpu_tensors_cross_ranks_through_host_memory),
       cmocka_unit_test(bad_ranks_are_refused),
       cmocka_unit_test(different_graphs_fail_on_every_rank),
       cmocka_unit_test(a_failure_on_one_rank_fails_every_rank),

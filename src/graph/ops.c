@@ -126,6 +126,20 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
                      c->id, c->opname, argname, weft__tensor_name(src),
                      weft_device_str(src->device, d1, sizeof d1),
                      weft_device_str(dev, d2, sizeof d2));
+  /* A GPU tensor crossing ranks goes through host memory, a copy node for each leg: to its
+   * rank's CPU, across to the other rank's CPU, then to the GPU there. Each leg is cached like
+   * any copy, so readers on several devices share them; the transport between ranks carries
+   * host memory only (src/backends/mpi). */
+  if (src->device.rank != dev.rank && (src->device.kind != WEFT_DEVICE_CPU || dev.kind != WEFT_DEVICE_CPU)) {
+    int rc;
+    if (src->device.kind != WEFT_DEVICE_CPU &&
+        (rc = localise(c, &src, weft_on_rank(weft_cpu(), src->device.rank), argname)) != WEFT_OK)
+      return rc;
+    if (dev.kind != WEFT_DEVICE_CPU && (rc = localise(c, &src, weft_on_rank(weft_cpu(), dev.rank), argname)) != WEFT_OK)
+      return rc;
+    *t = src;
+    if (weft__same_device(src->device, dev)) return WEFT_OK;
+  }
   for (weft_tensor *k = src->copy_cache; k != NULL; k = k->copy_next)
     if (weft__same_device(k->device, dev)) {
       *t = k;
@@ -373,6 +387,18 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
   if (dst == NULL && (rc = weft__tensor_new(g, NULL, src->dtype, src->ndim, src->shape, device,
                                             weft_zeros(), WEFT__T_AUTO, &dst)) != WEFT_OK)
     return rc;
+  /* Between ranks with a GPU on either side: through host memory (localise's legs), the last
+   * leg this node. */
+  if (src->device.rank != dst->device.rank && weft__tensor_dev(src).kind != WEFT_DEVICE_AUTO &&
+      weft__tensor_dev(dst).kind != WEFT_DEVICE_AUTO &&
+      (src->device.kind != WEFT_DEVICE_CPU || dst->device.kind != WEFT_DEVICE_CPU)) {
+    if (src->device.kind != WEFT_DEVICE_CPU &&
+        (rc = localise(&c, &src, weft_on_rank(weft_cpu(), src->device.rank), "src")) != WEFT_OK)
+      return call_fail(&c, rc);
+    if (dst->device.kind != WEFT_DEVICE_CPU &&
+        (rc = localise(&c, &src, weft_on_rank(weft_cpu(), dst->device.rank), "src")) != WEFT_OK)
+      return call_fail(&c, rc);
+  }
   weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
   weft_device sd = weft__tensor_dev(src), dd = weft__tensor_dev(dst);
   /* On its GPU side; the planner's when either side is. */

@@ -394,8 +394,9 @@ static int check_same_graph(mpi_state *st, weft__plan *p) {
  * failed (mpi_launch_agree). */
 static int mpi_plan(weft__backend *b, weft__plan *p) {
   mpi_state *st = b->state;
-  /* Messages carry host memory: a GPU tensor crossing ranks is not built yet (no CUDA-aware
-   * path, no staging). Every rank finds the same node, so every rank fails the same way. */
+  /* Messages carry host memory: a GPU tensor crossing ranks is staged through host memory by
+   * the graph (ops.c, localise: a copy node a leg), so no copy between ranks has a GPU end. A
+   * guard: every rank finds the same node, so every rank fails the same way. */
   for (uint32_t i = 0; i < p->n; i++) {
     const weft_node *n = p->x[i].node;
     if (n->kind != WEFT__OP_COPY) continue;
@@ -404,8 +405,8 @@ static int mpi_plan(weft__backend *b, weft__plan *p) {
     if (src->device.kind != WEFT_DEVICE_CPU || dst->device.kind != WEFT_DEVICE_CPU) {
       char a[40], c[40];
       return weft__err(WEFT_ENOTSUP,
-                       "rank %d: node %u copies %s from %s to %s: a GPU tensor cannot cross ranks yet; copy it "
-                       "to its rank's cpu first (docs/distributed.md, \"Not built yet\")",
+                       "rank %d: node %u copies %s from %s to %s: a copy between ranks must have host memory "
+                       "at both ends (weft stages GPU tensors through host memory when it makes the copies)",
                        st->rank, i, weft__tensor_name(src), weft_device_str(src->device, a, sizeof a),
                        weft_device_str(dst->device, c, sizeof c));
     }
