@@ -229,6 +229,22 @@ static void gpu_tensors_cross_ranks_through_host_memory(void **state) {
   weft_runtime_destroy(grt);
 }
 
+/* Ranks that share a host share its cores: by default each gets its share less one core for
+ * its progress thread (at least one worker). */
+static void ranks_of_one_host_share_its_cores(void **state) {
+  (void)state;
+  weft_runtime *own = tu_runtime_with(0, 0, 0);
+  const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int local = v != NULL ? atoi(v) : 1;
+  assert_true(local >= 1);
+  weft_device_info info;
+  CHECK(weft_device_info_get(own, weft_cpu(), &info));
+  int cores = info.multiprocessors;
+  int want = local > 1 ? (cores / local - 1 > 1 ? cores / local - 1 : 1) : cores;
+  assert_int_equal(weft_runtime_cpu_workers(own), want);
+  weft_runtime_destroy(own);
+}
+
 static void bad_ranks_are_refused(void **state) {
   (void)state;
   weft_graph *g;
@@ -513,6 +529,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_chain_through_every_rank),
       cmocka_unit_test(fan_in_to_rank_zero),
+      cmocka_unit_test(ranks_of_one_host_share_its_cores),
       cmocka_unit_test(gpu_tensors_cross_ranks_through_host_memory),
       cmocka_unit_test(bad_ranks_are_refused),
       cmocka_unit_test(different_graphs_fail_on_every_rank),

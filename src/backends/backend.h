@@ -168,6 +168,9 @@ extern const weft__backend_vtable weft__cpu_backend;
 extern const weft__backend_vtable weft__mpi_backend;
 /* 1 when the process runs under MPI: initialised by the application, or started by mpirun. */
 int weft__mpi_wanted(void);
+/* The ranks of the run on this host, as the launcher says (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE,
+ * MPICH's MPI_LOCALNRANKS); 1 when it says nothing. */
+int weft__mpi_local_ranks(void);
 #endif
 #if WEFT_HAVE_CUDA
 extern const weft__backend_vtable weft__cuda_backend;

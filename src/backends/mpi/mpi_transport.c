@@ -673,3 +673,13 @@ int weft__mpi_wanted(void) {
   /* Started by a process manager: Open MPI's mpirun, or a PMI/PMIx launcher. */
   return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
 }
+
+int weft__mpi_local_ranks(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    int n = v != NULL ? atoi(v) : 0;
+    if (n > 0) return n;
+  }
+  return 1;
+}
