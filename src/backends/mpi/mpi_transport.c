@@ -61,6 +61,7 @@ typedef struct pending {
   MPI_Request req[MAX_CHUNKS];
   MPI_Status status[MAX_CHUNKS];
   void *scratch;             /* a skipped receive's landing place */
+  int upstream;              /* a receive found done at its launch with a short message */
   struct plan_state *ps;     /* an agreement's plan */
   uint64_t key, first;       /* P_AGREE: this rank's failure key, the lowest of all */
   outcome text;              /* P_AGREE_TEXT: the first failing rank's outcome */
@@ -135,6 +136,18 @@ static void agreed_key(mpi_state *st, pending *x) {
   post(st, x);
 }
 
+/* A receive whose requests are done: WEFT_OK when every message brought the bytes it should,
+ * else WEFT__UPSTREAM (a shorter one says that its sender skipped the copy: its input failed
+ * there, or its run was cancelled; mpi_skip). */
+static int received(const pending *x) {
+  for (int k = 0; k < x->nreq; k++) {
+    int count = 0;
+    MPI_Get_count(&x->status[k], MPI_BYTE, &count);
+    if (count != x->len[k]) return WEFT__UPSTREAM;
+  }
+  return WEFT_OK;
+}
+
 /* Requests of x are done (rc: MPI's answer): report what they mean. */
 static void finished(mpi_state *st, pending *x, int rc) {
   char msg[MPI_MAX_ERROR_STRING + 128];
@@ -144,14 +157,7 @@ static void finished(mpi_state *st, pending *x, int rc) {
       weft__sched_complete(x->run, x->index, rc == MPI_SUCCESS ? WEFT_OK : WEFT_EIO, msg);
       break;
     case P_RECV: {
-      /* A message shorter than the tensor says that its sender skipped the copy: its input
-       * failed there, or its run was cancelled (mpi_skip). */
-      int status = rc == MPI_SUCCESS ? WEFT_OK : WEFT_EIO;
-      for (int k = 0; k < x->nreq && status == WEFT_OK; k++) {
-        int count = 0;
-        MPI_Get_count(&x->status[k], MPI_BYTE, &count);
-        if (count != x->len[k]) status = WEFT__UPSTREAM;
-      }
+      int status = rc != MPI_SUCCESS ? WEFT_EIO : x->upstream ? WEFT__UPSTREAM : received(x);
       if (status == WEFT__UPSTREAM) atomic_store_explicit(&x->ps->upstream, 1, memory_order_relaxed);
       weft__sched_complete(x->run, x->index, status, msg);
       break;
@@ -555,6 +561,24 @@ static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
     free(x);
     return weft_ctx_fail(ctx, "rank %d: %s rank %d failed: %s", st->rank, sending ? "sending to" : "receiving from",
                          peer, msg);
+  }
+  /* Done already (an eager send is, and a receive whose message is in): no turn of the
+   * progress thread, and the worker goes on with what the node readied. */
+  int flag = 0;
+  if ((rc = MPI_Testall(x->nreq, x->req, &flag, x->status)) != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    error_text(rc, msg, sizeof msg);
+    free(x);
+    return weft_ctx_fail(ctx, "rank %d: %s rank %d failed: %s", st->rank, sending ? "sending to" : "receiving from",
+                         peer, msg);
+  }
+  if (flag) {
+    int status = sending ? WEFT_OK : received(x);
+    if (status == WEFT_OK) {
+      free(x);
+      return WEFT_OK;
+    }
+    x->upstream = 1; /* the progress thread reports it (its requests are inactive now) */
   }
   post(st, x);
   return WEFT__PENDING;
