@@ -104,15 +104,6 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
     return weft__err(WEFT_EINVAL, "weft_runtime_create: no placement policy '%s' (there are: %s)", o.policy, names);
   }
   int workers = o.cpu_workers ? o.cpu_workers : cores;
-#if WEFT_HAVE_MPI
-  /* Ranks sharing this host share its cores: by default each takes its share, less one core
-   * for its MPI progress thread, which tests its messages without sleeping while they move
-   * (2 ranks x 16 workers on 32 cores ran a stencil at 0.75 of one rank's rate; 2 x 15, 1.0). */
-  if (o.cpu_workers == 0 && weft__mpi_wanted()) {
-    int local = weft__mpi_local_ranks();
-    if (local > 1) workers = cores / local - 1 > 1 ? cores / local - 1 : 1;
-  }
-#endif
   /* A product's threads are workers running its tiles: never more than the pool has. */
   int intra = o.blas_threads && o.blas_threads < workers ? o.blas_threads : workers;
 
@@ -166,6 +157,15 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
       if ((rc = add_backend(rt, &weft__mpi_backend, &o)) != WEFT_OK) goto fail;
       rt->remote = &rt->backends[rt->nbackends - 1];
       made(rt, "the MPI transport: the ranks' communicator, the progress thread", &t0);
+      /* Ranks sharing this host share its cores: by default each takes its share, less one
+       * for its progress thread, which tests its messages without sleeping while they move
+       * (2 ranks x 16 workers on 32 cores ran a stencil at 0.75 of one rank's rate; 2 x 15,
+       * 1.0). The pool is made below. */
+      int local = weft__mpi_local_ranks();
+      if (o.cpu_workers == 0 && local > 1) {
+        workers = cores / local - 1 > 1 ? cores / local - 1 : 1;
+        rt->intra = o.blas_threads && o.blas_threads < workers ? o.blas_threads : workers;
+      }
     }
 #endif
 #if WEFT_HAVE_CUDA
