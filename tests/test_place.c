@@ -385,8 +385,8 @@ static void measured_times_correct_the_prices(void **state) {
   size_t len;
   char *text = tu_read_file(path, &len);
   assert_non_null(text);
-  /* The host's rates x 10^4 (written as 1.22423e+11): each "e+NN" between the "host" and
-   * "gpu" sections becomes "e+(NN+4)". */
+  /* The host's rates x 10^4 (written as 1.22423e+11, 1.22423e11 or 9.7e9): each exponent
+   * between the "host" and "gpu" sections becomes "e+(NN+4)". */
   char *host = strstr(text, "\"host\""), *gpu = strstr(text, "\"gpu\"");
   assert_non_null(host);
   assert_non_null(gpu);
@@ -394,9 +394,12 @@ static void measured_times_correct_the_prices(void **state) {
   size_t o = 0;
   int changed = 0;
   for (char *q = text; *q; q++) {
-    if (q > host && q < gpu && q[0] == 'e' && q[1] == '+' && q[2] >= '0' && q[2] <= '9' && q[3] >= '0' && q[3] <= '9') {
-      o += (size_t)sprintf(out + o, "e+%02d", (q[2] - '0') * 10 + (q[3] - '0') + 4);
-      q += 3;
+    int plus = q[0] == 'e' && q[1] == '+';
+    const char *d = q + 1 + plus;
+    if (q > host && q < gpu && q[0] == 'e' && d[0] >= '0' && d[0] <= '9') {
+      int two = d[1] >= '0' && d[1] <= '9', e = two ? (d[0] - '0') * 10 + (d[1] - '0') : d[0] - '0';
+      o += (size_t)sprintf(out + o, "e+%02d", e + 4);
+      q += plus + (two ? 2 : 1);
       changed++;
       continue;
     }

@@ -519,7 +519,7 @@ static void test_caller_wake(void **state) {
     p.host.wake_s = w ? 25e-6 : 0;
     weft_runtime *rt = sim_runtime_of(&p, 2);
     t[w][0] = cpu_chain(rt, 2, 1 << 16);
-    t[w][1] = cpu_chain(rt, 40, 1 << 16);
+    t[w][1] = cpu_chain(rt, 400, 1 << 16); /* a few hundred microseconds at 40 GB/s */
     t[w][2] = tiny_chain(rt, 1, 0, 0);
     t[w][3] = one_product(rt, 4000);
     weft_runtime_destroy(rt);
@@ -655,9 +655,10 @@ static void test_overlap(void **state) {
   s = run_summary(g);
   double pageable = 10 * (p.d2h_pageable.latency_s + (double)buf / p.d2h_pageable.bandwidth);
   assert_true(near(s.makespan_s, pageable + gemm_time(&p, (double)n), 0.01));
-  /* They hide behind the products alone: at most the products' share of the copies' time. */
+  /* They hide behind the products alone: at most the products' share of the copies' time,
+   * far from the pinned copies' whole (above). */
   assert_true(s.hidden_copy_fraction <= 10 * gemm_time(&p, (double)n) / pageable + 0.01);
-  assert_true(s.hidden_copy_fraction < 0.6);
+  assert_true(s.hidden_copy_fraction < 0.9);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
 }
