@@ -980,33 +980,35 @@ static void get_metrics(conn *c) {
   weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"host\"} %zu\n", s->budget[0]);
   for (int k = 1; k <= s->ngpus; k++)
     weft__strbuf_printf(&b, "weft_memory_budget_bytes{memory=\"cuda:%d\"} %zu\n", k - 1, s->budget[k]);
-  /* Each device's memory as weft holds it (weft_device_memory_usage; simulated GPUs have none). */
-  static const char *const mem_names[3] = {"in_use", "peak", "reserved"};
-  static const char *const mem_help[3] = {"Bytes the tensors of the runs hold now, by device.",
+  /* Each device's memory as weft holds it (weft_device_memory_usage; simulated GPUs have none)
+   * and in all, each device asked once. */
+  static const char *const mem_names[4] = {"in_use", "peak", "reserved", "total"};
+  static const char *const mem_help[4] = {"Bytes the tensors of the runs hold now, by device.",
                                           "The most bytes the tensors of the runs held at once since the server started, by device.",
-                                          "Bytes weft holds from the system or driver for tensors, by device."};
-  for (int m = 0; m < 3; m++) {
+                                          "Bytes weft holds from the system or driver for tensors, by device.",
+                                          "Memory of each device."};
+  size_t mem[1 + MAX_GPUS][4];
+  int has_use[1 + MAX_GPUS], has_total[1 + MAX_GPUS];
+  for (int k = 0; k <= s->ngpus; k++) {
+    weft_device d = k == 0 ? weft_cpu() : weft_cuda(k - 1);
+    weft_memory_usage use = {0};
+    weft_device_info info = {0};
+    has_use[k] = weft_device_memory_usage(s->rt, d, &use) == WEFT_OK;
+    has_total[k] = weft_device_info_get(s->rt, d, &info) == WEFT_OK;
+    mem[k][0] = use.in_use;
+    mem[k][1] = use.peak;
+    mem[k][2] = use.reserved;
+    mem[k][3] = info.memory_bytes;
+  }
+  for (int m = 0; m < 4; m++) {
     weft__strbuf_printf(&b, "# HELP weft_device_memory_%s_bytes %s\n# TYPE weft_device_memory_%s_bytes gauge\n",
                         mem_names[m], mem_help[m], mem_names[m]);
     for (int k = 0; k <= s->ngpus; k++) {
-      weft_device d = k == 0 ? weft_cpu() : weft_cuda(k - 1);
-      weft_memory_usage use;
       char name[32];
-      if (weft_device_memory_usage(s->rt, d, &use) != WEFT_OK) continue;
-      size_t v = m == 0 ? use.in_use : m == 1 ? use.peak : use.reserved;
+      if (!(m == 3 ? has_total[k] : has_use[k])) continue;
       weft__strbuf_printf(&b, "weft_device_memory_%s_bytes{device=\"%s\"} %zu\n", mem_names[m],
-                          weft_device_str(d, name, sizeof name), v);
+                          weft_device_str(k == 0 ? weft_cpu() : weft_cuda(k - 1), name, sizeof name), mem[k][m]);
     }
-  }
-  weft__strbuf_puts(&b, "# HELP weft_device_memory_total_bytes Memory of each device.\n"
-                        "# TYPE weft_device_memory_total_bytes gauge\n");
-  for (int k = 0; k <= s->ngpus; k++) {
-    weft_device d = k == 0 ? weft_cpu() : weft_cuda(k - 1);
-    weft_device_info info;
-    char name[32];
-    if (weft_device_info_get(s->rt, d, &info) == WEFT_OK)
-      weft__strbuf_printf(&b, "weft_device_memory_total_bytes{device=\"%s\"} %zu\n",
-                          weft_device_str(d, name, sizeof name), info.memory_bytes);
   }
   /* The process's own, under Prometheus' standard names (Linux: /proc/self). */
   long pages = 0, fds = 0;
