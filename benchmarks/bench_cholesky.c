@@ -19,13 +19,24 @@
  * 2000 random entries of the lower triangle (relative error below 1e-10 in f64, 1e-3 in f32).
  *
  * --device auto puts the matrix on weft_auto(): weft places the nodes itself, over the first
- * --gpus GPUs (default 1). With more than one, the baseline is cuSOLVER's multi-GPU
- * cusolverMgPotrf over as many GPUs (1-D column block-cyclic, blocks of --mg-tile columns,
- * default 256), loaded at run time and skipped where the library is missing.
+ * --gpus GPUs (default 1). --device cuda with --gpus G > 1 distributes the tiles over the G
+ * GPUs instead (weft_tensor_distribute), 2-D block-cyclically over a P x Q grid (--grid PxQ;
+ * default the squarest, P <= Q): each node runs on the GPU of the tile it writes, and the
+ * tiles it reads from other GPUs are copied there; writing the matrix in (untimed) scatters
+ * it. With more than one GPU, the baseline is cuSOLVER's multi-GPU cusolverMgPotrf over as
+ * many GPUs (1-D column block-cyclic, blocks of --mg-tile columns, default 256, the matrix
+ * distributed untimed), loaded at run time and skipped where the library is missing.
+ *
+ * --panel inverse (both: each tile size both ways; not on auto; the tiles then distributed, over
+ * a 1 x 1 grid on one device):
+ * each step inverts its diagonal factor once (a trsm of the identity) and solves each panel
+ * tile with a product by that inverse, instead of a trsm a tile: cuBLAS's trsm runs at a
+ * fraction of its GEMM's rate (docs/benchmarks.md), and a step has one where it had one a
+ * panel tile. Same factor to rounding (not bit for bit: another sum).
  *
  * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
  *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G]
- *                       [--mg-tile T] [--profile P] [--trace DIR] [--json]
+ *                       [--grid PxQ] [--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--trace DIR] [--json]
  * --profile: the machine profile that prices auto placement (default: by the GPUs' count);
  * --trace: the last rep's statistics and Chrome trace of each tile size into DIR.
  * Defaults: cpu: n 4096, tiles 512; cuda: n 32768, tiles 1024,2048,4096; f64; 3 reps; the heft
@@ -95,14 +106,17 @@ static double check(const void *l, const void *a, int64_t n, size_t es) {
 /* weft: the tiled factorisation of a (n x n) in tiles of b on `dev`; reps timed runs. */
 /* --trace DIR: the last rep's statistics (text) and Chrome trace, DIR/cholesky_<n>_<tile>_<gpus>. */
 static const char *trace_dir;
+static int grid_p, grid_q; /* --device cuda over several GPUs: the tiles' P x Q grid of GPUs */
+static int panel_inverse;  /* the panel of the run being timed: 0 trsm, 1 inverse */
 
 static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
   weft_run_stats *st;
   char path[512];
   BCHECK(weft_run_stats_create(run, &st));
-  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d.trace.json", trace_dir, (long long)n, (long long)b, gpus);
+  const char *pn = panel_inverse ? "_inverse" : "";
+  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d%s.trace.json", trace_dir, (long long)n, (long long)b, gpus, pn);
   BCHECK(weft_run_stats_save(st, WEFT_REPORT_TRACE, path));
-  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d.stats.txt", trace_dir, (long long)n, (long long)b, gpus);
+  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d%s.stats.txt", trace_dir, (long long)n, (long long)b, gpus, pn);
   BCHECK(weft_run_stats_save(st, WEFT_REPORT_TEXT, path));
   weft_run_stats_destroy(st);
 }
@@ -115,11 +129,33 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   BCHECK(weft_graph_create(rt, &g));
   BCHECK(weft_tensor_create(g, "A", (weft_dtype)dtype, 2, (int64_t[]){n, n}, dev, weft_zeros(), &x));
   BCHECK(weft_tensor_tiles(g, x, b, b));
+  if (grid_p > 0) BCHECK(weft_tensor_distribute(g, x, grid_p, grid_q));
   int64_t t = weft_tensor_tile_count(x, 0);
+  /* --panel inverse: W[k] = L_kk^-1 (a trsm of the identity), then each panel tile is one
+   * product, A_ik L_kk^-T, into scratch S (one a row of tiles and grid column, on the tile's
+   * GPU) copied back into the tile. */
+  int q = grid_q > 0 ? grid_q : 1;
+  weft_tensor **w = calloc((size_t)t, sizeof *w), **sc = calloc((size_t)(t * q), sizeof *sc);
+  if (w == NULL || sc == NULL) exit(1);
   for (int64_t k = 0; k < t; k++) {
     weft_tensor *akk = weft_tensor_tile(x, k, k);
     BCHECK(weft_potrf(g, akk));
-    for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
+    if (panel_inverse) {
+      int64_t bk = weft_tensor_dim(akk, 0);
+      BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, weft_tensor_device(akk), weft_zeros(), &w[k]));
+      BCHECK(weft_fill(g, w[k], weft_eye(1)));
+      BCHECK(weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w[k]));
+      for (int64_t i = k + 1; i < t; i++) {
+        weft_tensor *aik = weft_tensor_tile(x, i, k), **s = &sc[i * q + k % q];
+        if (*s == NULL || weft_tensor_dim(*s, 1) != bk)
+          BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){weft_tensor_dim(aik, 0), bk},
+                                    weft_tensor_device(aik), weft_zeros(), s));
+        BCHECK(weft_gemm(g, aik, 0, w[k], 1, 1.0, 0.0, *s));
+        BCHECK(weft_copy(g, *s, weft_tensor_device(aik), &aik));
+      }
+    } else {
+      for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
+    }
     for (int64_t i = k + 1; i < t; i++) {
       weft_tensor *aik = weft_tensor_tile(x, i, k);
       BCHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i)));
@@ -127,6 +163,8 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
         BCHECK(weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j)));
     }
   }
+  free(w);
+  free(sc);
   *nodes = weft_graph_node_count(g);
   double ms[65];
   for (int r = -1; r < reps; r++) {
@@ -421,7 +459,7 @@ int main(int argc, char **argv) {
              *profile = NULL;
   int64_t n = 0;
   int64_t mg_tile = 256;
-  int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN), gpus = 1;
+  int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN), gpus = 1, panels = 1; /* 1 trsm, 2 inverse */
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--json") == 0) json = 1;
@@ -435,12 +473,16 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--policy") == 0) policy = v, i++;
     else if (v != NULL && strcmp(argv[i], "--gpus") == 0) gpus = atoi(v), i++;
     else if (v != NULL && strcmp(argv[i], "--mg-tile") == 0) mg_tile = atoll(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--grid") == 0 && sscanf(v, "%dx%d", &grid_p, &grid_q) == 2) i++;
+    else if (v != NULL && strcmp(argv[i], "--panel") == 0 &&
+             (panels = strcmp(v, "trsm") == 0 ? 1 : strcmp(v, "inverse") == 0 ? 2 : strcmp(v, "both") == 0 ? 3 : 0) != 0)
+      i++;
     else if (v != NULL && strcmp(argv[i], "--profile") == 0) profile = v, i++;
     else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
-                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--mg-tile T] [--profile P] "
-                      "[--trace DIR] [--json]\n", argv[0]);
+                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] [--panel trsm|inverse|both] "
+                      "[--mg-tile T] [--profile P] [--trace DIR] [--json]\n", argv[0]);
       return 2;
     }
   }
@@ -448,13 +490,24 @@ int main(int argc, char **argv) {
    * several GPUs: cusolverMgPotrf over as many). */
   int on_auto = strcmp(device, "auto") == 0, cuda = strcmp(device, "cuda") == 0 || on_auto;
   if (n == 0) n = cuda ? 32768 : 4096;
+  if (!on_auto && (gpus > 1 || panels != 1) && grid_p == 0) {
+    grid_p = 1;
+    while ((grid_p + 1) * (grid_p + 1) <= gpus) grid_p++;
+  }
+  if (grid_p > 0 && grid_q == 0) {
+    while (gpus % grid_p != 0) grid_p--;
+    grid_q = gpus / grid_p;
+  }
   if (tiles == NULL) tiles = cuda ? "1024,2048,4096" : "512";
   int dtype = strcmp(dtypes, "f32") == 0 ? WEFT_F32 : WEFT_F64;
   if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > (cuda ? 65536 : 46340) || reps < 1 || reps > 64 ||
-      workers < 1 || gpus < 1 || gpus > 16 || (gpus > 1 && !on_auto) || mg_tile < 1 ||
+      workers < 1 || gpus < 1 || gpus > 16 || (gpus > 1 && !cuda) || mg_tile < 1 ||
+      (grid_p > 0 && (on_auto || grid_p < 1 || grid_q < 1 || grid_p * grid_q > (cuda ? gpus : 1))) ||
+      (panels != 1 && on_auto) ||
       (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
     fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU), --reps (1..64), "
-                    "--workers, --gpus (1..16, more than 1 with --device auto), --mg-tile or --dtype\n");
+                    "--workers, --gpus (1..16, more than 1 on a GPU), --grid (P x Q <= GPUs), --panel (trsm|inverse|both, not "
+                    "on auto), --mg-tile or --dtype\n");
     return 2;
   }
 #if !WEFT_BENCH_CUDA
@@ -534,7 +587,9 @@ int main(int argc, char **argv) {
   const char *sdt = es == 4 ? "f32" : "f64";
   if (!json)
     printf("tiled Cholesky %s n=%lld on %s (%d GPU%s), policy %s, median of %d (spread); %s %.1f ms (%.1f), "
-           "%.2f TFLOP/s%s\n", sdt, (long long)n, on_auto ? "auto (placed by weft)" : cuda ? "cuda:0" : "the CPU", cuda ? gpus : 0,
+           "%.2f TFLOP/s%s\n", sdt, (long long)n, on_auto ? "auto (placed by weft)" : grid_p > 0 && cuda ? "the GPUs (tiles block-cyclic)"
+           : grid_p > 0 ? "the CPU (tiles apart)"
+           : cuda ? "cuda:0" : "the CPU", cuda ? gpus : 0,
            gpus == 1 ? "" : "s", policy, reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
            base_err < tol || cuda ? "" : " CHECK FAILED");
   int failed = base_err >= tol;
@@ -544,27 +599,33 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_cholesky: bad tile size in --tile %s\n", tiles);
       return 2;
     }
-    double err;
-    size_t nodes;
-    bench_figure w = time_weft(rt, on_auto ? weft_auto() : cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps, cuda ? gpus : 0, &err, &nodes);
-    failed |= err >= tol;
-    double ratio = base.ms > 0 ? base.ms / w.ms : 0; /* 0: no baseline (cusolverMg missing) */
-    if (json)
-      printf("{\"bench\":\"cholesky\",\"device\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,\"tile\":%lld,\"nodes\":%zu,"
-             "\"reps\":%d,\"weft_ms\":%.3f,\"weft_spread_ms\":%.3f,\"weft_tflops\":%.4f,\"baseline\":\"%s\","
-             "\"baseline_ms\":%.3f,\"baseline_spread_ms\":%.3f,\"baseline_tflops\":%.4f,\"ratio\":%.4f,"
-             "\"weft_error\":%.3e,\"baseline_error\":%.3e}\n",
-             device, sdt, (long long)n, (long long)b, nodes, reps, w.ms, w.spread_ms, flop / w.ms * 1e-9, who,
-             base.ms, base.spread_ms, flop / base.ms * 1e-9, ratio, err, base_err);
-    else
-      printf("  tiles of %5lld (%5zu nodes): weft %9.1f ms (%6.1f) %7.2f TFLOP/s, ratio %.3f%s, error %.1e%s\n",
-             (long long)b, nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, "", err, err < tol ? "" : " CHECK FAILED");
-    if (!json && lapacke_base.ms > 0) printf("    against LAPACKE: ratio %.3f\n", lapacke_base.ms / w.ms);
-    printf("RESULT bench=%scholesky_%s%s device=%s gpus=%d n=%lld tile=%lld weft_ms=%.3f weft_tflops=%.3f baseline_ms=%.3f "
-           "baseline_tflops=%.3f ratio=%.4f\n",
-           on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", device, cuda ? gpus : 0, (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms,
-           flop / base.ms * 1e-9, ratio);
-    fflush(stdout);
+    for (panel_inverse = 0; panel_inverse < 2; panel_inverse++) {
+      if (!(panels >> panel_inverse & 1)) continue;
+      double err;
+      size_t nodes;
+      bench_figure w = time_weft(rt, on_auto ? weft_auto() : cuda ? weft_cuda(0) : weft_cpu(), dtype, a, n, b, reps,
+                                 cuda ? gpus : 0, &err, &nodes);
+      failed |= err >= tol;
+      double ratio = base.ms > 0 ? base.ms / w.ms : 0; /* 0: no baseline (cusolverMg missing) */
+      if (json)
+        printf("{\"bench\":\"cholesky\",\"device\":\"%s\",\"panel\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,\"tile\":%lld,\"nodes\":%zu,"
+               "\"reps\":%d,\"weft_ms\":%.3f,\"weft_spread_ms\":%.3f,\"weft_tflops\":%.4f,\"baseline\":\"%s\","
+               "\"baseline_ms\":%.3f,\"baseline_spread_ms\":%.3f,\"baseline_tflops\":%.4f,\"ratio\":%.4f,"
+               "\"weft_error\":%.3e,\"baseline_error\":%.3e}\n",
+               device, panel_inverse ? "inverse" : "trsm", sdt, (long long)n, (long long)b, nodes, reps, w.ms, w.spread_ms, flop / w.ms * 1e-9, who,
+               base.ms, base.spread_ms, flop / base.ms * 1e-9, ratio, err, base_err);
+      else
+        printf("  tiles of %5lld, panel by %-7s (%5zu nodes): weft %9.1f ms (%6.1f) %7.2f TFLOP/s, ratio %.3f, error %.1e%s\n",
+               (long long)b, panel_inverse ? "inverse" : "trsm", nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, err,
+               err < tol ? "" : " CHECK FAILED");
+      if (!json && lapacke_base.ms > 0) printf("    against LAPACKE: ratio %.3f\n", lapacke_base.ms / w.ms);
+      printf("RESULT bench=%scholesky_%s%s device=%s gpus=%d grid=%dx%d panel=%s n=%lld tile=%lld weft_ms=%.3f "
+             "weft_tflops=%.3f baseline_ms=%.3f baseline_tflops=%.3f ratio=%.4f\n",
+             on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", device, cuda ? gpus : 0, grid_p, grid_q,
+             panel_inverse ? "inverse" : "trsm",
+             (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms, flop / base.ms * 1e-9, ratio);
+      fflush(stdout);
+    }
     p = strchr(p, ',');
     if (p == NULL) break;
     p++;

@@ -4,17 +4,20 @@
 # ./run_multi_gpu.sh gpu`). Builds nothing. Logs go to $OUT/multi_gpu/ (or /tmp/multi_gpu/).
 #
 #   env        the GPUs, how they are linked, Open MPI and whether it is CUDA-aware
-#   gpu        multi_gpu beside PyTorch on 2 GPUs and on all; the tiled Cholesky placed by weft
-#              over 1, 2 and 4 GPUs against cuSOLVER (run_gpu.sh --only multi_gpu, cholesky_multi);
-#              the GPU test programs (the CPU+GPU oracle over every GPU)
+#   gpu        multi_gpu beside PyTorch on 2 GPUs and on all (run_gpu.sh --only multi_gpu); the
+#              GPU test programs (the CPU+GPU oracle over every GPU)
 #   sim        the simulator against measurements on 2 GPUs and on all, with a profile measured
 #              here (sim_accuracy.sh; the profiles land in the logs)
 #   sanitizer  compute-sanitizer (memcheck, then synccheck) over the CUDA test programs
-#   calibrate  weft calibrate on 2 GPUs and on all: the profiles h200x2/h200xN, or h100xN (GEMM, copies,
+#   calibrate  weft calibrate on 2 GPUs and on all (CALIBRATE_GPUS="4" for a list): the profiles h200x2/h200xN, or h100xN (GEMM, copies,
 #              launches and the potrf/trsm/syrk curves) land in the logs, to ship in profiles/
 #   cholesky   the tiled Cholesky over 1, 2 and all GPUs priced by the profiles `calibrate` just
 #              measured (the shipped ones where it did not run), with each tile size's last run's
 #              statistics and Chrome trace in the logs (traces/)
+#   cyclic     the tiled Cholesky with its tiles distributed 2-D block-cyclically over 2 GPUs and
+#              over all (weft_tensor_distribute, owner computes), each panel both ways (trsm, and
+#              products with the inverse diagonal factor), against one GPU (weft and cuSOLVER)
+#              and cusolverMgPotrf: n = 32768 with traces (traces_cyclic/), n = 65536 over all
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${OUT:-/tmp}/multi_gpu
@@ -39,8 +42,6 @@ for part in "$@"; do
       CUDA_VISIBLE_DEVICES=$first2 WEFT_RUN_GPU_LOGS=$logs/run_gpu_2 "$here/run_gpu.sh" --only multi_gpu | tail -4
       echo "== multi_gpu on $ngpus GPUs"
       WEFT_RUN_GPU_LOGS=$logs/run_gpu_all "$here/run_gpu.sh" --only multi_gpu | tail -4
-      echo "== the tiled Cholesky over 1, 2, 4 GPUs"
-      WEFT_RUN_GPU_LOGS=$logs/cholesky "$here/run_gpu.sh" --only cholesky_multi | grep -E 'cholesky|speed-up|^-|benchmark'
       echo "== the GPU test programs on $ngpus GPUs"
       (cd "$here" && OUT=$logs ./run.sh ctest-gpu) 2>&1 | tail -12 || status=1
       ;;
@@ -64,7 +65,7 @@ for part in "$@"; do
       done
       ;;
     calibrate)
-      for g in $(printf '%s\n' 2 "$ngpus" | sort -un); do
+      for g in $(printf '%s\n' ${CALIBRATE_GPUS:-2 $ngpus} | sort -un); do
         echo "== weft calibrate on $g GPUs"
         CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) timeout 300 "$here/bin/weft" calibrate --quiet --name "${model}x$g" \
           -o "$logs/${model}x$g.json" || status=1
@@ -83,7 +84,19 @@ for part in "$@"; do
           --dtype f64 --trace "$logs/traces" "${opts[@]}" 2>&1 | grep -E 'tiled|tiles of|RESULT' || status=1
       done
       ;;
-    *) echo "run_multi_gpu.sh: unknown part '$part' (env, gpu, sim, sanitizer, calibrate, cholesky)" >&2; exit 2 ;;
+    cyclic)
+      mkdir -p "$logs/traces_cyclic"
+      for run in $(printf '%s\n' 32768:1:2048,4096 32768:2:2048,4096 "32768:$ngpus:1024,2048,4096" | awk -F: '!seen[$1":"$2]++'); do
+        IFS=: read -r n g tiles <<< "$run"
+        echo "== bench_cholesky --device cuda --gpus $g --n $n --tile $tiles --panel both"
+        CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) timeout 300 "$here/bin/bench_cholesky" --device cuda --gpus "$g" --n "$n" \
+          --dtype f64 --tile "$tiles" --panel both --trace "$logs/traces_cyclic" 2>&1 | grep -E 'tiled|tiles of|cusolverMg|cuSOLVER' || status=1
+      done
+      echo "== bench_cholesky --device cuda --gpus $ngpus --n 65536 --tile 4096 --panel inverse --reps 2"
+      timeout 300 "$here/bin/bench_cholesky" --device cuda --gpus "$ngpus" --n 65536 --dtype f64 --tile 4096 --panel inverse \
+        --reps 2 2>&1 | grep -E 'tiled|tiles of|cusolverMg' || status=1
+      ;;
+    *) echo "run_multi_gpu.sh: unknown part '$part' (env, gpu, sim, sanitizer, calibrate, cholesky, cyclic)" >&2; exit 2 ;;
   esac
 done
 exit "$status"

@@ -49,6 +49,36 @@ static void test_cholesky_f64(void **state) {
   free(lc);
 }
 
+/* The tiles distributed over every GPU (2-D block-cyclic): the factor is the one GPU's, bit
+ * for bit (the same kernels on the same values), whatever GPU each node ran on; run twice. */
+static void test_cholesky_over_gpus(void **state) {
+  (void)state;
+  GT_NEED_GPUS(2);
+  const int64_t n = 1000, b = 128; /* 8 x 8 tiles, the last row and column of 104 */
+  size_t bytes = (size_t)(n * n) * sizeof(double);
+  double *a = tu_spd(n, 5), *one = factor_on(weft_cuda(0), a, n, b, 1), *l = malloc(bytes);
+  weft_runtime *rt = gt_runtime(2, 0);
+  int gpus = weft_device_count(rt, WEFT_DEVICE_CUDA), P = gpus >= 4 ? 2 : 1;
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_cuda(0), weft_zeros(), &x));
+  CHECK(weft_tensor_tiles(g, x, b, b));
+  CHECK(weft_tensor_distribute(g, x, P, gpus / P));
+  CHECK(tu_cholesky_tiled(g, x));
+  for (int r = 0; r < 2; r++) {
+    CHECK(weft_tensor_write(x, a, bytes));
+    CHECK(weft_graph_run(g));
+    memset(l, 0, bytes);
+    CHECK(weft_tensor_read(x, l, bytes));
+    assert_memory_equal(l, one, bytes);
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  free(a);
+  free(one);
+  free(l);
+}
+
 /* Each op on strided tiles of f32 and f64 matrices on the GPU, against the same graph on the
  * CPU: gemm with every pair of transposes, trsm on both sides with and without the transpose,
  * syrk. */
@@ -130,16 +160,39 @@ static void test_potrf_not_spd(void **state) {
   }
 }
 
-static void test_devices_must_match(void **state) {
+/* An operand on another device is copied to the result's, as for every op (a copy node, then
+ * the op); in strict device mode it is an error naming the device. */
+static void test_operands_are_copied(void **state) {
   GT_NEED_GPUS(1);
   tu_fixture *f = *state;
-  int64_t shape[2] = {8, 8};
+  const int64_t n = 8;
+  double l[64], b[64], want[64], got[64];
+  for (int i = 0; i < 64; i++) {
+    l[i] = (i / 8 == i % 8) ? 2.0 : (i / 8 > i % 8 ? 0.25 : 0.0);
+    b[i] = (double)(i % 7) - 3.0;
+  }
   weft_tensor *h, *d;
-  CHECK(weft_tensor_create(f->g, "H", WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &h));
-  CHECK(weft_tensor_create(f->g, "D", WEFT_F64, 2, shape, weft_cuda(0), weft_zeros(), &d));
+  CHECK(weft_tensor_create(f->g, "H", WEFT_F64, 2, (int64_t[]){n, n}, weft_cpu(), weft_zeros(), &h));
+  CHECK(weft_tensor_create(f->g, "D", WEFT_F64, 2, (int64_t[]){n, n}, weft_cuda(0), weft_zeros(), &d));
+  CHECK(weft_tensor_write(h, l, sizeof l));
+  CHECK(weft_tensor_write(d, b, sizeof b));
+  CHECK(weft_trsm(f->g, WEFT_LEFT, 0, 1, h, d));
+  assert_int_equal(weft_graph_node_count(f->g), 2); /* the copy of H to cuda:0, the trsm */
+  assert_int_equal(weft_node_device(weft_graph_node(f->g, 1)).kind, WEFT_DEVICE_CUDA);
+  CHECK(weft_graph_run(f->g));
+  CHECK(weft_tensor_read(d, got, sizeof got));
+  /* L x = b by forward substitution, column by column. */
+  for (int c = 0; c < 8; c++)
+    for (int r = 0; r < 8; r++) {
+      double s = b[r * 8 + c];
+      for (int k = 0; k < r; k++) s -= l[r * 8 + k] * want[k * 8 + c];
+      want[r * 8 + c] = s / l[r * 8 + r];
+    }
+  for (int i = 0; i < 64; i++) assert_true(fabs(got[i] - want[i]) < 1e-12);
+  weft_graph_set_strict(f->g, 1);
   assert_int_equal(weft_trsm(f->g, WEFT_LEFT, 0, 1, h, d), WEFT_EDEVICE);
   assert_non_null(strstr(weft_last_error(), "cuda:0"));
-  assert_int_equal(weft_graph_node_count(f->g), 0);
+  assert_int_equal(weft_graph_node_count(f->g), 2);
 }
 
 /* auto on a real GPU: a matrix whose home is the host (a CPU-only op touched it first), a gemm
@@ -180,9 +233,10 @@ static void auto_tiles_move_to_the_gpu(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cholesky_f64),
+      cmocka_unit_test(test_cholesky_over_gpus),
       cmocka_unit_test(test_ops_against_cpu),
       cmocka_unit_test_setup_teardown(test_potrf_not_spd, gt_setup, gt_teardown),
-      cmocka_unit_test_setup_teardown(test_devices_must_match, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(test_operands_are_copied, gt_setup, gt_teardown),
       cmocka_unit_test_setup_teardown(auto_tiles_move_to_the_gpu, gt_setup, gt_teardown),
   };
   return GT_RUN(tests);

@@ -40,6 +40,71 @@ static void test_cholesky_f64(void **state) {
   free(l4);
 }
 
+/* The tiles distributed 2-D block-cyclically over the GPUs of one process (a simulated 4-GPU
+ * machine that computes): each tile in storage of its own on its GPU, each node on the GPU of
+ * the tile it writes, the tiles it reads from other GPUs copied there; the factor is the one
+ * of the whole matrix on the CPU, bit for bit. */
+static void test_cholesky_over_gpus(void **state) {
+  (void)state;
+  const int64_t n = 300, b = 64; /* 5 x 5 tiles, the last row and column of 44 */
+  double *a = tu_spd(n, 11), *cpu = factor(a, n, b, 1);
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  o.simulate = "h200x4";
+  weft_runtime *rt;
+  CHECK(weft_runtime_create(&o, &rt));
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_cuda(0), weft_zeros(), &x));
+  CHECK(weft_tensor_tiles(g, x, b, b));
+  /* More places than GPUs, and a grid that is not one, are refused. */
+  assert_int_equal(weft_tensor_distribute(g, x, 4, 2), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "tensor A: a grid of 4 x 2 GPUs; this run has 4 (4 a rank)"));
+  assert_int_equal(weft_tensor_distribute(g, x, 0, 2), WEFT_EDEVICE);
+  CHECK(weft_tensor_distribute(g, x, 2, 2));
+  for (int64_t i = 0; i < 5; i++)
+    for (int64_t j = 0; j < 5; j++) {
+      weft_device d = weft_tensor_device(weft_tensor_tile(x, i, j));
+      assert_int_equal(d.kind, WEFT_DEVICE_CUDA);
+      assert_int_equal(d.index, (int)(i % 2) * 2 + (int)(j % 2));
+    }
+  CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof(double)));
+  CHECK(tu_cholesky_tiled(g, x));
+  /* Owner computes: potrf of tile (1, 1) runs on cuda:3, which owns it; the trsm of tile
+   * (1, 0) on cuda:2 reads tile (0, 0) through a copy from cuda:0. */
+  size_t copies = 0, potrf_on_3 = 0;
+  for (size_t i = 0; i < weft_graph_node_count(g); i++) {
+    weft_node *nd = weft_graph_node(g, i);
+    if (strcmp(weft_node_op_name(nd), "copy") == 0) copies++;
+    if (strcmp(weft_node_op_name(nd), "potrf") == 0 && weft_node_device(nd).index == 3) potrf_on_3++;
+  }
+  assert_true(copies > 0);
+  assert_int_equal(potrf_on_3, 2); /* tiles (1, 1) and (3, 3) */
+  CHECK(weft_graph_run(g));
+  double *l = malloc((size_t)(n * n) * sizeof *l);
+  CHECK(weft_tensor_read(x, l, (size_t)(n * n) * sizeof(double)));
+  assert_memory_equal(l, cpu, (size_t)(n * n) * sizeof(double));
+  /* A strided tile (of a matrix that is not distributed) on another GPU is not copied. */
+  weft_tensor *y;
+  CHECK(weft_tensor_create(g, "Y", WEFT_F64, 2, (int64_t[]){2 * b, 2 * b}, weft_cuda(1), weft_zeros(), &y));
+  CHECK(weft_tensor_tiles(g, y, b, b));
+  size_t nodes = weft_graph_node_count(g);
+  assert_int_equal(weft_trsm(g, WEFT_RIGHT, 1, 1.0, weft_tensor_tile(y, 0, 0), weft_tensor_tile(x, 0, 0)), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "l (Y[0,0]) lives on cuda:1 but b (A[0,0]) on cuda:0; a strided tile is not copied"));
+  assert_int_equal(weft_graph_node_count(g), nodes);
+  /* The whole of x has no one home: an op on it is refused, naming the grid. */
+  weft_tensor *r = NULL;
+  assert_int_equal(weft_relu(g, x, &r), WEFT_EDEVICE);
+  assert_true(tu_contains(weft_last_error(), "is distributed over 2 x 2 GPUs and has no one home"));
+  free(l);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  free(a);
+  free(cpu);
+}
+
 static void test_cholesky_f32_and_whole_tensor_after_tiles(void **state) {
   tu_fixture *f = *state;
   const int64_t n = 96;
@@ -258,6 +323,7 @@ static void test_potrf_not_spd(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cholesky_f64),
+      cmocka_unit_test(test_cholesky_over_gpus),
       cmocka_unit_test_setup_teardown(test_cholesky_f32_and_whole_tensor_after_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_gemm_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_trsm_syrk, tu_setup, tu_teardown),

@@ -491,17 +491,22 @@ WEFT_NODISCARD WEFT_API int weft_tensor_get(weft_tensor *t, int64_t index, doubl
  * a tile or is already partitioned, WEFT_EBUSY while a run is in flight. */
 WEFT_NODISCARD WEFT_API int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows,
                                               int64_t tile_cols);
-/* Distributes the tiles of a partitioned host tensor over the ranks of an MPI run
- * (docs/distributed.md), 2-D block-cyclically over a P x Q grid of ranks, the layout of
- * ScaLAPACK and of every distributed dense solver: tile (i, j) is owned by rank
- * (i mod P) * Q + (j mod Q), lives there only (in storage of its own, contiguous: x itself
- * has none), and the nodes that write it run there. Every
+/* Distributes the tiles of a partitioned tensor 2-D block-cyclically over a P x Q grid of
+ * places, the layout of ScaLAPACK and of every distributed dense solver: tile (i, j) is owned
+ * by place p = (i mod P) * Q + (j mod Q), lives there only (in storage of its own, contiguous:
+ * x itself has none), and the nodes that write it run there (owner computes); the tiles a node
+ * reads from other places come as copies (another GPU: over the peer link) or, from another
+ * rank, as messages (docs/distributed.md). The places: for a tensor on the CPU, the ranks of an
+ * MPI run (place p is rank p's CPU); for a tensor on a GPU, every GPU of every rank (place p
+ * is GPU p mod G of rank p / G, G the GPUs each rank has): in one process, its GPUs. Every
  * rank calls it, before any node uses x or its tiles. x itself then has no one home: ops take
- * its tiles (an op on the whole of x fails with WEFT_EDEVICE); weft_tensor_read_all gathers
- * it; weft_tensor_write on any rank writes the tiles that rank owns from a buffer of the
- * whole; its initialiser gives every element the value it would have without distribution.
+ * its tiles (an op on the whole of x fails with WEFT_EDEVICE); weft_tensor_read gathers it
+ * (across ranks: weft_tensor_read_all, on every rank); weft_tensor_write on any rank writes
+ * the tiles that rank owns from a buffer of the whole; its initialiser gives every element
+ * the value it would have without distribution.
  * Fails with WEFT_ESTATE if x has no tiles, is distributed already or is used by a node,
- * WEFT_EDEVICE if P x Q exceeds the run's ranks, WEFT_ENOTSUP if x is not on the CPU. */
+ * WEFT_EDEVICE if P x Q exceeds the places (or x is on a GPU and the run has none),
+ * WEFT_ENOTSUP if x is on auto (the planner places its tiles). */
 WEFT_NODISCARD WEFT_API int weft_tensor_distribute(weft_graph *g, weft_tensor *x, int P, int Q);
 /* Tile (i, j) of a partitioned tensor, or NULL when x is not partitioned or (i, j) is outside
  * its grid. */
@@ -554,7 +559,10 @@ WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init i
 /* Dense linear algebra in place, for tiled factorisations: cuBLAS/cuSOLVER on a GPU, OpenBLAS
  * (BLAS and its LAPACK) on the CPU, f32 and f64, on whole 2-D tensors or tiles (strided tiles
  * included). The updated tensor is read and written; the others are read. All operands must
- * share the dtype and the device (no copy is inserted). Row-major, as every weft tensor.
+ * share the dtype. The node runs on the updated tensor's device; an operand on another device
+ * gets a copy node as for every op (in strict mode: WEFT_EDEVICE), except a strided tile, which
+ * no copy takes (WEFT_EDEVICE), and an operand on auto beside a fixed one. Row-major, as every
+ * weft tensor.
  *
  * weft_gemm:  C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_a, trans_b).
  * weft_potrf: A = L, the lower Cholesky factor of the symmetric positive definite A (only the

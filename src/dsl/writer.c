@@ -185,8 +185,9 @@ static void declare_upto(writer *w, size_t limit) {
     weft__strbuf_printf(&w->out, ": %s[", weft_dtype_name((weft_dtype)t->dtype));
     for (int i = 0; i < t->ndim; i++) weft__strbuf_printf(&w->out, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
     weft__strbuf_puts(&w->out, "] on ");
-    /* A distributed tensor's device is each rank's own CPU: it was declared on the CPU. */
-    put_device(w, weft__tensor_distributed(t) ? weft_cpu() : weft__tensor_dev(t));
+    /* A distributed tensor's device is each rank's own CPU: it was declared on the CPU, or on a
+     * GPU when its places are GPUs (any GPU: its tiles go to all). */
+    put_device(w, !weft__tensor_distributed(t) ? weft__tensor_dev(t) : t->grid->gpus > 0 ? weft_cuda(0) : weft_cpu());
     weft__strbuf_puts(&w->out, " = ");
     put_init(w, t->init);
     weft__strbuf_puts(&w->out, "\n");

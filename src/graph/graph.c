@@ -327,16 +327,24 @@ int weft_tensor_distribute(weft_graph *g, weft_tensor *x, int P, int Q) {
     return weft__err(WEFT_ESTATE, "weft_tensor_distribute: tensor %s is not partitioned; give it tiles first "
                      "(weft_tensor_tiles)", weft__tensor_name(x));
   if (x->grid->P > 0)
-    return weft__err(WEFT_ESTATE, "weft_tensor_distribute: tensor %s is already distributed over %d x %d ranks",
-                     weft__tensor_name(x), x->grid->P, x->grid->Q);
-  int nranks = weft_runtime_ranks(g->rt);
-  if (P < 1 || Q < 1 || (int64_t)P * Q > nranks)
+    return weft__err(WEFT_ESTATE, "weft_tensor_distribute: tensor %s is already distributed over %d x %d %s",
+                     weft__tensor_name(x), x->grid->P, x->grid->Q, weft__grid_places(x->grid));
+  if (x->flags & WEFT__T_AUTODEV)
+    return weft__err(WEFT_ENOTSUP, "weft_tensor_distribute: tensor %s is on auto; its tiles are placed by the planner "
+                     "(give it a device to distribute it)", weft__tensor_name(x));
+  /* The places: every rank's CPU, or every GPU of every rank (each rank sees as many). */
+  int nranks = weft_runtime_ranks(g->rt), gpus = 0;
+  if (x->device.kind == WEFT_DEVICE_CUDA && (gpus = weft_device_count(g->rt, WEFT_DEVICE_CUDA)) < 1)
+    return weft__err(WEFT_EDEVICE, "weft_tensor_distribute: tensor %s is on a GPU, and this run has none",
+                     weft__tensor_name(x));
+  int64_t places = (int64_t)nranks * (gpus > 0 ? gpus : 1);
+  if (P < 1 || Q < 1 || (int64_t)P * Q > places) {
+    if (gpus > 0)
+      return weft__err(WEFT_EDEVICE, "weft_tensor_distribute: tensor %s: a grid of %d x %d GPUs; this run has %lld "
+                       "(%d a rank)", weft__tensor_name(x), P, Q, (long long)places, gpus);
     return weft__err(WEFT_EDEVICE, "weft_tensor_distribute: tensor %s: a grid of %d x %d ranks; this run has %d "
                      "rank%s (mpirun -np N starts N)", weft__tensor_name(x), P, Q, nranks, nranks == 1 ? "" : "s");
-  if (x->device.kind != WEFT_DEVICE_CPU || (x->flags & WEFT__T_AUTODEV))
-    return weft__err(WEFT_ENOTSUP, "weft_tensor_distribute: tensor %s is on %s; tiles are distributed over the "
-                     "ranks' CPUs (GPU tiles across ranks are not built yet)", weft__tensor_name(x),
-                     (x->flags & WEFT__T_AUTODEV) ? "auto" : "a GPU");
+  }
   int rc = weft__graph_check_idle(g, "weft_tensor_distribute");
   if (rc != WEFT_OK) return rc;
   /* Before any node uses it: nodes built so far chose their devices from the tiles' old ones. */
@@ -351,12 +359,13 @@ int weft_tensor_distribute(weft_graph *g, weft_tensor *x, int P, int Q) {
     }
   x->grid->P = P;
   x->grid->Q = Q;
+  x->grid->gpus = gpus;
   for (int64_t i = 0; i < x->grid->rows; i++)
-    for (int64_t j = 0; j < x->grid->cols; j++)
-      weft_tensor_tile(x, i, j)->device = weft_on_rank(weft_cpu(), weft__grid_owner(x->grid, i, j));
-  /* x has no storage: each tile has its own, contiguous, on its rank (weft__tile_owns_storage),
-   * so a rank holds its tiles and those it receives, never the matrix. x's device is every
-   * rank's own CPU, for the API calls that take the whole (gathers, writes of owned tiles). */
+    for (int64_t j = 0; j < x->grid->cols; j++) weft_tensor_tile(x, i, j)->device = weft__grid_place(x->grid, i, j);
+  /* x has no storage: each tile has its own, contiguous, at its place (weft__tile_owns_storage),
+   * so a rank or GPU holds its tiles and those it receives, never the matrix. x's device is
+   * every rank's own CPU, for the API calls that take the whole (gathers, writes of the tiles
+   * a rank owns). */
   x->device = weft_on_rank(weft_cpu(), weft_runtime_rank(g->rt));
   g->version++;
   return WEFT_OK;

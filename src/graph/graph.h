@@ -114,13 +114,21 @@ typedef struct weft__grid {
   int64_t rows, cols;
   int64_t tile[2];
   uint32_t first;
-  int P, Q; /* distributed over a P x Q grid of ranks (weft_tensor_distribute); 0: not */
+  int P, Q; /* distributed over a P x Q grid of places (weft_tensor_distribute); 0: not */
+  int gpus; /* the places: the ranks' CPUs (0), or their GPUs, this many a rank */
 } weft__grid;
 
-/* The rank that owns tile (i, j) of a grid distributed 2-D block-cyclically over P x Q ranks. */
-static inline int weft__grid_owner(const weft__grid *g, int64_t i, int64_t j) {
-  return (int)(i % g->P) * g->Q + (int)(j % g->Q);
+/* The place that owns tile (i, j) of a grid distributed 2-D block-cyclically over P x Q places:
+ * place p = (i mod P) Q + (j mod Q), the CPU of rank p, or GPU p mod G of rank p / G. */
+static inline weft_device weft__grid_place(const weft__grid *g, int64_t i, int64_t j) {
+  int p = (int)(i % g->P) * g->Q + (int)(j % g->Q);
+  weft_device d = {WEFT_DEVICE_CPU, 0, p};
+  if (g->gpus > 0) d = (weft_device){WEFT_DEVICE_CUDA, p % g->gpus, p / g->gpus};
+  return d;
 }
+
+/* What a distributed grid's places are, for messages: "ranks" or "GPUs". */
+static inline const char *weft__grid_places(const weft__grid *g) { return g->gpus > 0 ? "GPUs" : "ranks"; }
 
 /* Whether t is a tensor whose tiles are distributed over ranks (it has no one home, and no
  * storage: its tiles have their own, each on its rank). */

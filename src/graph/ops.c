@@ -172,9 +172,9 @@ static int check_tensor(call *c, const weft_tensor *t, const char *argname) {
                      c->opname, argname, weft__tensor_name(t));
   if (weft__tensor_distributed(t))
     return weft__err(WEFT_EDEVICE,
-                     "node %u '%s': argument %s (%s) is distributed over %d x %d ranks and has no one home: "
+                     "node %u '%s': argument %s (%s) is distributed over %d x %d %s and has no one home: "
                      "ops take its tiles (docs/distributed.md)",
-                     c->id, c->opname, argname, weft__tensor_name(t), t->grid->P, t->grid->Q);
+                     c->id, c->opname, argname, weft__tensor_name(t), t->grid->P, t->grid->Q, weft__grid_places(t->grid));
   return WEFT_OK;
 }
 
@@ -549,16 +549,24 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
       return weft__err(WEFT_ESHAPE, "node %u '%s': %s (%s) has %d dimensions; the op takes matrices",
                        c->id, c->opname, names[i], weft__tensor_name(ts[i]), ts[i]->ndim);
     if (i > 0 && (rc = check_same_dtype(c, ts[0], ts[i], names[0], names[i])) != WEFT_OK) return rc;
-    /* Operands of other ranks come as messages (a tile of a distributed tensor); on one rank
-     * the op copies nothing. */
-    weft_device d0 = weft__tensor_dev(ts[0]), di = weft__tensor_dev(ts[i]);
-    if (i > 0 && !weft__same_device(d0, di) && (d0.kind != di.kind || d0.index != di.index || d0.kind == WEFT_DEVICE_AUTO))
-      return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; the op copies nothing",
-                       c->id, c->opname, names[0], weft__tensor_name(ts[0]),
-                       weft_device_str(weft__tensor_dev(ts[0]), d1, sizeof d1), names[i], weft__tensor_name(ts[i]),
-                       weft_device_str(weft__tensor_dev(ts[i]), d2, sizeof d2));
   }
+  /* An input on another device comes as any op's does (localise: a copy node, or a message
+   * from another rank), except a strided tile, which no copy takes, and an operand on auto
+   * beside a fixed one (the planner places auto nodes; it does not mix them). */
   weft_tensor *out = ts[nts - 1];
+  weft_device od = weft__tensor_dev(out);
+  for (int i = 0; i < nts - 1; i++) {
+    weft_device di = weft__tensor_dev(ts[i]);
+    if (weft__same_device(od, di) || (di.rank != od.rank && di.kind != WEFT_DEVICE_AUTO && od.kind != WEFT_DEVICE_AUTO))
+      continue;
+    const char *why = di.kind == WEFT_DEVICE_AUTO || od.kind == WEFT_DEVICE_AUTO ? "auto and fixed operands do not mix"
+                      : !weft__tensor_contiguous(ts[i])                          ? "a strided tile is not copied"
+                                                                                 : NULL;
+    if (why != NULL)
+      return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; %s",
+                       c->id, c->opname, names[i], weft__tensor_name(ts[i]), weft_device_str(di, d1, sizeof d1),
+                       names[nts - 1], weft__tensor_name(out), weft_device_str(od, d2, sizeof d2), why);
+  }
   for (int i = 0; i < nts - 1; i++)
     if (overlap(ts[i], out))
       return weft__err(WEFT_EINVAL, "node %u '%s': %s (%s) and %s (%s) share elements; the updated operand must be apart",

@@ -118,6 +118,23 @@ static void host_fill(weft_tensor *t) {
     weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
 }
 
+/* Whether every element of a tensor so initialised has the same value, whatever its index. */
+static int init_is_constant(weft_init init) {
+  return init.kind == WEFT_INIT_ZEROS || init.kind == WEFT_INIT_ONES || init.kind == WEFT_INIT_FULL;
+}
+
+/* A distributed tile on a GPU whose values depend on their index in the whole (random, eye):
+ * made on the host, row by row as there, then written (the backends fill from index 0). */
+static int device_tile_fill(weft_tensor *t) {
+  weft_tensor host = *t;
+  if ((host.data = weft__malloc(t->bytes)) == NULL) return weft__oom("a tile's initial values");
+  fill_tile_rows(&host);
+  weft__backend *b = weft__backend_for(t->graph->rt, t->device);
+  int rc = b->vt->write(b, t, host.data);
+  weft__free(host.data);
+  return rc;
+}
+
 int weft__storage_prepare(weft_tensor *t) {
   int rc;
   weft_graph *g = t->graph;
@@ -154,6 +171,8 @@ int weft__storage_prepare(weft_tensor *t) {
     if (t->storage_kind == WEFT__S_EMPTY) {
     } else if (t->device.kind == WEFT_DEVICE_CPU) {
       host_fill(t);
+    } else if (weft__tile_owns_storage(t) && !init_is_constant(t->init)) {
+      if ((rc = device_tile_fill(t)) != WEFT_OK) return rc;
     } else {
       weft__backend *b = weft__backend_for(g->rt, t->device);
       if ((rc = b->vt->init_tensor(b, t)) != WEFT_OK) return rc;
@@ -321,7 +340,7 @@ static int distributed_io(weft_tensor *t, void *buf, int reading) {
   for (int64_t i = 0; i < gr->rows; i++)
     for (int64_t j = 0; j < gr->cols; j++) {
       weft_tensor *tile = weft_tensor_tile(t, i, j);
-      if (!reading && weft__grid_owner(gr, i, j) != rt->rank) continue;
+      if (!reading && weft__grid_place(gr, i, j).rank != rt->rank) continue;
       if (!reading) tile_rows(tile, buf, tmp, 1);
       /* A failed tile still takes part in the collective reads after it: the others wait. */
       int trc = reading ? weft_tensor_read_all(tile, tmp, tile->bytes) : weft_tensor_write(tile, tmp, tile->bytes);
@@ -333,15 +352,17 @@ static int distributed_io(weft_tensor *t, void *buf, int reading) {
 }
 
 int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
-  if (t != NULL && weft__tensor_distributed(t))
+  /* Across ranks a gather is collective: every rank must ask (weft_tensor_read_all). */
+  if (t != NULL && weft__tensor_distributed(t) && weft_runtime_ranks(t->graph->rt) > 1)
     return weft__err(WEFT_EDEVICE,
-                     "weft_tensor_read: tensor %s is distributed over %d x %d ranks: read it on every rank with "
+                     "weft_tensor_read: tensor %s is distributed over %d x %d %s: read it on every rank with "
                      "weft_tensor_read_all, or read the tiles this rank owns",
-                     weft__tensor_name(t), t->grid->P, t->grid->Q);
+                     weft__tensor_name(t), t->grid->P, t->grid->Q, weft__grid_places(t->grid));
   int rc = access_check(t, size, "weft_tensor_read", 1);
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
   if (dst == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_read: dst is NULL");
+  if (weft__tensor_distributed(t)) return distributed_io(t, dst, 1);
   if (!weft__tensor_contiguous(t)) return tile_io(t, dst, 1);
   return weft__storage_copy_out(t, dst);
 }
@@ -374,14 +395,14 @@ int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
 
 int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
   if (t == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_get: NULL argument");
-  if (weft__tensor_distributed(t))
-    return weft__err(WEFT_EDEVICE, "weft_tensor_get: tensor %s is distributed over %d x %d ranks: read it with "
-                     "weft_tensor_read_all", weft__tensor_name(t), t->grid->P, t->grid->Q);
+  if (weft__tensor_distributed(t) && weft_runtime_ranks(t->graph->rt) > 1)
+    return weft__err(WEFT_EDEVICE, "weft_tensor_get: tensor %s is distributed over %d x %d %s: read it with "
+                     "weft_tensor_read_all", weft__tensor_name(t), t->grid->P, t->grid->Q, weft__grid_places(t->grid));
   if (index < 0 || index >= t->numel)
     return weft__err(WEFT_EINVAL, "weft_tensor_get: index %lld out of range for tensor %s (%lld elements)",
                      (long long)index, weft__tensor_name(t), (long long)t->numel);
   size_t es = weft_dtype_size(t->dtype);
-  if (t->device.kind == WEFT_DEVICE_CPU) {
+  if (t->device.kind == WEFT_DEVICE_CPU && !weft__tensor_distributed(t)) {
     int rc = access_check(t, t->bytes, "weft_tensor_get", 1);
     if (rc != WEFT_OK) return rc;
     int64_t at = weft__tensor_contiguous(t) ? index : index / t->shape[1] * t->view->ld + index % t->shape[1];

@@ -487,13 +487,17 @@ int weft__cu_enqueue(cu_state *st, cu_plan *cp, weft_kernel_ctx *ctx, const cu_s
     if (timed && cap == NULL) weft__cu_timing_before(cp, i, l.s);
     rc = work(ctx, st, cp, x, &l, cap);
   }
+  /* Node timing: the tick that marks the end of the node's work (cuda_timing.c). Before the
+   * node's event, in stream order: whoever sees that event complete (the completion thread, a
+   * node waiting on another stream, the drain) may read the tick, and finds it complete too
+   * (recorded after, a tick could still be pending then: cudaEventElapsedTime answered
+   * cudaErrorNotReady and the node's time was lost, seen under compute-sanitizer on 4 GPUs). */
+  if (rc == WEFT_OK && timed && (e = weft__cu_timing_tick(cp, i, l.s, cap != NULL)) != cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "cudaEventRecord (node timing)");
   /* The event goes on the lane the work ended on. Temporaries left allocated by a failure are
    * freed by the run's drain. */
   if (rc == WEFT_OK && (x->flags & WEFT__G_RECORD) && (e = cudaEventRecord(cp->ev[i].event, l.s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaEventRecord");
-  /* Node timing: the tick that marks the end of the node's work (cuda_timing.c). */
-  if (rc == WEFT_OK && timed && (e = weft__cu_timing_tick(cp, i, l.s, cap != NULL)) != cudaSuccess)
-    rc = FAIL_CUDA(ctx, e, "cudaEventRecord (node timing)");
   lane_close(&l);
   if (cap == NULL) atomic_store_explicit(&cp->last_issued[x->dev], i, memory_order_relaxed);
   return rc;
