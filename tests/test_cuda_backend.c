@@ -65,6 +65,38 @@ static void max_gpus_limits_the_devices(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* first_gpu: cuda:0 is the chosen GPU (the last one here: the runtime then has just it), and
+ * one beyond the visible GPUs is refused, naming how many there are. */
+static void first_gpu_picks_the_gpus(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  weft_runtime *all = gt_runtime(1, 0);
+  int n = weft_device_count(all, WEFT_DEVICE_CUDA);
+  weft_device_info last;
+  CHECK(weft_device_info_get(all, weft_cuda(n - 1), &last));
+  weft_runtime_destroy(all);
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 1;
+  o.flags = WEFT_RUNTIME_QUIET;
+  o.first_gpu = n - 1;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 1);
+  weft_device_info info;
+  CHECK(weft_device_info_get(rt, weft_cuda(0), &info));
+  assert_string_equal(info.name, last.name);
+  assert_int_equal(info.memory_bytes, last.memory_bytes);
+  weft_runtime_destroy(rt);
+  rt = NULL;
+  o.first_gpu = n;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EDEVICE);
+  assert_null(rt);
+  char want[96];
+  snprintf(want, sizeof want, "first_gpu is %d, and this process sees %d GPU", n, n);
+  assert_true(tu_contains(weft_last_error(), want));
+}
+
 /* ---- ops against the CPU ----------------------------------------------------------------- */
 
 typedef struct op_case {
@@ -725,6 +757,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(devices_are_discovered, gt_setup, gt_teardown),
       cmocka_unit_test(max_gpus_limits_the_devices),
+      cmocka_unit_test(first_gpu_picks_the_gpus),
       cmocka_unit_test(ops_agree_with_the_cpu),
       cmocka_unit_test_setup_teardown(random_initialisers_match_the_cpu, gt_setup, gt_teardown),
       cmocka_unit_test(copies_in_every_direction),

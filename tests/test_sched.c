@@ -112,6 +112,7 @@ static void runtime_options(void **state) {
   assert_int_equal(o.cpu_workers, 0);
   assert_int_equal(o.blas_threads, 0);
   assert_int_equal(o.max_gpus, -1);
+  assert_int_equal(o.first_gpu, -1);
   assert_int_equal(o.flags, 0);
   assert_null(o.simulate);
   weft_runtime *rt = NULL;
@@ -126,6 +127,11 @@ static void runtime_options(void **state) {
   o.blas_threads = -2;
   assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
   assert_true(tu_contains(weft_last_error(), "blas_threads is -2"));
+  o.blas_threads = 0;
+  o.first_gpu = -2;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  assert_true(tu_contains(weft_last_error(), "first_gpu is -2"));
+  o.first_gpu = -1;
   o.cpu_workers = 1;
   o.blas_threads = 100000; /* more than the workers: a product's threads are workers */
   CHECK(weft_runtime_create(&o, &rt));

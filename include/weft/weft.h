@@ -207,6 +207,14 @@ typedef struct weft_runtime_options {
    * on a machine of several NUMA nodes, else not), WEFT_BIND_CORES or WEFT_BIND_NONE. The
    * environment variable WEFT_BIND (auto, cores, none) overrides it. */
   int bind;
+  /* The first GPU to use: weft's cuda:0 is that GPU of those visible, cuda:1 the next, ...
+   * (max_gpus then counts from it). -1 (default): the first, except in an MPI run whose ranks
+   * share a host that has at least as many visible GPUs as ranks there: each rank then takes its
+   * own share, local rank r of L the GPUs r G/L to (r + 1) G/L - 1 of the G visible (one rank a
+   * GPU when L = G), so that ranks started by `mpirun -np G` on one host do not all use the
+   * first. One beyond the visible GPUs fails weft_runtime_create (a machine without GPUs has
+   * none to use, and is not an error). */
+  int first_gpu;
 } weft_runtime_options;
 
 typedef enum weft_bind { WEFT_BIND_AUTO = 0, WEFT_BIND_NONE = 1, WEFT_BIND_CORES = 2 } weft_bind;

@@ -149,6 +149,9 @@ typedef struct weft__backend {
 
 /* The backend serving device kind `kind` in rt (WEFT_DEVICE_CPU or WEFT_DEVICE_CUDA), or NULL. */
 weft__backend *weft__runtime_backend(const weft_runtime *rt, int kind);
+/* This process's index among the ranks that share its host, and their number (0 and 1 outside
+ * an MPI run): the CUDA backend's share of the host's GPUs (weft_runtime_options.first_gpu). */
+void weft__runtime_local(const weft_runtime *rt, int *rank, int *ranks);
 /* The transport sets the process's rank and the number of ranks (1 and 0 without one). */
 void weft__runtime_set_ranks(weft_runtime *rt, int rank, int nranks);
 
@@ -171,6 +174,9 @@ int weft__mpi_wanted(void);
 /* The ranks of the run on this host, as the launcher says (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE,
  * MPICH's MPI_LOCALNRANKS); 1 when it says nothing. */
 int weft__mpi_local_ranks(void);
+/* This rank's index among them (the launcher's OMPI_COMM_WORLD_LOCAL_RANK or MPI_LOCALRANKID),
+ * 0 when it does not say. */
+int weft__mpi_local_rank(void);
 #endif
 #if WEFT_HAVE_CUDA
 extern const weft__backend_vtable weft__cuda_backend;

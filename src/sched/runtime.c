@@ -29,6 +29,12 @@ extern const weft__backend_vtable weft__sim_backend;
 void weft_runtime_options_init(weft_runtime_options *o) {
   memset(o, 0, sizeof *o);
   o->max_gpus = -1;
+  o->first_gpu = -1;
+}
+
+void weft__runtime_local(const weft_runtime *rt, int *rank, int *ranks) {
+  *rank = rt->local_rank;
+  *ranks = rt->local_ranks;
 }
 
 weft__backend *weft__backend_for(weft_runtime *rt, weft_device d) {
@@ -97,6 +103,9 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
                      o.cpu_workers);
   if (o.blas_threads < 0)
     return weft__err(WEFT_EINVAL, "weft_runtime_create: blas_threads is %d (0 for the policy)", o.blas_threads);
+  if (o.first_gpu < -1)
+    return weft__err(WEFT_EINVAL, "weft_runtime_create: first_gpu is %d (-1 for the default, or a GPU's index)",
+                     o.first_gpu);
   const weft__policy *policy = weft__policy_find(o.policy);
   if (policy == NULL) {
     char names[128];
@@ -118,6 +127,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   rt->cores = cores;
   rt->intra = intra;
   rt->nranks = 1;
+  rt->local_ranks = 1;
   atomic_init(&rt->graphs, 0);
   atomic_init(&rt->host_bytes, 0);
   atomic_init(&rt->host_peak, 0);
@@ -162,6 +172,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
        * (2 ranks x 16 workers on 32 cores ran a stencil at 0.75 of one rank's rate; 2 x 15,
        * 1.0). The pool is made below. */
       int local = weft__mpi_local_ranks();
+      rt->local_ranks = local;
+      rt->local_rank = weft__mpi_local_rank();
       if (o.cpu_workers == 0 && local > 1) {
         workers = cores / local - 1 > 1 ? cores / local - 1 : 1;
         rt->intra = o.blas_threads && o.blas_threads < workers ? o.blas_threads : workers;

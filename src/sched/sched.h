@@ -49,6 +49,7 @@ struct weft_runtime {
   weft__backend *pinned;     /* the backend whose host_alloc gives pinned memory, or NULL */
   weft__backend *remote;     /* the transport to the other ranks (MPI), or NULL */
   int rank, nranks;          /* this process's rank among nranks (0 of 1 without a transport) */
+  int local_rank, local_ranks; /* among the ranks on this host (0 of 1 without a transport) */
   const struct weft__policy *policy; /* placement (src/sched/plan/policy.h) */
   weft__pool *pool;
   weft__blockpool *blocks;

@@ -2,8 +2,9 @@
  * cuBLAS handles and memory pool, the storage hooks of kept tensors, the pinned host pool, the
  * memory statistics of weft/cuda.h, and the backend's table.
  *
- * Devices. cuda:i is CUDA device i as the runtime numbers them (so CUDA_VISIBLE_DEVICES
- * applies), the first max_gpus of them. A machine with no driver or no GPU gives zero devices
+ * Devices. cuda:i is CUDA device first + i as the runtime numbers them (so CUDA_VISIBLE_DEVICES
+ * applies), max_gpus of them at most; `first` is the first_gpu option, or, where MPI ranks share
+ * the host and it has a GPU for each, this rank's share (local rank r of L: r G/L, G/L GPUs). A machine with no driver or no GPU gives zero devices
  * and no error: the runtime then runs on the CPU alone. Each device gets:
  *   - CU_DEFAULT_COMPUTE compute streams (WEFT_CUDA_STREAMS=1..8 changes it), each with its own
  *     cuBLAS handle and workspace and a scratch buffer for reductions, and one stream per
@@ -406,10 +407,24 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
     cudaGetLastError(); /* no driver or no device: the CPU alone, not an error */
     count = 0;
   }
+  /* The first GPU: the option's, else this rank's share of a host shared by local ranks. */
+  int first = o->first_gpu, rank, ranks, rc;
+  weft__runtime_local(b->rt, &rank, &ranks);
+  if (first < 0 && ranks > 1 && count >= ranks) {
+    first = rank * (count / ranks);
+    count = count / ranks;
+  } else if (first < 0 || count == 0) {
+    first = 0;
+  } else if (first >= count) {
+    rc = weft__err(WEFT_EDEVICE, "weft_runtime_create: first_gpu is %d, and this process sees %d GPU%s (0 to %d)",
+                   first, count, count == 1 ? "" : "s", count - 1);
+    goto fail;
+  } else {
+    count -= first;
+  }
   if (o->max_gpus >= 0 && count > o->max_gpus) count = o->max_gpus;
   if (count > CU_MAX_DEVICES) count = CU_MAX_DEVICES;
   if (count == 0) return WEFT_OK;
-  int rc;
   if ((rc = pinned_create(&st->pinned)) != WEFT_OK) goto fail;
   st->dev = weft__calloc((size_t)count, sizeof *st->dev);
   if (st->dev == NULL) {
@@ -420,7 +435,7 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   st->ndev = count;
   int ncompute = env_int("WEFT_CUDA_STREAMS", 1, CU_MAX_COMPUTE, CU_DEFAULT_COMPUTE);
   for (int i = 0; i < count; i++)
-    if ((rc = device_init(st, &st->dev[i], i, ncompute)) != WEFT_OK) goto fail;
+    if ((rc = device_init(st, &st->dev[i], first + i, ncompute)) != WEFT_OK) goto fail;
   enable_peers(st);
   if ((rc = weft__cu_threads_start(st)) != WEFT_OK) goto fail;
   return WEFT_OK;

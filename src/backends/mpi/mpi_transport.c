@@ -698,6 +698,15 @@ int weft__mpi_wanted(void) {
   return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
 }
 
+int weft__mpi_local_rank(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    const char *v = getenv(vars[i]);
+    if (v != NULL && atoi(v) >= 0) return atoi(v);
+  }
+  return 0;
+}
+
 int weft__mpi_local_ranks(void) {
   static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"};
   for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
