@@ -27,8 +27,7 @@
  * many GPUs (1-D column block-cyclic, blocks of --mg-tile columns, default 256, the matrix
  * distributed untimed), loaded at run time and skipped where the library is missing.
  *
- * --panel inverse (both: each tile size both ways; not on auto; the tiles then distributed, over
- * a 1 x 1 grid on one device):
+ * --panel inverse (both: each tile size both ways):
  * each step inverts its diagonal factor once (a trsm of the identity) and solves each panel
  * tile with a product by that inverse, instead of a trsm a tile: cuBLAS's trsm runs at a
  * fraction of its GEMM's rate (docs/benchmarks.md), and a step has one where it had one a
@@ -132,8 +131,8 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   if (grid_p > 0) BCHECK(weft_tensor_distribute(g, x, grid_p, grid_q));
   int64_t t = weft_tensor_tile_count(x, 0);
   /* --panel inverse: W[k] = L_kk^-1 (a trsm of the identity), then each panel tile is one
-   * product, A_ik L_kk^-T, into scratch S (one a row of tiles and grid column, on the tile's
-   * GPU) copied back into the tile. */
+   * product, A_ik L_kk^-T, into scratch S (one a row of tiles and grid column, where the tile
+   * is: its GPU, or the matrix's device) copied back into the tile. */
   int q = grid_q > 0 ? grid_q : 1;
   weft_tensor **w = calloc((size_t)t, sizeof *w), **sc = calloc((size_t)(t * q), sizeof *sc);
   if (w == NULL || sc == NULL) exit(1);
@@ -142,16 +141,17 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
     BCHECK(weft_potrf(g, akk));
     if (panel_inverse) {
       int64_t bk = weft_tensor_dim(akk, 0);
-      BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, weft_tensor_device(akk), weft_zeros(), &w[k]));
+      BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, grid_p > 0 ? weft_tensor_device(akk) : dev,
+                                weft_zeros(), &w[k]));
       BCHECK(weft_fill(g, w[k], weft_eye(1)));
       BCHECK(weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w[k]));
       for (int64_t i = k + 1; i < t; i++) {
         weft_tensor *aik = weft_tensor_tile(x, i, k), **s = &sc[i * q + k % q];
         if (*s == NULL || weft_tensor_dim(*s, 1) != bk)
           BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){weft_tensor_dim(aik, 0), bk},
-                                    weft_tensor_device(aik), weft_zeros(), s));
+                                    grid_p > 0 ? weft_tensor_device(aik) : dev, weft_zeros(), s));
         BCHECK(weft_gemm(g, aik, 0, w[k], 1, 1.0, 0.0, *s));
-        BCHECK(weft_copy(g, *s, weft_tensor_device(aik), &aik));
+        BCHECK(weft_copy(g, *s, dev, &aik)); /* into the tile (a 2-D copy where it is strided) */
       }
     } else {
       for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
@@ -490,7 +490,7 @@ int main(int argc, char **argv) {
    * several GPUs: cusolverMgPotrf over as many). */
   int on_auto = strcmp(device, "auto") == 0, cuda = strcmp(device, "cuda") == 0 || on_auto;
   if (n == 0) n = cuda ? 32768 : 4096;
-  if (!on_auto && (gpus > 1 || panels != 1) && grid_p == 0) {
+  if (cuda && !on_auto && gpus > 1 && grid_p == 0) {
     grid_p = 1;
     while ((grid_p + 1) * (grid_p + 1) <= gpus) grid_p++;
   }
@@ -503,11 +503,9 @@ int main(int argc, char **argv) {
   if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > (cuda ? 65536 : 46340) || reps < 1 || reps > 64 ||
       workers < 1 || gpus < 1 || gpus > 16 || (gpus > 1 && !cuda) || mg_tile < 1 ||
       (grid_p > 0 && (on_auto || grid_p < 1 || grid_q < 1 || grid_p * grid_q > (cuda ? gpus : 1))) ||
-      (panels != 1 && on_auto) ||
       (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
     fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU), --reps (1..64), "
-                    "--workers, --gpus (1..16, more than 1 on a GPU), --grid (P x Q <= GPUs), --panel (trsm|inverse|both, not "
-                    "on auto), --mg-tile or --dtype\n");
+                    "--workers, --gpus (1..16, more than 1 on a GPU), --grid (P x Q <= GPUs), --panel (trsm|inverse|both), --mg-tile or --dtype\n");
     return 2;
   }
 #if !WEFT_BENCH_CUDA

@@ -201,6 +201,43 @@ static void tiles_are_placed_one_by_one(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* The tiled Cholesky with the panel solved by products with the inverted diagonal factor, all
+ * on auto (its scratch tensors too): the tiles' products go to the GPUs, the strided tiles are
+ * copied to and from contiguous scratch (2-D copies), and the factor is the same graph's on the
+ * CPU bit for bit. */
+static void the_inverse_panel_on_auto(void **state) {
+  (void)state;
+  const int64_t n = 200, b = 64; /* 4 x 4 tiles, the last of 8 */
+  size_t bytes = (size_t)(n * n) * sizeof(double);
+  double *a = tu_spd(n, 3), *lc = malloc(bytes), *la = malloc(bytes);
+  for (int pass = 0; pass < 2; pass++) {
+    weft_runtime *rt = runtime(pass == 0 ? NULL : "h200x2");
+    weft_device dev = pass == 0 ? weft_cpu() : weft_auto();
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *x;
+    CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, dev, weft_zeros(), &x));
+    CHECK(weft_tensor_write(x, a, bytes));
+    CHECK(weft_tensor_tiles(g, x, b, b));
+    CHECK(tu_cholesky_inverse(g, x, dev));
+    CHECK(weft_graph_run(g));
+    read_all(x, pass == 0 ? lc : la);
+    if (pass == 1) { /* the first panel product went to a GPU */
+      weft_placement pl;
+      size_t i = 0;
+      while (strcmp(weft_node_op_name(weft_graph_node(g, i)), "gemm") != 0) i++;
+      CHECK(weft_node_placement(g, weft_graph_node(g, i), &pl));
+      assert_int_equal(pl.device.kind, WEFT_DEVICE_CUDA);
+    }
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_true(tu_residual(la, a, n) < 1e-13);
+  assert_memory_equal(la, lc, bytes);
+  free(a);
+  free(lc);
+  free(la);
+}
+
 /* A fixed GPU tensor read by an auto node that runs on the CPU, and an auto tensor read by a
  * fixed node on the GPU: each gets its transfer, and the results are the CPU's. */
 static void fixed_and_auto_mix(void **state) {
@@ -473,6 +510,7 @@ int main(void) {
       cmocka_unit_test(written_contents_follow_the_tensor),
       cmocka_unit_test(user_ops_go_where_their_kernel_is),
       cmocka_unit_test(tiles_are_placed_one_by_one),
+      cmocka_unit_test(the_inverse_panel_on_auto),
       cmocka_unit_test(fixed_and_auto_mix),
       cmocka_unit_test(the_profile_is_chosen),
       cmocka_unit_test(the_memory_limit_is_kept),

@@ -86,14 +86,6 @@ static void test_cholesky_over_gpus(void **state) {
   double *l = malloc((size_t)(n * n) * sizeof *l);
   CHECK(weft_tensor_read(x, l, (size_t)(n * n) * sizeof(double)));
   assert_memory_equal(l, cpu, (size_t)(n * n) * sizeof(double));
-  /* A strided tile (of a matrix that is not distributed) on another GPU is not copied. */
-  weft_tensor *y;
-  CHECK(weft_tensor_create(g, "Y", WEFT_F64, 2, (int64_t[]){2 * b, 2 * b}, weft_cuda(1), weft_zeros(), &y));
-  CHECK(weft_tensor_tiles(g, y, b, b));
-  size_t nodes = weft_graph_node_count(g);
-  assert_int_equal(weft_trsm(g, WEFT_RIGHT, 1, 1.0, weft_tensor_tile(y, 0, 0), weft_tensor_tile(x, 0, 0)), WEFT_EDEVICE);
-  assert_true(tu_contains(weft_last_error(), "l (Y[0,0]) lives on cuda:1 but b (A[0,0]) on cuda:0; a strided tile is not copied"));
-  assert_int_equal(weft_graph_node_count(g), nodes);
   /* The whole of x has no one home: an op on it is refused, naming the grid. */
   weft_tensor *r = NULL;
   assert_int_equal(weft_relu(g, x, &r), WEFT_EDEVICE);
@@ -103,6 +95,48 @@ static void test_cholesky_over_gpus(void **state) {
   weft_runtime_destroy(rt);
   free(a);
   free(cpu);
+}
+
+/* Strided tiles are copied (a 2-D copy) between the host and the GPUs and between GPUs, and a
+ * linear-algebra op reads a strided tile of another device through such a copy (a simulated
+ * machine that computes). */
+static void test_strided_tiles_are_copied(void **state) {
+  (void)state;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  o.simulate = "h200x4";
+  weft_runtime *rt;
+  CHECK(weft_runtime_create(&o, &rt));
+  weft_graph *g = tu_graph(rt);
+  double xv[36], eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, yv[36], cv[9];
+  for (int i = 0; i < 36; i++) xv[i] = i;
+  weft_tensor *x, *y, *id, *c, *h = NULL;
+  CHECK(weft_tensor_create(g, "X", WEFT_F64, 2, (int64_t[]){6, 6}, weft_cpu(), weft_zeros(), &x));
+  CHECK(weft_tensor_create(g, "Y", WEFT_F64, 2, (int64_t[]){6, 6}, weft_cuda(1), weft_zeros(), &y));
+  CHECK(weft_tensor_create(g, "I", WEFT_F64, 2, (int64_t[]){3, 3}, weft_cpu(), weft_zeros(), &id));
+  CHECK(weft_tensor_create(g, "C", WEFT_F64, 2, (int64_t[]){3, 3}, weft_cuda(2), weft_zeros(), &c));
+  CHECK(weft_tensor_write(x, xv, sizeof xv));
+  CHECK(weft_tensor_write(id, eye, sizeof eye));
+  CHECK(weft_tensor_tiles(g, x, 3, 3));
+  CHECK(weft_tensor_tiles(g, y, 3, 3));
+  CHECK(weft_copy(g, weft_tensor_tile(x, 0, 1), weft_cuda(0), &h)); /* host tile (0, 1) to cuda:0 */
+  weft_tensor *y10 = weft_tensor_tile(y, 1, 0);
+  CHECK(weft_copy(g, h, weft_cpu(), &y10)); /* into tile (1, 0) of Y on cuda:1 */
+  size_t nodes = weft_graph_node_count(g);
+  CHECK(weft_gemm(g, weft_tensor_tile(x, 1, 1), 0, id, 0, 1.0, 0.0, c)); /* C = X[1,1] I on cuda:2 */
+  assert_int_equal(weft_graph_node_count(g), nodes + 3); /* two copies to cuda:2, the gemm */
+  CHECK(weft_graph_run(g));
+  CHECK(weft_tensor_read(y, yv, sizeof yv));
+  CHECK(weft_tensor_read(c, cv, sizeof cv));
+  for (int i = 0; i < 6; i++)
+    for (int j = 0; j < 6; j++)
+      assert_true(yv[i * 6 + j] == (i >= 3 && j < 3 ? xv[(i - 3) * 6 + j + 3] : 0.0));
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) assert_true(cv[i * 3 + j] == xv[(i + 3) * 6 + j + 3]);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
 }
 
 static void test_cholesky_f32_and_whole_tensor_after_tiles(void **state) {
@@ -324,6 +358,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cholesky_f64),
       cmocka_unit_test(test_cholesky_over_gpus),
+      cmocka_unit_test(test_strided_tiles_are_copied),
       cmocka_unit_test_setup_teardown(test_cholesky_f32_and_whole_tensor_after_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_gemm_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_trsm_syrk, tu_setup, tu_teardown),

@@ -289,6 +289,33 @@ int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) {
   return rc;
 }
 
+int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev) {
+  int rc = WEFT_OK;
+  weft_dtype dt = weft_tensor_dtype(x);
+  int64_t t = weft_tensor_tile_count(x, 0);
+  for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
+    weft_tensor *akk = weft_tensor_tile(x, k, k), *w = NULL;
+    int64_t bk = weft_tensor_dim(akk, 0);
+    rc = weft_potrf(g, akk);
+    if (rc == WEFT_OK) rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, dev, weft_zeros(), &w);
+    if (rc == WEFT_OK) rc = weft_fill(g, w, weft_eye(1));
+    if (rc == WEFT_OK) rc = weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w);
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
+      weft_tensor *aik = weft_tensor_tile(x, i, k), *s = NULL;
+      rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){weft_tensor_dim(aik, 0), bk}, dev, weft_zeros(), &s);
+      if (rc == WEFT_OK) rc = weft_gemm(g, aik, 0, w, 1, 1.0, 0.0, s);
+      if (rc == WEFT_OK) rc = weft_copy(g, s, dev, &aik);
+    }
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
+      weft_tensor *aik = weft_tensor_tile(x, i, k);
+      rc = weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
+      for (int64_t j = k + 1; j < i && rc == WEFT_OK; j++)
+        rc = weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j));
+    }
+  }
+  return rc;
+}
+
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l. */
 double tu_residual(const double *l, const double *a, int64_t n) {
   double worst = 0, amax = 0;

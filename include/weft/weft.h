@@ -493,8 +493,8 @@ WEFT_NODISCARD WEFT_API int weft_tensor_get(weft_tensor *t, int64_t index, doubl
  * nodes read and write it like any tensor. Dependencies are tracked per tile, and a node that
  * uses the whole of x depends on (and orders) every tile, so tiles and the whole tensor mix
  * freely in one graph. A tile narrower than x is strided (its rows are x's rows): the dense
- * linear-algebra ops below take it; the other ops, user ops and copies need contiguous data
- * and refuse it with WEFT_ESHAPE. The tiles are created in row-major grid order, after x.
+ * linear-algebra ops below and copies (weft_copy: a 2-D copy) take it; the other ops and user
+ * ops need contiguous data and refuse it with WEFT_ESHAPE. The tiles are created in row-major grid order, after x.
  * Fails with WEFT_ESHAPE if x is not 2-D or a tile size is not positive, WEFT_ESTATE if x is
  * a tile or is already partitioned, WEFT_EBUSY while a run is in flight. */
 WEFT_NODISCARD WEFT_API int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows,
@@ -568,9 +568,9 @@ WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init i
  * (BLAS and its LAPACK) on the CPU, f32 and f64, on whole 2-D tensors or tiles (strided tiles
  * included). The updated tensor is read and written; the others are read. All operands must
  * share the dtype. The node runs on the updated tensor's device; an operand on another device
- * gets a copy node as for every op (in strict mode: WEFT_EDEVICE), except a strided tile, which
- * no copy takes (WEFT_EDEVICE), and an operand on auto beside a fixed one. Row-major, as every
- * weft tensor.
+ * gets a copy node as for every op (a strided tile a 2-D copy into a contiguous replica; in
+ * strict mode: WEFT_EDEVICE); an operand on auto beside a fixed one is WEFT_EDEVICE. Row-major,
+ * as every weft tensor.
  *
  * weft_gemm:  C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_a, trans_b).
  * weft_potrf: A = L, the lower Cholesky factor of the symmetric positive definite A (only the

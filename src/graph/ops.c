@@ -184,7 +184,7 @@ static int check_contiguous(call *c, const weft_tensor *t, const char *argname) 
   if (weft__tensor_contiguous(t)) return WEFT_OK;
   return weft__err(WEFT_ESHAPE,
                    "node %u '%s': argument %s (%s) is a strided tile (%lld columns of a tensor of %lld); "
-                   "only gemm, potrf, trsm and syrk take strided tiles",
+                   "only gemm, potrf, trsm, syrk and copy take strided tiles",
                    c->id, c->opname, argname, weft__tensor_name(t), (long long)t->shape[1],
                    (long long)t->view->ld);
 }
@@ -372,11 +372,11 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
   call c;
   call_begin(&c, g, WEFT__OP_COPY, "copy");
   int rc;
-  if ((rc = check_tensor(&c, src, "src")) || (rc = check_contiguous(&c, src, "src"))) return rc;
+  /* Strided tiles too, on either side: a copy is a 2-D copy (row by row, cudaMemcpy2DAsync). */
+  if ((rc = check_tensor(&c, src, "src")) != WEFT_OK) return rc;
   if (out == NULL) return weft__err(WEFT_EINVAL, "node %u 'copy': the out pointer is NULL", c.id);
   if (*out != NULL) {
-    if ((rc = check_out(&c, *out, src->dtype, src->ndim, src->shape)) || (rc = check_contiguous(&c, *out, "out")))
-      return rc;
+    if ((rc = check_out(&c, *out, src->dtype, src->ndim, src->shape)) != WEFT_OK) return rc;
     device = weft__tensor_dev(*out);
   } else if (!weft_device_exists(g->rt, device)) {
     return weft__err(WEFT_EDEVICE, "node %u 'copy': the runtime has no device %s", c.id,
@@ -550,22 +550,19 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
                        c->id, c->opname, names[i], weft__tensor_name(ts[i]), ts[i]->ndim);
     if (i > 0 && (rc = check_same_dtype(c, ts[0], ts[i], names[0], names[i])) != WEFT_OK) return rc;
   }
-  /* An input on another device comes as any op's does (localise: a copy node, or a message
-   * from another rank), except a strided tile, which no copy takes, and an operand on auto
-   * beside a fixed one (the planner places auto nodes; it does not mix them). */
+  /* An input on another device comes as any op's does (localise: a copy node, a strided tile's
+   * a 2-D copy into a contiguous replica; or a message from another rank), except an operand on
+   * auto beside a fixed one (the planner places auto nodes; it does not mix them). */
   weft_tensor *out = ts[nts - 1];
   weft_device od = weft__tensor_dev(out);
   for (int i = 0; i < nts - 1; i++) {
     weft_device di = weft__tensor_dev(ts[i]);
     if (weft__same_device(od, di) || (di.rank != od.rank && di.kind != WEFT_DEVICE_AUTO && od.kind != WEFT_DEVICE_AUTO))
       continue;
-    const char *why = di.kind == WEFT_DEVICE_AUTO || od.kind == WEFT_DEVICE_AUTO ? "auto and fixed operands do not mix"
-                      : !weft__tensor_contiguous(ts[i])                          ? "a strided tile is not copied"
-                                                                                 : NULL;
-    if (why != NULL)
-      return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; %s",
-                       c->id, c->opname, names[i], weft__tensor_name(ts[i]), weft_device_str(di, d1, sizeof d1),
-                       names[nts - 1], weft__tensor_name(out), weft_device_str(od, d2, sizeof d2), why);
+    if (di.kind == WEFT_DEVICE_AUTO || od.kind == WEFT_DEVICE_AUTO)
+      return weft__err(WEFT_EDEVICE, "node %u '%s': %s (%s) lives on %s but %s (%s) on %s; auto and fixed operands "
+                       "do not mix", c->id, c->opname, names[i], weft__tensor_name(ts[i]), weft_device_str(di, d1, sizeof d1),
+                       names[nts - 1], weft__tensor_name(out), weft_device_str(od, d2, sizeof d2));
   }
   for (int i = 0; i < nts - 1; i++)
     if (overlap(ts[i], out))

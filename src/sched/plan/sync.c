@@ -71,7 +71,8 @@ void weft__sync_tail_split(weft__pbuild *bd) {
     for (uint32_t e = bd->soff[i]; e < bd->soff[i + 1] && ok; e++) {
       uint32_t c = bd->succ[e];
       const weft_node *cn = bd->p->x[c].node;
-      ok = bd->x[c].dev >= 0 && bd->x[c].why == WEFT__WHY_D2H && cn->args[0].t == out && bd->soff[c + 1] == bd->soff[c];
+      ok = bd->x[c].dev >= 0 && bd->x[c].why == WEFT__WHY_D2H && cn->args[0].t == out && bd->soff[c + 1] == bd->soff[c] &&
+           weft__tensor_contiguous(cn->args[1].t); /* a strided destination is one 2-D copy */
     }
     if (!ok) continue;
     x->flags |= WEFT__G_SPLIT | WEFT__G_RECORD;
