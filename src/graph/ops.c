@@ -377,6 +377,10 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
   if (out == NULL) return weft__err(WEFT_EINVAL, "node %u 'copy': the out pointer is NULL", c.id);
   if (*out != NULL) {
     if ((rc = check_out(&c, *out, src->dtype, src->ndim, src->shape)) != WEFT_OK) return rc;
+    if (!weft__tensor_contiguous(*out) && (*out)->device.rank != src->device.rank)
+      return weft__err(WEFT_ENOTSUP, "node %u 'copy': out (%s) is a strided tile on rank %d, and a copy from rank %d "
+                       "into a strided tile is not built; copy into a contiguous tensor there", c.id,
+                       weft__tensor_name(*out), (*out)->device.rank, src->device.rank);
     device = weft__tensor_dev(*out);
   } else if (!weft_device_exists(g->rt, device)) {
     return weft__err(WEFT_EDEVICE, "node %u 'copy': the runtime has no device %s", c.id,
