@@ -515,6 +515,15 @@ static void bad_distributions_are_refused(void **state) {
   CHECK(weft_potrf(g, weft_tensor_tile(a, 0, 0)));
   assert_int_equal(weft_tensor_distribute(g, a, 1, 1), WEFT_ESTATE);
   assert_true(tu_contains(weft_last_error(), "distribute it before its first use"));
+  /* A copy from another rank into a strided tile (of a tensor that is not distributed) is
+   * refused when it is built, and adds nothing. */
+  weft_tensor *src;
+  CHECK(weft_tensor_create(g, "far", WEFT_F64, 2, (int64_t[]){4, 4}, on(1), weft_ones(), &src));
+  weft_tensor *tile = weft_tensor_tile(a, 0, 1);
+  size_t nodes = weft_graph_node_count(g);
+  assert_int_equal(weft_copy(g, src, weft_cpu(), &tile), WEFT_ENOTSUP);
+  assert_true(tu_contains(weft_last_error(), "out (A[0,1]) is a strided tile on rank 0, and a copy from rank 1"));
+  assert_int_equal(weft_graph_node_count(g), nodes);
   weft_graph_destroy(g);
 }
 
