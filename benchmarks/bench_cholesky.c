@@ -141,8 +141,8 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
     BCHECK(weft_potrf(g, akk));
     if (panel_inverse) {
       int64_t bk = weft_tensor_dim(akk, 0);
-      BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, grid_p > 0 ? weft_tensor_device(akk) : dev,
-                                weft_zeros(), &w[k]));
+      weft_device wd = grid_p > 0 ? weft_tensor_device(akk) : dev;
+      BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, wd, weft_zeros(), &w[k]));
       BCHECK(weft_fill(g, w[k], weft_eye(1)));
       BCHECK(weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w[k]));
       for (int64_t i = k + 1; i < t; i++) {
@@ -481,8 +481,8 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
-                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] [--panel trsm|inverse|both] "
-                      "[--mg-tile T] [--profile P] [--trace DIR] [--json]\n", argv[0]);
+                      "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] "
+                      "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--trace DIR] [--json]\n", argv[0]);
       return 2;
     }
   }
@@ -505,7 +505,8 @@ int main(int argc, char **argv) {
       (grid_p > 0 && (on_auto || grid_p < 1 || grid_q < 1 || grid_p * grid_q > (cuda ? gpus : 1))) ||
       (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
     fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU), --reps (1..64), "
-                    "--workers, --gpus (1..16, more than 1 on a GPU), --grid (P x Q <= GPUs), --panel (trsm|inverse|both), --mg-tile or --dtype\n");
+                    "--workers, --gpus (1..16, more than 1 on a GPU), --grid (P x Q <= GPUs), --panel "
+                    "(trsm|inverse|both), --mg-tile or --dtype\n");
     return 2;
   }
 #if !WEFT_BENCH_CUDA
@@ -585,8 +586,10 @@ int main(int argc, char **argv) {
   const char *sdt = es == 4 ? "f32" : "f64";
   if (!json)
     printf("tiled Cholesky %s n=%lld on %s (%d GPU%s), policy %s, median of %d (spread); %s %.1f ms (%.1f), "
-           "%.2f TFLOP/s%s\n", sdt, (long long)n, on_auto ? "auto (placed by weft)" : grid_p > 0 && cuda ? "the GPUs (tiles block-cyclic)"
-           : grid_p > 0 ? "the CPU (tiles apart)"
+           "%.2f TFLOP/s%s\n", sdt, (long long)n,
+           on_auto                  ? "auto (placed by weft)"
+           : grid_p > 0 && cuda     ? "the GPUs (tiles block-cyclic)"
+           : grid_p > 0             ? "the CPU (tiles apart)"
            : cuda ? "cuda:0" : "the CPU", cuda ? gpus : 0,
            gpus == 1 ? "" : "s", policy, reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
            base_err < tol || cuda ? "" : " CHECK FAILED");
@@ -606,11 +609,13 @@ int main(int argc, char **argv) {
       failed |= err >= tol;
       double ratio = base.ms > 0 ? base.ms / w.ms : 0; /* 0: no baseline (cusolverMg missing) */
       if (json)
-        printf("{\"bench\":\"cholesky\",\"device\":\"%s\",\"panel\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,\"tile\":%lld,\"nodes\":%zu,"
+        printf("{\"bench\":\"cholesky\",\"device\":\"%s\",\"panel\":\"%s\",\"dtype\":\"%s\",\"n\":%lld,"
+               "\"tile\":%lld,\"nodes\":%zu,"
                "\"reps\":%d,\"weft_ms\":%.3f,\"weft_spread_ms\":%.3f,\"weft_tflops\":%.4f,\"baseline\":\"%s\","
                "\"baseline_ms\":%.3f,\"baseline_spread_ms\":%.3f,\"baseline_tflops\":%.4f,\"ratio\":%.4f,"
                "\"weft_error\":%.3e,\"baseline_error\":%.3e}\n",
-               device, panel_inverse ? "inverse" : "trsm", sdt, (long long)n, (long long)b, nodes, reps, w.ms, w.spread_ms, flop / w.ms * 1e-9, who,
+               device, panel_inverse ? "inverse" : "trsm", sdt, (long long)n, (long long)b, nodes, reps, w.ms,
+               w.spread_ms, flop / w.ms * 1e-9, who,
                base.ms, base.spread_ms, flop / base.ms * 1e-9, ratio, err, base_err);
       else
         printf("  tiles of %5lld, panel by %-7s (%5zu nodes): weft %9.1f ms (%6.1f) %7.2f TFLOP/s, ratio %.3f, error %.1e%s\n",

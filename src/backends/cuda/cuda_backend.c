@@ -4,8 +4,9 @@
  *
  * Devices. cuda:i is CUDA device first + i as the runtime numbers them (so CUDA_VISIBLE_DEVICES
  * applies), max_gpus of them at most; `first` is the first_gpu option, or, where MPI ranks share
- * the host and it has a GPU for each, this rank's share (local rank r of L: r G/L, G/L GPUs). A machine with no driver or no GPU gives zero devices
- * and no error: the runtime then runs on the CPU alone. Each device gets:
+ * the host and it has a GPU for each, this rank's share (local rank r of L: r G/L, G/L GPUs). A
+ * machine with no driver or no GPU gives zero devices and no error: the runtime then runs on the
+ * CPU alone. Each device gets:
  *   - CU_DEFAULT_COMPUTE compute streams (WEFT_CUDA_STREAMS=1..8 changes it), each with its own
  *     cuBLAS handle and workspace and a scratch buffer for reductions, and one stream per
  *     copy direction (host to device, device to host, device to peer), so copies use the copy
