@@ -35,8 +35,11 @@
  *
  * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
  *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G]
- *                       [--grid PxQ] [--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--trace DIR] [--json]
+ *                       [--grid PxQ] [--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P]
+ *                       [--trace DIR] [--json]
  * --profile: the machine profile that prices auto placement (default: by the GPUs' count);
+ * --simulate P: the same graphs on the simulated machine of profile P (its first --gpus GPUs),
+ * the simulated makespan as weft's time: no matrix, no check, no baseline;
  * --trace: the last rep's statistics and Chrome trace of each tile size into DIR.
  * Defaults: cpu: n 4096, tiles 512; cuda: n 32768, tiles 1024,2048,4096; f64; 3 reps; the heft
  * policy (look-ahead: each step's panel before the rest of the step before's updates). */
@@ -107,6 +110,7 @@ static double check(const void *l, const void *a, int64_t n, size_t es) {
 static const char *trace_dir;
 static int grid_p, grid_q; /* --device cuda over several GPUs: the tiles' P x Q grid of GPUs */
 static int panel_inverse;  /* the panel of the run being timed: 0 trsm, 1 inverse */
+static const char *simulate; /* --simulate: a machine profile whose simulated makespan is the time */
 
 static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
   weft_run_stats *st;
@@ -168,20 +172,31 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   *nodes = weft_graph_node_count(g);
   double ms[65];
   for (int r = -1; r < reps; r++) {
-    BCHECK(weft_tensor_write(x, a, bytes));
+    if (a != NULL) BCHECK(weft_tensor_write(x, a, bytes));
     double t0 = bench_now_ms();
     weft_run *run;
     BCHECK(weft_graph_launch(g, &run));
     BCHECK(weft_run_wait(run));
     if (r >= 0) ms[r] = bench_now_ms() - t0;
+    if (r >= 0 && simulate != NULL) { /* the simulated machine's time, not this one's */
+      weft_run_stats *st;
+      weft_stats_summary sum;
+      BCHECK(weft_run_stats_create(run, &st));
+      weft_run_stats_summary(st, &sum);
+      ms[r] = sum.makespan_s * 1e3;
+      weft_run_stats_destroy(st);
+    }
     if (r == reps - 1 && trace_dir != NULL) save_stats(run, n, b, gpus);
     weft_run_destroy(run);
   }
-  void *l = malloc(bytes);
-  if (l == NULL) exit(1);
-  BCHECK(weft_tensor_read(x, l, bytes));
-  *err = check(l, a, n, es);
-  free(l);
+  *err = 0;
+  if (a != NULL) { /* a simulated run computes nothing to check */
+    void *l = malloc(bytes);
+    if (l == NULL) exit(1);
+    BCHECK(weft_tensor_read(x, l, bytes));
+    *err = check(l, a, n, es);
+    free(l);
+  }
   weft_graph_destroy(g);
   bench_figure f;
   f.ms = bench_median(ms, reps, &f.spread_ms);
@@ -478,11 +493,13 @@ int main(int argc, char **argv) {
              (panels = strcmp(v, "trsm") == 0 ? 1 : strcmp(v, "inverse") == 0 ? 2 : strcmp(v, "both") == 0 ? 3 : 0) != 0)
       i++;
     else if (v != NULL && strcmp(argv[i], "--profile") == 0) profile = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--simulate") == 0) simulate = v, i++;
     else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
                       "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] "
-                      "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--trace DIR] [--json]\n", argv[0]);
+                      "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P] [--trace DIR] [--json]\n",
+                      argv[0]);
       return 2;
     }
   }
@@ -510,24 +527,25 @@ int main(int argc, char **argv) {
     return 2;
   }
 #if !WEFT_BENCH_CUDA
-  if (cuda) {
-    fprintf(stderr, "bench_cholesky: built without CUDA: --device cuda is not available\n");
+  if (cuda && simulate == NULL) {
+    fprintf(stderr, "bench_cholesky: built without CUDA: --device cuda is not available (but --simulate is)\n");
     return 2;
   }
 #endif
-  if (!cuda && (lib[0] == '\0' || access(lib, R_OK) != 0)) {
+  if (!cuda && simulate == NULL && (lib[0] == '\0' || access(lib, R_OK) != 0)) {
     fprintf(stderr, "bench_cholesky: OpenBLAS's pthreads build not found (%s): install it (Debian: libopenblas0-pthread) "
                     "or name it with --openblas FILE\n", lib[0] ? lib : "none at configure time");
     return 2;
   }
   size_t es = dtype == WEFT_F32 ? 4 : 8;
   double flop = (double)n * (double)n * (double)n / 3.0, tol = es == 4 ? 1e-3 : 1e-10;
-  void *a = make_spd(n, es);
+  /* Simulated: no matrix (the simulated devices hold no data) and no baseline. */
+  void *a = simulate != NULL ? NULL : make_spd(n, es);
   /* The baseline first. */
-  bench_figure base, lapacke_base = {-1, -1};
+  bench_figure base = {-1, -1}, lapacke_base = {-1, -1};
   double base_err = 0;
-  char who[32];
-  if (cuda) {
+  char who[32] = "no baseline (simulated)";
+  if (cuda && simulate == NULL) {
 #if WEFT_BENCH_CUDA
     int have = 0;
     if (cudaGetDeviceCount(&have) != cudaSuccess || have < gpus) {
@@ -536,7 +554,7 @@ int main(int argc, char **argv) {
     }
 #endif
   }
-  if (cuda && gpus > 1) {
+  if (simulate == NULL && cuda && gpus > 1) {
 #if WEFT_BENCH_CUDA
     base = time_cusolver_mg(dtype, a, n, reps, gpus, mg_tile, &base_err);
     if (!json && base.ms > 0)
@@ -544,7 +562,7 @@ int main(int argc, char **argv) {
              base.ms, flop / base.ms * 1e-9);
     snprintf(who, sizeof who, "cusolverMg (%d GPUs)", gpus);
 #endif
-  } else if (cuda) {
+  } else if (simulate == NULL && cuda) {
 #if WEFT_BENCH_CUDA
     /* The faster of cuSOLVER's two fill modes is the baseline (beyond n = 32768 the lower one
      * alone, the faster at every size measured: each mode costs a minute there). */
@@ -558,7 +576,7 @@ int main(int argc, char **argv) {
     base_err = lo.ms < up.ms ? err_l : err_u;
     snprintf(who, sizeof who, "cuSOLVER (%s)", lo.ms < up.ms ? "lower" : "upper");
 #endif
-  } else {
+  } else if (simulate == NULL) {
     char args[128];
     snprintf(args, sizeof args, "--baseline-child %s %d %lld %d", es == 4 ? "f32" : "f64", workers, (long long)n, reps);
     base = bench_child("bench_cholesky", lib, args);
@@ -577,6 +595,7 @@ int main(int argc, char **argv) {
   o.flags = WEFT_RUNTIME_QUIET;
   o.policy = policy;
   o.profile = profile;
+  o.simulate = simulate;
   weft_runtime *rt;
   BCHECK(weft_runtime_create(&o, &rt));
   if (cuda && weft_device_count(rt, WEFT_DEVICE_CUDA) < gpus) {
@@ -584,15 +603,19 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *sdt = es == 4 ? "f32" : "f64";
+  char baseline[160];
+  if (simulate != NULL)
+    snprintf(baseline, sizeof baseline, "simulated on %s, no baseline", simulate);
+  else
+    snprintf(baseline, sizeof baseline, "%s %.1f ms (%.1f), %.2f TFLOP/s%s", who, base.ms, base.spread_ms,
+             flop / base.ms * 1e-9, base_err < tol || cuda ? "" : " CHECK FAILED");
   if (!json)
-    printf("tiled Cholesky %s n=%lld on %s (%d GPU%s), policy %s, median of %d (spread); %s %.1f ms (%.1f), "
-           "%.2f TFLOP/s%s\n", sdt, (long long)n,
+    printf("tiled Cholesky %s n=%lld on %s (%d GPU%s), policy %s, median of %d (spread); %s\n", sdt, (long long)n,
            on_auto                  ? "auto (placed by weft)"
            : grid_p > 0 && cuda     ? "the GPUs (tiles block-cyclic)"
            : grid_p > 0             ? "the CPU (tiles apart)"
            : cuda ? "cuda:0" : "the CPU", cuda ? gpus : 0,
-           gpus == 1 ? "" : "s", policy, reps, who, base.ms, base.spread_ms, flop / base.ms * 1e-9,
-           base_err < tol || cuda ? "" : " CHECK FAILED");
+           gpus == 1 ? "" : "s", policy, reps, baseline);
   int failed = base_err >= tol;
   for (const char *p = tiles; *p;) {
     int64_t b = atoll(p);
