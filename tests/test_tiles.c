@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "weft/dsl.h"
 
 /* Runs the tiled Cholesky of `a` (n x n, tiles of b) with `workers` workers; returns the
  * factor (malloc'd). */
@@ -86,6 +87,11 @@ static void test_cholesky_over_gpus(void **state) {
   double *l = malloc((size_t)(n * n) * sizeof *l);
   CHECK(weft_tensor_read(x, l, (size_t)(n * n) * sizeof(double)));
   assert_memory_equal(l, cpu, (size_t)(n * n) * sizeof(double));
+  /* As .weft text: declared on a GPU, then distributed (parsed back, the same graph). */
+  char *text = NULL;
+  CHECK(weft_graph_write(g, &text));
+  assert_non_null(strstr(text, "tensor A: f64[300, 300] on gpu0 = zeros\ntiles(A, 64, 64)\ndistribute(A, 2, 2)\n"));
+  free(text);
   /* The whole of x has no one home: an op on it is refused, naming the grid. */
   weft_tensor *r = NULL;
   assert_int_equal(weft_relu(g, x, &r), WEFT_EDEVICE);
