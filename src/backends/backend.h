@@ -187,6 +187,15 @@ extern const weft__backend_vtable weft__cuda_backend;
  * node the run's failure (a transport's input that another process did not compute). Callable from any thread, including CUDA host callbacks: it takes
  * no CUDA call and never blocks on the device. */
 void weft__sched_complete(weft_run *run, uint32_t index, int status, const char *message);
+/* As weft__sched_complete, from a backend's own thread that may launch the node's successors of
+ * the same backend itself: each one the completion makes ready runs here, at once (its launch
+ * through this backend, on this thread), and so do those it makes ready in turn; any other
+ * goes to the workers as usual. For a backend whose launches are cheap and never block (the
+ * MPI transport: a launch posts messages), so that a message answering a message leaves
+ * without a hand-off to a worker. Its nodes' records show them on a CPU lane after the
+ * workers' ("the progress thread"). Not from a worker, nor with a lock held that a launch of
+ * the backend takes. */
+void weft__sched_complete_here(weft_run *run, uint32_t index, int status, const char *message);
 
 /* Reports the issue of a node whose launch returned WEFT__DEFERRED: `status` is what launch
  * would have returned (WEFT_OK: enqueued and done as far as the scheduler is concerned;

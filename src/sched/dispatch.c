@@ -77,12 +77,13 @@ static void record_failure(weft_run *r, weft__xnode *x, int status, const char *
 
 /* Releases x's outgoing edges: `which` is RELEASE_EARLY or RELEASE_LATE for one kind of edge,
  * RELEASE_ALL for every edge of a node that finished synchronously (one pass over its
- * successors, not two). The first successor to become ready is returned in *next when next is
- * not NULL; others are queued. */
+ * successors, not two). The first successor to become ready (of backend `only`, when not NULL)
+ * is returned in *next when next is not NULL; others are queued (pushed on this worker's deque,
+ * or injected when `only` says this thread is not a worker). */
 enum { RELEASE_LATE = 0, RELEASE_EARLY = 1, RELEASE_ALL = 2 };
 
 static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which, int poisoned,
-                    weft__xnode **next) {
+                    weft__xnode **next, const weft__backend *only) {
   atomic_uint *pending = pl->exec->pending;
   atomic_uchar *poison = pl->exec->poison;
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
@@ -91,9 +92,9 @@ static void release(weft__pool *pool, weft__plan *pl, weft__xnode *x, int which,
     if (poisoned) atomic_store_explicit(&poison[s], 1, memory_order_relaxed);
     if (atomic_fetch_sub_explicit(&pending[s], 1, memory_order_acq_rel) == 1) {
       weft__xnode *xs = &pl->x[s];
-      if (next != NULL && *next == NULL)
+      if (next != NULL && *next == NULL && (only == NULL || xs->backend == only))
         *next = xs;
-      else if (next != NULL)
+      else if (next != NULL && only == NULL)
         weft__pool_push(pool, xs);
       else /* from a completion or a report of issue: first in, first out (the order matters
             * to a run of copies: a deque's owner would take the newest first) */
@@ -186,7 +187,7 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
     weft__xnode *next = NULL;
     if (st == WEFT__PENDING) {
       /* Completion (and the late edges) come through weft__sched_complete. */
-      release(pool, pl, x, RELEASE_EARLY, 0, &next);
+      release(pool, pl, x, RELEASE_EARLY, 0, &next, NULL);
     } else if (st == WEFT__DEFERRED) {
       /* The backend enqueues it later and reports through weft__sched_issued, which also
        * drops the count held above: until the report, the run cannot end (a node whose
@@ -194,7 +195,7 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
       held = 0;
     } else {
       if (st != WEFT_OK && st != SKIPPED) record_failure(r, x, st, err);
-      release(pool, pl, x, RELEASE_ALL, st != WEFT_OK, &next);
+      release(pool, pl, x, RELEASE_ALL, st != WEFT_OK, &next, NULL);
       tls.count++;
     }
     if (held) tls.count++;
@@ -209,10 +210,10 @@ void weft__sched_issued(weft_run *r, uint32_t index, int status, const char *mes
   if (pl->exec->times != NULL && status != WEFT__PENDING)
     atomic_store_explicit(&pl->exec->times[index].end, weft__clock_now(), memory_order_relaxed);
   if (status == WEFT__PENDING) {
-    release(pool, pl, x, RELEASE_EARLY, 0, NULL);
+    release(pool, pl, x, RELEASE_EARLY, 0, NULL, NULL);
   } else {
     if (status != WEFT_OK) record_failure(r, x, status, message);
-    release(pool, pl, x, RELEASE_ALL, status != WEFT_OK, NULL);
+    release(pool, pl, x, RELEASE_ALL, status != WEFT_OK, NULL, NULL);
   }
   /* The dispatcher's hold on the run (weft__dispatch_chain), and the node itself unless its
    * completion is still to come. The last thing done with the run: this may end it. */
@@ -227,8 +228,47 @@ void weft__sched_complete(weft_run *r, uint32_t index, int status, const char *m
     record_failure(r, x, status, message);
     /* Early edges were released at issue; their nodes are on the device already. */
   }
-  release(r->graph->rt->pool, pl, x, RELEASE_LATE, status != WEFT_OK, NULL);
+  release(r->graph->rt->pool, pl, x, RELEASE_LATE, status != WEFT_OK, NULL, NULL);
   count_done(r, 1);
+}
+
+void weft__sched_complete_here(weft_run *r, uint32_t index, int status, const char *message) {
+  weft__plan *pl = r->plan;
+  weft__xnode *x = &pl->x[index];
+  weft__pool *pool = r->graph->rt->pool;
+  weft__timing_complete(pl, index);
+  if (status != WEFT_OK && status != WEFT__UPSTREAM) record_failure(r, x, status, message);
+  weft__xnode *y = NULL;
+  release(pool, pl, x, RELEASE_LATE, status != WEFT_OK, &y, x->backend);
+  /* The completed node still counts on the run until the end: the run cannot end under the
+   * launches below. */
+  uint32_t done = 1;
+  int lane = weft__pool_size(pool); /* the CPU lane after the workers' */
+  char err[512];
+  tls.t = 0; /* each node's start read afresh: this thread is no worker's chain */
+  while (y != NULL) {
+    weft__xnode *next = NULL;
+    int st;
+    if (atomic_load_explicit(&pl->exec->poison[y->id], memory_order_relaxed) ||
+        atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
+      st = SKIPPED;
+      weft__timing_skip(pl, y->id);
+      if (y->backend->vt->skip != NULL) y->backend->vt->skip(y->backend, r, y->id);
+    } else {
+      st = run_node(y, r, lane, err, sizeof err);
+      assert(st != WEFT__DEFERRED);
+    }
+    if (st == WEFT__PENDING) {
+      release(pool, pl, y, RELEASE_EARLY, 0, &next, y->backend); /* its completion counts it */
+    } else {
+      if (st != WEFT_OK && st != SKIPPED) record_failure(r, y, st, err);
+      release(pool, pl, y, RELEASE_ALL, st != WEFT_OK, &next, y->backend);
+      done++;
+    }
+    y = next;
+  }
+  tls.t = 0;
+  count_done(r, done);
 }
 
 void weft__sched_elsewhere(const weft_kernel_ctx *ctx) { weft__timing_skip(ctx->plan, ctx->index); }

@@ -153,13 +153,15 @@ static void finished(mpi_state *st, pending *x, int rc) {
   char msg[MPI_MAX_ERROR_STRING + 128];
   if (rc != MPI_SUCCESS) error_text(rc, msg, sizeof msg);
   switch (x->kind) {
+    /* The successors that are messages too (the send answering this receive, the next
+     * receive) are posted here, on this thread: no hand-off to a worker between messages. */
     case P_SEND:
-      weft__sched_complete(x->run, x->index, rc == MPI_SUCCESS ? WEFT_OK : WEFT_EIO, msg);
+      weft__sched_complete_here(x->run, x->index, rc == MPI_SUCCESS ? WEFT_OK : WEFT_EIO, msg);
       break;
     case P_RECV: {
       int status = rc != MPI_SUCCESS ? WEFT_EIO : x->upstream ? WEFT__UPSTREAM : received(x);
       if (status == WEFT__UPSTREAM) atomic_store_explicit(&x->ps->upstream, 1, memory_order_relaxed);
-      weft__sched_complete(x->run, x->index, status, msg);
+      weft__sched_complete_here(x->run, x->index, status, msg);
       break;
     }
     case P_SKIPPED:

@@ -436,6 +436,7 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
   if ((rc = number_lanes(st, p, t0, st->nworkers, &codes, &ncodes)) != WEFT_OK) goto fail;
   /* A record may name a worker beyond the pool's count only if the pool changed; count every
    * CPU lane as a worker so the CPU lanes stay first. */
+  uint32_t pool_workers = st->nworkers;
   while (st->nworkers < ncodes && WEFT__LANE_ROLE(codes[st->nworkers]) == WEFT__LANE_CPU) st->nworkers++;
   st->rep = weft__rep_new(p->n, ncodes, p->m);
   st->lane_name = weft__calloc(ncodes ? ncodes : 1, sizeof *st->lane_name);
@@ -449,6 +450,10 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
                                    ? weft_cpu()
                                    : weft_cuda((int)WEFT__LANE_DEVICE(codes[l]));
     lane_name(codes[l], st->lane_name[l], sizeof st->lane_name[l]);
+    /* The CPU lane after the workers': nodes a backend's own thread launched
+     * (weft__sched_complete_here: the MPI transport's progress thread). */
+    if (WEFT__LANE_ROLE(codes[l]) == WEFT__LANE_CPU && WEFT__LANE_NUMBER(codes[l]) >= pool_workers)
+      snprintf(st->lane_name[l], sizeof st->lane_name[l], "cpu progress thread");
   }
   fill_model(st, p, t0, codes, ncodes);
   st->pool.steals = run->pool_end.steals - run->pool_launch.steals;
