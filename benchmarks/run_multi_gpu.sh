@@ -11,9 +11,9 @@
 #   sanitizer  compute-sanitizer (memcheck, then synccheck) over the CUDA test programs
 #   calibrate  weft calibrate on 2 GPUs and on all (CALIBRATE_GPUS="4" for a list): the profiles h200x2/h200xN, or h100xN (GEMM, copies,
 #              launches and the potrf/trsm/syrk curves) land in the logs, to ship in profiles/
-#   cholesky   the tiled Cholesky over 1, 2 and all GPUs priced by the profiles `calibrate` just
-#              measured (the shipped ones where it did not run), with each tile size's last run's
-#              statistics and Chrome trace in the logs (traces/)
+#   cholesky   the tiled Cholesky on auto over 1, 2 and all GPUs priced by the profiles `calibrate`
+#              just measured (the shipped ones where it did not run), each panel both ways, with
+#              each tile size's last run's statistics and Chrome trace in the logs (traces/)
 #   cyclic     the tiled Cholesky with its tiles distributed 2-D block-cyclically over 2 GPUs and
 #              over all (weft_tensor_distribute, owner computes), each panel both ways (trsm, and
 #              products with the inverse diagonal factor), against one GPU (weft and cuSOLVER)
@@ -76,8 +76,8 @@ for part in "$@"; do
       mkdir -p "$logs/traces"
       for run in $(printf '%s\n' 32768:1 32768:2 "32768:$ngpus" "65536:$ngpus" | awk '!seen[$0]++'); do
         n=${run%:*} g=${run#*:}
-        opts=(--tile 2048,4096)
-        [ "$n" -gt 32768 ] && opts=(--tile 4096 --reps 2)
+        opts=(--tile 2048,4096 --panel both)
+        [ "$n" -gt 32768 ] && opts=(--tile 4096 --reps 2 --panel inverse)
         [ "$g" -gt 1 ] && [ -f "$logs/${model}x$g.json" ] && opts+=(--profile "$logs/${model}x$g.json")
         echo "== bench_cholesky --device auto --gpus $g --n $n ${opts[*]}"
         CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) "$here/bin/bench_cholesky" --device auto --gpus "$g" --n "$n" \
