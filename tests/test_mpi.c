@@ -159,6 +159,42 @@ static void a_chain_through_every_rank(void **state) {
 }
 
 /* Many independent pieces, each on a rank, reduced on rank 0: messages in flight together. */
+/* A message whose successor is a message (a copy bounced between ranks 0 and 1, as the
+ * ping-pong of bench_mpi): the progress thread posts the next one itself, so on ranks 0 and 1
+ * the messages after the first run on the lane after the workers', "cpu progress thread"
+ * (weft__sched_complete_here), and the value arrives unchanged. */
+static void messages_follow_messages_on_the_progress_thread(void **state) {
+  (void)state;
+  enum { HOPS = 40 };
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *t;
+  CHECK(weft_tensor_create(g, "t0", WEFT_F64, 1, (int64_t[]){1}, on(0), weft_full(42.0), &t));
+  for (int i = 1; i <= HOPS; i++) {
+    weft_tensor *next = NULL;
+    CHECK(weft_copy(g, t, on(i % 2), &next));
+    t = next;
+  }
+  weft_run *r;
+  weft_stats_summary sum;
+  weft_run_stats *st = run_with_stats(g, &r, &sum);
+  size_t on_progress = 0;
+  for (size_t l = 0; l < sum.lanes; l++) {
+    weft_lane_stats ls;
+    CHECK(weft_run_stats_lane(st, l, &ls));
+    if (strcmp(ls.name, "cpu progress thread") == 0) on_progress += ls.nodes;
+  }
+  /* Ranks 0 and 1 each send 20 and receive 20 messages; all but the first few follow a
+   * message that completed on the progress thread. */
+  if (me <= 1) assert_true(on_progress >= HOPS / 2);
+  weft_run_stats_destroy(st);
+  weft_run_destroy(r);
+  double v = 0;
+  CHECK(weft_tensor_read_all(t, &v, sizeof v));
+  assert_true(v == 42.0);
+  weft_graph_destroy(g);
+}
+
 static void fan_in_to_rank_zero(void **state) {
   (void)state;
   enum { PIECES = 24, N = 5000 };
@@ -538,6 +574,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_chain_through_every_rank),
       cmocka_unit_test(fan_in_to_rank_zero),
+      cmocka_unit_test(messages_follow_messages_on_the_progress_thread),
       cmocka_unit_test(ranks_of_one_host_share_its_cores),
       cmocka_unit_test(gpu_tensors_cross_ranks_through_host_memory),
       cmocka_unit_test(bad_ranks_are_refused),
