@@ -36,8 +36,10 @@
  * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
  *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G]
  *                       [--grid PxQ] [--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P]
- *                       [--trace DIR] [--json]
+ *                       [--device-memory-limit MIB] [--trace DIR] [--json]
  * --profile: the machine profile that prices auto placement (default: by the GPUs' count);
+ * --device-memory-limit MIB: what auto placement may fill of each GPU (out of core: a matrix
+ * larger than that streams its tiles through the GPU);
  * --simulate P: the same graphs on the simulated machine of profile P (its first --gpus GPUs),
  * the simulated makespan as weft's time: no matrix, no check, no baseline;
  * --trace: the last rep's statistics and Chrome trace of each tile size into DIR.
@@ -111,6 +113,7 @@ static const char *trace_dir;
 static int grid_p, grid_q; /* --device cuda over several GPUs: the tiles' P x Q grid of GPUs */
 static int panel_inverse;  /* the panel of the run being timed: 0 trsm, 1 inverse */
 static const char *simulate; /* --simulate: a machine profile whose simulated makespan is the time */
+static size_t memory_limit;  /* --device-memory-limit: the bytes of each GPU auto placement may fill */
 
 static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
   weft_run_stats *st;
@@ -494,11 +497,13 @@ int main(int argc, char **argv) {
       i++;
     else if (v != NULL && strcmp(argv[i], "--profile") == 0) profile = v, i++;
     else if (v != NULL && strcmp(argv[i], "--simulate") == 0) simulate = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--device-memory-limit") == 0) memory_limit = (size_t)atof(v) * 1024 * 1024, i++;
     else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
                       "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] "
-                      "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P] [--trace DIR] [--json]\n",
+                      "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P] [--device-memory-limit MIB] "
+                      "[--trace DIR] [--json]\n",
                       argv[0]);
       return 2;
     }
@@ -596,6 +601,7 @@ int main(int argc, char **argv) {
   o.policy = policy;
   o.profile = profile;
   o.simulate = simulate;
+  o.device_memory_limit = memory_limit;
   weft_runtime *rt;
   BCHECK(weft_runtime_create(&o, &rt));
   if (cuda && weft_device_count(rt, WEFT_DEVICE_CUDA) < gpus) {
@@ -645,10 +651,10 @@ int main(int argc, char **argv) {
                (long long)b, panel_inverse ? "inverse" : "trsm", nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, err,
                err < tol ? "" : " CHECK FAILED");
       if (!json && lapacke_base.ms > 0) printf("    against LAPACKE: ratio %.3f\n", lapacke_base.ms / w.ms);
-      printf("RESULT bench=%scholesky_%s%s device=%s gpus=%d grid=%dx%d panel=%s n=%lld tile=%lld weft_ms=%.3f "
+      printf("RESULT bench=%scholesky_%s%s%s device=%s gpus=%d grid=%dx%d panel=%s n=%lld tile=%lld weft_ms=%.3f "
              "weft_tflops=%.3f baseline_ms=%.3f baseline_tflops=%.3f ratio=%.4f\n",
-             on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", device, cuda ? gpus : 0, grid_p, grid_q,
-             panel_inverse ? "inverse" : "trsm",
+             on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", memory_limit > 0 ? "_ooc" : "", device,
+             cuda ? gpus : 0, grid_p, grid_q, panel_inverse ? "inverse" : "trsm",
              (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms, flop / base.ms * 1e-9, ratio);
       fflush(stdout);
     }

@@ -56,11 +56,15 @@ if wanted cholesky; then
     "$exe" --device cuda --dtype "$dt" --tile 2048,4096 --panel both 2>&1 | tee "$logs/bench_cholesky_$dt.txt"
     grep -E '^RESULT' "$logs/bench_cholesky_$dt.txt" >> "$logs/results.txt"
   done
-  # The same with the matrix on auto: weft places the nodes itself.
+  # The same with the matrix on auto: weft places the nodes itself; then out of core, the GPU
+  # limited to a quarter of the matrix (2 GiB of its 8).
   if [ -n "$exe" ]; then
     echo "== bench_cholesky --device auto --dtype f64 --panel both"
     "$exe" --device auto --dtype f64 --tile 2048,4096 --panel both 2>&1 | tee "$logs/bench_cholesky_auto.txt"
     grep -E '^RESULT' "$logs/bench_cholesky_auto.txt" >> "$logs/results.txt"
+    echo "== bench_cholesky --device auto --dtype f64 --panel both --device-memory-limit 2048"
+    "$exe" --device auto --dtype f64 --tile 2048 --panel both --device-memory-limit 2048 2>&1 | tee "$logs/bench_cholesky_ooc.txt"
+    grep -E '^RESULT' "$logs/bench_cholesky_ooc.txt" >> "$logs/results.txt"
   fi
 fi
 
@@ -175,6 +179,12 @@ if au is not None:  # the best auto run against the hand-placed one of the same 
     w, r = f(au, "weft_ms"), f(fx[0], "weft_ms") if fx else None
     row("cholesky f64 on auto, ms (tile %s, %s panel)" % (au.get("tile"), au.get("panel")), w, r, "%.1f",
         "%.1f (placed by hand, cuda:0)", "<= 1.02", w is not None and r is not None and w / r <= 1.02)
+oc = res.get("auto_cholesky_f64_ooc")
+if oc is not None:  # out of core against in core, the same tile and panel
+    ic = [c for c in chol if c["bench"] == "auto_cholesky_f64" and c.get("tile") == oc.get("tile") and c.get("panel") == oc.get("panel")]
+    w, r = f(oc, "weft_ms"), f(ic[0], "weft_ms") if ic else None
+    row("cholesky f64 auto, GPU limited to 1/4 of A, ms (%s panel)" % oc.get("panel"), w, r, "%.1f", "%.1f (in core)",
+        ">= 0.75 x", w is not None and r is not None and r / w >= 0.75, ratio=r / w if w and r else None)
 for (n, g), c in sorted(multi.items()):
     one = multi.get((n, 1))
     w = f(c, "weft_ms")
