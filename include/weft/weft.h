@@ -273,6 +273,9 @@ typedef struct weft_device_info {
   int compute_minor;
   int multiprocessors;   /* SMs, or cores for the CPU */
   int simulated;         /* 1 if this device is virtual (simulate option) */
+  int ordinal;           /* a GPU's index among those this process sees (CUDA_VISIBLE_DEVICES
+                            applied): cuda:i is GPU first_gpu + i (weft_runtime_options); 0 for
+                            the CPU */
 } weft_device_info;
 
 /* Fills *out for device `d`. Returns WEFT_EDEVICE if the runtime has no such device. */

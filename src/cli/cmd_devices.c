@@ -67,9 +67,9 @@ int cli_devices_write(weft_runtime *rt, int json, weft__strbuf *b) {
       weft__json_put_str(b, info.name);
       weft__strbuf_printf(b,
                           ", \"memory_bytes\": %zu, \"copy_engines\": %d, \"compute_capability\": "
-                          "\"%d.%d\", \"multiprocessors\": %d, \"simulated\": %s, \"peers\": [%s]",
+                          "\"%d.%d\", \"multiprocessors\": %d, \"ordinal\": %d, \"simulated\": %s, \"peers\": [%s]",
                           info.memory_bytes, info.copy_engines, info.compute_major, info.compute_minor,
-                          info.multiprocessors, info.simulated ? "true" : "false",
+                          info.multiprocessors, info.ordinal, info.simulated ? "true" : "false",
                           peers.data != NULL ? peers.data : "");
       weft_memory_usage use;
       if (weft_device_memory_usage(rt, d, &use) == WEFT_OK)
@@ -102,9 +102,9 @@ int cli_devices_write(weft_runtime *rt, int json, weft__strbuf *b) {
       }
     } else {
       weft__strbuf_printf(b,
-                          "%-8s %s\n         compute %d.%d, %d SMs, %.1f GiB memory, %d copy "
+                          "%-8s %s\n         GPU %d of this process, compute %d.%d, %d SMs, %.1f GiB memory, %d copy "
                           "engine%s%s%s%s\n",
-                          name, info.name, info.compute_major, info.compute_minor,
+                          name, info.name, info.ordinal, info.compute_major, info.compute_minor,
                           info.multiprocessors, gib(info.memory_bytes), info.copy_engines,
                           info.copy_engines == 1 ? "" : "s", peers.len ? ", peer access to " : "",
                           peers.len ? peers.data : "", info.simulated ? ", simulated" : "");

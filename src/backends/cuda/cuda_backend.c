@@ -459,6 +459,7 @@ static int cu_device_info(const weft__backend *b, int index, weft_device_info *o
   out->compute_major = d->major;
   out->compute_minor = d->minor;
   out->multiprocessors = d->sms;
+  out->ordinal = d->ordinal;
   return WEFT_OK;
 }
 

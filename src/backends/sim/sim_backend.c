@@ -89,7 +89,7 @@ static int sim_device_info(const weft__backend *b, int index, weft_device_info *
     out->multiprocessors = machine(b)->cost.host_lanes;
     return WEFT_OK;
   }
-  (void)index;
+  out->ordinal = index;
   snprintf(out->name, sizeof out->name, "%.100s (simulated)", p->gpu.name);
   out->memory_bytes = p->gpu.memory_bytes;
   out->copy_engines = p->gpu.copy_engines;
