@@ -41,6 +41,18 @@ static void test_cholesky_f64(void **state) {
   free(l4);
 }
 
+/* A simulated 4-GPU machine that computes (its GPU tensors are host memory), 2 workers. */
+static weft_runtime *sim_machine(void) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = 2;
+  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
+  o.simulate = "h200x4";
+  weft_runtime *rt;
+  CHECK(weft_runtime_create(&o, &rt));
+  return rt;
+}
+
 /* The tiles distributed 2-D block-cyclically over the GPUs of one process (a simulated 4-GPU
  * machine that computes): each tile in storage of its own on its GPU, each node on the GPU of
  * the tile it writes, the tiles it reads from other GPUs copied there; the factor is the one
@@ -49,13 +61,7 @@ static void test_cholesky_over_gpus(void **state) {
   (void)state;
   const int64_t n = 300, b = 64; /* 5 x 5 tiles, the last row and column of 44 */
   double *a = tu_spd(n, 11), *cpu = factor(a, n, b, 1);
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = 2;
-  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
-  o.simulate = "h200x4";
-  weft_runtime *rt;
-  CHECK(weft_runtime_create(&o, &rt));
+  weft_runtime *rt = sim_machine();
   weft_graph *g = tu_graph(rt);
   weft_tensor *x;
   CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_cuda(0), weft_zeros(), &x));
@@ -108,13 +114,7 @@ static void test_cholesky_over_gpus(void **state) {
  * machine that computes). */
 static void test_strided_tiles_are_copied(void **state) {
   (void)state;
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.cpu_workers = 2;
-  o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
-  o.simulate = "h200x4";
-  weft_runtime *rt;
-  CHECK(weft_runtime_create(&o, &rt));
+  weft_runtime *rt = sim_machine();
   weft_graph *g = tu_graph(rt);
   double xv[36], eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1}, yv[36], cv[9];
   for (int i = 0; i < 36; i++) xv[i] = i;

@@ -272,13 +272,35 @@ int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b) {
   return rc != WEFT_OK ? rc : tu_cholesky_tiled(g, x);
 }
 
-int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) {
+/* Step k's panel, the tiles below the diagonal one (already factored): a trsm each, or (inverse)
+ * products with W = L_kk^-1 (a fill of the identity, a trsm) into scratch copied back. */
+static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft_device *inverse_on) {
+  weft_tensor *akk = weft_tensor_tile(x, k, k), *w = NULL;
+  int rc = WEFT_OK;
+  if (inverse_on == NULL) {
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k));
+    return rc;
+  }
+  weft_dtype dt = weft_tensor_dtype(x);
+  int64_t bk = weft_tensor_dim(akk, 0);
+  if ((rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, *inverse_on, weft_zeros(), &w)) == WEFT_OK &&
+      (rc = weft_fill(g, w, weft_eye(1))) == WEFT_OK)
+    rc = weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w);
+  for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
+    weft_tensor *aik = weft_tensor_tile(x, i, k), *s = NULL;
+    rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){weft_tensor_dim(aik, 0), bk}, *inverse_on, weft_zeros(), &s);
+    if (rc == WEFT_OK) rc = weft_gemm(g, aik, 0, w, 1, 1.0, 0.0, s);
+    if (rc == WEFT_OK) rc = weft_copy(g, s, *inverse_on, &aik);
+  }
+  return rc;
+}
+
+static int cholesky(weft_graph *g, weft_tensor *x, const weft_device *inverse_on) {
   int rc = WEFT_OK;
   int64_t t = weft_tensor_tile_count(x, 0);
   for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
-    weft_tensor *akk = weft_tensor_tile(x, k, k);
-    rc = weft_potrf(g, akk);
-    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k));
+    rc = weft_potrf(g, weft_tensor_tile(x, k, k));
+    if (rc == WEFT_OK) rc = panel(g, x, k, t, inverse_on);
     for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
       weft_tensor *aik = weft_tensor_tile(x, i, k);
       rc = weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
@@ -289,32 +311,9 @@ int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) {
   return rc;
 }
 
-int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev) {
-  int rc = WEFT_OK;
-  weft_dtype dt = weft_tensor_dtype(x);
-  int64_t t = weft_tensor_tile_count(x, 0);
-  for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
-    weft_tensor *akk = weft_tensor_tile(x, k, k), *w = NULL;
-    int64_t bk = weft_tensor_dim(akk, 0);
-    rc = weft_potrf(g, akk);
-    if (rc == WEFT_OK) rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, dev, weft_zeros(), &w);
-    if (rc == WEFT_OK) rc = weft_fill(g, w, weft_eye(1));
-    if (rc == WEFT_OK) rc = weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w);
-    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
-      weft_tensor *aik = weft_tensor_tile(x, i, k), *s = NULL;
-      rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){weft_tensor_dim(aik, 0), bk}, dev, weft_zeros(), &s);
-      if (rc == WEFT_OK) rc = weft_gemm(g, aik, 0, w, 1, 1.0, 0.0, s);
-      if (rc == WEFT_OK) rc = weft_copy(g, s, dev, &aik);
-    }
-    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
-      weft_tensor *aik = weft_tensor_tile(x, i, k);
-      rc = weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
-      for (int64_t j = k + 1; j < i && rc == WEFT_OK; j++)
-        rc = weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j));
-    }
-  }
-  return rc;
-}
+int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) { return cholesky(g, x, NULL); }
+
+int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev) { return cholesky(g, x, &dev); }
 
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l. */
 double tu_residual(const double *l, const double *a, int64_t n) {

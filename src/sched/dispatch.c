@@ -159,6 +159,17 @@ static int run_node(weft__xnode *x, weft_run *r, int worker, char *err, size_t e
   return st;
 }
 
+/* Whether node x is not to run (an input failed: poisoned; or the run was cancelled); such a
+ * node is marked skipped, and its backend told (a transport still owes its messages). */
+static int skipped(weft__plan *pl, weft_run *r, weft__xnode *x) {
+  if (!atomic_load_explicit(&pl->exec->poison[x->id], memory_order_relaxed) &&
+      !atomic_load_explicit(&r->cancel, memory_order_relaxed))
+    return 0;
+  weft__timing_skip(pl, x->id);
+  if (x->backend->vt->skip != NULL) x->backend->vt->skip(x->backend, r, x->id);
+  return 1;
+}
+
 void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
   char err[512];
   while (x != NULL) {
@@ -169,11 +180,8 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
       tls.run = r;
     }
     int st, held = 0;
-    if (atomic_load_explicit(&pl->exec->poison[x->id], memory_order_relaxed) ||
-        atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
+    if (skipped(pl, r, x)) {
       st = SKIPPED;
-      weft__timing_skip(pl, x->id);
-      if (x->backend->vt->skip != NULL) x->backend->vt->skip(x->backend, r, x->id);
     } else {
       /* A node of an asynchronous backend may complete on another thread before launch even
        * returns, and that completion may be the run's last: the issuing worker holds one
@@ -248,16 +256,8 @@ void weft__sched_complete_here(weft_run *r, uint32_t index, int status, const ch
   tls.t = 0; /* each node's start read afresh: this thread is no worker's chain */
   while (y != NULL) {
     weft__xnode *next = NULL;
-    int st;
-    if (atomic_load_explicit(&pl->exec->poison[y->id], memory_order_relaxed) ||
-        atomic_load_explicit(&r->cancel, memory_order_relaxed)) {
-      st = SKIPPED;
-      weft__timing_skip(pl, y->id);
-      if (y->backend->vt->skip != NULL) y->backend->vt->skip(y->backend, r, y->id);
-    } else {
-      st = run_node(y, r, lane, err, sizeof err);
-      assert(st != WEFT__DEFERRED);
-    }
+    int st = skipped(pl, r, y) ? SKIPPED : run_node(y, r, lane, err, sizeof err);
+    assert(st != WEFT__DEFERRED);
     if (st == WEFT__PENDING) {
       release(pool, pl, y, RELEASE_EARLY, 0, &next, y->backend); /* its completion counts it */
     } else {
