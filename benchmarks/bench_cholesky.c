@@ -40,6 +40,10 @@
  * --profile: the machine profile that prices auto placement (default: by the GPUs' count);
  * --device-memory-limit MIB: what auto placement may fill of each GPU (out of core: a matrix
  * larger than that streams its tiles through the GPU);
+ * Started by mpirun with several ranks, the tiles are distributed over every rank's CPU (--device
+ * cpu) or every rank's --gpus GPUs (--device cuda; each rank's share of its host's by default),
+ * a P x Q grid of them (--grid, else the squarest); no baseline (run the same on one process for
+ * one); rank 0 prints, the time is its own (every rank ends a run together);
  * --simulate P: the same graphs on the simulated machine of profile P (its first --gpus GPUs),
  * the simulated makespan as weft's time: no matrix, no check, no baseline;
  * --trace: the last rep's statistics and Chrome trace of each tile size into DIR.
@@ -114,6 +118,7 @@ static int grid_p, grid_q; /* --device cuda over several GPUs: the tiles' P x Q 
 static int panel_inverse;  /* the panel of the run being timed: 0 trsm, 1 inverse */
 static const char *simulate; /* --simulate: a machine profile whose simulated makespan is the time */
 static size_t memory_limit;  /* --device-memory-limit: the bytes of each GPU auto placement may fill */
+static int nranks = 1;       /* started by mpirun with several ranks: the tiles over all of them */
 
 static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
   weft_run_stats *st;
@@ -189,14 +194,14 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
       ms[r] = sum.makespan_s * 1e3;
       weft_run_stats_destroy(st);
     }
-    if (r == reps - 1 && trace_dir != NULL) save_stats(run, n, b, gpus);
+    if (r == reps - 1 && trace_dir != NULL && nranks == 1) save_stats(run, n, b, gpus);
     weft_run_destroy(run);
   }
   *err = 0;
   if (a != NULL) { /* a simulated run computes nothing to check */
     void *l = malloc(bytes);
     if (l == NULL) exit(1);
-    BCHECK(weft_tensor_read(x, l, bytes));
+    BCHECK(nranks > 1 ? weft_tensor_read_all(x, l, bytes) : weft_tensor_read(x, l, bytes));
     *err = check(l, a, n, es);
     free(l);
   }
@@ -544,13 +549,22 @@ int main(int argc, char **argv) {
   }
   size_t es = dtype == WEFT_F32 ? 4 : 8;
   double flop = (double)n * (double)n * (double)n / 3.0, tol = es == 4 ? 1e-3 : 1e-10;
+  /* Started by mpirun with several ranks (the launcher says so; the runtime, made below, finds
+   * the same): no baseline, the tiles distributed over every rank's CPU or GPUs. */
+  const char *world = getenv("OMPI_COMM_WORLD_SIZE");
+  if (world != NULL && atoi(world) > 1) nranks = atoi(world);
+  if (nranks > 1 && (on_auto || simulate != NULL)) {
+    fprintf(stderr, "bench_cholesky: across ranks the matrix is distributed: --device cpu or cuda, not auto or --simulate\n");
+    return 2;
+  }
   /* Simulated: no matrix (the simulated devices hold no data) and no baseline. */
   void *a = simulate != NULL ? NULL : make_spd(n, es);
   /* The baseline first. */
   bench_figure base = {-1, -1}, lapacke_base = {-1, -1};
   double base_err = 0;
   char who[32] = "no baseline (simulated)";
-  if (cuda && simulate == NULL) {
+  if (nranks > 1) snprintf(who, sizeof who, "no baseline (%d ranks)", nranks);
+  if (cuda && simulate == NULL && nranks == 1) {
 #if WEFT_BENCH_CUDA
     int have = 0;
     if (cudaGetDeviceCount(&have) != cudaSuccess || have < gpus) {
@@ -559,7 +573,8 @@ int main(int argc, char **argv) {
     }
 #endif
   }
-  if (simulate == NULL && cuda && gpus > 1) {
+  int baselines = simulate == NULL && nranks == 1;
+  if (baselines && cuda && gpus > 1) {
 #if WEFT_BENCH_CUDA
     base = time_cusolver_mg(dtype, a, n, reps, gpus, mg_tile, &base_err);
     if (!json && base.ms > 0)
@@ -567,7 +582,7 @@ int main(int argc, char **argv) {
              base.ms, flop / base.ms * 1e-9);
     snprintf(who, sizeof who, "cusolverMg (%d GPUs)", gpus);
 #endif
-  } else if (simulate == NULL && cuda) {
+  } else if (baselines && cuda) {
 #if WEFT_BENCH_CUDA
     /* The faster of cuSOLVER's two fill modes is the baseline (beyond n = 32768 the lower one
      * alone, the faster at every size measured: each mode costs a minute there). */
@@ -581,7 +596,7 @@ int main(int argc, char **argv) {
     base_err = lo.ms < up.ms ? err_l : err_u;
     snprintf(who, sizeof who, "cuSOLVER (%s)", lo.ms < up.ms ? "lower" : "upper");
 #endif
-  } else if (simulate == NULL) {
+  } else if (baselines) {
     char args[128];
     snprintf(args, sizeof args, "--baseline-child %s %d %lld %d", es == 4 ? "f32" : "f64", workers, (long long)n, reps);
     base = bench_child("bench_cholesky", lib, args);
@@ -608,10 +623,24 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_cholesky: weft sees %d GPU(s); --gpus %d\n", weft_device_count(rt, WEFT_DEVICE_CUDA), gpus);
     return 2;
   }
+  if (nranks > 1) {
+    /* Every rank's CPU, or every rank's GPUs (--gpus each: a rank's share of its host's by
+     * default), a P x Q grid of them (--grid, else the squarest); rank 0 prints. */
+    int places = nranks * (cuda ? gpus : 1);
+    if (grid_p == 0) {
+      grid_p = 1;
+      while ((grid_p + 1) * (grid_p + 1) <= places) grid_p++;
+      while (places % grid_p != 0) grid_p--;
+      grid_q = places / grid_p;
+    }
+    if (weft_runtime_rank(rt) != 0 && freopen("/dev/null", "w", stdout) == NULL) return 1;
+  }
   const char *sdt = es == 4 ? "f32" : "f64";
   char baseline[160];
   if (simulate != NULL)
     snprintf(baseline, sizeof baseline, "simulated on %s, no baseline", simulate);
+  else if (nranks > 1)
+    snprintf(baseline, sizeof baseline, "%d ranks, no baseline", nranks);
   else
     snprintf(baseline, sizeof baseline, "%s %.1f ms (%.1f), %.2f TFLOP/s%s", who, base.ms, base.spread_ms,
              flop / base.ms * 1e-9, base_err < tol || cuda ? "" : " CHECK FAILED");
@@ -651,10 +680,10 @@ int main(int argc, char **argv) {
                (long long)b, panel_inverse ? "inverse" : "trsm", nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, err,
                err < tol ? "" : " CHECK FAILED");
       if (!json && lapacke_base.ms > 0) printf("    against LAPACKE: ratio %.3f\n", lapacke_base.ms / w.ms);
-      printf("RESULT bench=%scholesky_%s%s%s device=%s gpus=%d grid=%dx%d panel=%s n=%lld tile=%lld weft_ms=%.3f "
-             "weft_tflops=%.3f baseline_ms=%.3f baseline_tflops=%.3f ratio=%.4f\n",
-             on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", memory_limit > 0 ? "_ooc" : "", device,
-             cuda ? gpus : 0, grid_p, grid_q, panel_inverse ? "inverse" : "trsm",
+      printf("RESULT bench=%scholesky_%s%s%s%s device=%s ranks=%d gpus=%d grid=%dx%d panel=%s n=%lld tile=%lld "
+             "weft_ms=%.3f weft_tflops=%.3f baseline_ms=%.3f baseline_tflops=%.3f ratio=%.4f\n",
+             on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", memory_limit > 0 ? "_ooc" : "",
+             nranks > 1 ? "_ranks" : "", device, nranks, cuda ? gpus : 0, grid_p, grid_q, panel_inverse ? "inverse" : "trsm",
              (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms, flop / base.ms * 1e-9, ratio);
       fflush(stdout);
     }

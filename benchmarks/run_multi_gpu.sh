@@ -18,6 +18,9 @@
 #              over all (weft_tensor_distribute, owner computes), each panel both ways (trsm, and
 #              products with the inverse diagonal factor), against one GPU (weft and cuSOLVER)
 #              and cusolverMgPotrf: n = 32768 with traces (traces_cyclic/), n = 65536 over all
+#   ranks      the same Cholesky with one MPI rank a GPU (mpirun -np 2 and -np all, each rank its
+#              share of the host's GPUs: one), the tiles over the ranks' GPUs, both panels; the
+#              single-process rate is the `cyclic` part's
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 logs=${OUT:-/tmp}/multi_gpu
@@ -96,7 +99,15 @@ for part in "$@"; do
       timeout 300 "$here/bin/bench_cholesky" --device cuda --gpus "$ngpus" --n 65536 --dtype f64 --tile 4096 --panel inverse \
         --reps 2 2>&1 | grep -E 'tiled|tiles of|cusolverMg' || status=1
       ;;
-    *) echo "run_multi_gpu.sh: unknown part '$part' (env, gpu, sim, sanitizer, calibrate, cholesky, cyclic)" >&2; exit 2 ;;
+    ranks)
+      for g in $(printf '%s\n' 2 "$ngpus" | sort -un); do
+        echo "== mpirun -np $g bench_cholesky --device cuda --gpus 1 --n 32768 --tile 2048 --panel both"
+        timeout 300 mpirun -np "$g" --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+          "$here/bin/bench_cholesky" --device cuda --gpus 1 --n 32768 --dtype f64 --tile 2048 --panel both 2>&1 |
+          grep -E 'tiled|tiles of' || status=1
+      done
+      ;;
+    *) echo "run_multi_gpu.sh: unknown part '$part' (env, gpu, sim, sanitizer, calibrate, cholesky, cyclic, ranks)" >&2; exit 2 ;;
   esac
 done
 exit "$status"
