@@ -93,20 +93,21 @@ static void fill_tile(void *arg, uint32_t tile) {
   weft__cpu_fill_at(j->p + (size_t)lo * weft_dtype_size(j->dtype), j->dtype, lo, hi - lo, j->init);
 }
 
-/* A tile of a distributed tensor, in storage of its own: row by row, each element the value
- * of its index in the whole tensor (its initialiser's), as without distribution. */
-static void fill_tile_rows(weft_tensor *t) {
+/* A tile of a distributed tensor, in storage of its own (dst: its contiguous elements): row by
+ * row, each element the value of its index in the whole tensor (its initialiser's), as without
+ * distribution. */
+static void fill_tile_rows(const weft_tensor *t, void *dst) {
   const weft_tensor *p = t->view->parent;
   size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1];
   for (int64_t r = 0; r < t->shape[0]; r++)
-    weft__cpu_fill_at((char *)t->data + (size_t)r * row * es, t->dtype, t->view->offset + r * t->view->ld,
-                      t->shape[1], p->init);
+    weft__cpu_fill_at((char *)dst + (size_t)r * row * es, t->dtype, t->view->offset + r * t->view->ld, t->shape[1],
+                      p->init);
 }
 
 static void host_fill(weft_tensor *t) {
   weft_runtime *rt = t->graph->rt;
   if (weft__tile_owns_storage(t)) {
-    fill_tile_rows(t);
+    fill_tile_rows(t, t->data);
     return;
   }
   fill_job j = {t->data, t->dtype, t->numel, t->init};
@@ -126,12 +127,12 @@ static int init_is_constant(weft_init init) {
 /* A distributed tile on a GPU whose values depend on their index in the whole (random, eye):
  * made on the host, row by row as there, then written (the backends fill from index 0). */
 static int device_tile_fill(weft_tensor *t) {
-  weft_tensor host = *t;
-  if ((host.data = weft__malloc(t->bytes)) == NULL) return weft__oom("a tile's initial values");
-  fill_tile_rows(&host);
+  void *host = weft__malloc(t->bytes);
+  if (host == NULL) return weft__oom("a tile's initial values");
+  fill_tile_rows(t, host);
   weft__backend *b = weft__backend_for(t->graph->rt, t->device);
-  int rc = b->vt->write(b, t, host.data);
-  weft__free(host.data);
+  int rc = b->vt->write(b, t, host);
+  weft__free(host);
   return rc;
 }
 
