@@ -29,7 +29,7 @@
  *
  * --panel inverse (both: each tile size both ways):
  * each step inverts its diagonal factor once (a trsm of the identity) and solves each panel
- * tile with a product by that inverse, instead of a trsm a tile: cuBLAS's trsm runs at a
+ * tile with a triangular product (trmm) by that inverse, instead of a trsm a tile: cuBLAS's trsm runs at a
  * fraction of its GEMM's rate (docs/benchmarks.md), and a step has one where it had one a
  * panel tile. Same factor to rounding (not bit for bit: another sum).
  *
@@ -142,12 +142,10 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   BCHECK(weft_tensor_tiles(g, x, b, b));
   if (grid_p > 0) BCHECK(weft_tensor_distribute(g, x, grid_p, grid_q));
   int64_t t = weft_tensor_tile_count(x, 0);
-  /* --panel inverse: W[k] = L_kk^-1 (a trsm of the identity), then each panel tile is one
-   * product, A_ik L_kk^-T, into scratch S (one a row of tiles and grid column, where the tile
-   * is: its GPU, or the matrix's device) copied back into the tile. */
-  int q = grid_q > 0 ? grid_q : 1;
-  weft_tensor **w = calloc((size_t)t, sizeof *w), **sc = calloc((size_t)(t * q), sizeof *sc);
-  if (w == NULL || sc == NULL) exit(1);
+  /* --panel inverse: W[k] = L_kk^-1 (a trsm of the identity, where the diagonal tile is), then
+   * each panel tile is one triangular product in place, A_ik = A_ik W[k]^T. */
+  weft_tensor **w = calloc((size_t)t, sizeof *w);
+  if (w == NULL) exit(1);
   for (int64_t k = 0; k < t; k++) {
     weft_tensor *akk = weft_tensor_tile(x, k, k);
     BCHECK(weft_potrf(g, akk));
@@ -157,14 +155,7 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
       BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, wd, weft_zeros(), &w[k]));
       BCHECK(weft_fill(g, w[k], weft_eye(1)));
       BCHECK(weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w[k]));
-      for (int64_t i = k + 1; i < t; i++) {
-        weft_tensor *aik = weft_tensor_tile(x, i, k), **s = &sc[i * q + k % q];
-        if (*s == NULL || weft_tensor_dim(*s, 1) != bk)
-          BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){weft_tensor_dim(aik, 0), bk},
-                                    grid_p > 0 ? weft_tensor_device(aik) : dev, weft_zeros(), s));
-        BCHECK(weft_gemm(g, aik, 0, w[k], 1, 1.0, 0.0, *s));
-        BCHECK(weft_copy(g, *s, dev, &aik)); /* into the tile (a 2-D copy where it is strided) */
-      }
+      for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trmm(g, WEFT_RIGHT, 1, 1.0, w[k], weft_tensor_tile(x, i, k)));
     } else {
       for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
     }
@@ -176,7 +167,6 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
     }
   }
   free(w);
-  free(sc);
   *nodes = weft_graph_node_count(g);
   double ms[65];
   for (int r = -1; r < reps; r++) {

@@ -563,13 +563,15 @@ static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const
 }
 
 /* A tiled Cholesky block on one device: M [n, 2n] random, A = M M^T (gemm), A's tiles factored
- * (tu_cholesky), then s = sum(A) over the whole. Its nodes and s join the program; M and A do
+ * (tu_cholesky, or every other time tu_cholesky_inverse: its panels by trmm), then s = sum(A)
+ * over the whole. Its nodes and s join the program; M and A do
  * not (no later op may write them: a zero M would leave A singular at the next run), nor do
  * A's tiles (they are A's views). */
 
 static int add_cholesky(gen *s) {
   int dev = rand_dev(s), dtype = rand_dtype(s), rc;
   int on_auto = s->cfg->auto_percent > 0 && chance(s, s->cfg->auto_percent); /* tiles placed one by one */
+  int inverse = chance(s, 50);
   int64_t n = 2 + below(s, 3 * s->cfg->max_dim), b = 1 + below(s, (int)n);
   int64_t ms[2] = {n, 2 * n}, as[2] = {n, n};
   weft_tensor *m, *a, *sum = NULL;
@@ -582,9 +584,19 @@ static int add_cholesky(gen *s) {
   snprintf(name, sizeof name, "cholA%zu", weft_graph_tensor_count(s->g));
   if ((rc = weft_tensor_create(s->g, name, (weft_dtype)dtype, 2, as, on_auto ? weft_auto() : device_at(s, dev), weft_zeros(),
                                &a)) != WEFT_OK ||
-      (rc = weft_gemm(s->g, m, 0, m, 1, 1.0, 0.0, a)) != WEFT_OK || (rc = tu_cholesky(s->g, a, b)) != WEFT_OK ||
-      (rc = weft_sum(s->g, a, &sum)) != WEFT_OK)
+      (rc = weft_gemm(s->g, m, 0, m, 1, 1.0, 0.0, a)) != WEFT_OK || (rc = weft_tensor_tiles(s->g, a, b, b)) != WEFT_OK)
     return rc;
+  size_t t0 = weft_graph_tensor_count(s->g);
+  if ((rc = inverse ? tu_cholesky_inverse(s->g, a, on_auto ? weft_auto() : device_at(s, dev)) : tu_cholesky_tiled(s->g, a)) !=
+      WEFT_OK)
+    return rc;
+  /* The inverse panels' W tensors are the block's own too. */
+  for (size_t i = t0; i < weft_graph_tensor_count(s->g); i++) {
+    weft_tensor *w = weft_graph_tensor(s->g, i);
+    snprintf(name, sizeof name, "cholW%zu", i);
+    if (weft_tensor_parent(w) == NULL && (rc = weft_tensor_set_name(w, name)) != WEFT_OK) return rc;
+  }
+  if ((rc = weft_sum(s->g, a, &sum)) != WEFT_OK) return rc;
   program_name(s, name, sizeof name, "r", dev);
   if ((rc = weft_tensor_set_name(sum, name)) != WEFT_OK || (rc = add_tensor(s, sum)) != WEFT_OK) return rc;
   /* The block's nodes but the last (gen_nodes adds that one). */

@@ -80,7 +80,7 @@ static void test_cholesky_over_gpus(void **state) {
 }
 
 /* Each op on strided tiles of f32 and f64 matrices on the GPU, against the same graph on the
- * CPU: gemm with every pair of transposes, trsm on both sides with and without the transpose,
+ * CPU: gemm with every pair of transposes, trsm and trmm on both sides with and without the transpose,
  * syrk. */
 static void run_ops(weft_device dev, int dtype, double *out, int64_t n) {
   weft_runtime *rt = gt_runtime(2, 0);
@@ -112,6 +112,9 @@ static void run_ops(weft_device dev, int dtype, double *out, int64_t n) {
   for (int side = 0; side < 2; side++)
     for (int tr = 0; tr < 2; tr++)
       CHECK(weft_trsm(g, side ? WEFT_RIGHT : WEFT_LEFT, tr, 1.5, l, weft_tensor_tile(x, 1 + side, 0)));
+  for (int side = 0; side < 2; side++)
+    for (int tr = 0; tr < 2; tr++)
+      CHECK(weft_trmm(g, side ? WEFT_RIGHT : WEFT_LEFT, tr, 0.75, l, weft_tensor_tile(x, 0, 2 + side)));
   CHECK(weft_graph_run(g));
   size_t es = dtype == WEFT_F32 ? 4 : 8;
   void *buf = malloc((size_t)(n * n) * es);

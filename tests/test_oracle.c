@@ -26,11 +26,11 @@ enum { MAX_RUNS = 3 };
 static struct {
   long programs, cycles, two_devices, runs, grown, nodes, inplace, inserted, user, edges, temps, kept,
       compared_bytes;
-  long by_op[16];
+  long by_op[17];
 } stats;
 
 static const char *const stat_ops[] = {"mm", "add", "sub", "mul", "scale", "relu", "sum", "norm",
-                                       "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk"};
+                                       "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk", "trmm"};
 enum { N_STAT_OPS = sizeof stat_ops / sizeof stat_ops[0] };
 
 static void count_program(weft_graph *g) {

@@ -277,6 +277,36 @@ static void test_trsm_syrk(void **state) {
     }
 }
 
+/* trmm on each side, with and without the transpose, against a plain loop over the lower
+ * triangle: the strict upper triangle of l holds values that must not be read. */
+static void test_trmm(void **state) {
+  tu_fixture *f = *state;
+  double l[9] = {2, 99, 99, 1, 3, 99, -1, 0.5, 4}, b0[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
+  int64_t shape[2] = {3, 3};
+  for (int side = 0; side < 2; side++)
+    for (int tr = 0; tr < 2; tr++) {
+      weft_tensor *lt, *bt;
+      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &lt));
+      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &bt));
+      CHECK(weft_tensor_write(lt, l, sizeof l));
+      CHECK(weft_tensor_write(bt, b0, sizeof b0));
+      CHECK(weft_trmm(f->g, side ? WEFT_RIGHT : WEFT_LEFT, tr, -0.5, lt, bt));
+      CHECK(weft_graph_run(f->g));
+      double x[9];
+      CHECK(weft_tensor_read(bt, x, sizeof x));
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+          double s = 0;
+          for (int k = 0; k < 3; k++) {
+            int r = side ? (tr ? j : k) : (tr ? k : i), c = side ? (tr ? k : j) : (tr ? i : k); /* op(L)'s element */
+            double lv = c <= r ? l[r * 3 + c] : 0;
+            s += side ? b0[i * 3 + k] * lv : lv * b0[k * 3 + j];
+          }
+          assert_true(fabs(x[i * 3 + j] - -0.5 * s) < 1e-12);
+        }
+    }
+}
+
 /* Tiles of one tensor are independent; the whole tensor orders after (and before) each. */
 static void test_tile_dependencies(void **state) {
   tu_fixture *f = *state;
@@ -368,6 +398,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cholesky_f32_and_whole_tensor_after_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_gemm_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_trsm_syrk, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(test_trmm, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_tile_dependencies, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_bad_input, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_potrf_not_spd, tu_setup, tu_teardown),

@@ -273,7 +273,7 @@ int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b) {
 }
 
 /* Step k's panel, the tiles below the diagonal one (already factored): a trsm each, or (inverse)
- * products with W = L_kk^-1 (a fill of the identity, a trsm) into scratch copied back. */
+ * a triangular product each with W = L_kk^-1 (a fill of the identity, a trsm). */
 static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft_device *inverse_on) {
   weft_tensor *akk = weft_tensor_tile(x, k, k), *w = NULL;
   int rc = WEFT_OK;
@@ -286,12 +286,7 @@ static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft
   if ((rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, *inverse_on, weft_zeros(), &w)) == WEFT_OK &&
       (rc = weft_fill(g, w, weft_eye(1))) == WEFT_OK)
     rc = weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w);
-  for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
-    weft_tensor *aik = weft_tensor_tile(x, i, k), *s = NULL;
-    rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){weft_tensor_dim(aik, 0), bk}, *inverse_on, weft_zeros(), &s);
-    if (rc == WEFT_OK) rc = weft_gemm(g, aik, 0, w, 1, 1.0, 0.0, s);
-    if (rc == WEFT_OK) rc = weft_copy(g, s, *inverse_on, &aik);
-  }
+  for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trmm(g, WEFT_RIGHT, 1, 1.0, w, weft_tensor_tile(x, i, k));
   return rc;
 }
 

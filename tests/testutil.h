@@ -115,8 +115,7 @@ int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b);
 /* The same on x's tiles as they are (partitioned, perhaps distributed, already). */
 int tu_cholesky_tiled(weft_graph *g, weft_tensor *x);
 /* The same with each panel solved by products with the inverse of its diagonal factor: W =
- * L_kk^-1 (a fill of the identity, a trsm), then A_ik = A_ik W^T into a scratch tensor copied
- * back into the tile; W and the scratch tensors on `dev`. */
+ * L_kk^-1 (a fill of the identity, a trsm) on `dev`, then A_ik = A_ik W^T (a trmm). */
 int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev);
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l (n x n). */
 double tu_residual(const double *l, const double *a, int64_t n);

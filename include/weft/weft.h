@@ -581,6 +581,9 @@ WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init i
  *             that is not positive definite fails the node, naming it and the tile.
  * weft_trsm:  B = alpha * B * op(L)^-1 (right, the tiled Cholesky's panel solve) or
  *             B = alpha * op(L)^-1 * B (left), L lower triangular with its diagonal.
+ * weft_trmm:  B = alpha * B * op(L) (right) or B = alpha * op(L) * B (left), L lower
+ *             triangular with its diagonal (the strict upper triangle is not read): with L the
+ *             inverse of a factor, a panel solve as a product (docs/placement.md).
  * weft_syrk:  C = alpha * A * A^T + beta * C on the lower triangle of C (the strict upper
  *             triangle is left as it was). */
 typedef enum weft_side { WEFT_LEFT = 0, WEFT_RIGHT = 1 } weft_side;
@@ -588,6 +591,8 @@ WEFT_NODISCARD WEFT_API int weft_gemm(weft_graph *g, weft_tensor *a, int trans_a
                                       int trans_b, double alpha, double beta, weft_tensor *c);
 WEFT_NODISCARD WEFT_API int weft_potrf(weft_graph *g, weft_tensor *a);
 WEFT_NODISCARD WEFT_API int weft_trsm(weft_graph *g, weft_side side, int trans, double alpha,
+                                      weft_tensor *l, weft_tensor *b);
+WEFT_NODISCARD WEFT_API int weft_trmm(weft_graph *g, weft_side side, int trans, double alpha,
                                       weft_tensor *l, weft_tensor *b);
 WEFT_NODISCARD WEFT_API int weft_syrk(weft_graph *g, double alpha, weft_tensor *a, double beta,
                                       weft_tensor *c);

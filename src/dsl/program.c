@@ -536,17 +536,19 @@ static const char *op_signature(int kind) {
     case WEFT__OP_GEMM: return "gemm(a, b, c, alpha=1, beta=1, trans_a=0, trans_b=0)";
     case WEFT__OP_POTRF: return "potrf(a)";
     case WEFT__OP_TRSM: return "trsm(l, b, side=left, trans=0, alpha=1)";
+    case WEFT__OP_TRMM: return "trmm(l, b, side=left, trans=0, alpha=1)";
     case WEFT__OP_SYRK: return "syrk(a, c, alpha=1, beta=1)";
     default: return "?";
   }
 }
 
 static const char *const op_list =
-    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill, gemm, potrf, trsm, syrk, tiles, distribute or "
+    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill, gemm, potrf, trsm, trmm, syrk, tiles, distribute or "
     "a user op registered by the program that embeds weft";
 
 static int is_linear_algebra(int kind) {
-  return kind == WEFT__OP_GEMM || kind == WEFT__OP_POTRF || kind == WEFT__OP_TRSM || kind == WEFT__OP_SYRK;
+  return kind == WEFT__OP_GEMM || kind == WEFT__OP_POTRF || kind == WEFT__OP_TRSM || kind == WEFT__OP_TRMM ||
+         kind == WEFT__OP_SYRK;
 }
 
 /* y = op(...) with a built-in op. `out` is the existing target or NULL. */
@@ -913,16 +915,17 @@ static int la_args(ctx *c, const weft__dsl_expr *call, const char *const *names,
   return OK;
 }
 
-/* gemm, potrf, trsm, syrk: statements that update their last tensor in place. */
+/* gemm, potrf, trsm, trmm, syrk: statements that update their last tensor in place. */
 static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
   static const char *const gemm_keys[] = {"alpha", "beta", "trans_a", "trans_b", NULL};
   static const char *const trsm_keys[] = {"side", "trans", "alpha", NULL};
   static const char *const syrk_keys[] = {"alpha", "beta", NULL};
   static const char *const none[] = {NULL};
-  const char *const *keys = kind == WEFT__OP_GEMM ? gemm_keys : kind == WEFT__OP_TRSM ? trsm_keys
+  int triangular = kind == WEFT__OP_TRSM || kind == WEFT__OP_TRMM;
+  const char *const *keys = kind == WEFT__OP_GEMM ? gemm_keys : triangular ? trsm_keys
                             : kind == WEFT__OP_SYRK ? syrk_keys : none;
-  double v[4] = {1, 1, 0, 0}; /* alpha, beta, trans_a, trans_b (trsm: side, trans, alpha) */
-  if (kind == WEFT__OP_TRSM) v[0] = 0, v[1] = 0, v[2] = 1;
+  double v[4] = {1, 1, 0, 0}; /* alpha, beta, trans_a, trans_b (trsm, trmm: side, trans, alpha) */
+  if (triangular) v[0] = 0, v[1] = 0, v[2] = 1;
   int npos, want = kind == WEFT__OP_GEMM ? 3 : kind == WEFT__OP_POTRF ? 1 : 2;
   if (la_args(c, call, keys, v, &npos) != OK) return FAIL;
   if (npos != want)
@@ -937,6 +940,7 @@ static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
     case WEFT__OP_GEMM: rc = weft_gemm(c->g, t[0], (int)v[2], t[1], (int)v[3], v[0], v[1], t[2]); break;
     case WEFT__OP_POTRF: rc = weft_potrf(c->g, t[0]); break;
     case WEFT__OP_TRSM: rc = weft_trsm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, (int)v[1], v[2], t[0], t[1]); break;
+    case WEFT__OP_TRMM: rc = weft_trmm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, (int)v[1], v[2], t[0], t[1]); break;
     default: rc = weft_syrk(c->g, v[0], t[0], v[1], t[1]); break;
   }
   return rc == WEFT_OK ? OK : api_err(c, rc, call->line, call->col);

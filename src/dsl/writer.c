@@ -375,10 +375,11 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
       break;
     case WEFT__OP_GEMM:
     case WEFT__OP_TRSM:
+    case WEFT__OP_TRMM:
     case WEFT__OP_SYRK: {
       char num2[40];
       const weft__la *la = n->params;
-      if (n->kind == WEFT__OP_TRSM)
+      if (n->kind == WEFT__OP_TRSM || n->kind == WEFT__OP_TRMM)
         weft__strbuf_printf(b, ", side=%s, trans=%d, alpha=%s", la->side == WEFT_RIGHT ? "right" : "left", la->trans_a,
                             weft__dsl_fmt_double(num, la->alpha));
       else

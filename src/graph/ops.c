@@ -12,7 +12,7 @@
 
 static const char *const kind_names[WEFT__OP_COUNT] = {
     "mm",   "add",  "sub",   "mul",  "scale", "relu", "sum",  "norm",
-    "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk", "user"};
+    "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk", "trmm", "user"};
 
 const char *weft__op_kind_name(int kind) {
   return (kind >= 0 && kind < WEFT__OP_COUNT) ? kind_names[kind] : "?";
@@ -604,6 +604,7 @@ double weft__la_flops(const weft_node *n) {
     case WEFT__OP_POTRF:
       return r * r * r / 3.0;
     case WEFT__OP_TRSM:
+    case WEFT__OP_TRMM:
       return la->side == WEFT_RIGHT ? r * c * c : c * r * r;
     case WEFT__OP_SYRK:
       return r * r * (double)a->shape[1];
@@ -657,24 +658,34 @@ int weft_potrf(weft_graph *g, weft_tensor *a) {
   return la_op(&c, ts, names, 1, (weft__la){1, 0, 0, 0, 0});
 }
 
-int weft_trsm(weft_graph *g, weft_side side, int trans, double alpha, weft_tensor *l, weft_tensor *b) {
+/* trsm and trmm: the same operands (a lower-triangular l applied to b from one side). */
+static int triangular_op(weft_graph *g, int kind, const char *name, weft_side side, int trans, double alpha,
+                         weft_tensor *l, weft_tensor *b) {
   char s1[96], s2[96];
-  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_trsm: graph is NULL");
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_%s: graph is NULL", name);
   call c;
-  call_begin(&c, g, WEFT__OP_TRSM, "trsm");
+  call_begin(&c, g, kind, name);
   int rc;
   if ((rc = check_tensor(&c, l, "l")) || (rc = check_tensor(&c, b, "b"))) return rc;
   if (side != WEFT_LEFT && side != WEFT_RIGHT)
-    return weft__err(WEFT_EINVAL, "node %u 'trsm': side %d is neither WEFT_LEFT nor WEFT_RIGHT", c.id, (int)side);
+    return weft__err(WEFT_EINVAL, "node %u '%s': side %d is neither WEFT_LEFT nor WEFT_RIGHT", c.id, name, (int)side);
   if (l->ndim == 2 && (rc = square(&c, l, "l"))) return rc;
   if (l->ndim == 2 && b->ndim == 2 && b->shape[side == WEFT_RIGHT ? 1 : 0] != l->shape[0])
-    return weft__err(WEFT_ESHAPE, "node %u 'trsm': l (%s) is %s but b (%s) is %s: b's %s must be %lld", c.id,
+    return weft__err(WEFT_ESHAPE, "node %u '%s': l (%s) is %s but b (%s) is %s: b's %s must be %lld", c.id, name,
                      weft__tensor_name(l), shape_str(l, s1, sizeof s1), weft__tensor_name(b),
                      shape_str(b, s2, sizeof s2), side == WEFT_RIGHT ? "columns" : "rows",
                      (long long)l->shape[0]);
   weft_tensor *ts[2] = {l, b};
   static const char *const names[2] = {"l", "b"};
   return la_op(&c, ts, names, 2, (weft__la){alpha, 0, (uint8_t)(trans != 0), 0, (uint8_t)side});
+}
+
+int weft_trsm(weft_graph *g, weft_side side, int trans, double alpha, weft_tensor *l, weft_tensor *b) {
+  return triangular_op(g, WEFT__OP_TRSM, "trsm", side, trans, alpha, l, b);
+}
+
+int weft_trmm(weft_graph *g, weft_side side, int trans, double alpha, weft_tensor *l, weft_tensor *b) {
+  return triangular_op(g, WEFT__OP_TRMM, "trmm", side, trans, alpha, l, b);
 }
 
 int weft_syrk(weft_graph *g, double alpha, weft_tensor *a, double beta, weft_tensor *cm) {

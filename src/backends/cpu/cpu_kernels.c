@@ -157,6 +157,17 @@ static int linear_algebra(weft_kernel_ctx *ctx) {
       weft__cpu_blas_leave(locked);
       return WEFT_OK;
     }
+    case WEFT__OP_TRMM: {
+      enum CBLAS_SIDE side = la->side == WEFT_RIGHT ? CblasRight : CblasLeft;
+      enum CBLAS_TRANSPOSE t = la->trans_a ? CblasTrans : CblasNoTrans;
+      int locked = weft__cpu_blas_enter();
+      if (f32)
+        cblas_strmm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, (float)la->alpha, d[0], lda, d[1], ldc);
+      else
+        cblas_dtrmm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, la->alpha, d[0], lda, d[1], ldc);
+      weft__cpu_blas_leave(locked);
+      return WEFT_OK;
+    }
     case WEFT__OP_SYRK: {
       int k = (int)a->shape[1], locked = weft__cpu_blas_enter();
       if (f32)
@@ -416,6 +427,7 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     case WEFT__OP_GEMM:
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
+    case WEFT__OP_TRMM:
     case WEFT__OP_SYRK:
       return linear_algebra(ctx);
     default:

@@ -248,6 +248,16 @@ __global__ void add_bias(int64_t rows, int64_t cols, T *out, const T *__restrict
     out[i] = out[i] + bias[i % cols];
 }
 
+template <typename T>
+__global__ void lower_of(int64_t n, const T *__restrict__ src, int64_t lds, T *dst) {
+  pdl_enter();
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * n;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t r = i / n, c = i % n;
+    dst[i] = c <= r ? src[r * lds + c] : T(0);
+  }
+}
+
 }  // namespace
 
 extern "C" int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *a, const void *b,
@@ -291,6 +301,15 @@ extern "C" int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *ou
   if (dtype == WEFT_F32)
     return (int)launch(add_bias<float>, g, THREADS, stream, rows, cols, (float *)out, (const float *)bias);
   return (int)launch(add_bias<double>, g, THREADS, stream, rows, cols, (double *)out, (const double *)bias);
+}
+
+extern "C" int weft__cu_lower(int dtype, int64_t n, const void *src, int64_t lds, void *dst,
+                              cudaStream_t stream) {
+  if (n <= 0) return (int)cudaSuccess;
+  unsigned g = blocks_for(n * n);
+  if (dtype == WEFT_F32)
+    return (int)launch(lower_of<float>, g, THREADS, stream, n, (const float *)src, lds, (float *)dst);
+  return (int)launch(lower_of<double>, g, THREADS, stream, n, (const double *)src, lds, (double *)dst);
 }
 
 extern "C" void weft__cu_set_pdl(int on) { use_pdl = on != 0; }

@@ -134,19 +134,22 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
     case WEFT__OP_GEMM:
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
+    case WEFT__OP_TRMM:
     case WEFT__OP_SYRK: {
       /* potrf, trsm and syrk at their own measured rates by tile side where the profile has
        * them (they run far below a product's rate on the GPU: potrf and trsm are chains of
-       * panel kernels); else as the product of the same flops, which measured times refine.
-       * potrf's share of the device is what its rate leaves of its peak (its panel kernels
+       * panel kernels); else (and gemm, trmm) as the product of the same flops, which measured
+       * times refine. potrf's share of the device is what its rate leaves of its peak (its panel kernels
        * are small). A trsm whose result has a 128 x 128 tile for every SM takes the whole
        * device however slowly it goes: cuBLAS's trsm launches a full grid, and beside other
        * kernels it stretches accordingly (a tiled Cholesky on 2 H200s, tiles of 2048: trsm
        * 0.85 ms alone, 1.9 ms median beside the updates). */
       double f = weft__la_flops(n);
+      if (n->kind == WEFT__OP_TRMM) f *= 2; /* a GPU's trmm is a full product, then a copy (cuda_launch.c) */
       const weft__sim_curve *lc = la_curve(g, n);
       t = lc != NULL ? f / weft__sim_curve_at(lc, (double)la_side(n)) : la_s(gc, 1, f);
       tpeak = f / peak_of(gc);
+      if (n->kind == WEFT__OP_TRMM) t += (double)(2 * n->args[1].t->bytes) / g->memory_bandwidth;
       if (n->kind == WEFT__OP_TRSM) {
         const weft_tensor *out = n->args[n->nargs - 1].t;
         if (((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= g->multiprocessors) measured = 1.0;
@@ -204,6 +207,7 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
     case WEFT__OP_GEMM:
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
+    case WEFT__OP_TRMM:
     case WEFT__OP_SYRK: {
       t = la_s(&h->gemm[dtype_index(n)], m->blas_threads, weft__la_flops(n));
       break;

@@ -34,6 +34,7 @@ double weft__plan_work(const weft_node *nd) {
     case WEFT__OP_GEMM:
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
+    case WEFT__OP_TRMM:
     case WEFT__OP_SYRK:
       return weft__la_flops(nd);
     case WEFT__OP_USER:
@@ -52,6 +53,7 @@ int weft__plan_fills_device(const weft_node *nd, int sms) {
     case WEFT__OP_MM:
     case WEFT__OP_LINEAR:
     case WEFT__OP_GEMM:
+    case WEFT__OP_TRMM:
     case WEFT__OP_SYRK:
       return ((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= sms;
     case WEFT__OP_POTRF:
