@@ -46,7 +46,10 @@
  * one); rank 0 prints, the time is its own (every rank ends a run together);
  * --simulate P: the same graphs on the simulated machine of profile P (its first --gpus GPUs),
  * the simulated makespan as weft's time: no matrix, no check, no baseline;
- * --trace: the last rep's statistics and Chrome trace of each tile size into DIR.
+ * --trace: the last rep's statistics and Chrome trace of each tile size into DIR;
+ * --large: a matrix too large to hold twice: made tile by tile into weft's tensor (the host
+ * holds it once), its factor checked at 200 entries of two tile rows against the matrix
+ * recomputed there; no baseline (for a matrix larger than the GPU: --device auto).
  * Defaults: cpu: n 4096, tiles 512; cuda: n 32768, tiles 1024,2048,4096; f64; 3 reps; the heft
  * policy (look-ahead: each step's panel before the rest of the step before's updates). */
 #define _GNU_SOURCE
@@ -97,6 +100,86 @@ static double at(const void *m, size_t es, int64_t k) {
   return es == 4 ? (double)((const float *)m)[k] : ((const double *)m)[k];
 }
 
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Entry (i, j), j <= i, of make_spd's matrix, recomputed: row i's generator run to column j. */
+static double spd_at(int64_t n, int64_t i, int64_t j) {
+  uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+  for (int64_t k = 0; k <= j; k++) s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  return (double)(s >> 11) / 9007199254740992.0 + (i == j ? (double)n : 0);
+}
+
+/* --large: make_spd's lower triangle written into x tile by tile (one band of tile rows made
+ * at a time), so the host holds the matrix once, in weft's tensor. The tiles above the
+ * diagonal are never read by the factorisation and are not written. */
+static void write_large(weft_tensor *x, int64_t n, size_t es) {
+  int64_t t = weft_tensor_tile_count(x, 0), b = weft_tensor_dim(weft_tensor_tile(x, 0, 0), 0);
+  char *band = calloc((size_t)(b * n), es), *tile = malloc((size_t)(b * b) * es);
+  if (band == NULL || tile == NULL) {
+    fprintf(stderr, "bench_cholesky: no host memory for a band of %lld rows\n", (long long)b);
+    exit(1);
+  }
+  for (int64_t bi = 0; bi < t; bi++) {
+    int64_t r0 = bi * b, h = min64(b, n - r0);
+    for (int64_t i = r0; i < r0 + h; i++) {
+      uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+      for (int64_t j = 0; j <= i; j++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        double v = (double)(s >> 11) / 9007199254740992.0 + (i == j ? (double)n : 0);
+        size_t k = (size_t)((i - r0) * n + j);
+        if (es == 4) ((float *)band)[k] = (float)v;
+        else ((double *)band)[k] = v;
+      }
+    }
+    for (int64_t bj = 0; bj <= bi; bj++) {
+      int64_t c0 = bj * b, w = min64(b, n - c0);
+      for (int64_t r = 0; r < h; r++)
+        memcpy(tile + (size_t)(r * w) * es, band + (size_t)(r * n + c0) * es, (size_t)w * es);
+      BCHECK(weft_tensor_write(weft_tensor_tile(x, bi, bj), tile, (size_t)(h * w) * es));
+    }
+  }
+  free(band);
+  free(tile);
+}
+
+/* --large: the factor read back by tile rows (the last band and the middle one), and 200 of
+ * its entries (i in the one, j in the other) against the matrix recomputed there. */
+static double check_large(weft_tensor *x, int64_t n, size_t es) {
+  int64_t t = weft_tensor_tile_count(x, 0), b = weft_tensor_dim(weft_tensor_tile(x, 0, 0), 0);
+  int64_t bands[2] = {t - 1, t / 2};
+  char *rows[2], *tile = malloc((size_t)(b * b) * es);
+  for (int q = 0; q < 2; q++) {
+    rows[q] = calloc((size_t)(b * n), es);
+    if (rows[q] == NULL || tile == NULL) exit(1);
+    int64_t h = min64(b, n - bands[q] * b);
+    for (int64_t bj = 0; bj <= bands[q]; bj++) {
+      int64_t c0 = bj * b, w = min64(b, n - c0);
+      BCHECK(weft_tensor_read(weft_tensor_tile(x, bands[q], bj), tile, (size_t)(h * w) * es));
+      for (int64_t r = 0; r < h; r++)
+        memcpy(rows[q] + (size_t)(r * n + c0) * es, tile + (size_t)(r * w) * es, (size_t)w * es);
+    }
+  }
+  uint64_t s = 12345;
+  double worst = 0;
+  for (int r = 0; r < 200; r++) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    int64_t i = bands[0] * b + (int64_t)(s % (uint64_t)(n - bands[0] * b));
+    int64_t j = bands[1] * b + (int64_t)((s >> 32) % (uint64_t)min64(b, n - bands[1] * b));
+    if (j > i) j = i;
+    const char *li = rows[0] + (size_t)((i - bands[0] * b) * n) * es, *lj = rows[1] + (size_t)((j - bands[1] * b) * n) * es;
+    if (bands[0] == bands[1]) lj = rows[0] + (size_t)((j - bands[0] * b) * n) * es;
+    double sum = 0;
+    for (int64_t k = 0; k <= j; k++) sum += at(li, es, k) * at(lj, es, k);
+    double want = spd_at(n, i, j);
+    worst = fmax(worst, fabs(sum - want) / fabs(want));
+  }
+  free(rows[0]);
+  free(rows[1]);
+  free(tile);
+  return worst;
+}
+
+
 /* max over 2000 random (i, j), j <= i, of |(L L^T)_ij - A_ij| / |A_ij|. */
 static double check(const void *l, const void *a, int64_t n, size_t es) {
   uint64_t s = 12345;
@@ -119,6 +202,7 @@ static int panel_inverse;  /* the panel of the run being timed: 0 trsm, 1 invers
 static const char *simulate; /* --simulate: a machine profile whose simulated makespan is the time */
 static size_t memory_limit;  /* --device-memory-limit: the bytes of each GPU auto placement may fill */
 static int nranks = 1;       /* started by mpirun with several ranks: the tiles over all of them */
+static int large;            /* --large: the matrix held once, in weft's tensor (write_large) */
 
 static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
   weft_run_stats *st;
@@ -171,6 +255,7 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   double ms[65];
   for (int r = -1; r < reps; r++) {
     if (a != NULL) BCHECK(weft_tensor_write(x, a, bytes));
+    if (large && simulate == NULL) write_large(x, n, es);
     double t0 = bench_now_ms();
     weft_run *run;
     BCHECK(weft_graph_launch(g, &run));
@@ -187,7 +272,7 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
     if (r == reps - 1 && trace_dir != NULL && nranks == 1) save_stats(run, n, b, gpus);
     weft_run_destroy(run);
   }
-  *err = 0;
+  *err = large && simulate == NULL ? check_large(x, n, es) : 0;
   if (a != NULL) { /* a simulated run computes nothing to check */
     void *l = malloc(bytes);
     if (l == NULL) exit(1);
@@ -494,11 +579,12 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--simulate") == 0) simulate = v, i++;
     else if (v != NULL && strcmp(argv[i], "--device-memory-limit") == 0) memory_limit = (size_t)atof(v) * 1024 * 1024, i++;
     else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
+    else if (strcmp(argv[i], "--large") == 0) large = 1;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
                       "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] "
                       "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P] [--device-memory-limit MIB] "
-                      "[--trace DIR] [--json]\n",
+                      "[--trace DIR] [--large] [--json]\n",
                       argv[0]);
       return 2;
     }
@@ -517,11 +603,11 @@ int main(int argc, char **argv) {
   }
   if (tiles == NULL) tiles = cuda ? "1024,2048,4096" : "512";
   int dtype = strcmp(dtypes, "f32") == 0 ? WEFT_F32 : WEFT_F64;
-  if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > (cuda ? 65536 : 46340) || reps < 1 || reps > 64 ||
+  if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > (large ? 262144 : cuda ? 65536 : 46340) || reps < 1 || reps > 64 ||
       workers < 1 || gpus < 1 || gpus > 16 || (gpus > 1 && !cuda) || mg_tile < 1 ||
       (grid_p > 0 && (on_auto || grid_p < 1 || grid_q < 1 || grid_p * grid_q > (cuda ? gpus : 1))) ||
       (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
-    fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU), --reps (1..64), "
+    fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU; 262144 --large), --reps (1..64), "
                     "--workers, --gpus (1..16, more than 1 on a GPU), --grid (P x Q <= GPUs), --panel "
                     "(trsm|inverse|both), --mg-tile or --dtype\n");
     return 2;
@@ -548,12 +634,13 @@ int main(int argc, char **argv) {
     return 2;
   }
   /* Simulated: no matrix (the simulated devices hold no data) and no baseline. */
-  void *a = simulate != NULL ? NULL : make_spd(n, es);
+  void *a = simulate != NULL || large ? NULL : make_spd(n, es);
   /* The baseline first. */
   bench_figure base = {-1, -1}, lapacke_base = {-1, -1};
   double base_err = 0;
   char who[32] = "no baseline (simulated)";
   if (nranks > 1) snprintf(who, sizeof who, "no baseline (%d ranks)", nranks);
+  if (large) snprintf(who, sizeof who, "no baseline (--large)");
   if (cuda && simulate == NULL && nranks == 1) {
 #if WEFT_BENCH_CUDA
     int have = 0;
@@ -563,7 +650,7 @@ int main(int argc, char **argv) {
     }
 #endif
   }
-  int baselines = simulate == NULL && nranks == 1;
+  int baselines = simulate == NULL && nranks == 1 && !large;
   if (baselines && cuda && gpus > 1) {
 #if WEFT_BENCH_CUDA
     base = time_cusolver_mg(dtype, a, n, reps, gpus, mg_tile, &base_err);
@@ -631,6 +718,8 @@ int main(int argc, char **argv) {
     snprintf(baseline, sizeof baseline, "simulated on %s, no baseline", simulate);
   else if (nranks > 1)
     snprintf(baseline, sizeof baseline, "%d ranks, no baseline", nranks);
+  else if (large)
+    snprintf(baseline, sizeof baseline, "--large: no baseline");
   else
     snprintf(baseline, sizeof baseline, "%s %.1f ms (%.1f), %.2f TFLOP/s%s", who, base.ms, base.spread_ms,
              flop / base.ms * 1e-9, base_err < tol || cuda ? "" : " CHECK FAILED");

@@ -33,8 +33,11 @@ static void mark_pinned(weft_graph *g) {
 
 static int host_alloc_storage(weft_graph *g, weft_tensor *t) {
   /* Pinned first, small tensors too: a copy to pageable memory makes the GPU backend wait for
-   * it (a logged scalar would stall its stream every step). */
-  if ((t->flags & WEFT__T_PINNED) && g->rt->pinned != NULL) {
+   * it (a logged scalar would stall its stream every step). A tensor on auto is pinned too: the
+   * planner moves it (or its tiles) between the host and the GPUs, through copies of the placed
+   * graph that this graph does not show (a pageable tile moved at an eighth of the link's
+   * rate, an out-of-core Cholesky on an H100 at 0.12 x in core). */
+  if ((t->flags & (WEFT__T_PINNED | WEFT__T_AUTODEV)) && g->rt->pinned != NULL) {
     weft__backend *b = g->rt->pinned;
     t->data = b->vt->host_alloc(b, t->bytes);
     if (t->data != NULL) {

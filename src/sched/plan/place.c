@@ -216,11 +216,14 @@ typedef struct tstate {
 } tstate;
 
 /* Decides each auto node's device and each auto tensor's home (into at[] and the states). */
-/* The bytes auto placement may use on GPU k (the limit option, else the device's memory). */
+/* The bytes auto placement may use on GPU k: the device's memory less what it needs beside the
+ * planned tensors (its context, library handles and workspaces, the ops' scratch: a sixteenth,
+ * at least 2 GiB), or the limit option where that is less. */
 static double capacity_of(weft_runtime *rt, int k) {
   weft_device_info info;
   if (k == 0 || weft_device_info_get(rt, dev_of(k), &info) != WEFT_OK) return INFINITY;
-  size_t cap = info.memory_bytes;
+  size_t cap = info.memory_bytes, keep = WEFT__MAX(cap / 16, (size_t)2 << 30);
+  cap = cap > 2 * keep ? cap - keep : cap / 2;
   if (rt->opts.device_memory_limit > 0 && rt->opts.device_memory_limit < cap) cap = rt->opts.device_memory_limit;
   return (double)cap;
 }
