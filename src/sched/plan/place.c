@@ -466,12 +466,13 @@ typedef struct lctx {
    * the replicas there take now; each tensor's accesses (program node ids, ascending) for the
    * eviction's choice; the node being lowered, whose operands stay. */
   double cap[MAXD], homes[MAXD], replicas[MAXD];
-  uint32_t *acc_off, *acc;
+  uint32_t *acc_off, *acc; /* accesses as positions in the lowering's order (pos) */
+  uint32_t *pos;           /* per program node: its position in the lowering's order */
   const weft_graph *prog;
   const weft_node *cur; /* NULL after the last node */
 } lctx;
 
-/* The next access to tensor t after program node i (UINT32_MAX: none). */
+/* The next access to tensor t after position i of the lowering's order (UINT32_MAX: none). */
 static uint32_t next_use(const lctx *c, uint32_t t, uint32_t i) {
   for (uint32_t q = c->acc_off[t]; q < c->acc_off[t + 1]; q++)
     if (c->acc[q] > i) return c->acc[q];
@@ -485,7 +486,7 @@ static int transfer(struct lctx *c, weft_tensor *t, int s, int k);
 static int make_room(lctx *c, int k, double bytes) {
   int rc = WEFT_OK;
   const weft_graph *g = c->prog;
-  uint32_t now = c->cur != NULL ? c->cur->id : UINT32_MAX - 1;
+  uint32_t now = c->cur != NULL ? c->pos[c->cur->id] : UINT32_MAX - 1;
   while (rc == WEFT_OK && c->homes[k] + c->replicas[k] + bytes > c->cap[k]) {
     uint32_t victim = UINT32_MAX, far = 0;
     for (uint32_t t = 0; t < (uint32_t)g->tensors.len; t++) {
@@ -576,6 +577,123 @@ static int wrote(lctx *c, weft_tensor *t, int k) {
   return rc;
 }
 
+/* ---- out of core: the lowering's order ---------------------------------------------------
+ * When what the nodes placed on a GPU touch there (away from home) is more than the GPU may
+ * hold, the program's order can stream the same data through it again and again (a
+ * right-looking tiled Cholesky reads the whole trailing matrix at every step: 15 GB each way
+ * for an 8 GiB matrix on an H100 limited to 2 GiB). The lowering then takes another
+ * topological order, list scheduling that runs next, of the nodes ready, the one with the
+ * fewest bytes to bring to its device (residency kept within each GPU's budget, least recently
+ * used out first), the program's order breaking ties: the work on what is resident is done
+ * before it leaves (the factorisation turns left-looking by itself). Only independent nodes
+ * trade places, so results are the program order's. ord receives the order. */
+static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev,
+                          const double *cap, const double *homes, uint32_t *ord) {
+  size_t nt = g->tensors.len, nn = g->nodes.len, ne = g->edges.len;
+  weft_node **nd = g->nodes.data;
+  weft_tensor **tens = g->tensors.data;
+  for (size_t i = 0; i < nn; i++) ord[i] = (uint32_t)i;
+  /* Out of core on some GPU? The bytes of the tensors its nodes touch away from home. */
+  double need[MAXD] = {0};
+  uint32_t *seen = weft__calloc(nt ? nt : 1, sizeof *seen);
+  if (seen == NULL) return weft__oom("the placement's order");
+  int over = 0;
+  for (int k = 1; k < ndev; k++) {
+    for (size_t i = 0; i < nn; i++) {
+      if (dev_index(at[i].device) != k) continue;
+      for (int a = 0; a < nd[i]->nargs; a++) {
+        const weft_tensor *t = nd[i]->args[a].t;
+        if (ts[t->id].home == k || seen[t->id] == (uint32_t)k) continue;
+        seen[t->id] = (uint32_t)k;
+        need[k] += (double)t->bytes;
+      }
+    }
+    over |= need[k] > cap[k] - homes[k];
+  }
+  weft__free(seen);
+  if (!over) return WEFT_OK;
+  uint32_t *indeg = weft__calloc(nn + 1, sizeof *indeg), *soff = weft__calloc(nn + 1, sizeof *soff);
+  uint32_t *succ = weft__malloc((ne ? ne : 1) * sizeof *succ), *ready = weft__malloc((nn ? nn : 1) * sizeof *ready);
+  uint32_t *stamp = weft__calloc((nt ? nt : 1) * (size_t)ndev, sizeof *stamp);
+  int rc = WEFT_OK;
+  if (indeg == NULL || soff == NULL || succ == NULL || ready == NULL || stamp == NULL) {
+    rc = weft__oom("the placement's order");
+    goto out;
+  }
+  const weft__edge *e = g->edges.data;
+  for (size_t q = 0; q < ne; q++) soff[e[q].from + 1]++, indeg[e[q].to]++;
+  for (size_t i = 0; i < nn; i++) soff[i + 1] += soff[i];
+  uint32_t *put = weft__malloc((nn ? nn : 1) * sizeof *put);
+  if (put == NULL) {
+    rc = weft__oom("the placement's order");
+    goto out;
+  }
+  memcpy(put, soff, nn * sizeof *put);
+  for (size_t q = 0; q < ne; q++) succ[put[e[q].from]++] = e[q].to;
+  weft__free(put);
+  size_t nready = 0;
+  for (size_t i = 0; i < nn; i++)
+    if (indeg[i] == 0) ready[nready++] = (uint32_t)i;
+  double used[MAXD] = {0};
+  uint32_t clock = 1;
+  for (size_t q = 0; q < nn; q++) {
+    if (nready == 0) { /* a cycle: the analysis refuses those first */
+      rc = weft__err(WEFT_EINVAL, "placement: the graph's dependencies leave no node to run");
+      goto out;
+    }
+    size_t pick = 0;
+    double best = INFINITY;
+    for (size_t r = 0; r < nready; r++) {
+      const weft_node *n = nd[ready[r]];
+      int k = dev_index(at[ready[r]].device);
+      double miss = 0;
+      for (int a = 0; k > 0 && a < n->nargs; a++) {
+        const weft_tensor *t = n->args[a].t;
+        if ((n->args[a].mode & WEFT_READ) && ts[t->id].home != k && stamp[(size_t)t->id * (size_t)ndev + (size_t)k] == 0)
+          miss += (double)t->bytes;
+      }
+      if (miss < best || (miss == best && ready[r] < ready[pick])) best = miss, pick = r;
+    }
+    uint32_t i = ready[pick];
+    ready[pick] = ready[--nready];
+    ord[q] = i;
+    const weft_node *n = nd[i];
+    int k = dev_index(at[i].device);
+    for (int a = 0; k > 0 && a < n->nargs; a++) {
+      const weft_tensor *t = n->args[a].t;
+      uint32_t *s = &stamp[(size_t)t->id * (size_t)ndev + (size_t)k];
+      if (ts[t->id].home == k) continue;
+      if (*s == 0) {
+        /* Room first: the least recently used that this node does not touch leaves. */
+        while (used[k] + (double)t->bytes > cap[k] - homes[k]) {
+          uint32_t victim = UINT32_MAX, oldest = UINT32_MAX;
+          for (size_t v = 0; v < nt; v++) {
+            uint32_t sv = stamp[v * (size_t)ndev + (size_t)k];
+            if (sv == 0 || sv >= oldest) continue;
+            int mine = 0;
+            for (int b = 0; b < n->nargs; b++) mine |= n->args[b].t->id == v;
+            if (!mine) victim = (uint32_t)v, oldest = sv;
+          }
+          if (victim == UINT32_MAX) break;
+          stamp[(size_t)victim * (size_t)ndev + (size_t)k] = 0;
+          used[k] -= (double)tens[victim]->bytes;
+        }
+        used[k] += (double)t->bytes;
+      }
+      *s = clock++;
+    }
+    for (uint32_t q2 = soff[i]; q2 < soff[i + 1]; q2++)
+      if (--indeg[succ[q2]] == 0) ready[nready++] = succ[q2];
+  }
+out:
+  weft__free(indeg);
+  weft__free(soff);
+  weft__free(succ);
+  weft__free(ready);
+  weft__free(stamp);
+  return rc;
+}
+
 static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int peer) {
   weft_runtime *rt = g->rt;
   weft_graph *pg;
@@ -595,15 +713,23 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   c.ndev = ndev;
   c.peer = peer;
   c.acc_off = weft__calloc(nt + 1, sizeof(uint32_t));
+  c.pos = weft__malloc((nn ? nn : 1) * sizeof *c.pos);
+  uint32_t *ord = weft__malloc((nn ? nn : 1) * sizeof *ord);
   weft_tensor **args = NULL;
   size_t cap = 0;
-  if (c.twin == NULL || c.rep == NULL || c.valid == NULL || c.acc_off == NULL) {
+  if (c.twin == NULL || c.rep == NULL || c.valid == NULL || c.acc_off == NULL || c.pos == NULL || ord == NULL) {
     rc = weft__oom("the placed graph");
     goto done;
   }
-  /* Each tensor's accesses, for eviction; the GPUs' budgets and the tensors living there. */
+  /* The GPUs' budgets and the tensors living there; the lowering's order; each tensor's
+   * accesses in that order, for eviction. */
   {
     weft_node **nd = g->nodes.data;
+    for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, k);
+    for (size_t t = 0; t < nt; t++)
+      if (tens[t]->view == NULL && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
+    if ((rc = lowering_order(g, pl->at, ts, ndev, c.cap, c.homes, ord)) != WEFT_OK) goto done;
+    for (size_t q = 0; q < nn; q++) c.pos[ord[q]] = (uint32_t)q;
     size_t total = 0;
     for (size_t i = 0; i < nn; i++)
       for (int a = 0; a < nd[i]->nargs; a++) c.acc_off[nd[i]->args[a].t->id + 1]++, total++;
@@ -615,12 +741,9 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
       goto done;
     }
     memcpy(fill, c.acc_off, nt * sizeof *fill);
-    for (size_t i = 0; i < nn; i++)
-      for (int a = 0; a < nd[i]->nargs; a++) c.acc[fill[nd[i]->args[a].t->id]++] = (uint32_t)i;
+    for (size_t q = 0; q < nn; q++)
+      for (int a = 0; a < nd[ord[q]]->nargs; a++) c.acc[fill[nd[ord[q]]->args[a].t->id]++] = (uint32_t)q;
     weft__free(fill);
-    for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, k);
-    for (size_t t = 0; t < nt; t++)
-      if (tens[t]->view == NULL && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
   }
   /* Twins, in the program's order: a view of each tensor on its home; a partitioned tensor's
    * tiles are its twin's tiles, so the placed graph tracks them like the program. */
@@ -648,7 +771,8 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     c.twin[t]->view = v;
   }
   weft_node **nodes = g->nodes.data;
-  for (size_t i = 0; i < nn && rc == WEFT_OK; i++) {
+  for (size_t q = 0; q < nn && rc == WEFT_OK; q++) {
+    size_t i = ord[q];
     weft_node *n = nodes[i];
     int k = dev_index(pl->at[i].device);
     c.cur = n;
@@ -709,6 +833,8 @@ done:
   weft__free(c.valid);
   weft__free(c.acc_off);
   weft__free(c.acc);
+  weft__free(c.pos);
+  weft__free(ord);
   weft__free(args);
   return rc;
 }
