@@ -578,7 +578,34 @@ static int wrote(lctx *c, weft_tensor *t, int k) {
 }
 
 /* ---- out of core: the lowering's order ---------------------------------------------------
- * When what the nodes placed on a GPU touch there (away from home) is more than the GPU may
+ * The ready nodes of lowering_order (below) are a binary min-heap by program id; a pick looks
+ * at the heap's first ORDER_WINDOW entries (its top levels: the earliest ready nodes), so a
+ * graph of a million independent nodes costs no more a pick than a small one. */
+enum { ORDER_WINDOW = 255 };
+
+static void heap_up(uint32_t *h, size_t i) {
+  while (i > 0 && h[(i - 1) / 2] > h[i]) {
+    uint32_t t = h[i];
+    h[i] = h[(i - 1) / 2];
+    h[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+}
+
+static void heap_down(uint32_t *h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < n && h[l] < h[m]) m = l;
+    if (l + 1 < n && h[l + 1] < h[m]) m = l + 1;
+    if (m == i) return;
+    uint32_t t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+
+/* When what the nodes placed on a GPU touch there (away from home) is more than the GPU may
  * hold, the program's order can stream the same data through it again and again (a
  * right-looking tiled Cholesky reads the whole trailing matrix at every step: 15 GB each way
  * for an 8 GiB matrix on an H100 limited to 2 GiB). The lowering then takes another
@@ -633,7 +660,7 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
   weft__free(put);
   size_t nready = 0;
   for (size_t i = 0; i < nn; i++)
-    if (indeg[i] == 0) ready[nready++] = (uint32_t)i;
+    if (indeg[i] == 0) ready[nready++] = (uint32_t)i; /* ascending: a heap already */
   double used[MAXD] = {0};
   uint32_t clock = 1;
   for (size_t q = 0; q < nn; q++) {
@@ -643,7 +670,7 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
     }
     size_t pick = 0;
     double best = INFINITY;
-    for (size_t r = 0; r < nready; r++) {
+    for (size_t r = 0; r < nready && r < ORDER_WINDOW; r++) {
       const weft_node *n = nd[ready[r]];
       int k = dev_index(at[ready[r]].device);
       double miss = 0;
@@ -656,6 +683,10 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
     }
     uint32_t i = ready[pick];
     ready[pick] = ready[--nready];
+    if (pick < nready) {
+      heap_down(ready, nready, pick);
+      heap_up(ready, pick);
+    }
     ord[q] = i;
     const weft_node *n = nd[i];
     int k = dev_index(at[i].device);
@@ -683,7 +714,10 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
       *s = clock++;
     }
     for (uint32_t q2 = soff[i]; q2 < soff[i + 1]; q2++)
-      if (--indeg[succ[q2]] == 0) ready[nready++] = succ[q2];
+      if (--indeg[succ[q2]] == 0) {
+        ready[nready] = succ[q2];
+        heap_up(ready, nready++);
+      }
   }
 out:
   weft__free(indeg);
