@@ -232,6 +232,35 @@ static void test_gemm_tiles(void **state) {
       assert_true(x2[i * n + j] == (i >= 4 && i < 8 && j >= 8 ? w[(i - 4) * 4 + j - 8] : x1[i * n + j]));
 }
 
+/* out = b op(L) (right) or op(L) b (left) for 3 x 3 matrices, L the lower triangle of l. */
+static void tri_product(const double *l, const double *b, int side, int tr, double *out) {
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) {
+      double s = 0;
+      for (int k = 0; k < 3; k++) {
+        int r = side ? (tr ? j : k) : (tr ? k : i), c = side ? (tr ? k : j) : (tr ? i : k); /* op(L)'s element */
+        double lv = c <= r ? l[r * 3 + c] : 0;
+        s += side ? b[i * 3 + k] * lv : lv * b[k * 3 + j];
+      }
+      out[i * 3 + j] = s;
+    }
+}
+
+/* x = what trsm (solve) or trmm does to b0 with l, on the CPU. */
+static void triangular(tu_fixture *f, int solve, int side, int tr, double alpha, const double *l, const double *b0,
+                       double *x) {
+  int64_t shape[2] = {3, 3};
+  weft_tensor *lt, *bt;
+  CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &lt));
+  CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &bt));
+  CHECK(weft_tensor_write(lt, l, 9 * sizeof *l));
+  CHECK(weft_tensor_write(bt, b0, 9 * sizeof *b0));
+  weft_side sd = side ? WEFT_RIGHT : WEFT_LEFT;
+  CHECK(solve ? weft_trsm(f->g, sd, tr, alpha, lt, bt) : weft_trmm(f->g, sd, tr, alpha, lt, bt));
+  CHECK(weft_graph_run(f->g));
+  CHECK(weft_tensor_read(bt, x, 9 * sizeof *x));
+}
+
 /* trsm on each side, with and without the transpose: B op(L) (right) or op(L) B (left) gives
  * back the B it started from. syrk against a plain loop. */
 static void test_trsm_syrk(void **state) {
@@ -240,24 +269,10 @@ static void test_trsm_syrk(void **state) {
   int64_t shape[2] = {3, 3};
   for (int side = 0; side < 2; side++)
     for (int tr = 0; tr < 2; tr++) {
-      weft_tensor *lt, *bt;
-      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &lt));
-      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &bt));
-      CHECK(weft_tensor_write(lt, l, sizeof l));
-      CHECK(weft_tensor_write(bt, b0, sizeof b0));
-      CHECK(weft_trsm(f->g, side ? WEFT_RIGHT : WEFT_LEFT, tr, 2.0, lt, bt));
-      CHECK(weft_graph_run(f->g));
-      double x[9];
-      CHECK(weft_tensor_read(bt, x, sizeof x));
-      for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) {
-          double s = 0;
-          for (int k = 0; k < 3; k++) {
-            double lv = side ? (tr ? l[j * 3 + k] : l[k * 3 + j]) : (tr ? l[k * 3 + i] : l[i * 3 + k]);
-            s += side ? x[i * 3 + k] * lv : lv * x[k * 3 + j];
-          }
-          assert_true(fabs(s - 2.0 * b0[i * 3 + j]) < 1e-12);
-        }
+      double x[9], back[9];
+      triangular(f, 1, side, tr, 2.0, l, b0, x);
+      tri_product(l, x, side, tr, back);
+      for (int i = 0; i < 9; i++) assert_true(fabs(back[i] - 2.0 * b0[i]) < 1e-12);
     }
   int64_t as[2] = {3, 2};
   double a[6] = {1, 2, -1, 0.5, 3, 1}, c0[9] = {1, 9, 9, 2, 1, 9, 3, 4, 1};
@@ -282,28 +297,12 @@ static void test_trsm_syrk(void **state) {
 static void test_trmm(void **state) {
   tu_fixture *f = *state;
   double l[9] = {2, 99, 99, 1, 3, 99, -1, 0.5, 4}, b0[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
-  int64_t shape[2] = {3, 3};
   for (int side = 0; side < 2; side++)
     for (int tr = 0; tr < 2; tr++) {
-      weft_tensor *lt, *bt;
-      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &lt));
-      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &bt));
-      CHECK(weft_tensor_write(lt, l, sizeof l));
-      CHECK(weft_tensor_write(bt, b0, sizeof b0));
-      CHECK(weft_trmm(f->g, side ? WEFT_RIGHT : WEFT_LEFT, tr, -0.5, lt, bt));
-      CHECK(weft_graph_run(f->g));
-      double x[9];
-      CHECK(weft_tensor_read(bt, x, sizeof x));
-      for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) {
-          double s = 0;
-          for (int k = 0; k < 3; k++) {
-            int r = side ? (tr ? j : k) : (tr ? k : i), c = side ? (tr ? k : j) : (tr ? i : k); /* op(L)'s element */
-            double lv = c <= r ? l[r * 3 + c] : 0;
-            s += side ? b0[i * 3 + k] * lv : lv * b0[k * 3 + j];
-          }
-          assert_true(fabs(x[i * 3 + j] - -0.5 * s) < 1e-12);
-        }
+      double x[9], want[9];
+      triangular(f, 0, side, tr, -0.5, l, b0, x);
+      tri_product(l, b0, side, tr, want);
+      for (int i = 0; i < 9; i++) assert_true(fabs(x[i] - -0.5 * want[i]) < 1e-12);
     }
 }
 

@@ -146,25 +146,17 @@ static int linear_algebra(weft_kernel_ctx *ctx) {
       if (info < 0) return weft_ctx_fail(ctx, "LAPACK potrf refused argument %d", -info);
       return WEFT_OK;
     }
-    case WEFT__OP_TRSM: {
-      enum CBLAS_SIDE side = la->side == WEFT_RIGHT ? CblasRight : CblasLeft;
-      enum CBLAS_TRANSPOSE t = la->trans_a ? CblasTrans : CblasNoTrans;
-      int locked = weft__cpu_blas_enter();
-      if (f32)
-        cblas_strsm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, (float)la->alpha, d[0], lda, d[1], ldc);
-      else
-        cblas_dtrsm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, la->alpha, d[0], lda, d[1], ldc);
-      weft__cpu_blas_leave(locked);
-      return WEFT_OK;
-    }
+    case WEFT__OP_TRSM:
     case WEFT__OP_TRMM: {
       enum CBLAS_SIDE side = la->side == WEFT_RIGHT ? CblasRight : CblasLeft;
       enum CBLAS_TRANSPOSE t = la->trans_a ? CblasTrans : CblasNoTrans;
-      int locked = weft__cpu_blas_enter();
+      int locked = weft__cpu_blas_enter(), solve = nd->kind == WEFT__OP_TRSM;
       if (f32)
-        cblas_strmm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, (float)la->alpha, d[0], lda, d[1], ldc);
+        (solve ? cblas_strsm : cblas_strmm)(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, (float)la->alpha,
+                                           d[0], lda, d[1], ldc);
       else
-        cblas_dtrmm(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, la->alpha, d[0], lda, d[1], ldc);
+        (solve ? cblas_dtrsm : cblas_dtrmm)(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, la->alpha, d[0],
+                                           lda, d[1], ldc);
       weft__cpu_blas_leave(locked);
       return WEFT_OK;
     }
