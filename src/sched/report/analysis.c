@@ -285,6 +285,8 @@ typedef struct ctx {
   dev_lists *dev;
   size_t ndev;
   uint32_t *stamp_d, *stamp_a, *parent, *queue;
+  uint32_t *heap; /* the copy's descendants found but not yet expanded, a min-heap by start */
+  size_t nheap;
   uint32_t round;
   uint32_t *lane_order;   /* ran nodes by (lane, start) */
   uint32_t *lane_begin;   /* nlanes + 1 offsets into lane_order */
@@ -379,26 +381,77 @@ int weft__rep_lane_order(const weft__rep *r, uint32_t **order_out, uint32_t **be
   return WEFT_OK;
 }
 
-/* Marks the descendants (forward) or ancestors (backward) of v with the current round in
- * `stamp`; forward also records BFS parents. */
-static void walk(ctx *c, uint32_t v, int forward) {
+/* Marks the ancestors of v with the current round in stamp_a. */
+static void ancestors(ctx *c, uint32_t v) {
   weft__rep *r = c->r;
-  uint32_t *stamp = forward ? c->stamp_d : c->stamp_a;
-  const uint32_t *off = forward ? r->succ_off : r->pred_off;
-  const uint32_t *adj = forward ? r->succ : r->pred;
   uint32_t qh = 0, qt = 0;
   c->queue[qt++] = v;
-  stamp[v] = c->round;
+  c->stamp_a[v] = c->round;
   while (qh < qt) {
     uint32_t u = c->queue[qh++];
-    for (uint32_t k = off[u]; k < off[u + 1]; k++) {
-      uint32_t w = adj[k];
-      if (stamp[w] == c->round) continue;
-      stamp[w] = c->round;
-      if (forward) c->parent[w] = u;
+    for (uint32_t k = r->pred_off[u]; k < r->pred_off[u + 1]; k++) {
+      uint32_t w = r->pred[k];
+      if (c->stamp_a[w] == c->round) continue;
+      c->stamp_a[w] = c->round;
       c->queue[qt++] = w;
     }
   }
+}
+
+/* The descendants of a copy, found lazily in order of start: a node's predecessors end before
+ * it starts, so every node on a path to a descendant u starts no later than u. After
+ * advance(c, t), every descendant that started at or before t is stamped in stamp_d (with its
+ * BFS parent), and no other node is: a copy's classification asks about the nodes near it in
+ * time, which a walk of the whole graph per copy made quadratic (23 s of statistics for an
+ * out-of-core Cholesky of 45 760 nodes). */
+static uint64_t start_of(const ctx *c, uint32_t u) { return c->r->node[u].start; }
+
+static void heap_push(ctx *c, uint32_t u) {
+  size_t i = c->nheap++;
+  c->heap[i] = u;
+  while (i > 0 && start_of(c, c->heap[(i - 1) / 2]) > start_of(c, c->heap[i])) {
+    uint32_t t = c->heap[i];
+    c->heap[i] = c->heap[(i - 1) / 2];
+    c->heap[(i - 1) / 2] = t;
+    i = (i - 1) / 2;
+  }
+}
+
+static uint32_t heap_pop(ctx *c) {
+  uint32_t top = c->heap[0];
+  c->heap[0] = c->heap[--c->nheap];
+  for (size_t i = 0;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < c->nheap && start_of(c, c->heap[l]) < start_of(c, c->heap[m])) m = l;
+    if (l + 1 < c->nheap && start_of(c, c->heap[l + 1]) < start_of(c, c->heap[m])) m = l + 1;
+    if (m == i) break;
+    uint32_t t = c->heap[i];
+    c->heap[i] = c->heap[m];
+    c->heap[m] = t;
+    i = m;
+  }
+  return top;
+}
+
+static void discover_successors(ctx *c, uint32_t u) {
+  const weft__rep *r = c->r;
+  for (uint32_t k = r->succ_off[u]; k < r->succ_off[u + 1]; k++) {
+    uint32_t w = r->succ[k];
+    if (c->stamp_d[w] == c->round) continue;
+    c->stamp_d[w] = c->round;
+    c->parent[w] = u;
+    heap_push(c, w);
+  }
+}
+
+static void descendants_begin(ctx *c, uint32_t v) {
+  c->nheap = 0;
+  c->stamp_d[v] = c->round;
+  discover_successors(c, v);
+}
+
+static void advance(ctx *c, uint64_t t) {
+  while (c->nheap > 0 && start_of(c, c->heap[0]) <= t) discover_successors(c, heap_pop(c));
 }
 
 static int is_host_compute(const weft__rnode *x) {
@@ -418,7 +471,7 @@ static int home_devices(const ctx *c, const weft__rnode *x, int out[2]) {
 
 /* The compute node on the devices `dv` with the smallest start >= t that satisfies `want`
  * (0: any; 1: independent of the copy of the current round), or WEFT__REP_NONE. */
-static uint32_t next_compute(const ctx *c, const int *dv, int ndv, uint64_t t, int want) {
+static uint32_t next_compute(ctx *c, const int *dv, int ndv, uint64_t t, int want) {
   uint32_t best = WEFT__REP_NONE;
   for (int k = 0; k < ndv; k++) {
     const dev_lists *d = &c->dev[dv[k]];
@@ -429,6 +482,7 @@ static uint32_t next_compute(const ctx *c, const int *dv, int ndv, uint64_t t, i
     }
     for (size_t j = lo; j < d->nnodes; j++) {
       uint32_t u = d->by_start[j];
+      advance(c, start_of(c, u));
       if (want && (c->stamp_d[u] == c->round || c->stamp_a[u] == c->round)) continue;
       if (best == WEFT__REP_NONE || c->r->node[u].start < c->r->node[best].start) best = u;
       break;
@@ -437,21 +491,28 @@ static uint32_t next_compute(const ctx *c, const int *dv, int ndv, uint64_t t, i
   return best;
 }
 
-/* Whether some compute node on the devices is independent of the copy and ends after t;
- * `any` is set when there is an independent one at all. */
-static int independent_after(const ctx *c, const int *dv, int ndv, uint64_t t, int *any) {
-  int after = 0;
-  *any = 0;
+/* Whether some compute node on the devices is independent of copy v and ends after t (t within
+ * the copy: no ancestor of it ends that late); `any` is set when there is an independent one at
+ * all, which only needs the whole graph's walks when none ends after t. */
+static int independent_after(ctx *c, uint32_t v, const int *dv, int ndv, uint64_t t, int *any) {
   for (int k = 0; k < ndv; k++) {
     const dev_lists *d = &c->dev[dv[k]];
     for (size_t j = 0; j < d->nnodes; j++) {
       uint32_t u = d->by_start[j];
-      if (c->stamp_d[u] == c->round || c->stamp_a[u] == c->round) continue;
-      *any = 1;
-      if (c->r->node[u].end > t) after = 1;
+      if (c->r->node[u].end <= t) continue;
+      advance(c, start_of(c, u));
+      if (c->stamp_d[u] != c->round) return *any = 1;
     }
   }
-  return after;
+  advance(c, UINT64_MAX);
+  ancestors(c, v);
+  *any = 0;
+  for (int k = 0; k < ndv && !*any; k++) {
+    const dev_lists *d = &c->dev[dv[k]];
+    for (size_t j = 0; j < d->nnodes && !*any; j++)
+      *any = c->stamp_d[d->by_start[j]] != c->round && c->stamp_a[d->by_start[j]] != c->round;
+  }
+  return 0;
 }
 
 /* The predecessor of v that ended last, or WEFT__REP_NONE. */
@@ -495,12 +556,11 @@ static void classify(ctx *c, weft__rcopy *cp, uint64_t x0) {
     return;
   }
   c->round++;
-  walk(c, v, 1);
-  walk(c, v, 0);
+  descendants_begin(c, v);
   int dv[2];
   int ndv = home_devices(c, x, dv);
   int any;
-  int after = independent_after(c, dv, ndv, x0, &any);
+  int after = independent_after(c, v, dv, ndv, x0, &any);
   if (!any) {
     cp->why = WEFT_WHY_CHAIN;
     return;
@@ -570,7 +630,8 @@ int weft__rep_overlap(weft__rep *r) {
   c.stamp_a = weft__calloc(r->n, sizeof *c.stamp_a);
   c.parent = weft__malloc(r->n * sizeof *c.parent);
   c.queue = weft__malloc(r->n * sizeof *c.queue);
-  if (!r->copies || !c.stamp_d || !c.stamp_a || !c.parent || !c.queue) {
+  c.heap = weft__malloc(r->n * sizeof *c.heap);
+  if (!r->copies || !c.stamp_d || !c.stamp_a || !c.parent || !c.queue || !c.heap) {
     rc = weft__oom("the overlap analysis");
     goto done;
   }
@@ -605,6 +666,7 @@ done:
   weft__free(c.stamp_a);
   weft__free(c.parent);
   weft__free(c.queue);
+  weft__free(c.heap);
   weft__free(c.lane_order);
   weft__free(c.lane_begin);
   return rc;
