@@ -121,7 +121,10 @@ int weft__plan_gpu(weft__plan *p, const weft__gpu_target *t, weft__vec *extra) {
     x->heir_of = x->split_of = x->batch = x->turn = WEFT__NONE;
     const weft_node *nd = p->x[i].node;
     bd.cost[i] = weft__plan_work(nd);
-    if (nd->device.kind != WEFT_DEVICE_CUDA) continue;
+    /* This process's GPU nodes: another rank's (the transport's here) are not, or a turn of
+     * this rank's main stream would wait for a node that never launches here (the inverse
+     * panel's trmm across two GPU ranks hung so). */
+    if (nd->device.kind != WEFT_DEVICE_CUDA || p->x[i].backend != t->backend) continue;
     gp->nnodes++;
     if (nd->kind == WEFT__OP_USER || nd->kind == WEFT__OP_POTRF) gp->eager_only = 1;
     weft__lanes_classify(&bd, i);
