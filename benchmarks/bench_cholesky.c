@@ -629,8 +629,9 @@ int main(int argc, char **argv) {
    * the same): no baseline, the tiles distributed over every rank's CPU or GPUs. */
   const char *world = getenv("OMPI_COMM_WORLD_SIZE");
   if (world != NULL && atoi(world) > 1) nranks = atoi(world);
-  if (nranks > 1 && (on_auto || simulate != NULL)) {
-    fprintf(stderr, "bench_cholesky: across ranks the matrix is distributed: --device cpu or cuda, not auto or --simulate\n");
+  if (nranks > 1 && (on_auto || simulate != NULL || large)) {
+    fprintf(stderr, "bench_cholesky: across ranks the matrix is distributed: --device cpu or cuda, not auto, --simulate "
+                    "or --large\n");
     return 2;
   }
   /* Simulated: no matrix (the simulated devices hold no data) and no baseline. */

@@ -289,9 +289,9 @@ static int trmm(weft_kernel_ctx *ctx, lane *l, const weft__la *la, const weft_te
   size_t es = f32 ? 4 : 8;
   void *lo = NULL, *out = NULL;
   cudaError_t e = weft__cu_pool_alloc(l->d, &lo, (size_t)(k * k) * es, l->s);
-  if (e == cudaSuccess) e = weft__cu_pool_alloc(l->d, &out, (size_t)(m * n) * es, l->s);
-  if (e != cudaSuccess) {
-    if (lo != NULL) cudaFreeAsync(lo, l->s);
+  if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating a trmm's scratch");
+  if ((e = weft__cu_pool_alloc(l->d, &out, (size_t)(m * n) * es, l->s)) != cudaSuccess) {
+    cudaFreeAsync(lo, l->s);
     return FAIL_CUDA(ctx, e, "allocating a trmm's scratch");
   }
   int rc = WEFT_OK;

@@ -41,8 +41,9 @@ static int adopt_former_temporaries(weft__backend *b, cu_plan *cp) {
   weft_tensor **ts = g->tensors.data;
   for (size_t t = 0; t < g->materialised && t < cp->ntensors; t++) {
     weft_tensor *tt = ts[t];
-    if (tt->device.kind != WEFT_DEVICE_CUDA || tt->storage_kind != WEFT__S_NONE || tt->bytes == 0 || cp->temp[t])
-      continue;
+    if (tt->device.kind != WEFT_DEVICE_CUDA || tt->device.rank != weft_runtime_rank(g->rt) || tt->storage_kind != WEFT__S_NONE ||
+        tt->bytes == 0 || cp->temp[t])
+      continue; /* another rank's tensor has its storage there */
     int rc = weft__cu_alloc_storage(b->state, tt);
     if (rc == WEFT_OK && !tt->initialised) {
       rc = b->vt->init_tensor(b, tt);

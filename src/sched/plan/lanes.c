@@ -38,8 +38,11 @@ double weft__plan_work(const weft_node *nd) {
     case WEFT__OP_SYRK:
       return weft__la_flops(nd);
     case WEFT__OP_USER:
-      if (nd->user_op->desc.cost != NULL)
-        return nd->user_op->desc.cost(nd->targs, nd->nargs, nd->params, nd->user_op->desc.user);
+      if (nd->user_op->desc.cost != NULL) {
+        /* A hint below zero (or NaN) counts as none: the orders built on it need it so. */
+        double c = nd->user_op->desc.cost(nd->targs, nd->nargs, nd->params, nd->user_op->desc.user);
+        return c > 0 ? c : 0;
+      }
       return (double)a->numel;
     default:
       return (double)a->numel + 1;

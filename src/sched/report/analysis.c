@@ -287,7 +287,7 @@ typedef struct ctx {
   uint32_t *stamp_d, *stamp_a, *parent, *queue;
   uint32_t *heap; /* the copy's descendants found but not yet expanded, a min-heap by start */
   size_t nheap;
-  uint32_t round;
+  uint32_t round, anc_round; /* anc_round == round: stamp_a holds this copy's ancestors */
   uint32_t *lane_order;   /* ran nodes by (lane, start) */
   uint32_t *lane_begin;   /* nlanes + 1 offsets into lane_order */
   uint32_t nran;
@@ -454,6 +454,35 @@ static void advance(ctx *c, uint64_t t) {
   while (c->nheap > 0 && start_of(c, c->heap[0]) <= t) discover_successors(c, heap_pop(c));
 }
 
+/* The copy's ancestors in stamp_a, once a copy (a node that ends by the copy's start may be
+ * one: a node of no duration at that instant is). */
+static void ancestors_once(ctx *c, uint32_t v) {
+  if (c->anc_round == c->round) return;
+  ancestors(c, v);
+  c->anc_round = c->round;
+}
+
+/* Breadth-first parents from v (into parent[], under a fresh round) over the nodes that start
+ * by `limit`: the nodes on a path to one that starts then all do, and the others lead to none
+ * of them, so the parents are those of a walk of the whole graph. */
+static void bfs_parents(ctx *c, uint32_t v, uint64_t limit) {
+  const weft__rep *r = c->r;
+  uint32_t qh = 0, qt = 0;
+  c->round++;
+  c->queue[qt++] = v;
+  c->stamp_d[v] = c->round;
+  while (qh < qt) {
+    uint32_t u = c->queue[qh++];
+    for (uint32_t k = r->succ_off[u]; k < r->succ_off[u + 1]; k++) {
+      uint32_t w = r->succ[k];
+      if (c->stamp_d[w] == c->round || start_of(c, w) > limit) continue;
+      c->stamp_d[w] = c->round;
+      c->parent[w] = u;
+      c->queue[qt++] = w;
+    }
+  }
+}
+
 static int is_host_compute(const weft__rnode *x) {
   return !x->copy && x->device.kind == WEFT_DEVICE_CPU;
 }
@@ -471,7 +500,7 @@ static int home_devices(const ctx *c, const weft__rnode *x, int out[2]) {
 
 /* The compute node on the devices `dv` with the smallest start >= t that satisfies `want`
  * (0: any; 1: independent of the copy of the current round), or WEFT__REP_NONE. */
-static uint32_t next_compute(ctx *c, const int *dv, int ndv, uint64_t t, int want) {
+static uint32_t next_compute(ctx *c, uint32_t v, const int *dv, int ndv, uint64_t t, int want) {
   uint32_t best = WEFT__REP_NONE;
   for (int k = 0; k < ndv; k++) {
     const dev_lists *d = &c->dev[dv[k]];
@@ -483,7 +512,8 @@ static uint32_t next_compute(ctx *c, const int *dv, int ndv, uint64_t t, int wan
     for (size_t j = lo; j < d->nnodes; j++) {
       uint32_t u = d->by_start[j];
       advance(c, start_of(c, u));
-      if (want && (c->stamp_d[u] == c->round || c->stamp_a[u] == c->round)) continue;
+      if (want && c->r->node[u].end <= c->r->node[v].start) ancestors_once(c, v);
+      if (want && (c->stamp_d[u] == c->round || (c->anc_round == c->round && c->stamp_a[u] == c->round))) continue;
       if (best == WEFT__REP_NONE || c->r->node[u].start < c->r->node[best].start) best = u;
       break;
     }
@@ -505,7 +535,7 @@ static int independent_after(ctx *c, uint32_t v, const int *dv, int ndv, uint64_
     }
   }
   advance(c, UINT64_MAX);
-  ancestors(c, v);
+  ancestors_once(c, v);
   *any = 0;
   for (int k = 0; k < ndv && !*any; k++) {
     const dev_lists *d = &c->dev[dv[k]];
@@ -565,7 +595,7 @@ static void classify(ctx *c, weft__rcopy *cp, uint64_t x0) {
     cp->why = WEFT_WHY_CHAIN;
     return;
   }
-  uint32_t nxt = next_compute(c, dv, ndv, x0, 0);
+  uint32_t nxt = next_compute(c, v, dv, ndv, x0, 0);
   if (nxt != WEFT__REP_NONE && nxt != v && c->stamp_d[nxt] == c->round) {
     /* The device's next compute depends on this copy. Direct edge? */
     for (uint32_t k = r->succ_off[v]; k < r->succ_off[v + 1]; k++)
@@ -576,6 +606,7 @@ static void classify(ctx *c, weft__rcopy *cp, uint64_t x0) {
         return;
       }
     /* Through a host compute node? Walk the BFS parents back from nxt to the copy. */
+    bfs_parents(c, v, start_of(c, nxt));
     uint32_t host = WEFT__REP_NONE;
     for (uint32_t u = c->parent[nxt]; u != v; u = c->parent[u])
       if (is_host_compute(&r->node[u])) host = u; /* the one nearest the copy wins */
@@ -591,7 +622,7 @@ static void classify(ctx *c, weft__rcopy *cp, uint64_t x0) {
     cp->culprit = q;
     return;
   }
-  uint32_t u = next_compute(c, dv, ndv, x0, 1);
+  uint32_t u = next_compute(c, v, dv, ndv, x0, 1);
   uint32_t p = u != WEFT__REP_NONE ? last_pred(r, u) : WEFT__REP_NONE;
   if (p != WEFT__REP_NONE && is_host_compute(&r->node[p]) &&
       r->node[u].device.kind != WEFT_DEVICE_CPU) {

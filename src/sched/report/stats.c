@@ -201,8 +201,11 @@ static int build_memory(weft_run_stats *st, const weft__plan *p, uint64_t t0) {
   }
   for (size_t i = 0; i < g->tensors.len; i++) {
     const weft_tensor *t = WEFT__VEC_AT(&g->tensors, weft_tensor *, i);
-    /* A view (a tile, a twin) shares its parent's storage: counted once, there. */
-    if (t->storage_kind == WEFT__S_NONE || t->storage_kind == WEFT__S_EMPTY || t->storage_kind == WEFT__S_VIEW) continue;
+    /* A view (a tile) shares its parent's storage: counted once, there. A placed graph's twin
+     * is a view of the program's tensor, which is not in this graph: counted here. */
+    if (t->storage_kind == WEFT__S_NONE || t->storage_kind == WEFT__S_EMPTY ||
+        (t->storage_kind == WEFT__S_VIEW && t->view->parent->graph == g))
+      continue;
     size_t slot = mem_slot(st, t->device);
     if (slot == SIZE_MAX) {
       if ((rc = add_device(st, t->device, &cap)) != WEFT_OK) return rc;
