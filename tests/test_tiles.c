@@ -8,6 +8,7 @@
 
 #include "testutil.h"
 #include "weft/dsl.h"
+#include "weft/sim.h"
 
 /* Runs the tiled Cholesky of `a` (n x n, tiles of b) with `workers` workers; returns the
  * factor (malloc'd). */
@@ -51,6 +52,27 @@ static weft_runtime *sim_machine(void) {
   weft_runtime *rt;
   CHECK(weft_runtime_create(&o, &rt));
   return rt;
+}
+
+/* A tiled matrix on a simulated GPU takes its own bytes there, once: its tiles are views of
+ * its storage (the simulator counted them again, twice the matrix). */
+static void test_tiles_take_their_parents_memory(void **state) {
+  (void)state;
+  weft_runtime *rt = sim_machine();
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "X", WEFT_F64, 2, (int64_t[]){512, 512}, weft_cuda(0), weft_eye(4), &x));
+  CHECK(weft_tensor_tiles(g, x, 128, 128));
+  for (int64_t k = 0; k < 4; k++) CHECK(weft_potrf(g, weft_tensor_tile(x, k, k)));
+  weft_run *r;
+  CHECK(weft_graph_launch(g, &r));
+  CHECK(weft_run_wait(r));
+  uint64_t peak = 0;
+  CHECK(weft_sim_peak_bytes(r, weft_cuda(0), &peak));
+  assert_int_equal(peak, 512 * 512 * sizeof(double));
+  weft_run_destroy(r);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
 }
 
 /* The tiles distributed 2-D block-cyclically over the GPUs of one process (a simulated 4-GPU
@@ -398,6 +420,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gemm_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_trsm_syrk, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_trmm, tu_setup, tu_teardown),
+      cmocka_unit_test(test_tiles_take_their_parents_memory),
       cmocka_unit_test_setup_teardown(test_tile_dependencies, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_bad_input, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_potrf_not_spd, tu_setup, tu_teardown),

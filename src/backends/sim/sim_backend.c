@@ -307,7 +307,8 @@ static void price_batches(const weft__sim *m, weft__sim_plan *sp, const weft__pl
 
 /* Temporaries: the plan's (src/sched/plan/memory.c), numbered densely here, with their bytes,
  * device and users; per node, the temporaries it allocates, uses and, by the window's claims,
- * frees as it starts. GPU tensors that are not temporaries are resident. */
+ * frees as it starts. GPU tensors that are not temporaries (with storage of their own) are
+ * resident. */
 static int price_memory(weft__sim_plan *sp, const weft__plan *p) {
   weft_graph *g = p->graph;
   size_t nt = g->tensors.len;
@@ -320,6 +321,10 @@ static int price_memory(weft__sim_plan *sp, const weft__plan *p) {
   for (size_t t = 0; t < nt; t++) {
     tid[t] = UINT32_MAX;
     if (!is_gpu(ts[t]->device) || ts[t]->device.index >= sp->ngpus) continue;
+    /* A tile in its parent's storage is counted there (a placed graph's twin views a tensor
+     * of the program, not of this graph: it counts here). */
+    const weft_tensor *x = ts[t];
+    if (x->view != NULL && x->view->parent->graph == g && !weft__tile_owns_storage(x)) continue;
     if (gp->temp != NULL && gp->temp[t])
       tid[t] = ntemps++;
     else
