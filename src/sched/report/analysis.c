@@ -381,23 +381,6 @@ int weft__rep_lane_order(const weft__rep *r, uint32_t **order_out, uint32_t **be
   return WEFT_OK;
 }
 
-/* Marks the ancestors of v with the current round in stamp_a. */
-static void ancestors(ctx *c, uint32_t v) {
-  weft__rep *r = c->r;
-  uint32_t qh = 0, qt = 0;
-  c->queue[qt++] = v;
-  c->stamp_a[v] = c->round;
-  while (qh < qt) {
-    uint32_t u = c->queue[qh++];
-    for (uint32_t k = r->pred_off[u]; k < r->pred_off[u + 1]; k++) {
-      uint32_t w = r->pred[k];
-      if (c->stamp_a[w] == c->round) continue;
-      c->stamp_a[w] = c->round;
-      c->queue[qt++] = w;
-    }
-  }
-}
-
 /* The descendants of a copy, found lazily in order of start: a node's predecessors end before
  * it starts, so every node on a path to a descendant u starts no later than u. After
  * advance(c, t), every descendant that started at or before t is stamped in stamp_d (with its
@@ -454,33 +437,41 @@ static void advance(ctx *c, uint64_t t) {
   while (c->nheap > 0 && start_of(c, c->heap[0]) <= t) discover_successors(c, heap_pop(c));
 }
 
+/* Breadth-first from v, marking with the current round: forward over successors into stamp_d
+ * with BFS parents, only the nodes that start by `limit`; backward over predecessors into
+ * stamp_a. Forward, the nodes on a path to one that starts by `limit` all do, and the others
+ * lead to none of them, so the parents are those of a walk of the whole graph. */
+static void walk(ctx *c, uint32_t v, int forward, uint64_t limit) {
+  const weft__rep *r = c->r;
+  uint32_t *stamp = forward ? c->stamp_d : c->stamp_a;
+  const uint32_t *off = forward ? r->succ_off : r->pred_off, *adj = forward ? r->succ : r->pred;
+  uint32_t qh = 0, qt = 0;
+  c->queue[qt++] = v;
+  stamp[v] = c->round;
+  while (qh < qt) {
+    uint32_t u = c->queue[qh++];
+    for (uint32_t k = off[u]; k < off[u + 1]; k++) {
+      uint32_t w = adj[k];
+      if (stamp[w] == c->round || (forward && start_of(c, w) > limit)) continue;
+      stamp[w] = c->round;
+      if (forward) c->parent[w] = u;
+      c->queue[qt++] = w;
+    }
+  }
+}
+
 /* The copy's ancestors in stamp_a, once a copy (a node that ends by the copy's start may be
  * one: a node of no duration at that instant is). */
 static void ancestors_once(ctx *c, uint32_t v) {
   if (c->anc_round == c->round) return;
-  ancestors(c, v);
+  walk(c, v, 0, UINT64_MAX);
   c->anc_round = c->round;
 }
 
-/* Breadth-first parents from v (into parent[], under a fresh round) over the nodes that start
- * by `limit`: the nodes on a path to one that starts then all do, and the others lead to none
- * of them, so the parents are those of a walk of the whole graph. */
+/* BFS parents from v to the nodes that start by `limit`, under a fresh round. */
 static void bfs_parents(ctx *c, uint32_t v, uint64_t limit) {
-  const weft__rep *r = c->r;
-  uint32_t qh = 0, qt = 0;
   c->round++;
-  c->queue[qt++] = v;
-  c->stamp_d[v] = c->round;
-  while (qh < qt) {
-    uint32_t u = c->queue[qh++];
-    for (uint32_t k = r->succ_off[u]; k < r->succ_off[u + 1]; k++) {
-      uint32_t w = r->succ[k];
-      if (c->stamp_d[w] == c->round || start_of(c, w) > limit) continue;
-      c->stamp_d[w] = c->round;
-      c->parent[w] = u;
-      c->queue[qt++] = w;
-    }
-  }
+  walk(c, v, 1, limit);
 }
 
 static int is_host_compute(const weft__rnode *x) {
