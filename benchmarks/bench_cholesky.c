@@ -73,8 +73,34 @@
 void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
 void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
 
-/* The matrix, row-major in `es`-byte elements: symmetric, entries in [0, 1) off the
- * diagonal, n + [0, 1) on it (diagonally dominant, so positive definite). Deterministic. */
+/* The matrix: symmetric, entries in [0, 1) off the diagonal, n + [0, 1) on it (diagonally
+ * dominant, so positive definite). Deterministic: row i's lower entries come from its own
+ * xorshift64 generator, one step an entry. */
+static uint64_t xorshift(uint64_t s) {
+  s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+  return s;
+}
+
+static uint64_t row_seed(int64_t i) { return 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1); }
+
+static double spd_value(uint64_t s, int64_t n, int64_t i, int64_t j) {
+  return (double)(s >> 11) / 9007199254740992.0 + (i == j ? (double)n : 0);
+}
+
+/* Row i's entries 0..i into row, in `es`-byte elements. */
+static void spd_row(int64_t n, int64_t i, void *row, size_t es) {
+  uint64_t s = row_seed(i);
+  for (int64_t j = 0; j <= i; j++) {
+    s = xorshift(s);
+    double v = spd_value(s, n, i, j);
+    if (es == 4)
+      ((float *)row)[j] = (float)v;
+    else
+      ((double *)row)[j] = v;
+  }
+}
+
+/* The whole matrix, row-major in `es`-byte elements. */
 static void *make_spd(int64_t n, size_t es) {
   void *a = malloc((size_t)(n * n) * es);
   if (a == NULL) {
@@ -82,16 +108,9 @@ static void *make_spd(int64_t n, size_t es) {
     exit(1);
   }
   for (int64_t i = 0; i < n; i++) {
-    uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1); /* xorshift64 per row */
-    for (int64_t j = 0; j <= i; j++) {
-      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-      double v = (double)(s >> 11) / 9007199254740992.0 + (i == j ? (double)n : 0);
-      if (es == 4) {
-        ((float *)a)[i * n + j] = ((float *)a)[j * n + i] = (float)v;
-      } else {
-        ((double *)a)[i * n + j] = ((double *)a)[j * n + i] = v;
-      }
-    }
+    spd_row(n, i, (char *)a + (size_t)(i * n) * es, es);
+    for (int64_t j = 0; j < i; j++) /* the upper triangle mirrors it */
+      memcpy((char *)a + (size_t)(j * n + i) * es, (char *)a + (size_t)(i * n + j) * es, es);
   }
   return a;
 }
@@ -104,9 +123,9 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Entry (i, j), j <= i, of make_spd's matrix, recomputed: row i's generator run to column j. */
 static double spd_at(int64_t n, int64_t i, int64_t j) {
-  uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
-  for (int64_t k = 0; k <= j; k++) s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-  return (double)(s >> 11) / 9007199254740992.0 + (i == j ? (double)n : 0);
+  uint64_t s = row_seed(i);
+  for (int64_t k = 0; k <= j; k++) s = xorshift(s);
+  return spd_value(s, n, i, j);
 }
 
 /* --large: make_spd's lower triangle written into x tile by tile (one band of tile rows made
@@ -121,16 +140,7 @@ static void write_large(weft_tensor *x, int64_t n, size_t es) {
   }
   for (int64_t bi = 0; bi < t; bi++) {
     int64_t r0 = bi * b, h = min64(b, n - r0);
-    for (int64_t i = r0; i < r0 + h; i++) {
-      uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
-      for (int64_t j = 0; j <= i; j++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        double v = (double)(s >> 11) / 9007199254740992.0 + (i == j ? (double)n : 0);
-        size_t k = (size_t)((i - r0) * n + j);
-        if (es == 4) ((float *)band)[k] = (float)v;
-        else ((double *)band)[k] = v;
-      }
-    }
+    for (int64_t i = r0; i < r0 + h; i++) spd_row(n, i, band + (size_t)((i - r0) * n) * es, es);
     for (int64_t bj = 0; bj <= bi; bj++) {
       int64_t c0 = bj * b, w = min64(b, n - c0);
       for (int64_t r = 0; r < h; r++)
@@ -162,7 +172,7 @@ static double check_large(weft_tensor *x, int64_t n, size_t es) {
   uint64_t s = 12345;
   double worst = 0;
   for (int r = 0; r < 200; r++) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    s = xorshift(s);
     int64_t i = bands[0] * b + (int64_t)(s % (uint64_t)(n - bands[0] * b));
     int64_t j = bands[1] * b + (int64_t)((s >> 32) % (uint64_t)min64(b, n - bands[1] * b));
     if (j > i) j = i;
@@ -185,7 +195,7 @@ static double check(const void *l, const void *a, int64_t n, size_t es) {
   uint64_t s = 12345;
   double worst = 0;
   for (int r = 0; r < 2000; r++) {
-    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    s = xorshift(s);
     int64_t i = (int64_t)(s % (uint64_t)n), j = (int64_t)((s >> 32) % (uint64_t)(i + 1));
     double sum = 0;
     for (int64_t k = 0; k <= j; k++) sum += at(l, es, i * n + k) * at(l, es, j * n + k);
