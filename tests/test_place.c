@@ -360,17 +360,19 @@ static void overlap_on_auto_matches_hand_placement(void **state) {
 
 /* Out of core: a tiled Cholesky of a matrix four times the GPU memory placement may use. The
  * matrix lives on the host; its tiles visit the GPU (the replicas used furthest ahead leave
- * first, written back when they hold the only valid copy); the factor is right, the GPU's
- * peak stays near the limit, and the factor's tiles are written back about once each. */
-static void larger_than_the_gpu(void **state) {
-  (void)state;
-  const int64_t n = 2048, b = 512;
+ * first, written back when they hold the only valid copy; a tile's last write goes back at
+ * once); the factor is right, the GPU's simulated peak stays within the limit in any order of
+ * the plan, the factor's tiles are written back about once each, and each crosses the link
+ * whole (packed on the host). */
+static void out_of_core(const char *policy, int64_t b) {
+  const int64_t n = 2048;
   const size_t limit = (size_t)(n * n) * sizeof(double) / 4;
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = 2;
   o.flags = WEFT_RUNTIME_QUIET | WEFT_RUNTIME_SIM_COMPUTE;
   o.simulate = "h100";
+  o.policy = policy;
   o.device_memory_limit = limit;
   weft_runtime *rt = NULL;
   CHECK(weft_runtime_create(&o, &rt));
@@ -397,23 +399,39 @@ static void larger_than_the_gpu(void **state) {
     CHECK(weft_node_placement(g, weft_graph_node(g, i), &pl));
     on_gpu += pl.device.kind == WEFT_DEVICE_CUDA;
   }
-  print_message("out of core: %zu of %zu nodes on the GPU, peak %.1f MiB (limit %.1f MiB), moved %.1f MB in, %.1f MB out\n",
-                on_gpu, weft_graph_node_count(g), (double)peak / 1048576.0, (double)limit / 1048576.0,
+  print_message("out of core, policy %s, tiles of %lld: %zu of %zu nodes on the GPU, peak %.1f MiB (limit %.1f MiB), "
+                "moved %.1f MB in, %.1f MB out\n",
+                policy ? policy : "fixed", (long long)b, on_gpu, weft_graph_node_count(g), (double)peak / 1048576.0,
+                (double)limit / 1048576.0,
                 (double)s.bytes_h2d * 1e-6, (double)s.bytes_d2h * 1e-6);
   assert_true(on_gpu > weft_graph_node_count(g) / 2);
   assert_int_equal(weft_tensor_device(x).kind, WEFT_DEVICE_CPU); /* it lives on the host */
-  assert_true(peak <= limit + limit / 2);
+  assert_true(peak <= limit + limit / 4);
   /* The lowering's out-of-core order finishes the work on what is resident before it leaves:
    * the factor's tiles go back to the host about once each (the program's order wrote 1.5
    * times the lower triangle back). */
   double tri = (double)(n / b) * (double)(n / b + 1) / 2 * (double)(b * b) * sizeof(double);
   assert_true((double)s.bytes_d2h <= 1.4 * tri);
+  /* Strided tiles cross the link whole: every byte in or out was packed or unpacked on the host
+   * (a copy within host memory) beside its contiguous transfer. */
+  print_message("  host-side packing: %.1f MB\n", (double)s.bytes_local * 1e-6);
+  assert_true(s.bytes_local == s.bytes_h2d + s.bytes_d2h);
   read_all(x, l);
   assert_true(tu_residual(l, a, n) < 1e-13);
   free(a);
   free(l);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
+}
+
+/* A matrix four times the GPU's budget, factorised out of core: in the program's order
+ * (`fixed`) and in list scheduling's (`heft`, which reorders the placed graph: its copies in
+ * must still wait for the evictions that make their room), tiles of 512 and 256. */
+static void larger_than_the_gpu(void **state) {
+  (void)state;
+  out_of_core(NULL, 512);
+  out_of_core("heft", 512);
+  out_of_core("heft", 256);
 }
 
 /* Measured times correct a wrong profile: placement is told the CPU multiplies 10^4 times

@@ -332,6 +332,21 @@ static void ew_tile(void *arg, uint32_t tile) {
   ew_range(j, lo, hi);
 }
 
+/* A strided copy: rows of `row` bytes, `ls` apart in the source and `ld` in the destination,
+ * `per` rows a tile. */
+typedef struct rows_job {
+  const char *from;
+  char *to;
+  size_t row, ls, ld;
+  int64_t rows, per;
+} rows_job;
+
+static void rows_tile(void *arg, uint32_t tile) {
+  const rows_job *j = arg;
+  int64_t lo = (int64_t)tile * j->per, hi = lo + j->per < j->rows ? lo + j->per : j->rows;
+  for (int64_t r = lo; r < hi; r++) memcpy(j->to + (size_t)r * j->ld, j->from + (size_t)r * j->ls, j->row);
+}
+
 static void elementwise(weft_kernel_ctx *ctx, ew_job *j) {
   uint32_t tiles = (uint32_t)((j->n + EW_CHUNK - 1) / EW_CHUNK);
   if (tiles > 1)
@@ -405,10 +420,17 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
         elementwise(ctx, &j);
         return WEFT_OK;
       }
-      /* A strided tile to or from its replica (auto placement's transfers): row by row. */
-      size_t es = weft_dtype_size(dt), row = (size_t)t0->shape[1] * es;
-      size_t ls = (size_t)weft__tensor_ld(t0) * es, ld = (size_t)weft__tensor_ld(t1) * es;
-      for (int64_t r = 0; r < t0->shape[0]; r++) memcpy((char *)d[1] + (size_t)r * ld, (const char *)d[0] + (size_t)r * ls, row);
+      /* A strided tile to or from its staging tensor (auto placement's transfers): row by row,
+       * blocks of rows split over the workers. */
+      size_t es = weft_dtype_size(dt);
+      int64_t per = EW_CHUNK / (t0->shape[1] > 0 ? t0->shape[1] : 1);
+      rows_job j = {d[0], d[1], (size_t)t0->shape[1] * es, (size_t)weft__tensor_ld(t0) * es,
+                    (size_t)weft__tensor_ld(t1) * es, t0->shape[0], per > 0 ? per : 1};
+      uint32_t tiles = (uint32_t)((j.rows + j.per - 1) / j.per);
+      if (tiles > 1)
+        weft__ctx_parallel(ctx, tiles, rows_tile, &j);
+      else
+        rows_tile(&j, 0);
       return WEFT_OK;
     }
     case WEFT__OP_FILL: {

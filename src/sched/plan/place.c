@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "sched/cost/cost.h"
+#include "sched/plan/planner.h"
 #include "sched/sched.h"
 
 enum { MAXD = 17 }; /* the CPU and up to 16 GPUs */
@@ -468,42 +469,155 @@ typedef struct lctx {
   double cap[MAXD], homes[MAXD], replicas[MAXD];
   uint32_t *acc_off, *acc; /* accesses as positions in the lowering's order (pos) */
   uint32_t *pos;           /* per program node: its position in the lowering's order */
+  uint32_t *last_write;    /* per program tensor: the position of its last write (UINT32_MAX: none) */
   const weft_graph *prog;
   const weft_node *cur; /* NULL after the last node */
+  /* Out of core (tight[k]: the lowering's order streams data through GPU k): the replicas
+   * evicted for the next one made (placed-graph tensor ids), and for the edges after the
+   * lowering, each eviction {victim, the replica made in its room} and the replicas made on a
+   * tight GPU in order {device, replica}. */
+  int tight[MAXD];
+  double slack[MAXD];
+  weft__vec victims, evicted, made;
+  weft__vec rings; /* ring: the staging tensors of strided tiles' transfers */
 } lctx;
 
-/* The next access to tensor t after position i of the lowering's order (UINT32_MAX: none). */
-static uint32_t next_use(const lctx *c, uint32_t t, uint32_t i) {
-  for (uint32_t q = c->acc_off[t]; q < c->acc_off[t + 1]; q++)
+/* A strided tile of a host tensor moves to or from a GPU through a contiguous host tensor: a
+ * 2-D copy engine transfer (rows of the tile, a pitch apart) runs at 31 GB/s beside the
+ * products on an H100, and slows them, where a contiguous one runs at the link's 47-55 GB/s
+ * and hides behind them (measured side by side, docs/placement.md). So a worker packs the
+ * tile (a host copy, split over the CPU's workers) and the copy engine moves it whole; the
+ * other way, the reverse. The staging tensors are a ring per GPU, direction and tile shape,
+ * reused in turn: the dependency analysis orders each reuse after the previous transfer, which
+ * bounds the pinned memory and paces the packing. */
+enum { STAGES_IN = 8, STAGES_OUT = 4 };
+typedef struct ring {
+  int k, out, dtype;
+  int64_t shape[2];
+  unsigned next;
+  weft_tensor *t[STAGES_IN];
+} ring;
+
+/* The next access to tensor t after position i of the lowering's order (UINT32_MAX: none),
+ * and the last one at or before i (0: none). */
+static uint32_t next_use(const lctx *c, uint32_t t, uint32_t i, uint32_t *last) {
+  *last = 0;
+  for (uint32_t q = c->acc_off[t]; q < c->acc_off[t + 1]; q++) {
     if (c->acc[q] > i) return c->acc[q];
+    *last = c->acc[q];
+  }
   return UINT32_MAX;
 }
 
 static int transfer(struct lctx *c, weft_tensor *t, int s, int k);
 
 /* Room for `bytes` more of replicas on GPU k: the replicas used furthest ahead (Belady) leave
- * first; a replica that holds the only valid copy is written back home before it goes. */
+ * first, of those the least recently used (the copy that takes its room waits for its last
+ * access: the older, the sooner it may start); a replica that holds the only valid copy is
+ * written back home before it goes. */
 static int make_room(lctx *c, int k, double bytes) {
   int rc = WEFT_OK;
   const weft_graph *g = c->prog;
   uint32_t now = c->cur != NULL ? c->pos[c->cur->id] : UINT32_MAX - 1;
   while (rc == WEFT_OK && c->homes[k] + c->replicas[k] + bytes > c->cap[k]) {
-    uint32_t victim = UINT32_MAX, far = 0;
+    uint32_t victim = UINT32_MAX, far = 0, old = 0;
     for (uint32_t t = 0; t < (uint32_t)g->tensors.len; t++) {
       if (c->rep[(size_t)t * (size_t)c->ndev + (size_t)k] == NULL) continue;
       int used_now = 0;
       for (int a = 0; c->cur != NULL && a < c->cur->nargs; a++) used_now |= c->cur->args[a].t->id == t;
-      uint32_t nu = used_now ? 0 : next_use(c, t, now);
-      if (!used_now && (victim == UINT32_MAX || nu > far)) victim = t, far = nu;
+      uint32_t last = 0, nu = used_now ? 0 : next_use(c, t, now, &last);
+      if (!used_now && (victim == UINT32_MAX || nu > far || (nu == far && last < old))) victim = t, far = nu, old = last;
     }
     if (victim == UINT32_MAX) break; /* nothing left to evict: the node's own operands */
     weft_tensor *v = WEFT__VEC_AT(&g->tensors, weft_tensor *, victim);
     int h = c->ts[victim].home;
     if (c->valid[victim] == (1u << k) && h != k) rc = transfer(c, v, k, h);
+    if (rc == WEFT_OK && c->tight[k]) rc = weft__vec_push(&c->victims, &c->rep[(size_t)victim * (size_t)c->ndev + (size_t)k]->id);
     c->valid[victim] &= ~(1u << k);
     c->rep[(size_t)victim * (size_t)c->ndev + (size_t)k] = NULL; /* a later visit gets a new one */
     c->replicas[k] -= (double)v->bytes;
   }
+  return rc;
+}
+
+/* Replica `id` made on tight GPU k, in the room of the victims just evicted. */
+static int made(lctx *c, int k, uint32_t id) {
+  uint32_t at = (uint32_t)c->made.len;
+  int rc = weft__pair_push(&c->made, (uint32_t)k, id);
+  const uint32_t *v = c->victims.data;
+  for (size_t q = 0; q < c->victims.len && rc == WEFT_OK; q++) rc = weft__pair_push(&c->evicted, v[q], at);
+  c->victims.len = 0;
+  return rc;
+}
+
+/* Out of core, the lowering's order keeps each tight GPU's replicas within its budget; a
+ * policy that reorders the placed graph (`heft`) must keep that too. So the first access of a
+ * replica made on a tight GPU waits for every access of the replicas evicted to make its room
+ * (their readers, their write-back), and those first accesses keep the order in which the
+ * replicas were made: in any order the plan takes, the replicas alive are those the lowering
+ * had, and the memory plan frees the dead ones in time. The edges point forward in the placed
+ * graph's order (the lowering's), so they close no cycle. */
+static int eviction_edges(lctx *c) {
+  weft_graph *pg = c->pg;
+  size_t nn = pg->nodes.len, nt = pg->tensors.len, total = 0;
+  weft_node **nd = pg->nodes.data;
+  uint32_t *first = weft__malloc((nt ? nt : 1) * sizeof *first), *off = weft__calloc(nt + 1, sizeof *off), *acc = NULL;
+  int rc = first != NULL && off != NULL ? WEFT_OK : weft__oom("the placed graph's eviction edges");
+  for (size_t i = 0; i < nn && rc == WEFT_OK; i++)
+    for (int a = 0; a < nd[i]->nargs; a++) off[nd[i]->args[a].t->id + 1]++, total++;
+  if (rc == WEFT_OK && (acc = weft__malloc((total ? total : 1) * sizeof *acc)) == NULL)
+    rc = weft__oom("the placed graph's eviction edges");
+  if (rc == WEFT_OK) {
+    for (size_t t = 0; t < nt; t++) off[t + 1] += off[t], first[t] = UINT32_MAX;
+    for (size_t i = 0; i < nn; i++)
+      for (int a = 0; a < nd[i]->nargs; a++) {
+        uint32_t t = nd[i]->args[a].t->id;
+        if (first[t] == UINT32_MAX) first[t] = (uint32_t)i;
+        acc[off[t]++] = (uint32_t)i; /* off[t] ends at t's end: its start is off[t - 1] */
+      }
+  }
+  const weft__pair *ev = c->evicted.data, *mk = c->made.data;
+  weft_tensor **pt = pg->tensors.data;
+  size_t nm = c->made.len;
+  uint32_t *voff = rc == WEFT_OK ? weft__calloc(nm + 1, sizeof *voff) : NULL; /* victims of made[i]: ev[voff[i]..voff[i+1]) */
+  uint32_t *on = rc == WEFT_OK ? weft__malloc((nm ? nm : 1) * sizeof *on) : NULL;
+  double *cum = rc == WEFT_OK ? weft__malloc((nm + 1) * sizeof *cum) : NULL;
+  if (rc == WEFT_OK && (voff == NULL || on == NULL || cum == NULL)) rc = weft__oom("the placed graph's eviction edges");
+  if (rc == WEFT_OK) {
+    for (size_t q = 0; q < c->evicted.len; q++) voff[ev[q].value + 1]++;
+    for (size_t i = 0; i < nm; i++) voff[i + 1] += voff[i];
+  }
+  /* On each tight GPU, the replica made j-th waits for the victims of every replica made at or
+   * before the earliest m with at most the GPU's slack of replicas made in (m, j]: the lowering
+   * kept its replicas within the budget less the slack, so those in flight stay within it. */
+  for (int k = 1; k < c->ndev && rc == WEFT_OK; k++) {
+    size_t n = 0;
+    for (size_t i = 0; i < nm; i++)
+      if (mk[i].owner == (uint32_t)k) on[n++] = (uint32_t)i;
+    cum[0] = 0;
+    for (size_t q = 0; q < n; q++) cum[q + 1] = cum[q] + (double)pt[mk[on[q]].value]->bytes;
+    size_t lo = 0, done = 0; /* positions [0, done) have their victims' edges */
+    for (size_t j = 0; j < n && rc == WEFT_OK; j++) {
+      uint32_t to = first[mk[on[j]].value];
+      while (cum[j + 1] - cum[lo + 1] > c->slack[k]) lo++;
+      for (; done <= lo && rc == WEFT_OK; done++)
+        for (uint32_t q = voff[on[done]]; q < voff[on[done] + 1] && rc == WEFT_OK; q++) {
+          uint32_t v = ev[q].owner;
+          for (uint32_t a = v ? off[v - 1] : 0; a < off[v] && rc == WEFT_OK && to != UINT32_MAX; a++)
+            if (acc[a] < to) rc = weft_graph_add_edge(pg, nd[acc[a]], nd[to]);
+        }
+    }
+  }
+  weft__free(voff);
+  weft__free(on);
+  weft__free(cum);
+  for (size_t q = 1; q < c->made.len && rc == WEFT_OK; q++) {
+    uint32_t from = first[mk[q - 1].value], to = first[mk[q].value];
+    if (mk[q - 1].owner == mk[q].owner && from < to && to != UINT32_MAX) rc = weft_graph_add_edge(pg, nd[from], nd[to]);
+  }
+  weft__free(first);
+  weft__free(off);
+  weft__free(acc);
   return rc;
 }
 
@@ -520,6 +634,7 @@ static weft_tensor *on_device(lctx *c, weft_tensor *t, int k, int *rc) {
     char name[160], d[32];
     snprintf(name, sizeof name, "%s@%s", weft__tensor_name(t), weft_device_str(dev_of(k), d, sizeof d));
     *rc = weft__tensor_new(c->pg, name, t->dtype, t->ndim, t->shape, dev_of(k), weft_zeros(), WEFT__T_AUTO | WEFT__T_INSERTED, r);
+    if (*rc == WEFT_OK && k > 0 && c->tight[k]) *rc = made(c, k, (*r)->id);
   }
   return *r;
 }
@@ -534,11 +649,44 @@ static int source_of(const lctx *c, uint32_t valid, int k) {
   return -1;
 }
 
-/* A transfer of t from device s to device k (twin or replica on each side). */
+/* The next staging tensor for a strided tile like t moving to (out = 0) or from GPU k. */
+static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor **st) {
+  ring *r = NULL;
+  for (size_t q = 0; q < c->rings.len && r == NULL; q++) {
+    ring *x = &WEFT__VEC_AT(&c->rings, ring, q);
+    if (x->k == k && x->out == out && x->dtype == t->dtype && x->shape[0] == t->shape[0] && x->shape[1] == t->shape[1])
+      r = x;
+  }
+  if (r == NULL) {
+    ring z = {k, out, t->dtype, {t->shape[0], t->shape[1]}, 0, {NULL}};
+    int rc = weft__vec_push(&c->rings, &z);
+    if (rc != WEFT_OK) return rc;
+    r = &WEFT__VEC_AT(&c->rings, ring, c->rings.len - 1);
+  }
+  unsigned i = r->next++ % (out ? STAGES_OUT : STAGES_IN);
+  if (r->t[i] == NULL) {
+    char name[96], d[32];
+    snprintf(name, sizeof name, "stage %s %s %u", out ? "from" : "to", weft_device_str(dev_of(k), d, sizeof d), i);
+    int rc = weft__tensor_new(c->pg, name, t->dtype, 2, t->shape, weft_cpu(), weft_zeros(), WEFT__T_INSERTED, &r->t[i]);
+    if (rc != WEFT_OK) return rc;
+  }
+  *st = r->t[i];
+  return WEFT_OK;
+}
+
+/* A transfer of t from device s to device k (twin or replica on each side); a strided tile on
+ * the host goes through a staging tensor (above). */
 static int transfer(struct lctx *c, weft_tensor *t, int s, int k) {
   int rc = WEFT_OK;
-  weft_tensor *from = on_device(c, t, s, &rc), *to = rc == WEFT_OK ? on_device(c, t, k, &rc) : NULL;
-  if (rc == WEFT_OK) rc = weft__copy_node(c->pg, from, to, dev_of(s > 0 ? s : k), WEFT__N_INSERTED);
+  weft_tensor *from = on_device(c, t, s, &rc), *to = rc == WEFT_OK ? on_device(c, t, k, &rc) : NULL, *st = NULL;
+  const weft_tensor *host = s == 0 ? from : k == 0 ? to : NULL;
+  if (rc == WEFT_OK && (s == 0) != (k == 0) && host->ndim == 2 && !weft__tensor_contiguous(host) &&
+      (rc = stage_of(c, t, s > 0 ? s : k, s > 0, &st)) == WEFT_OK) {
+    rc = weft__copy_node(c->pg, from, st, dev_of(s), WEFT__N_INSERTED);
+    if (rc == WEFT_OK) rc = weft__copy_node(c->pg, st, to, dev_of(k), WEFT__N_INSERTED);
+  } else if (rc == WEFT_OK) {
+    rc = weft__copy_node(c->pg, from, to, dev_of(s > 0 ? s : k), WEFT__N_INSERTED);
+  }
   c->valid[t->id] |= 1u << k;
   return rc;
 }
@@ -615,7 +763,7 @@ static void heap_down(uint32_t *h, size_t n, size_t i) {
  * before it leaves (the factorisation turns left-looking by itself). Only independent nodes
  * trade places, so results are the program order's. ord receives the order. */
 static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev,
-                          const double *cap, const double *homes, uint32_t *ord) {
+                          const double *cap, const double *homes, uint32_t *ord, int *tight) {
   size_t nt = g->tensors.len, nn = g->nodes.len, ne = g->edges.len;
   weft_node **nd = g->nodes.data;
   weft_tensor **tens = g->tensors.data;
@@ -635,7 +783,8 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
         need[k] += (double)t->bytes;
       }
     }
-    over |= need[k] > cap[k] - homes[k];
+    tight[k] = need[k] > cap[k] - homes[k];
+    over |= tight[k];
   }
   weft__free(seen);
   if (!over) return WEFT_OK;
@@ -747,11 +896,17 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   c.ndev = ndev;
   c.peer = peer;
   c.acc_off = weft__calloc(nt + 1, sizeof(uint32_t));
+  weft__vec_init(&c.victims, sizeof(uint32_t));
+  weft__vec_init(&c.evicted, sizeof(weft__pair));
+  weft__vec_init(&c.made, sizeof(weft__pair));
+  weft__vec_init(&c.rings, sizeof(ring));
   c.pos = weft__malloc((nn ? nn : 1) * sizeof *c.pos);
+  c.last_write = weft__malloc((nt ? nt : 1) * sizeof *c.last_write);
   uint32_t *ord = weft__malloc((nn ? nn : 1) * sizeof *ord);
   weft_tensor **args = NULL;
   size_t cap = 0;
-  if (c.twin == NULL || c.rep == NULL || c.valid == NULL || c.acc_off == NULL || c.pos == NULL || ord == NULL) {
+  if (c.twin == NULL || c.rep == NULL || c.valid == NULL || c.acc_off == NULL || c.pos == NULL || c.last_write == NULL ||
+      ord == NULL) {
     rc = weft__oom("the placed graph");
     goto done;
   }
@@ -759,10 +914,16 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
    * accesses in that order, for eviction. */
   {
     weft_node **nd = g->nodes.data;
-    for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, k);
+    for (int k = 0; k < ndev; k++) {
+      /* An eighth of each GPU's budget is slack for the copies in ahead of need (the
+       * eviction edges below): measured best of 1/16, 1/8 and 1/6.7 on an H100 out of core. */
+      c.cap[k] = capacity_of(rt, k);
+      c.slack[k] = isfinite(c.cap[k]) ? c.cap[k] / 8 : 0;
+      c.cap[k] -= c.slack[k];
+    }
     for (size_t t = 0; t < nt; t++)
       if (tens[t]->view == NULL && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
-    if ((rc = lowering_order(g, pl->at, ts, ndev, c.cap, c.homes, ord)) != WEFT_OK) goto done;
+    if ((rc = lowering_order(g, pl->at, ts, ndev, c.cap, c.homes, ord, c.tight)) != WEFT_OK) goto done;
     for (size_t q = 0; q < nn; q++) c.pos[ord[q]] = (uint32_t)q;
     size_t total = 0;
     for (size_t i = 0; i < nn; i++)
@@ -775,8 +936,13 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
       goto done;
     }
     memcpy(fill, c.acc_off, nt * sizeof *fill);
+    memset(c.last_write, 0xff, nt * sizeof *c.last_write);
     for (size_t q = 0; q < nn; q++)
-      for (int a = 0; a < nd[ord[q]]->nargs; a++) c.acc[fill[nd[ord[q]]->args[a].t->id]++] = (uint32_t)q;
+      for (int a = 0; a < nd[ord[q]]->nargs; a++) {
+        uint32_t t = nd[ord[q]]->args[a].t->id;
+        c.acc[fill[t]++] = (uint32_t)q;
+        if (nd[ord[q]]->args[a].mode & WEFT_WRITE) c.last_write[t] = (uint32_t)q;
+      }
     weft__free(fill);
   }
   /* Twins, in the program's order: a view of each tensor on its home; a partitioned tensor's
@@ -844,8 +1010,16 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     weft_node *cl;
     if ((rc = weft__node_clone(pg, n, args, dev_of(k), n->flags & WEFT__N_INSERTED, &cl)) != WEFT_OK) break;
     pl->node[i] = cl->id;
-    for (int a = 0; a < n->nargs && rc == WEFT_OK; a++)
-      if (n->args[a].mode & WEFT_WRITE) rc = wrote(&c, n->args[a].t, k);
+    for (int a = 0; a < n->nargs && rc == WEFT_OK; a++) {
+      weft_tensor *t = n->args[a].t;
+      if (!(n->args[a].mode & WEFT_WRITE)) continue;
+      rc = wrote(&c, t, k);
+      /* Out of core, a replica's last write goes home at once (the copy engine out is idle
+       * beside the copies in): its eviction is then free, and the copy that takes its room
+       * waits for no write-back. The same bytes as a write-back at eviction or at the end. */
+      if (rc == WEFT_OK && k > 0 && c.tight[k] && t->grid == NULL && ts[t->id].home != k && c.last_write[t->id] == q)
+        rc = transfer(&c, t, k, ts[t->id].home);
+    }
   }
   c.cur = NULL;
   /* Every tensor valid at home when the run ends: tiles first (into their parents), then the
@@ -857,6 +1031,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     if (tens[t]->view != NULL || (c.valid[t] >> h & 1)) continue;
     rc = transfer(&c, tens[t], source_of(&c, c.valid[t], h), h);
   }
+  if (rc == WEFT_OK && c.made.len > 0) rc = eviction_edges(&c);
   /* The program's explicit edges, between the nodes that stand for its nodes. */
   const weft__edge *e = g->explicit_edges.data;
   for (size_t k = 0; k < g->explicit_edges.len && rc == WEFT_OK; k++)
@@ -868,6 +1043,11 @@ done:
   weft__free(c.acc_off);
   weft__free(c.acc);
   weft__free(c.pos);
+  weft__free(c.last_write);
+  weft__vec_fini(&c.victims);
+  weft__vec_fini(&c.evicted);
+  weft__vec_fini(&c.made);
+  weft__vec_fini(&c.rings);
   weft__free(ord);
   weft__free(args);
   return rc;
