@@ -438,25 +438,25 @@ static void larger_than_the_gpu(void **state) {
  * faster than it does, so the product goes to the CPU; the simulated runs measure what it
  * really costs there, and once three runs agree (a median, not one sample) the next launch
  * places it on the GPU. */
-static void measured_times_correct_the_prices(void **state) {
-  (void)state;
+/* Writes a copy of the shipped h100 profile whose rates (numbers with a positive exponent)
+ * between the keys `from` and `to` are 10^4 times larger into a temporary file named in tmp. */
+static void profile_faster(const char *from, const char *to, char *tmp) {
   char path[256];
   snprintf(path, sizeof path, "%s/h100.json", WEFT_PROFILES_DIR);
   size_t len;
   char *text = tu_read_file(path, &len);
   assert_non_null(text);
-  /* The host's rates x 10^4 (written as 1.22423e+11, 1.22423e11 or 9.7e9): each exponent
-   * between the "host" and "gpu" sections becomes "e+(NN+4)". */
-  char *host = strstr(text, "\"host\""), *gpu = strstr(text, "\"gpu\"");
-  assert_non_null(host);
-  assert_non_null(gpu);
+  /* Each exponent between the sections (1.22423e+11, 1.22423e11 or 9.7e9) becomes e+(NN+4). */
+  char *lo = strstr(text, from), *hi = strstr(text, to);
+  assert_non_null(lo);
+  assert_non_null(hi);
   char *out = malloc(len * 2 + 64);
   size_t o = 0;
   int changed = 0;
   for (char *q = text; *q; q++) {
     int plus = q[0] == 'e' && q[1] == '+';
     const char *d = q + 1 + plus;
-    if (q > host && q < gpu && q[0] == 'e' && d[0] >= '0' && d[0] <= '9') {
+    if (q > lo && q < hi && q[0] == 'e' && d[0] >= '0' && d[0] <= '9') {
       int two = d[1] >= '0' && d[1] <= '9', e = two ? (d[0] - '0') * 10 + (d[1] - '0') : d[0] - '0';
       o += (size_t)sprintf(out + o, "e+%02d", e + 4);
       q += plus + (two ? 2 : 1);
@@ -466,13 +466,19 @@ static void measured_times_correct_the_prices(void **state) {
     out[o++] = *q;
   }
   assert_true(changed >= 10);
-  char tmp[] = "/tmp/weft_test_profileXXXXXX";
   int fd = mkstemp(tmp);
   assert_true(fd >= 0);
   assert_int_equal(write(fd, out, o), (ssize_t)o);
   close(fd);
   free(out);
   free(text);
+}
+
+static void measured_times_correct_the_prices(void **state) {
+  (void)state;
+  /* The host's rates x 10^4. */
+  char tmp[] = "/tmp/weft_test_profileXXXXXX";
+  profile_faster("\"host\"", "\"gpu\"", tmp);
   weft_runtime_options ro;
   weft_runtime_options_init(&ro);
   ro.cpu_workers = 2;
@@ -495,6 +501,60 @@ static void measured_times_correct_the_prices(void **state) {
   }
   print_message("the product moved to the GPU before run %d\n", first_gpu);
   assert_true(first_gpu >= LEARN_RUNS && first_gpu <= LEARN_RUNS + 1);
+  unlink(tmp);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* Measured times that move a price without moving a decision keep the placed graph (its plan,
+ * its storage): the GPU priced 10^4 times too fast still wins the product, so after the runs
+ * that correct its price the placement is the same and nothing is made again (the replica of
+ * `a` the CPU's sum reads is pinned once, in the first run). */
+static void prices_that_move_no_decision_keep_the_placed_graph(void **state) {
+  (void)state;
+  char tmp[] = "/tmp/weft_test_profileXXXXXX";
+  profile_faster("\"gpu\"", "\"links\"", tmp);
+  weft_runtime_options ro;
+  weft_runtime_options_init(&ro);
+  ro.cpu_workers = 2;
+  ro.flags = WEFT_RUNTIME_QUIET;
+  ro.simulate = "h100";
+  ro.profile = tmp;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&ro, &rt));
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *a, *c = NULL, *s;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_auto(), weft_ones(), &a));
+  CHECK(weft_tensor_create(g, "s", WEFT_F32, 0, NULL, weft_cpu(), weft_zeros(), &s));
+  CHECK(weft_mm(g, a, a, &c));
+  CHECK(weft_sum(g, a, &s));
+  double est[8];
+  int made[8], moved = -1;
+  for (int run = 0; run < 8; run++) {
+    weft_placement pl;
+    CHECK(weft_node_placement(g, weft_graph_node(g, 0), &pl));
+    assert_int_equal(pl.device.kind, WEFT_DEVICE_CUDA);
+    const char *e = strstr(pl.why, "est. ");
+    assert_non_null(e);
+    est[run] = atof(e + 5);
+    if (run > 0 && moved < 0 && est[run] > 2 * est[run - 1]) moved = run;
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    weft_run_stats *st;
+    CHECK(weft_run_stats_create(r, &st));
+    const weft_setup_step *steps;
+    size_t n = weft_run_stats_setup(st, &steps);
+    made[run] = 0;
+    for (size_t k = 0; k < n; k++) made[run] += strcmp(steps[k].kind, "tensor") == 0 && steps[k].bytes >= (1u << 20);
+    weft_run_stats_destroy(st);
+    weft_run_destroy(r);
+  }
+  print_message("the product's price moved before run %d (est. %.3g -> %.3g ms); tensors made in run 0: %d\n", moved,
+                moved > 0 ? est[moved - 1] : 0.0, moved > 0 ? est[moved] : 0.0, made[0]);
+  assert_true(moved >= LEARN_RUNS && moved <= LEARN_RUNS + 1); /* the price did move */
+  assert_true(made[0] >= 1);                                   /* a@cpu, pinned */
+  for (int run = 1; run < 8; run++) assert_int_equal(made[run], 0);
   unlink(tmp);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
@@ -540,6 +600,7 @@ int main(void) {
       cmocka_unit_test(overlap_on_auto_matches_hand_placement),
       cmocka_unit_test(larger_than_the_gpu),
       cmocka_unit_test(measured_times_correct_the_prices),
+      cmocka_unit_test(prices_that_move_no_decision_keep_the_placed_graph),
       cmocka_unit_test(a_run_outlives_its_placement),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
