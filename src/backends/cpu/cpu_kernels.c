@@ -351,7 +351,7 @@ typedef struct rows_job {
  * memory the copy engines are using too). */
 static void copy_through(char *d, const char *s, size_t n) {
 #if defined(__SSE2__)
-  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  size_t head = (64 - ((uintptr_t)d & 63)) & 63; /* whole lines from here: write-combined */
   if (n >= 4096) {
     memcpy(d, s, head);
     d += head, s += head, n -= head;

@@ -137,9 +137,9 @@ int weft__memory_window(weft__pbuild *bd) {
       for (uint32_t a = aoff[i]; a < aoff[i + 1] && rc == WEFT_OK; a++) {
         size_t budget = (size_t)bd->t->window_count * ts[al[a].value]->bytes;
         if (budget < bd->t->window_min_bytes) budget = bd->t->window_min_bytes;
-        /* Under a memory limit for placement (out of core), the window keeps to a sixteenth of it:
-         * placement orders the copies in after the evictions that make their room, so what is
-         * dead is done and frees at once. */
+        /* Under a memory limit for placement, the window keeps to a sixteenth of it: out of
+         * core, placement orders the copies in after the evictions that make their room, so
+         * what is dead is done and frees at once; in core a limit is a budget all the same. */
         size_t limit = bd->g->rt->opts.device_memory_limit;
         if (limit > 0 && budget > limit / 16) budget = limit / 16;
         while (head < tailq && sum > budget && rc == WEFT_OK) {

@@ -43,7 +43,9 @@ struct weft__placement {
   uint64_t version;     /* of the program it lowers */
   size_t nnodes;
   uint32_t *node;       /* per program node: its node in pg */
-  weft__node_place *at; /* per program node: where and why */
+  weft__node_place *at; /* per program node: where and why (a copy's device: where it runs) */
+  weft_device *decided; /* per program node: the device placement decided (a copy's too) */
+  int *home;            /* per program tensor: its home, as a device index */
   uint64_t harvested;   /* the placed graph's last run whose times were learned */
   struct weft__placement *retired; /* placements this one replaced whose placed graphs a run
                                       handle still refers to (its statistics may be asked for) */
@@ -445,6 +447,8 @@ static void placement_free(weft__placement *pl) {
     if (pl->pg != NULL) weft_graph_destroy(pl->pg);
     weft__free(pl->node);
     weft__free(pl->at);
+    weft__free(pl->decided);
+    weft__free(pl->home);
     weft__free(pl);
     pl = older;
   }
@@ -550,6 +554,12 @@ static int made(lctx *c, int k, uint32_t id) {
   return rc;
 }
 
+/* By first access, then by the order made. */
+static int by_first(const void *a, const void *b) {
+  const weft__pair *x = a, *y = b;
+  return x->owner != y->owner ? (x->owner < y->owner ? -1 : 1) : (x->value < y->value ? -1 : x->value > y->value);
+}
+
 /* Out of core, the lowering's order keeps each tight GPU's replicas within its budget; a
  * policy that reorders the placed graph (`heft`) must keep that too. So the first access of a
  * replica made on a tight GPU waits for every access of the replicas evicted to make its room
@@ -580,30 +590,34 @@ static int eviction_edges(lctx *c) {
   weft_tensor **pt = pg->tensors.data;
   size_t nm = c->made.len;
   uint32_t *voff = rc == WEFT_OK ? weft__calloc(nm + 1, sizeof *voff) : NULL; /* victims of made[i]: ev[voff[i]..voff[i+1]) */
-  uint32_t *on = rc == WEFT_OK ? weft__malloc((nm ? nm : 1) * sizeof *on) : NULL;
+  weft__pair *on = rc == WEFT_OK ? weft__malloc((nm ? nm : 1) * sizeof *on) : NULL; /* {first access, made index} */
   double *cum = rc == WEFT_OK ? weft__malloc((nm + 1) * sizeof *cum) : NULL;
   if (rc == WEFT_OK && (voff == NULL || on == NULL || cum == NULL)) rc = weft__oom("the placed graph's eviction edges");
   if (rc == WEFT_OK) {
     for (size_t q = 0; q < c->evicted.len; q++) voff[ev[q].value + 1]++;
     for (size_t i = 0; i < nm; i++) voff[i + 1] += voff[i];
   }
-  /* On each tight GPU, the replica made j-th waits for the victims of every replica made at or
-   * before the earliest m with at most the GPU's slack of replicas made in (m, j]: the lowering
-   * kept its replicas within the budget less the slack, so those in flight stay within it. */
+  /* On each tight GPU, in the order of their first accesses (a replica written first is made
+   * before the copies in of the node's other operands, and used after them): the replica j-th
+   * waits for the replica before it and for the victims of every replica at or before the
+   * earliest m with at most the GPU's slack of replicas in (m, j]. The lowering kept its
+   * replicas within the budget less the slack, so those in flight stay within it. */
   for (int k = 1; k < c->ndev && rc == WEFT_OK; k++) {
     size_t n = 0;
     for (size_t i = 0; i < nm; i++)
-      if (mk[i].owner == (uint32_t)k) on[n++] = (uint32_t)i;
+      if (mk[i].owner == (uint32_t)k) on[n++] = (weft__pair){first[mk[i].value], (uint32_t)i};
+    qsort(on, n, sizeof *on, by_first);
     cum[0] = 0;
-    for (size_t q = 0; q < n; q++) cum[q + 1] = cum[q] + (double)pt[mk[on[q]].value]->bytes;
+    for (size_t q = 0; q < n; q++) cum[q + 1] = cum[q] + (double)pt[mk[on[q].value].value]->bytes;
     size_t lo = 0, done = 0; /* positions [0, done) have their victims' edges */
-    for (size_t j = 0; j < n && rc == WEFT_OK; j++) {
-      uint32_t to = first[mk[on[j]].value];
+    for (size_t j = 0; j < n && rc == WEFT_OK && on[j].owner != UINT32_MAX; j++) {
+      uint32_t to = on[j].owner;
+      if (j > 0 && on[j - 1].owner < to) rc = weft_graph_add_edge(pg, nd[on[j - 1].owner], nd[to]);
       while (cum[j + 1] - cum[lo + 1] > c->slack[k]) lo++;
       for (; done <= lo && rc == WEFT_OK; done++)
-        for (uint32_t q = voff[on[done]]; q < voff[on[done] + 1] && rc == WEFT_OK; q++) {
+        for (uint32_t q = voff[on[done].value]; q < voff[on[done].value + 1] && rc == WEFT_OK; q++) {
           uint32_t v = ev[q].owner;
-          for (uint32_t a = v ? off[v - 1] : 0; a < off[v] && rc == WEFT_OK && to != UINT32_MAX; a++)
+          for (uint32_t a = v ? off[v - 1] : 0; a < off[v] && rc == WEFT_OK; a++)
             if (acc[a] < to) rc = weft_graph_add_edge(pg, nd[acc[a]], nd[to]);
         }
     }
@@ -611,10 +625,6 @@ static int eviction_edges(lctx *c) {
   weft__free(voff);
   weft__free(on);
   weft__free(cum);
-  for (size_t q = 1; q < c->made.len && rc == WEFT_OK; q++) {
-    uint32_t from = first[mk[q - 1].value], to = first[mk[q].value];
-    if (mk[q - 1].owner == mk[q].owner && from < to && to != UINT32_MAX) rc = weft_graph_add_edge(pg, nd[from], nd[to]);
-  }
   weft__free(first);
   weft__free(off);
   weft__free(acc);
@@ -639,8 +649,10 @@ static weft_tensor *on_device(lctx *c, weft_tensor *t, int k, int *rc) {
   return *r;
 }
 
-/* The device to copy t from onto k: another GPU over the peer link, else the host, else any. */
+/* The device to copy t from onto k: another GPU over the peer link, else the host, else any;
+ * the host first onto a GPU data streams through (transfer, below). */
 static int source_of(const lctx *c, uint32_t valid, int k) {
+  if (k > 0 && c->tight[k] && (valid & 1)) return 0;
   for (int s = 1; s < c->ndev && k > 0 && c->peer; s++)
     if (valid >> s & 1) return s;
   if (valid & 1) return 0;
@@ -666,7 +678,8 @@ static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor *
   unsigned i = r->next++ % (out ? STAGES_OUT : STAGES_IN);
   if (r->t[i] == NULL) {
     char name[96], d[32];
-    snprintf(name, sizeof name, "stage %s %s %u", out ? "from" : "to", weft_device_str(dev_of(k), d, sizeof d), i);
+    snprintf(name, sizeof name, "stage %s %s %u (%s %lldx%lld)", out ? "from" : "to", weft_device_str(dev_of(k), d, sizeof d),
+             i, weft_dtype_name(t->dtype), (long long)t->shape[0], (long long)t->shape[1]);
     int rc = weft__tensor_new(c->pg, name, t->dtype, 2, t->shape, weft_cpu(), weft_zeros(), WEFT__T_INSERTED, &r->t[i]);
     if (rc != WEFT_OK) return rc;
   }
@@ -678,6 +691,14 @@ static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor *
  * the host goes through a staging tensor (above). */
 static int transfer(struct lctx *c, weft_tensor *t, int s, int k) {
   int rc = WEFT_OK;
+  /* Between GPUs, one of which data streams through: through the host. A GPU frees during the
+   * run only the buffers whose every access runs on it (docs/cuda.md), and a copy over the peer
+   * link runs on one side: the replica on the other would hold its memory to the end of the run
+   * (two H200s under a 2 GiB limit each peaked at 6.2 GiB). */
+  if (s > 0 && k > 0 && (c->tight[s] || c->tight[k])) {
+    if (!(c->valid[t->id] & 1u)) rc = transfer(c, t, s, 0);
+    return rc == WEFT_OK ? transfer(c, t, 0, k) : rc;
+  }
   weft_tensor *from = on_device(c, t, s, &rc), *to = rc == WEFT_OK ? on_device(c, t, k, &rc) : NULL, *st = NULL;
   const weft_tensor *host = s == 0 ? from : k == 0 ? to : NULL;
   if (rc == WEFT_OK && (s == 0) != (k == 0) && host->ndim == 2 && !weft__tensor_contiguous(host) &&
@@ -762,31 +783,39 @@ static void heap_down(uint32_t *h, size_t n, size_t i) {
  * used out first), the program's order breaking ties: the work on what is resident is done
  * before it leaves (the factorisation turns left-looking by itself). Only independent nodes
  * trade places, so results are the program order's. ord receives the order. */
-static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev,
-                          const double *cap, const double *homes, uint32_t *ord, int *tight) {
-  size_t nt = g->tensors.len, nn = g->nodes.len, ne = g->edges.len;
+/* Which GPUs data streams through (tight[k]): those whose nodes touch more bytes away from home
+ * than the GPU may hold beside what lives there. */
+static int tight_gpus(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev, const double *cap,
+                      const double *homes, int *tight) {
+  size_t nt = g->tensors.len, nn = g->nodes.len;
   weft_node **nd = g->nodes.data;
-  weft_tensor **tens = g->tensors.data;
-  for (size_t i = 0; i < nn; i++) ord[i] = (uint32_t)i;
-  /* Out of core on some GPU? The bytes of the tensors its nodes touch away from home. */
-  double need[MAXD] = {0};
   uint32_t *seen = weft__calloc(nt ? nt : 1, sizeof *seen);
   if (seen == NULL) return weft__oom("the placement's order");
-  int over = 0;
   for (int k = 1; k < ndev; k++) {
+    double need = 0;
     for (size_t i = 0; i < nn; i++) {
       if (dev_index(at[i].device) != k) continue;
       for (int a = 0; a < nd[i]->nargs; a++) {
         const weft_tensor *t = nd[i]->args[a].t;
         if (ts[t->id].home == k || seen[t->id] == (uint32_t)k) continue;
         seen[t->id] = (uint32_t)k;
-        need[k] += (double)t->bytes;
+        need += (double)t->bytes;
       }
     }
-    tight[k] = need[k] > cap[k] - homes[k];
-    over |= tight[k];
+    tight[k] = need > cap[k] - homes[k];
   }
   weft__free(seen);
+  return WEFT_OK;
+}
+
+static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev,
+                          const double *cap, const double *homes, const int *tight, uint32_t *ord) {
+  size_t nt = g->tensors.len, nn = g->nodes.len, ne = g->edges.len;
+  weft_node **nd = g->nodes.data;
+  weft_tensor **tens = g->tensors.data;
+  for (size_t i = 0; i < nn; i++) ord[i] = (uint32_t)i;
+  int over = 0;
+  for (int k = 1; k < ndev; k++) over |= tight[k];
   if (!over) return WEFT_OK;
   uint32_t *indeg = weft__calloc(nn + 1, sizeof *indeg), *soff = weft__calloc(nn + 1, sizeof *soff);
   uint32_t *succ = weft__malloc((ne ? ne : 1) * sizeof *succ), *ready = weft__malloc((nn ? nn : 1) * sizeof *ready);
@@ -914,16 +943,15 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
    * accesses in that order, for eviction. */
   {
     weft_node **nd = g->nodes.data;
-    for (int k = 0; k < ndev; k++) {
-      /* An eighth of each GPU's budget is slack for the copies in ahead of need (the
-       * eviction edges below): measured best of 1/16, 1/8 and 1/6.7 on an H100 out of core. */
-      c.cap[k] = capacity_of(rt, k);
-      c.slack[k] = isfinite(c.cap[k]) ? c.cap[k] / 8 : 0;
-      c.cap[k] -= c.slack[k];
-    }
+    for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, k);
     for (size_t t = 0; t < nt; t++)
       if (tens[t]->view == NULL && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
-    if ((rc = lowering_order(g, pl->at, ts, ndev, c.cap, c.homes, ord, c.tight)) != WEFT_OK) goto done;
+    if ((rc = tight_gpus(g, pl->at, ts, ndev, c.cap, c.homes, c.tight)) != WEFT_OK) goto done;
+    /* On a GPU data streams through, an eighth of its budget is slack for the copies in ahead
+     * of need (the eviction edges below): measured best of 1/16, 1/8 and 1/6.7 on an H100. */
+    for (int k = 1; k < ndev; k++)
+      if (c.tight[k]) c.cap[k] -= c.slack[k] = c.cap[k] / 8;
+    if ((rc = lowering_order(g, pl->at, ts, ndev, c.cap, c.homes, c.tight, ord)) != WEFT_OK) goto done;
     for (size_t q = 0; q < nn; q++) c.pos[ord[q]] = (uint32_t)q;
     size_t total = 0;
     for (size_t i = 0; i < nn; i++)
@@ -1017,7 +1045,8 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
       /* Out of core, a replica's last write goes home at once (the copy engine out is idle
        * beside the copies in): its eviction is then free, and the copy that takes its room
        * waits for no write-back. The same bytes as a write-back at eviction or at the end. */
-      if (rc == WEFT_OK && k > 0 && c.tight[k] && t->grid == NULL && ts[t->id].home != k && c.last_write[t->id] == q)
+      if (rc == WEFT_OK && k > 0 && c.tight[k] && t->grid == NULL && ts[t->id].home != k && c.last_write[t->id] == q &&
+          !(c.valid[t->id] >> ts[t->id].home & 1))
         rc = transfer(&c, t, k, ts[t->id].home);
     }
   }
@@ -1053,16 +1082,13 @@ done:
   return rc;
 }
 
-/* 1 when placement pl (just decided, homes in ts) puts every node and auto tensor where the
- * current placement old does (a copy node's device is the lowering's: not compared). */
+/* 1 when placement pl (just decided, homes in ts) puts every node and tensor where the
+ * current placement old decided to. */
 static int same_decisions(const weft_graph *g, const weft__placement *old, const weft__placement *pl, const tstate *ts) {
-  weft_node **nodes = g->nodes.data;
-  weft_tensor **tens = g->tensors.data;
   for (size_t i = 0; i < g->nodes.len; i++)
-    if (nodes[i]->kind != WEFT__OP_COPY && !weft_device_equal(pl->at[i].device, old->at[i].device)) return 0;
+    if (!weft_device_equal(pl->at[i].device, old->decided[i])) return 0;
   for (size_t t = 0; t < g->tensors.len; t++)
-    if ((group_of(tens[t])->flags & WEFT__T_AUTODEV) && !weft_device_equal(dev_of(ts[t].home), tens[t]->device))
-      return 0;
+    if (ts[t].home != old->home[t]) return 0;
   return 1;
 }
 
@@ -1107,19 +1133,24 @@ int weft__place(weft_graph *g, weft_graph **out) {
       ts[t].valid = x->device.kind == WEFT_DEVICE_AUTO ? 1u : 1u << dev_index(x->device);
   }
   rc = decide(g, m, ndev, peer, ts, pl->at);
+  if (rc == WEFT_OK) {
+    pl->decided = weft__malloc((nn ? nn : 1) * sizeof *pl->decided);
+    pl->home = weft__malloc((nt ? nt : 1) * sizeof *pl->home);
+    if (pl->decided == NULL || pl->home == NULL) rc = weft__oom("the placement");
+    for (size_t i = 0; i < nn && rc == WEFT_OK; i++) pl->decided[i] = pl->at[i].device;
+    for (size_t t = 0; t < nt && rc == WEFT_OK; t++) pl->home[t] = ts[t].home;
+  }
   /* Measured times moved a price but no decision: the placed graph stays, with its plan and its
    * storage (a tiled Cholesky on auto was placed, planned and had its buffers pinned anew at
    * every run on an H100: 15.6 ms of 283; its panel kernels take 1 to 5 times their price by
    * what runs beside them). The new prices are the ones the next runs are compared with. */
   if (rc == WEFT_OK && relearnt && same_decisions(g, g->placement, pl, ts)) {
     weft__placement *old = g->placement;
-    weft_node **nodes = g->nodes.data;
-    for (size_t i = 0; i < nn; i++)
-      if (nodes[i]->kind != WEFT__OP_COPY) {
-        weft_device d = old->at[i].device;
-        old->at[i] = pl->at[i];
-        old->at[i].device = d;
-      }
+    for (size_t i = 0; i < nn; i++) {
+      weft_device d = old->at[i].device; /* a copy's: where the lowering runs it */
+      old->at[i] = pl->at[i];
+      old->at[i].device = d;
+    }
     placement_free(pl);
     weft__free(ts);
     *out = old->pg;
