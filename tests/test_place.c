@@ -484,11 +484,9 @@ static void profile_faster(const char *from, const char *to, char *tmp) {
   free(text);
 }
 
-static void measured_times_correct_the_prices(void **state) {
-  (void)state;
-  /* The host's rates x 10^4. */
-  char tmp[] = "/tmp/weft_test_profileXXXXXX";
-  profile_faster("\"host\"", "\"gpu\"", tmp);
+/* A runtime on the simulated H100 whose placement prices with profile_faster(from, to). */
+static weft_runtime *priced_wrong(const char *from, const char *to, char *tmp) {
+  profile_faster(from, to, tmp);
   weft_runtime_options ro;
   weft_runtime_options_init(&ro);
   ro.cpu_workers = 2;
@@ -497,6 +495,13 @@ static void measured_times_correct_the_prices(void **state) {
   ro.profile = tmp;
   weft_runtime *rt = NULL;
   CHECK(weft_runtime_create(&ro, &rt));
+  return rt;
+}
+
+static void measured_times_correct_the_prices(void **state) {
+  (void)state;
+  char tmp[] = "/tmp/weft_test_profileXXXXXX";
+  weft_runtime *rt = priced_wrong("\"host\"", "\"gpu\"", tmp); /* the host's rates x 10^4 */
   weft_graph *g = tu_graph(rt);
   weft_tensor *a, *c = NULL;
   CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_auto(), weft_ones(), &a));
@@ -523,15 +528,7 @@ static void measured_times_correct_the_prices(void **state) {
 static void prices_that_move_no_decision_keep_the_placed_graph(void **state) {
   (void)state;
   char tmp[] = "/tmp/weft_test_profileXXXXXX";
-  profile_faster("\"gpu\"", "\"links\"", tmp);
-  weft_runtime_options ro;
-  weft_runtime_options_init(&ro);
-  ro.cpu_workers = 2;
-  ro.flags = WEFT_RUNTIME_QUIET;
-  ro.simulate = "h100";
-  ro.profile = tmp;
-  weft_runtime *rt = NULL;
-  CHECK(weft_runtime_create(&ro, &rt));
+  weft_runtime *rt = priced_wrong("\"gpu\"", "\"links\"", tmp); /* the GPU's rates x 10^4 */
   weft_graph *g = tu_graph(rt);
   weft_tensor *a, *c = NULL, *s;
   CHECK(weft_tensor_create(g, "a", WEFT_F32, 2, (int64_t[]){2048, 2048}, weft_auto(), weft_ones(), &a));
