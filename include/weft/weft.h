@@ -199,9 +199,11 @@ typedef struct weft_runtime_options {
    * profile, else the shipped one of a machine like this one ("h100" with one GPU or none,
    * "h200xN" with N GPUs). One that cannot be loaded fails weft_runtime_create. */
   const char *profile;
-  /* The bytes of each GPU that `auto` placement may fill (0: the device's memory). A node whose
-   * operands do not fit beside the tensors already living on a GPU is not placed there; one
-   * that fits no device it has a kernel for fails the launch, naming it and the bytes. */
+  /* The bytes of each GPU that `auto` placement may fill (0: the device's memory less a
+   * sixteenth, at least 2 GiB). A node whose operands do not fit beside the tensors already
+   * living on a GPU is not placed there; one that fits no device it has a kernel for fails the
+   * launch, naming it and the bytes. Data larger than the budget streams through the GPU (out of
+   * core: docs/placement.md), its buffers there within the budget in any order of the plan. */
   size_t device_memory_limit;
   /* Whether each CPU worker is bound to a core (weft_bind): WEFT_BIND_AUTO (the default: bound
    * on a machine of several NUMA nodes, else not), WEFT_BIND_CORES or WEFT_BIND_NONE. The
