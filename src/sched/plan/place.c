@@ -560,13 +560,13 @@ static int by_first(const void *a, const void *b) {
   return x->owner != y->owner ? (x->owner < y->owner ? -1 : 1) : (x->value < y->value ? -1 : x->value > y->value);
 }
 
-/* Out of core, the lowering's order keeps each tight GPU's replicas within its budget; a
- * policy that reorders the placed graph (`heft`) must keep that too. So the first access of a
- * replica made on a tight GPU waits for every access of the replicas evicted to make its room
- * (their readers, their write-back), and those first accesses keep the order in which the
- * replicas were made: in any order the plan takes, the replicas alive are those the lowering
- * had, and the memory plan frees the dead ones in time. The edges point forward in the placed
- * graph's order (the lowering's), so they close no cycle. */
+/* Out of core, the lowering's order keeps each tight GPU's replicas within its budget less the
+ * slack; a policy that reorders the placed graph (`heft`) must keep them within the budget too.
+ * So on each tight GPU the first accesses of its replicas keep their order, and each waits for
+ * every access (the readers, the write-back) of the replicas evicted for the replicas made up
+ * to the slack before it: in any order the plan takes, the replicas alive are at most those
+ * the lowering had plus the slack, and the memory plan frees the dead ones in time. The edges
+ * point forward in the placed graph's order (the lowering's), so they close no cycle. */
 static int eviction_edges(lctx *c) {
   weft_graph *pg = c->pg;
   size_t nn = pg->nodes.len, nt = pg->tensors.len, total = 0;
