@@ -502,6 +502,25 @@ typedef struct ring {
   weft_tensor *t[STAGES_IN];
 } ring;
 
+/* Each tensor's accesses in g, ascending, as positions in `ord` (NULL: node ids): tensor t's
+ * are (*acc)[(*off)[t] .. (*off)[t + 1]). The caller frees both. */
+static int accesses_of(const weft_graph *g, const uint32_t *ord, uint32_t **off, uint32_t **acc) {
+  size_t nt = g->tensors.len, nn = g->nodes.len, total = 0;
+  weft_node **nd = g->nodes.data;
+  *acc = NULL;
+  if ((*off = weft__calloc(nt + 2, sizeof **off)) == NULL) return weft__oom("the placement's accesses");
+  for (size_t i = 0; i < nn; i++)
+    for (int a = 0; a < nd[i]->nargs; a++) (*off)[nd[i]->args[a].t->id + 2]++, total++;
+  for (size_t t = 0; t < nt; t++) (*off)[t + 2] += (*off)[t + 1];
+  if ((*acc = weft__malloc((total ? total : 1) * sizeof **acc)) == NULL) return weft__oom("the placement's accesses");
+  /* (*off)[t + 1] is t's fill cursor: it ends at t's end, which is (t + 1)'s start. */
+  for (size_t q = 0; q < nn; q++) {
+    const weft_node *n = nd[ord != NULL ? ord[q] : q];
+    for (int a = 0; a < n->nargs; a++) (*acc)[(*off)[n->args[a].t->id + 1]++] = (uint32_t)q;
+  }
+  return WEFT_OK;
+}
+
 /* The next access to tensor t after position i of the lowering's order (UINT32_MAX: none),
  * and the last one at or before i (0: none). */
 static uint32_t next_use(const lctx *c, uint32_t t, uint32_t i, uint32_t *last) {
@@ -569,23 +588,9 @@ static int by_first(const void *a, const void *b) {
  * point forward in the placed graph's order (the lowering's), so they close no cycle. */
 static int eviction_edges(lctx *c) {
   weft_graph *pg = c->pg;
-  size_t nn = pg->nodes.len, nt = pg->tensors.len, total = 0;
   weft_node **nd = pg->nodes.data;
-  uint32_t *first = weft__malloc((nt ? nt : 1) * sizeof *first), *off = weft__calloc(nt + 1, sizeof *off), *acc = NULL;
-  int rc = first != NULL && off != NULL ? WEFT_OK : weft__oom("the placed graph's eviction edges");
-  for (size_t i = 0; i < nn && rc == WEFT_OK; i++)
-    for (int a = 0; a < nd[i]->nargs; a++) off[nd[i]->args[a].t->id + 1]++, total++;
-  if (rc == WEFT_OK && (acc = weft__malloc((total ? total : 1) * sizeof *acc)) == NULL)
-    rc = weft__oom("the placed graph's eviction edges");
-  if (rc == WEFT_OK) {
-    for (size_t t = 0; t < nt; t++) off[t + 1] += off[t], first[t] = UINT32_MAX;
-    for (size_t i = 0; i < nn; i++)
-      for (int a = 0; a < nd[i]->nargs; a++) {
-        uint32_t t = nd[i]->args[a].t->id;
-        if (first[t] == UINT32_MAX) first[t] = (uint32_t)i;
-        acc[off[t]++] = (uint32_t)i; /* off[t] ends at t's end: its start is off[t - 1] */
-      }
-  }
+  uint32_t *off, *acc; /* the placed graph's accesses, by node id */
+  int rc = accesses_of(pg, NULL, &off, &acc);
   const weft__pair *ev = c->evicted.data, *mk = c->made.data;
   weft_tensor **pt = pg->tensors.data;
   size_t nm = c->made.len;
@@ -605,7 +610,10 @@ static int eviction_edges(lctx *c) {
   for (int k = 1; k < c->ndev && rc == WEFT_OK; k++) {
     size_t n = 0;
     for (size_t i = 0; i < nm; i++)
-      if (mk[i].owner == (uint32_t)k) on[n++] = (weft__pair){first[mk[i].value], (uint32_t)i};
+      if (mk[i].owner == (uint32_t)k) {
+        uint32_t t = mk[i].value; /* its first access, if any */
+        on[n++] = (weft__pair){off[t] < off[t + 1] ? acc[off[t]] : UINT32_MAX, (uint32_t)i};
+      }
     qsort(on, n, sizeof *on, by_first);
     cum[0] = 0;
     for (size_t q = 0; q < n; q++) cum[q + 1] = cum[q] + (double)pt[mk[on[q].value].value]->bytes;
@@ -617,7 +625,7 @@ static int eviction_edges(lctx *c) {
       for (; done <= lo && rc == WEFT_OK; done++)
         for (uint32_t q = voff[on[done].value]; q < voff[on[done].value + 1] && rc == WEFT_OK; q++) {
           uint32_t v = ev[q].owner;
-          for (uint32_t a = v ? off[v - 1] : 0; a < off[v] && rc == WEFT_OK; a++)
+          for (uint32_t a = off[v]; a < off[v + 1] && rc == WEFT_OK; a++)
             if (acc[a] < to) rc = weft_graph_add_edge(pg, nd[acc[a]], nd[to]);
         }
     }
@@ -625,7 +633,6 @@ static int eviction_edges(lctx *c) {
   weft__free(voff);
   weft__free(on);
   weft__free(cum);
-  weft__free(first);
   weft__free(off);
   weft__free(acc);
   return rc;
@@ -774,15 +781,6 @@ static void heap_down(uint32_t *h, size_t n, size_t i) {
   }
 }
 
-/* When what the nodes placed on a GPU touch there (away from home) is more than the GPU may
- * hold, the program's order can stream the same data through it again and again (a
- * right-looking tiled Cholesky reads the whole trailing matrix at every step: 15 GB each way
- * for an 8 GiB matrix on an H100 limited to 2 GiB). The lowering then takes another
- * topological order, list scheduling that runs next, of the nodes ready, the one with the
- * fewest bytes to bring to its device (residency kept within each GPU's budget, least recently
- * used out first), the program's order breaking ties: the work on what is resident is done
- * before it leaves (the factorisation turns left-looking by itself). Only independent nodes
- * trade places, so results are the program order's. ord receives the order. */
 /* Which GPUs data streams through (tight[k]): those whose nodes touch more bytes away from home
  * than the GPU may hold beside what lives there. */
 static int tight_gpus(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev, const double *cap,
@@ -808,6 +806,15 @@ static int tight_gpus(const weft_graph *g, const weft__node_place *at, const tst
   return WEFT_OK;
 }
 
+/* When what the nodes placed on a GPU touch there (away from home) is more than the GPU may
+ * hold, the program's order can stream the same data through it again and again (a
+ * right-looking tiled Cholesky reads the whole trailing matrix at every step: 15 GB each way
+ * for an 8 GiB matrix on an H100 limited to 2 GiB). The lowering then takes another
+ * topological order, list scheduling that runs next, of the nodes ready, the one with the
+ * fewest bytes to bring to its device (residency kept within each GPU's budget, least recently
+ * used out first), the program's order breaking ties: the work on what is resident is done
+ * before it leaves (the factorisation turns left-looking by itself). Only independent nodes
+ * trade places, so results are the program order's. ord receives the order. */
 static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev,
                           const double *cap, const double *homes, const int *tight, uint32_t *ord) {
   size_t nt = g->tensors.len, nn = g->nodes.len, ne = g->edges.len;
@@ -924,7 +931,6 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   c.prog = g;
   c.ndev = ndev;
   c.peer = peer;
-  c.acc_off = weft__calloc(nt + 1, sizeof(uint32_t));
   weft__vec_init(&c.victims, sizeof(uint32_t));
   weft__vec_init(&c.evicted, sizeof(weft__pair));
   weft__vec_init(&c.made, sizeof(weft__pair));
@@ -934,8 +940,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   uint32_t *ord = weft__malloc((nn ? nn : 1) * sizeof *ord);
   weft_tensor **args = NULL;
   size_t cap = 0;
-  if (c.twin == NULL || c.rep == NULL || c.valid == NULL || c.acc_off == NULL || c.pos == NULL || c.last_write == NULL ||
-      ord == NULL) {
+  if (c.twin == NULL || c.rep == NULL || c.valid == NULL || c.pos == NULL || c.last_write == NULL || ord == NULL) {
     rc = weft__oom("the placed graph");
     goto done;
   }
@@ -953,25 +958,11 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
       if (c.tight[k]) c.cap[k] -= c.slack[k] = c.cap[k] / 8;
     if ((rc = lowering_order(g, pl->at, ts, ndev, c.cap, c.homes, c.tight, ord)) != WEFT_OK) goto done;
     for (size_t q = 0; q < nn; q++) c.pos[ord[q]] = (uint32_t)q;
-    size_t total = 0;
-    for (size_t i = 0; i < nn; i++)
-      for (int a = 0; a < nd[i]->nargs; a++) c.acc_off[nd[i]->args[a].t->id + 1]++, total++;
-    for (size_t t = 0; t < nt; t++) c.acc_off[t + 1] += c.acc_off[t];
-    uint32_t *fill = weft__malloc((nt ? nt : 1) * sizeof *fill);
-    if ((c.acc = weft__malloc((total ? total : 1) * sizeof *c.acc)) == NULL || fill == NULL) {
-      weft__free(fill);
-      rc = weft__oom("the placed graph");
-      goto done;
-    }
-    memcpy(fill, c.acc_off, nt * sizeof *fill);
+    if ((rc = accesses_of(g, ord, &c.acc_off, &c.acc)) != WEFT_OK) goto done;
     memset(c.last_write, 0xff, nt * sizeof *c.last_write);
     for (size_t q = 0; q < nn; q++)
-      for (int a = 0; a < nd[ord[q]]->nargs; a++) {
-        uint32_t t = nd[ord[q]]->args[a].t->id;
-        c.acc[fill[t]++] = (uint32_t)q;
-        if (nd[ord[q]]->args[a].mode & WEFT_WRITE) c.last_write[t] = (uint32_t)q;
-      }
-    weft__free(fill);
+      for (int a = 0; a < nd[ord[q]]->nargs; a++)
+        if (nd[ord[q]]->args[a].mode & WEFT_WRITE) c.last_write[nd[ord[q]]->args[a].t->id] = (uint32_t)q;
   }
   /* Twins, in the program's order: a view of each tensor on its home; a partitioned tensor's
    * tiles are its twin's tiles, so the placed graph tracks them like the program. */
