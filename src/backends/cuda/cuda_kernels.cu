@@ -248,13 +248,29 @@ __global__ void add_bias(int64_t rows, int64_t cols, T *out, const T *__restrict
     out[i] = out[i] + bias[i % cols];
 }
 
+/* dst = src^T for n x n row-major matrices (row strides lds, ldd), through 32 x 32 tiles in
+ * shared memory so that both sides are read and written a row at a time; with `lower`, only
+ * dst's lower triangle (diagonal included) is written. Blocks of 32 x 8 threads. */
 template <typename T>
-__global__ void lower_of(int64_t n, const T *__restrict__ src, int64_t lds, T *dst) {
+__global__ void transpose_of(int64_t n, const T *__restrict__ src, int64_t lds, T *__restrict__ dst, int64_t ldd,
+                             int lower) {
   pdl_enter();
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    int64_t r = i / n, c = i % n;
-    dst[i] = c <= r ? src[r * lds + c] : T(0);
+  __shared__ T tile[32][33];
+  int64_t tiles = (n + 31) / 32;
+  int tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+  for (int64_t b = blockIdx.x; b < tiles * tiles; b += gridDim.x) {
+    int64_t br = b / tiles, bc = b % tiles; /* the source tile; it lands at (bc, br) */
+    if (lower && br > bc) continue;          /* all of it above dst's diagonal (uniform per block) */
+    for (int k = ty; k < 32; k += 8) {
+      int64_t r = br * 32 + k, c = bc * 32 + tx;
+      if (r < n && c < n) tile[k][tx] = src[r * lds + c];
+    }
+    __syncthreads();
+    for (int k = ty; k < 32; k += 8) {
+      int64_t r = bc * 32 + k, c = br * 32 + tx;
+      if (r < n && c < n && (!lower || c <= r)) dst[r * ldd + c] = tile[tx][k];
+    }
+    __syncthreads();
   }
 }
 
@@ -303,13 +319,15 @@ extern "C" int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *ou
   return (int)launch(add_bias<double>, g, THREADS, stream, rows, cols, (double *)out, (const double *)bias);
 }
 
-extern "C" int weft__cu_lower(int dtype, int64_t n, const void *src, int64_t lds, void *dst,
-                              cudaStream_t stream) {
+extern "C" int weft__cu_transpose(int dtype, int64_t n, const void *src, int64_t lds, void *dst, int64_t ldd,
+                                  int lower, cudaStream_t stream) {
   if (n <= 0) return (int)cudaSuccess;
-  unsigned g = blocks_for(n * n);
+  int64_t tiles = (n + 31) / 32;
+  unsigned g = (unsigned)(tiles * tiles < 8192 ? tiles * tiles : 8192);
   if (dtype == WEFT_F32)
-    return (int)launch(lower_of<float>, g, THREADS, stream, n, (const float *)src, lds, (float *)dst);
-  return (int)launch(lower_of<double>, g, THREADS, stream, n, (const double *)src, lds, (double *)dst);
+    return (int)launch(transpose_of<float>, g, THREADS, stream, n, (const float *)src, lds, (float *)dst, ldd, lower);
+  return (int)launch(transpose_of<double>, g, THREADS, stream, n, (const double *)src, lds, (double *)dst, ldd,
+                     lower);
 }
 
 extern "C" void weft__cu_set_pdl(int on) { use_pdl = on != 0; }

@@ -48,8 +48,10 @@ int weft__cu_fill(int dtype, int64_t n, void *p, weft_init init, struct CUstream
 /* out[r, c] += bias[c] for a row-major [rows, cols] matrix. */
 int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *out, const void *bias,
                       struct CUstream_st *stream);
-/* dst (n x n, contiguous) = the lower triangle of src (n x n, row stride lds), zeros above. */
-int weft__cu_lower(int dtype, int64_t n, const void *src, int64_t lds, void *dst, struct CUstream_st *stream);
+/* dst = src^T, n x n row-major (row strides lds, ldd); with `lower`, only dst's lower triangle
+ * (diagonal included) is written. */
+int weft__cu_transpose(int dtype, int64_t n, const void *src, int64_t lds, void *dst, int64_t ldd, int lower,
+                       struct CUstream_st *stream);
 /* Turns programmatic dependent launch of these kernels on or off (process-wide; on by
  * default, WEFT_CUDA_PDL=0 turns it off at runtime creation). */
 void weft__cu_set_pdl(int on);

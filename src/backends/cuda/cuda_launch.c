@@ -236,27 +236,43 @@ static int solver_of(weft_kernel_ctx *ctx, lane *l) {
   return WEFT_OK;
 }
 
+/* A = L L^T, the lower factor in A's row-major lower triangle. That triangle is cuSOLVER's
+ * column-major upper one, but its upper mode ran 2.4 x slower than its lower mode on an H100 (a
+ * 2048^2 f64 tile: 2.00 ms against 0.84; the whole n = 32768 matrix 414 against 258 ms), so
+ * the tile is transposed into scratch, factored in the lower mode there, and its lower triangle
+ * transposed back (two 32 x 32-tiled passes, about 40 us each for that tile). */
 static int potrf(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int64_t n, void *a, int64_t lda) {
   int rc = solver_of(ctx, l);
   if (rc != WEFT_OK) return rc;
   cu_stream *s = l->own;
   cudaDataType t = dtype == WEFT_F32 ? CUDA_R_32F : CUDA_R_64F;
+  size_t es = dtype == WEFT_F32 ? 4 : 8;
   size_t dev_bytes = 0, host_bytes = 0;
-  cusolverStatus_t cs = cusolverDnXpotrf_bufferSize(s->solver, s->solver_params, CUBLAS_FILL_MODE_UPPER, n, t, a,
-                                                    lda, t, &dev_bytes, &host_bytes);
-  if (cs != CUSOLVER_STATUS_SUCCESS) return fail_solver(ctx, cs, "cusolverDnXpotrf_bufferSize");
-  if (host_bytes > s->solver_host_bytes) {
+  void *at = NULL, *work = NULL;
+  cudaError_t e = weft__cu_pool_alloc(l->d, &at, (size_t)(n * n) * es, l->s);
+  if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating a potrf's scratch");
+  cusolverStatus_t cs = cusolverDnXpotrf_bufferSize(s->solver, s->solver_params, CUBLAS_FILL_MODE_LOWER, n, t, at, n,
+                                                    t, &dev_bytes, &host_bytes);
+  if (cs != CUSOLVER_STATUS_SUCCESS) rc = fail_solver(ctx, cs, "cusolverDnXpotrf_bufferSize");
+  if (rc == WEFT_OK && host_bytes > s->solver_host_bytes) {
     void *h = weft__realloc(s->solver_host, host_bytes);
-    if (h == NULL) return weft_ctx_fail(ctx, "no host memory for cuSOLVER's %zu-byte workspace", host_bytes);
-    s->solver_host = h;
-    s->solver_host_bytes = host_bytes;
+    if (h == NULL)
+      rc = weft_ctx_fail(ctx, "no host memory for cuSOLVER's %zu-byte workspace", host_bytes);
+    else {
+      s->solver_host = h;
+      s->solver_host_bytes = host_bytes;
+    }
   }
-  void *work = NULL;
-  cudaError_t e = dev_bytes > 0 ? weft__cu_pool_alloc(l->d, &work, dev_bytes, l->s) : cudaSuccess;
-  if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating cuSOLVER's workspace");
-  cs = cusolverDnXpotrf(s->solver, s->solver_params, CUBLAS_FILL_MODE_UPPER, n, t, a, lda, t, work, dev_bytes,
-                        s->solver_host, host_bytes, s->solver_info);
-  if (cs != CUSOLVER_STATUS_SUCCESS) rc = fail_solver(ctx, cs, "cusolverDnXpotrf");
+  if (rc == WEFT_OK && dev_bytes > 0 && (e = weft__cu_pool_alloc(l->d, &work, dev_bytes, l->s)) != cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "allocating cuSOLVER's workspace");
+  if (rc == WEFT_OK && (e = (cudaError_t)weft__cu_transpose(dtype, n, a, lda, at, n, 0, l->s)) != cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "the transpose kernel");
+  if (rc == WEFT_OK &&
+      (cs = cusolverDnXpotrf(s->solver, s->solver_params, CUBLAS_FILL_MODE_LOWER, n, t, at, n, t, work, dev_bytes,
+                             s->solver_host, host_bytes, s->solver_info)) != CUSOLVER_STATUS_SUCCESS)
+    rc = fail_solver(ctx, cs, "cusolverDnXpotrf");
+  if (rc == WEFT_OK && (e = (cudaError_t)weft__cu_transpose(dtype, n, at, n, a, lda, 1, l->s)) != cudaSuccess)
+    rc = FAIL_CUDA(ctx, e, "the transpose kernel");
   /* The host reads the info after the run (cuda_complete.c): a matrix that is not positive
    * definite fails the run there, naming this node. */
   if (rc == WEFT_OK &&
@@ -265,6 +281,7 @@ static int potrf(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int64_t 
     rc = FAIL_CUDA(ctx, e, "cudaMemcpyAsync (potrf's info)");
   if (work != NULL && (e = cudaFreeAsync(work, l->s)) != cudaSuccess && rc == WEFT_OK)
     rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
+  if ((e = cudaFreeAsync(at, l->s)) != cudaSuccess && rc == WEFT_OK) rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
   return rc;
 }
 
@@ -278,36 +295,32 @@ static cublasStatus_t row_gemm(lane *l, int f32, int ta, int tb, int64_t m, int6
              : cublasDgemm(l->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc);
 }
 
-/* B = alpha op(L) B (left) or alpha B op(L) (right), L lower triangular: a full product with
- * the lower triangle of L (zeros above) into scratch, copied back into B. cuBLAS's own trmm
- * ran at a fifth of its product's rate on an H100 (a 2048^2 f64 tile: 0.78 ms against 0.31 ms
- * for a product of twice the flops; docs/benchmarks.md), so the product is the faster way. */
+/* B = alpha op(L) B (left) or alpha B op(L) (right), L lower triangular: cuBLAS's trmm out of
+ * place into scratch, copied back into B. In place it ran at a quarter of that rate on an H100
+ * (a 2048^2 f64 tile: 694 us in place, 186 us out of place and 45 us for the copy back, against
+ * 297 us for a product of twice the flops; docs/benchmarks.md). The mapping to column-major is
+ * trsm's (linear_algebra below). */
 static int trmm(weft_kernel_ctx *ctx, lane *l, const weft__la *la, const weft_tensor *lt, const weft_tensor *bt) {
   void **d = ctx->data;
-  int f32 = lt->dtype == WEFT_F32, right = la->side == WEFT_RIGHT;
-  int64_t k = lt->shape[0], m = bt->shape[0], n = bt->shape[1], ldb = weft__tensor_ld(bt);
+  int f32 = lt->dtype == WEFT_F32;
+  int64_t m = bt->shape[0], n = bt->shape[1], lda = weft__tensor_ld(lt), ldb = weft__tensor_ld(bt);
   size_t es = f32 ? 4 : 8;
-  void *lo = NULL, *out = NULL;
-  cudaError_t e = weft__cu_pool_alloc(l->d, &lo, (size_t)(k * k) * es, l->s);
+  void *out = NULL;
+  cudaError_t e = weft__cu_pool_alloc(l->d, &out, (size_t)(m * n) * es, l->s);
   if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating a trmm's scratch");
-  if ((e = weft__cu_pool_alloc(l->d, &out, (size_t)(m * n) * es, l->s)) != cudaSuccess) {
-    cudaFreeAsync(lo, l->s);
-    return FAIL_CUDA(ctx, e, "allocating a trmm's scratch");
-  }
-  int rc = WEFT_OK;
-  if ((e = (cudaError_t)weft__cu_lower(lt->dtype, k, d[0], weft__tensor_ld(lt), lo, l->s)) != cudaSuccess)
-    rc = FAIL_CUDA(ctx, e, "the lower-triangle kernel");
-  cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-  if (rc == WEFT_OK) {
-    s = right ? row_gemm(l, f32, 0, la->trans_a, m, n, k, la->alpha, d[1], ldb, lo, k, 0.0, out, n)
-              : row_gemm(l, f32, la->trans_a, 0, m, n, k, la->alpha, lo, k, d[1], ldb, 0.0, out, n);
-    if (s != CUBLAS_STATUS_SUCCESS) rc = FAIL_BLAS(ctx, s, f32 ? "cublasSgemm" : "cublasDgemm");
-  }
+  cublasSideMode_t side = la->side == WEFT_RIGHT ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
+  cublasOperation_t t = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  float af = (float)la->alpha;
+  cublasStatus_t s =
+      f32 ? cublasStrmm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0],
+                        (int)lda, d[1], (int)ldb, out, (int)n)
+          : cublasDtrmm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha,
+                        d[0], (int)lda, d[1], (int)ldb, out, (int)n);
+  int rc = s == CUBLAS_STATUS_SUCCESS ? WEFT_OK : FAIL_BLAS(ctx, s, f32 ? "cublasStrmm" : "cublasDtrmm");
   if (rc == WEFT_OK &&
       (e = cudaMemcpy2DAsync(d[1], (size_t)ldb * es, out, (size_t)n * es, (size_t)n * es, (size_t)m,
                              cudaMemcpyDeviceToDevice, l->s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "cudaMemcpy2DAsync");
-  if ((e = cudaFreeAsync(lo, l->s)) != cudaSuccess && rc == WEFT_OK) rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
   if ((e = cudaFreeAsync(out, l->s)) != cudaSuccess && rc == WEFT_OK) rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
   return rc;
 }

@@ -145,7 +145,8 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
        * kernels it stretches accordingly (a tiled Cholesky on 2 H200s, tiles of 2048: trsm
        * 0.85 ms alone, 1.9 ms median beside the updates). */
       double f = weft__la_flops(n);
-      if (n->kind == WEFT__OP_TRMM) f *= 2; /* a GPU's trmm is a full product, then a copy (cuda_launch.c) */
+      /* A GPU's trmm runs out of place at about 0.8 x a product's rate, then a copy (cuda_launch.c). */
+      if (n->kind == WEFT__OP_TRMM) f *= 1.25;
       const weft__sim_curve *lc = la_curve(g, n);
       t = lc != NULL ? f / weft__sim_curve_at(lc, (double)la_side(n)) : la_s(gc, 1, f);
       tpeak = f / peak_of(gc);
