@@ -535,7 +535,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   atomic_init(&r->done, 0);
   atomic_init(&r->drains, 0);
   for (uint32_t i = 0; i < pl->n; i++) {
-    atomic_store_explicit(&pl->exec->pending[i], pl->x[i].indeg, memory_order_relaxed);
+    atomic_store_explicit(&pl->exec->pending[i], pl->indeg[i], memory_order_relaxed);
     atomic_store_explicit(&pl->exec->poison[i], 0, memory_order_relaxed);
   }
   pl->exec->run = r;
