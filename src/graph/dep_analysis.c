@@ -173,17 +173,29 @@ void weft__graph_order(const weft_graph *g, uint32_t *out) {
     for (size_t i = 0; i < n; i++) out[i] = (uint32_t)i;
 }
 
+/* The reader entries of t since its last write: the WAR edges a write of t may add. */
+static size_t readers_since(const weft_graph *g, const weft_tensor *t) {
+  const reader *rd = g->dep_readers.data;
+  size_t k = 0;
+  for (uint32_t r = t->dep_head; r != NONE; r = rd[r].next) k++;
+  return k;
+}
+
 /* Reserves room for node n's worst case (a read adds at most one RAW edge and one reader
- * entry, each reader entry yields at most one WAR edge, a write at most one WAW edge; and the
- * explicit edges into it) and points s at the graph's state. */
+ * entry, a write one WAR edge per reader entry of the tensor and at most one WAW edge; and the
+ * explicit edges into it) and points s at the graph's state. The bound is the node's own, not
+ * the graph's: the edges grow with the graph, with no room kept for readers elsewhere. */
 static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, state *s) {
-  size_t accesses = 0;
+  size_t accesses = 0, war = 0;
+  weft_tensor **tensors = g->tensors.data;
   for (int a = 0; a < n->nargs; a++) {
     const weft_tensor *t = n->args[a].t;
     accesses += 1 + (t->grid != NULL ? (size_t)(t->grid->rows * t->grid->cols) : 0);
+    if (!(n->args[a].mode & WEFT_WRITE)) continue;
+    war += readers_since(g, t);
+    if (t->grid != NULL) FOR_TILES(t, k) war += readers_since(g, tensors[k]);
   }
-  /* A write's WAR edges come from reader entries already there: their count bounds them. */
-  size_t bound = 2 * accesses + g->dep_readers.len + explicit_in;
+  size_t bound = 2 * accesses + war + explicit_in;
   int rc;
   if ((rc = weft__vec_reserve(&g->edges, bound)) != WEFT_OK ||
       (rc = weft__vec_reserve(&g->dep_readers, accesses)) != WEFT_OK)
@@ -235,13 +247,16 @@ void weft__graph_analyse_append(weft_graph *g, weft_node *n) {
 
 /* A tensor an op created is a temporary when its final value is read by a later node (the
  * readers since its last write are not empty) and the user did not keep it: its storage may be
- * released after that last read. A final value nobody reads is a result. */
+ * released after that last read. A final value nobody reads is a result. Only the tensors ops
+ * made are visited (g->autos): a graph of the user's tensors pays no pass over them. */
 static void mark_temporaries(weft_graph *g) {
   weft_tensor **tensors = g->tensors.data;
-  for (size_t t = 0; t < g->tensors.len; t++) {
-    uint8_t f = tensors[t]->flags & (uint8_t)~WEFT__T_TEMP;
-    if ((f & WEFT__T_AUTO) && !(f & WEFT__T_KEEP) && tensors[t]->dep_head != NONE) f |= WEFT__T_TEMP;
-    tensors[t]->flags = f;
+  const uint32_t *autos = g->autos.data;
+  for (size_t i = 0; i < g->autos.len; i++) {
+    weft_tensor *t = tensors[autos[i]];
+    uint8_t f = t->flags & (uint8_t)~WEFT__T_TEMP;
+    if (!(f & WEFT__T_KEEP) && t->dep_head != NONE) f |= WEFT__T_TEMP;
+    t->flags = f;
   }
 }
 

@@ -21,6 +21,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
   weft__arena_init(&g->arena, 64 * 1024, mem);
   weft__arena_init(&g->storage_arena, 64 * 1024, mem);
   weft__vec_init_mem(&g->tensors, sizeof(weft_tensor *), mem);
+  weft__vec_init_mem(&g->autos, sizeof(uint32_t), mem);
   weft__vec_init_mem(&g->nodes, sizeof(weft_node *), mem);
   weft__vec_init(&g->explicit_edges, sizeof(weft__edge));
   weft__vec_init_mem(&g->edges, sizeof(weft__edge), mem);
@@ -36,6 +37,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
 
 void weft__graph_free(weft_graph *g) {
   weft__vec_fini(&g->tensors);
+  weft__vec_fini(&g->autos);
   weft__vec_fini(&g->nodes);
   weft__vec_fini(&g->explicit_edges);
   weft__vec_fini(&g->edges);
@@ -222,7 +224,8 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   if (g->tensors.len >= UINT32_MAX - 1)
     return weft__err(WEFT_ELIMIT, "graph has too many tensors");
   if ((rc = weft__vec_reserve(&g->tensors, 1)) != WEFT_OK) return rc;
-  weft_tensor *t = weft__arena_alloc(&g->arena, sizeof *t, 8);
+  if ((flags & WEFT__T_AUTO) && (rc = weft__vec_reserve(&g->autos, 1)) != WEFT_OK) return rc;
+  weft_tensor *t = weft__arena_alloc(&g->arena, sizeof *t, 64);
   if (t == NULL) return WEFT_ENOMEM;
   memset(t, 0, sizeof *t);
   if (name != NULL && (t->name = weft__arena_strdup(&g->arena, name)) == NULL) return WEFT_ENOMEM;
@@ -242,6 +245,7 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   }
   t->dep_writer = t->dep_head = UINT32_MAX;
   weft__vec_push(&g->tensors, &t); /* cannot fail: reserved */
+  if (flags & WEFT__T_AUTO) weft__vec_push(&g->autos, &t->id);
   weft__graph_bump(g);
   *out = t;
   return WEFT_OK;

@@ -68,7 +68,8 @@ enum {
 
 struct weft_tensor {
   /* The fields the analysis, the plan and the dispatch read for every access come first, in
-   * one cache line (a tensor is three). */
+   * one cache line (a tensor is three, and starts one: graph.c allocates it 64-aligned); what
+   * materialisation reads besides (numel, init) is in the second. */
   weft_graph *graph;
   uint32_t id;
   uint8_t dtype, ndim, flags;
@@ -82,20 +83,20 @@ struct weft_tensor {
   size_t bytes;
   weft_device device;
   uint8_t initialised; /* the creation initialiser has been applied */
-  int64_t shape[WEFT_MAX_DIMS];
   int64_t numel;
   weft_init init;
+  int64_t shape[WEFT_MAX_DIMS];
   const char *name; /* NULL: the name is "t<id>", written into autoname on demand */
   char autoname[15];
   /* 0: autoname not written, 1: being written, 2: ready. A worker describing a failed node and
    * the user asking for a name may make it at the same moment: one writes, the other waits. */
   atomic_uchar autoname_state;
-  /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
-   * runs through copy_next, newest first), valid until a later node writes this tensor or the
-   * copy. So readers on several devices (or ranks) in turn share one copy on each. */
   /* The dependency analysis's state (dep_analysis.c): the last node that wrote this tensor and
    * the first of the readers since, UINT32_MAX for none. */
   uint32_t dep_writer, dep_head;
+  /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
+   * runs through copy_next, newest first), valid until a later node writes this tensor or the
+   * copy. So readers on several devices (or ranks) in turn share one copy on each. */
   weft_tensor *copy_cache;
   weft_tensor *copy_next; /* an inserted copy: the next copy of the same tensor in its cache */
   weft_tensor *copy_src;  /* an inserted copy: the tensor it copies (whose cache it may be in) */
@@ -222,6 +223,8 @@ struct weft_graph {
   weft__arena arena;
   weft__arena storage_arena; /* small host tensors' contents */
   weft__vec tensors;  /* weft_tensor * */
+  weft__vec autos;    /* uint32_t: the ids of the tensors ops made (WEFT__T_AUTO), in order: the
+                         only ones that can be temporaries */
   weft__vec nodes;    /* weft_node * */
   weft__vec explicit_edges; /* weft__edge */
   weft__vec edges;    /* weft__edge: the analysis result */

@@ -62,6 +62,8 @@ static int call_fail(call *c, int rc) {
       ts[i]->copy_cache = ts[i]->copy_cache->copy_next;
   c->g->nodes.len = c->nodes0;
   c->g->tensors.len = c->tensors0;
+  uint32_t *autos = c->g->autos.data;
+  while (c->g->autos.len > 0 && autos[c->g->autos.len - 1] >= c->tensors0) c->g->autos.len--;
   c->g->version++;
   return rc;
 }

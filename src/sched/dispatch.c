@@ -95,6 +95,7 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
     if (poisoned) atomic_store_explicit(&poison[s], 1, memory_order_relaxed);
     if (atomic_fetch_sub_explicit(&pending[s], 1, memory_order_acq_rel) == 1) {
       weft__xnode *xs = &pl->x[s];
+      WEFT__PREFETCH(xs->node); /* the first of the misses its run chases (node, args, tensors) */
       if (next != NULL && *next == NULL && (only == NULL || xs->backend == only))
         *next = xs;
       else if (next != NULL && only == NULL)
@@ -535,7 +536,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   atomic_init(&r->done, 0);
   atomic_init(&r->drains, 0);
   for (uint32_t i = 0; i < pl->n; i++) {
-    atomic_store_explicit(&pl->exec->pending[i], pl->x[i].indeg, memory_order_relaxed);
+    atomic_store_explicit(&pl->exec->pending[i], pl->indeg[i], memory_order_relaxed);
     atomic_store_explicit(&pl->exec->poison[i], 0, memory_order_relaxed);
   }
   pl->exec->run = r;

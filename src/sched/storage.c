@@ -200,6 +200,10 @@ int weft__storage_materialise(weft_graph *g, weft__vec *setup) {
   size_t first_rec = setup != NULL ? setup->len : 0;
   for (size_t i = g->materialised; i < g->tensors.len; i++) {
     weft_tensor *t = ts[i];
+    if (i + WEFT__AHEAD < g->tensors.len) { /* the two lines read here (graph.h) */
+      WEFT__PREFETCH(ts[i + WEFT__AHEAD]);
+      WEFT__PREFETCH((char *)ts[i + WEFT__AHEAD] + 64);
+    }
     int fresh = setup != NULL && (t->view == NULL || weft__tile_owns_storage(t)) && t->bytes > 0 &&
                 (t->storage_kind == WEFT__S_NONE || !t->initialised);
     uint64_t t0 = fresh && t->bytes >= SETUP_ALONE ? weft__clock_now() : 0;
@@ -261,7 +265,10 @@ void weft__storage_release_all(weft_graph *g) {
   weft_tensor **ts = g->tensors.data;
   /* Tensors dropped by a failed op call sit past tensors.len only in the arena; they never
    * got storage, since storage is made at launch or read/write time. */
-  for (size_t i = 0; i < g->tensors.len; i++) weft__storage_release(ts[i]);
+  for (size_t i = 0; i < g->tensors.len; i++) {
+    if (i + WEFT__AHEAD < g->tensors.len) WEFT__PREFETCH(ts[i + WEFT__AHEAD]);
+    weft__storage_release(ts[i]);
+  }
 }
 
 /* ---- public: reading and writing contents ---------------------------------------------- */

@@ -17,11 +17,18 @@
 #define WEFT__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #define WEFT__LIKELY(x) __builtin_expect(!!(x), 1)
 #define WEFT__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define WEFT__PREFETCH(p) __builtin_prefetch(p)
 #else
 #define WEFT__PRINTF(a, b)
 #define WEFT__LIKELY(x) (x)
 #define WEFT__UNLIKELY(x) (x)
+#define WEFT__PREFETCH(p) ((void)(p))
 #endif
+
+/* How many objects ahead a pass over a graph's tensors or nodes asks for them (WEFT__PREFETCH):
+ * a large graph was built a while ago and has left the cache, and a pass whose every step
+ * waits for one object's cache miss runs at the memory's latency, not its bandwidth. */
+enum { WEFT__AHEAD = 16 };
 
 #ifdef NDEBUG
 #define WEFT_ASSERT(x) ((void)0)

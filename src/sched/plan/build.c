@@ -37,6 +37,7 @@ static void plan_free_arrays(weft__plan *p) {
   weft__mem_put(mem, p->succ, U32_BYTES(p->m));
   weft__mem_put(mem, p->succ_early, U8_BYTES(p->m));
   weft__mem_put(mem, p->pred, U32_BYTES(p->m));
+  weft__mem_put(mem, p->indeg, U32_BYTES(p->n));
   weft__mem_put(mem, p->roots, U32_BYTES(p->n));
   weft__mem_put(mem, p->args_room, p->nargs_room * sizeof(void *));
   gpu_free(&p->gpu);
@@ -88,7 +89,7 @@ static int build_edges(weft__plan *p, const weft__vec *extra) {
   uint32_t so = 0, po = 0;
   for (uint32_t i = 0; i < p->n; i++) {
     weft__xnode *x = &p->x[i];
-    x->indeg = x->pred_end;
+    p->indeg[i] = x->pred_end;
     uint32_t sc = x->succ_end, pc = x->pred_end;
     x->succ_begin = x->succ_end = so;
     x->pred_begin = x->pred_end = po;
@@ -98,17 +99,15 @@ static int build_edges(weft__plan *p, const weft__vec *extra) {
   fill_edges(p, g->edges.data, g->edges.len);
   fill_edges(p, extra->data, extra->len);
   for (uint32_t i = 0; i < p->n; i++)
-    if (p->x[i].indeg == 0) p->roots[p->nroots++] = i;
+    if (p->indeg[i] == 0) p->roots[p->nroots++] = i;
   return WEFT_OK;
 }
 
-/* The GPU part, when the plan has GPU nodes: planned for the machine the GPUs' backend
+/* The GPU part, when the plan has GPU nodes (`any`): planned for the machine the GPUs' backend
  * describes. */
-static int plan_gpus(weft__plan *p, weft__vec *extra) {
+static int plan_gpus(weft__plan *p, int any, weft__vec *extra) {
   weft_runtime *rt = p->graph->rt;
   const weft__backend *gb = rt->by_kind[WEFT_DEVICE_CUDA];
-  int any = 0;
-  for (uint32_t i = 0; i < p->n && !any; i++) any = p->x[i].node->device.kind == WEFT_DEVICE_CUDA;
   if (!any || gb == NULL || gb->vt->gpu_target == NULL) return WEFT_OK;
   weft__gpu_target t;
   memset(&t, 0, sizeof t);
@@ -138,22 +137,24 @@ int weft__plan_build(weft_graph *g) {
   p->x = weft__mem_get(p->mem, X_BYTES(n));
   p->order = weft__mem_get(p->mem, U32_BYTES(n));
   p->roots = weft__mem_get(p->mem, U32_BYTES(n));
-  if (!p->x || !p->order || !p->roots) {
+  p->indeg = weft__mem_get(p->mem, U32_BYTES(n));
+  if (!p->x || !p->order || !p->roots || !p->indeg) {
     rc = weft__oom("a plan");
     goto fail;
   }
-  memset(p->x, 0, X_BYTES(n));
   if ((rc = weft__exec_init(p)) != WEFT_OK) goto fail;
   weft__graph_order(g, p->order);
   weft_node **nodes = g->nodes.data;
   size_t room = 0;
+  int gpu = 0;
+  /* The one pass over the nodes (each a cache miss in a large graph that was built a while
+   * ago): what the plan needs of a node is read here, and its record written whole. */
   for (uint32_t i = 0; i < n; i++) {
-    weft__xnode *x = &p->x[i];
-    x->node = nodes[i];
-    x->plan = p;
-    x->id = i;
-    x->backend = weft__node_backend(rt, nodes[i]);
-    if (nodes[i]->nargs > WEFT__CTX_INLINE) room += nodes[i]->nargs;
+    const weft_node *nd = nodes[i];
+    if (i + WEFT__AHEAD < n) WEFT__PREFETCH(nodes[i + WEFT__AHEAD]);
+    p->x[i] = (weft__xnode){.node = nodes[i], .plan = p, .id = i, .backend = weft__node_backend(rt, nd)};
+    gpu |= nd->device.kind == WEFT_DEVICE_CUDA;
+    if (nd->nargs > WEFT__CTX_INLINE) room += nd->nargs;
   }
   if (room > 0) {
     if ((p->args_room = weft__mem_get(p->mem, room * sizeof(void *))) == NULL) {
@@ -167,7 +168,7 @@ int weft__plan_build(weft_graph *g) {
         at += nodes[i]->nargs;
       }
   }
-  if ((rc = plan_gpus(p, &extra)) != WEFT_OK || (rc = build_edges(p, &extra)) != WEFT_OK) goto fail;
+  if ((rc = plan_gpus(p, gpu, &extra)) != WEFT_OK || (rc = build_edges(p, &extra)) != WEFT_OK) goto fail;
   if (p->gpu.node != NULL && (rc = weft__plan_batches(p)) != WEFT_OK) goto fail;
   weft__vec_fini(&extra);
   for (int b = 0; b < rt->nbackends; b++) {

@@ -155,7 +155,6 @@ typedef struct weft__xnode {
   struct weft__backend *backend;
   uint32_t succ_begin, succ_end;
   uint32_t pred_begin, pred_end;
-  uint32_t indeg;
   uint32_t id;
   struct weft__xnode *next_ready; /* the dispatcher's; backends never touch it */
   void **args_room;               /* a node of more than WEFT__CTX_INLINE arguments: room for
@@ -176,6 +175,8 @@ typedef struct weft__plan {
   uint32_t *succ;       /* CSR of successors; succ_early[k] marks edges released at issue */
   uint8_t *succ_early;
   uint32_t *pred;       /* CSR of predecessors */
+  uint32_t *indeg;      /* per node: its predecessors, the count a launch starts it at (an array
+                           of its own: the launch's reset reads 4 bytes a node, not a record) */
   uint32_t *roots;
   uint32_t nroots;
   void **args_room;     /* the nodes' args_room, one block */
