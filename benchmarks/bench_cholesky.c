@@ -36,7 +36,10 @@
  * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
  *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G]
  *                       [--grid PxQ] [--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P]
- *                       [--device-memory-limit MIB] [--trace DIR] [--json]
+ *                       [--device-memory-limit MIB] [--uplo lower|upper] [--trace DIR] [--json]
+ * --uplo upper: the factorisation of the upper triangle, A = U^T U (the panel a row of tiles,
+ * the updates A_ij -= U_ki^T U_kj): the same flops, with products that cuBLAS runs faster in
+ * f32 (column-major N,T instead of T,N) and a potrf that is cuSOLVER's lower mode in place;
  * --profile: the machine profile that prices auto placement (default: by the GPUs' count);
  * --device-memory-limit MIB: what auto placement may fill of each GPU (out of core: a matrix
  * larger than that streams its tiles through the GPU);
@@ -190,7 +193,9 @@ static double check_large(weft_tensor *x, int64_t n, size_t es) {
 }
 
 
-/* max over 2000 random (i, j), j <= i, of |(L L^T)_ij - A_ij| / |A_ij|. */
+static int upper; /* --uplo upper: the factorisation of the upper triangle, A = U^T U */
+
+/* max over 2000 random (i, j), j <= i, of |(L L^T)_ij - A_ij| / |A_ij| (upper: L = U^T). */
 static double check(const void *l, const void *a, int64_t n, size_t es) {
   uint64_t s = 12345;
   double worst = 0;
@@ -198,7 +203,8 @@ static double check(const void *l, const void *a, int64_t n, size_t es) {
     s = xorshift(s);
     int64_t i = (int64_t)(s % (uint64_t)n), j = (int64_t)((s >> 32) % (uint64_t)(i + 1));
     double sum = 0;
-    for (int64_t k = 0; k <= j; k++) sum += at(l, es, i * n + k) * at(l, es, j * n + k);
+    for (int64_t k = 0; k <= j; k++)
+      sum += upper ? at(l, es, k * n + i) * at(l, es, k * n + j) : at(l, es, i * n + k) * at(l, es, j * n + k);
     worst = fmax(worst, fabs(sum - at(a, es, i * n + j)) / fabs(at(a, es, i * n + j)));
   }
   return worst;
@@ -237,29 +243,36 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   if (grid_p > 0) BCHECK(weft_tensor_distribute(g, x, grid_p, grid_q));
   int64_t t = weft_tensor_tile_count(x, 0);
   /* --panel inverse: W[k] = L_kk^-1 (a trsm of the identity, where the diagonal tile is), then
-   * each panel tile is one triangular product in place, A_ik = A_ik W[k]^T. */
+   * each panel tile is one triangular product in place, A_ik = A_ik W[k]^T. --uplo upper: the
+   * same on the transposes (the panel is row k, A_ki = W[k]^T A_ki, W[k] = U_kk^-1), so that
+   * the updates are column-major N,T products (faster in f32 on an H100: docs/benchmarks.md). */
   weft_tensor **w = calloc((size_t)t, sizeof *w);
   if (w == NULL) exit(1);
+  weft_uplo uplo = upper ? WEFT_UPPER : WEFT_LOWER;
+  weft_side side = upper ? WEFT_LEFT : WEFT_RIGHT;
+#define PANEL(k, i) weft_tensor_tile(x, upper ? (k) : (i), upper ? (i) : (k))
   for (int64_t k = 0; k < t; k++) {
     weft_tensor *akk = weft_tensor_tile(x, k, k);
-    BCHECK(weft_potrf(g, akk));
+    BCHECK(weft_potrf(g, uplo, akk));
     if (panel_inverse) {
       int64_t bk = weft_tensor_dim(akk, 0);
       weft_device wd = grid_p > 0 ? weft_tensor_device(akk) : dev;
       BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, wd, weft_zeros(), &w[k]));
       BCHECK(weft_fill(g, w[k], weft_eye(1)));
-      BCHECK(weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w[k]));
-      for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trmm(g, WEFT_RIGHT, 1, 1.0, w[k], weft_tensor_tile(x, i, k)));
+      BCHECK(weft_trsm(g, WEFT_LEFT, uplo, 0, 1.0, akk, w[k]));
+      for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trmm(g, side, uplo, 1, 1.0, w[k], PANEL(k, i)));
     } else {
-      for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k)));
+      for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, side, uplo, 1, 1.0, akk, PANEL(k, i)));
     }
     for (int64_t i = k + 1; i < t; i++) {
-      weft_tensor *aik = weft_tensor_tile(x, i, k);
-      BCHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i)));
+      weft_tensor *aik = PANEL(k, i);
+      BCHECK(weft_syrk(g, uplo, upper, -1.0, aik, 1.0, weft_tensor_tile(x, i, i)));
       for (int64_t j = k + 1; j < i; j++)
-        BCHECK(weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j)));
+        BCHECK(upper ? weft_gemm(g, PANEL(k, j), 1, aik, 0, -1.0, 1.0, weft_tensor_tile(x, j, i))
+                     : weft_gemm(g, aik, 0, PANEL(k, j), 1, -1.0, 1.0, weft_tensor_tile(x, i, j)));
     }
   }
+#undef PANEL
   free(w);
   *nodes = weft_graph_node_count(g);
   double ms[65];
@@ -582,6 +595,8 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--gpus") == 0) gpus = atoi(v), i++;
     else if (v != NULL && strcmp(argv[i], "--mg-tile") == 0) mg_tile = atoll(v), i++;
     else if (v != NULL && strcmp(argv[i], "--grid") == 0 && sscanf(v, "%dx%d", &grid_p, &grid_q) == 2) i++;
+    else if (v != NULL && strcmp(argv[i], "--uplo") == 0 && (strcmp(v, "lower") == 0 || strcmp(v, "upper") == 0))
+      upper = strcmp(v, "upper") == 0, i++;
     else if (v != NULL && strcmp(argv[i], "--panel") == 0 &&
              (panels = strcmp(v, "trsm") == 0 ? 1 : strcmp(v, "inverse") == 0 ? 2 : strcmp(v, "both") == 0 ? 3 : 0) != 0)
       i++;
@@ -594,7 +609,7 @@ int main(int argc, char **argv) {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
                       "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] "
                       "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P] [--device-memory-limit MIB] "
-                      "[--trace DIR] [--large] [--json]\n",
+                      "[--uplo lower|upper] [--trace DIR] [--large] [--json]\n",
                       argv[0]);
       return 2;
     }
@@ -616,10 +631,10 @@ int main(int argc, char **argv) {
   if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > (large ? 262144 : cuda ? 65536 : 46340) || reps < 1 || reps > 64 ||
       workers < 1 || gpus < 1 || gpus > 16 || (gpus > 1 && !cuda) || mg_tile < 1 ||
       (grid_p > 0 && (on_auto || grid_p < 1 || grid_q < 1 || grid_p * grid_q > (cuda ? gpus : 1))) ||
-      (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0)) {
+      (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0) || (upper && large)) {
     fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU; 262144 --large), --reps (1..64), "
                     "--workers, --gpus (1..16, more than 1 on a GPU), --grid (P x Q <= GPUs), --panel "
-                    "(trsm|inverse|both), --mg-tile or --dtype\n");
+                    "(trsm|inverse|both), --mg-tile, --dtype or --uplo (upper does not take --large)\n");
     return 2;
   }
 #if !WEFT_BENCH_CUDA

@@ -563,7 +563,8 @@ static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const
 }
 
 /* A tiled Cholesky block on one device: M [n, 2n] random, A = M M^T (gemm), A's tiles factored
- * (tu_cholesky, or every other time tu_cholesky_inverse: its panels by trmm), then s = sum(A)
+ * (tu_cholesky; or every other time tu_cholesky_inverse, its panels by trmm; or a quarter of
+ * the time tu_cholesky_upper, A = U^T U in the upper triangle), then s = sum(A)
  * over the whole. Its nodes and s join the program; M and A do
  * not (no later op may write them: a zero M would leave A singular at the next run), nor do
  * A's tiles (they are A's views). */
@@ -571,7 +572,7 @@ static int gen_start(gen *s, weft_graph *g, uint64_t seed, uint64_t round, const
 static int add_cholesky(gen *s) {
   int dev = rand_dev(s), dtype = rand_dtype(s), rc;
   int on_auto = s->cfg->auto_percent > 0 && chance(s, s->cfg->auto_percent); /* tiles placed one by one */
-  int inverse = chance(s, 50);
+  int inverse = chance(s, 50), upper = !inverse && chance(s, 50);
   int64_t n = 2 + below(s, 3 * s->cfg->max_dim), b = 1 + below(s, (int)n);
   int64_t ms[2] = {n, 2 * n}, as[2] = {n, n};
   weft_tensor *m, *a, *sum = NULL;
@@ -587,8 +588,9 @@ static int add_cholesky(gen *s) {
       (rc = weft_gemm(s->g, m, 0, m, 1, 1.0, 0.0, a)) != WEFT_OK || (rc = weft_tensor_tiles(s->g, a, b, b)) != WEFT_OK)
     return rc;
   size_t t0 = weft_graph_tensor_count(s->g);
-  if ((rc = inverse ? tu_cholesky_inverse(s->g, a, on_auto ? weft_auto() : device_at(s, dev)) : tu_cholesky_tiled(s->g, a)) !=
-      WEFT_OK)
+  if ((rc = inverse ? tu_cholesky_inverse(s->g, a, on_auto ? weft_auto() : device_at(s, dev))
+            : upper ? tu_cholesky_upper_tiled(s->g, a)
+                    : tu_cholesky_tiled(s->g, a)) != WEFT_OK)
     return rc;
   /* The inverse panels' W tensors are the block's own too. */
   for (size_t i = t0; i < weft_graph_tensor_count(s->g); i++) {

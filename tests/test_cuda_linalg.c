@@ -49,6 +49,41 @@ static void test_cholesky_f64(void **state) {
   free(lc);
 }
 
+/* The tiled Cholesky of the upper triangle (A = U^T U, cuSOLVER's lower mode in place) on a
+ * GPU: its residual, the strict lower triangle untouched, and the CPU's factor. */
+static void test_cholesky_upper_f64(void **state) {
+  (void)state;
+  GT_NEED_GPUS(1);
+  const int64_t n = 700, b = 256;
+  size_t bytes = (size_t)(n * n) * sizeof(double);
+  double *a = tu_spd(n, 13), *u[2];
+  for (int d = 0; d < 2; d++) {
+    weft_runtime *rt = gt_runtime(2, 0);
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *x;
+    CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, d ? weft_cpu() : weft_cuda(0), weft_zeros(), &x));
+    CHECK(tu_cholesky_upper(g, x, b));
+    CHECK(weft_tensor_write(x, a, bytes));
+    CHECK(weft_graph_run(g));
+    u[d] = malloc(bytes);
+    CHECK(weft_tensor_read(x, u[d], bytes));
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  double *l = tu_transpose(u[0], n), worst = 0;
+  assert_true(tu_residual(l, a, n) < 1e-13);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      if (j < i) assert_true(u[0][i * n + j] == a[i * n + j]); /* lower triangle untouched */
+      worst = fmax(worst, fabs(u[0][i * n + j] - u[1][i * n + j]));
+    }
+  assert_true(worst < 1e-10);
+  free(a);
+  free(l);
+  free(u[0]);
+  free(u[1]);
+}
+
 /* The tiles distributed over every GPU (2-D block-cyclic): the factor is the one GPU's, bit
  * for bit (the same kernels on the same values), whatever GPU each node ran on; run twice. */
 static void test_cholesky_over_gpus(void **state) {
@@ -102,19 +137,36 @@ static void run_ops(weft_device dev, int dtype, double *out, int64_t n) {
       lf[i * b + j] = (float)lh[i * b + j];
     }
   CHECK(weft_tensor_write(l, dtype == WEFT_F32 ? (void *)lf : (void *)lh, (size_t)(b * b) * (dtype == WEFT_F32 ? 4 : 8)));
+  /* Its transpose: a well-conditioned upper triangle, garbage below. */
+  weft_tensor *u;
+  CHECK(weft_tensor_create(g, "U", (weft_dtype)dtype, 2, ls, dev, weft_zeros(), &u));
+  for (int64_t i = 0; i < b; i++)
+    for (int64_t j = i + 1; j < b; j++) {
+      double t = lh[i * b + j];
+      lh[i * b + j] = lh[j * b + i], lh[j * b + i] = t;
+      lf[i * b + j] = (float)lh[i * b + j], lf[j * b + i] = (float)lh[j * b + i];
+    }
+  CHECK(weft_tensor_write(u, dtype == WEFT_F32 ? (void *)lf : (void *)lh, (size_t)(b * b) * (dtype == WEFT_F32 ? 4 : 8)));
   free(lh);
   free(lf);
-  CHECK(weft_syrk(g, 1.0, weft_tensor_tile(x, 0, 1), 0.5, weft_tensor_tile(x, 3, 3)));
+  /* The upper-triangle forms on tiles the lower ones leave alone. */
+  CHECK(weft_syrk(g, WEFT_UPPER, 1, -0.5, weft_tensor_tile(x, 0, 0), 2.0, weft_tensor_tile(x, 1, 1)));
+  for (int side = 0; side < 2; side++)
+    for (int tr = 0; tr < 2; tr++) {
+      CHECK(weft_trsm(g, side ? WEFT_RIGHT : WEFT_LEFT, WEFT_UPPER, tr, 1.25, u, weft_tensor_tile(x, 3, 2 * side)));
+      CHECK(weft_trmm(g, side ? WEFT_RIGHT : WEFT_LEFT, WEFT_UPPER, tr, 0.5, u, weft_tensor_tile(x, 1 + side, 3 - 2 * side)));
+    }
+  CHECK(weft_syrk(g, WEFT_LOWER, 0, 1.0, weft_tensor_tile(x, 0, 1), 0.5, weft_tensor_tile(x, 3, 3)));
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++)
       CHECK(weft_gemm(g, weft_tensor_tile(x, 1, 2), ta, weft_tensor_tile(x, 3, 1), tb, 0.25, -0.5,
                       weft_tensor_tile(x, 2, 3)));
   for (int side = 0; side < 2; side++)
     for (int tr = 0; tr < 2; tr++)
-      CHECK(weft_trsm(g, side ? WEFT_RIGHT : WEFT_LEFT, tr, 1.5, l, weft_tensor_tile(x, 1 + side, 0)));
+      CHECK(weft_trsm(g, side ? WEFT_RIGHT : WEFT_LEFT, WEFT_LOWER, tr, 1.5, l, weft_tensor_tile(x, 1 + side, 0)));
   for (int side = 0; side < 2; side++)
     for (int tr = 0; tr < 2; tr++)
-      CHECK(weft_trmm(g, side ? WEFT_RIGHT : WEFT_LEFT, tr, 0.75, l, weft_tensor_tile(x, 0, 2 + side)));
+      CHECK(weft_trmm(g, side ? WEFT_RIGHT : WEFT_LEFT, WEFT_LOWER, tr, 0.75, l, weft_tensor_tile(x, 0, 2 + side)));
   CHECK(weft_graph_run(g));
   size_t es = dtype == WEFT_F32 ? 4 : 8;
   void *buf = malloc((size_t)(n * n) * es);
@@ -179,7 +231,7 @@ static void test_operands_are_copied(void **state) {
   CHECK(weft_tensor_create(f->g, "D", WEFT_F64, 2, (int64_t[]){n, n}, weft_cuda(0), weft_zeros(), &d));
   CHECK(weft_tensor_write(h, l, sizeof l));
   CHECK(weft_tensor_write(d, b, sizeof b));
-  CHECK(weft_trsm(f->g, WEFT_LEFT, 0, 1, h, d));
+  CHECK(weft_trsm(f->g, WEFT_LEFT, WEFT_LOWER, 0, 1, h, d));
   assert_int_equal(weft_graph_node_count(f->g), 2); /* the copy of H to cuda:0, the trsm */
   assert_int_equal(weft_node_device(weft_graph_node(f->g, 1)).kind, WEFT_DEVICE_CUDA);
   CHECK(weft_graph_run(f->g));
@@ -193,7 +245,7 @@ static void test_operands_are_copied(void **state) {
     }
   for (int i = 0; i < 64; i++) assert_true(fabs(got[i] - want[i]) < 1e-12);
   weft_graph_set_strict(f->g, 1);
-  assert_int_equal(weft_trsm(f->g, WEFT_LEFT, 0, 1, h, d), WEFT_EDEVICE);
+  assert_int_equal(weft_trsm(f->g, WEFT_LEFT, WEFT_LOWER, 0, 1, h, d), WEFT_EDEVICE);
   assert_non_null(strstr(weft_last_error(), "cuda:0"));
   assert_int_equal(weft_graph_node_count(f->g), 2);
 }
@@ -236,6 +288,7 @@ static void auto_tiles_move_to_the_gpu(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cholesky_f64),
+      cmocka_unit_test(test_cholesky_upper_f64),
       cmocka_unit_test(test_cholesky_over_gpus),
       cmocka_unit_test(test_ops_against_cpu),
       cmocka_unit_test_setup_teardown(test_potrf_not_spd, gt_setup, gt_teardown),

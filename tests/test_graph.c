@@ -1045,7 +1045,7 @@ static void eye_initialiser(void **state) {
   weft_tensor *m;
   CHECK(weft_tensor_create(h, "m", WEFT_F64, 2, (int64_t[]){4, 4}, weft_cpu(), weft_eye(1.0), &m));
   CHECK(weft_tensor_tiles(h, m, 2, 2));
-  CHECK(weft_potrf(h, weft_tensor_tile(m, 1, 1))); /* the identity is its own factor */
+  CHECK(weft_potrf(h, WEFT_LOWER, weft_tensor_tile(m, 1, 1))); /* the identity is its own factor */
   CHECK(weft_graph_run(h));
   for (int64_t k = 0; k < 16; k++) {
     double x;
@@ -1078,7 +1078,7 @@ static void memory_estimate(void **state) {
   int64_t sq[2] = {64, 64};
   weft_tensor *m = tu_tensor(g, "m", WEFT_F64, 2, sq, weft_zeros());
   CHECK(weft_tensor_tiles(g, m, 32, 32));
-  CHECK(weft_potrf(g, weft_tensor_tile(m, 0, 0)));
+  CHECK(weft_potrf(g, WEFT_LOWER, weft_tensor_tile(m, 0, 0)));
   CHECK(weft_graph_memory_estimate(g, weft_cpu(), &bytes));
   assert_int_equal(bytes, 400 + 400 + 400 + 800 + 64 * 64 * 8);
   /* Nothing on a GPU; bad arguments. */

@@ -348,7 +348,7 @@ static void a_failure_on_one_rank_fails_every_rank(void **state) {
   CHECK(weft_tensor_create(g, "a", WEFT_F64, 2, sh, on(last), weft_zeros(), &a));
   CHECK(weft_tensor_create(g, "b", WEFT_F64, 2, sh, on(0), weft_zeros(), &b));
   CHECK(weft_tensor_create(g, "c", WEFT_F64, 2, sh, on(0), weft_ones(), &c));
-  CHECK(weft_potrf(g, a));
+  CHECK(weft_potrf(g, WEFT_LOWER, a));
   CHECK(weft_scale(g, a, 2.0, &b)); /* on rank 0: reads a from the last rank */
   CHECK(weft_relu(g, c, &d));       /* on rank 0: independent */
   weft_run *r;
@@ -456,7 +456,7 @@ static void build_cholesky(weft_graph *g, weft_tensor *a, int distributed) {
       CHECK(weft_tensor_write(e, eye, (size_t)(b * b) * sizeof *eye));
       free(eye);
     }
-    CHECK(weft_syrk(g, 1.0, e, 1.0, akk));
+    CHECK(weft_syrk(g, WEFT_LOWER, 0, 1.0, e, 1.0, akk));
   }
   CHECK(tu_cholesky_tiled(g, a));
 }
@@ -548,7 +548,7 @@ static void bad_distributions_are_refused(void **state) {
   assert_int_equal(weft_tensor_distribute(g, a, nranks, 2), WEFT_EDEVICE);
   assert_true(tu_contains(weft_last_error(), "this run has"));
   assert_int_equal(weft_tensor_distribute(g, a, 0, 1), WEFT_EDEVICE);
-  CHECK(weft_potrf(g, weft_tensor_tile(a, 0, 0)));
+  CHECK(weft_potrf(g, WEFT_LOWER, weft_tensor_tile(a, 0, 0)));
   assert_int_equal(weft_tensor_distribute(g, a, 1, 1), WEFT_ESTATE);
   assert_true(tu_contains(weft_last_error(), "distribute it before its first use"));
   /* A copy from another rank into a strided tile (of a tensor that is not distributed) is

@@ -63,7 +63,7 @@ static void test_tiles_take_their_parents_memory(void **state) {
   weft_tensor *x;
   CHECK(weft_tensor_create(g, "X", WEFT_F64, 2, (int64_t[]){512, 512}, weft_cuda(0), weft_eye(4), &x));
   CHECK(weft_tensor_tiles(g, x, 128, 128));
-  for (int64_t k = 0; k < 4; k++) CHECK(weft_potrf(g, weft_tensor_tile(x, k, k)));
+  for (int64_t k = 0; k < 4; k++) CHECK(weft_potrf(g, WEFT_LOWER, weft_tensor_tile(x, k, k)));
   weft_run *r;
   CHECK(weft_graph_launch(g, &r));
   CHECK(weft_run_wait(r));
@@ -254,14 +254,15 @@ static void test_gemm_tiles(void **state) {
       assert_true(x2[i * n + j] == (i >= 4 && i < 8 && j >= 8 ? w[(i - 4) * 4 + j - 8] : x1[i * n + j]));
 }
 
-/* out = b op(L) (right) or op(L) b (left) for 3 x 3 matrices, L the lower triangle of l. */
-static void tri_product(const double *l, const double *b, int side, int tr, double *out) {
+/* out = b op(T) (right) or op(T) b (left) for 3 x 3 matrices, T the lower (up: upper) triangle
+ * of l. */
+static void tri_product(const double *l, const double *b, int side, int tr, int up, double *out) {
   for (int i = 0; i < 3; i++)
     for (int j = 0; j < 3; j++) {
       double s = 0;
       for (int k = 0; k < 3; k++) {
         int r = side ? (tr ? j : k) : (tr ? k : i), c = side ? (tr ? k : j) : (tr ? i : k); /* op(L)'s element */
-        double lv = c <= r ? l[r * 3 + c] : 0;
+        double lv = (up ? c >= r : c <= r) ? l[r * 3 + c] : 0;
         s += side ? b[i * 3 + k] * lv : lv * b[k * 3 + j];
       }
       out[i * 3 + j] = s;
@@ -269,8 +270,8 @@ static void tri_product(const double *l, const double *b, int side, int tr, doub
 }
 
 /* x = what trsm (solve) or trmm does to b0 with l, on the CPU. */
-static void triangular(tu_fixture *f, int solve, int side, int tr, double alpha, const double *l, const double *b0,
-                       double *x) {
+static void triangular(tu_fixture *f, int solve, int side, int tr, int up, double alpha, const double *l,
+                       const double *b0, double *x) {
   int64_t shape[2] = {3, 3};
   weft_tensor *lt, *bt;
   CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &lt));
@@ -278,54 +279,97 @@ static void triangular(tu_fixture *f, int solve, int side, int tr, double alpha,
   CHECK(weft_tensor_write(lt, l, 9 * sizeof *l));
   CHECK(weft_tensor_write(bt, b0, 9 * sizeof *b0));
   weft_side sd = side ? WEFT_RIGHT : WEFT_LEFT;
-  CHECK(solve ? weft_trsm(f->g, sd, tr, alpha, lt, bt) : weft_trmm(f->g, sd, tr, alpha, lt, bt));
+  weft_uplo u = up ? WEFT_UPPER : WEFT_LOWER;
+  CHECK(solve ? weft_trsm(f->g, sd, u, tr, alpha, lt, bt) : weft_trmm(f->g, sd, u, tr, alpha, lt, bt));
   CHECK(weft_graph_run(f->g));
   CHECK(weft_tensor_read(bt, x, 9 * sizeof *x));
 }
 
-/* trsm on each side, with and without the transpose: B op(L) (right) or op(L) B (left) gives
- * back the B it started from. syrk against a plain loop. */
+/* trsm on each side, with and without the transpose, with a lower and an upper triangle (the
+ * other strict triangle holds values that must not be read): B op(T) (right) or op(T) B (left)
+ * gives back the B it started from. syrk, both triangles and both orientations, against a
+ * plain loop. */
 static void test_trsm_syrk(void **state) {
   tu_fixture *f = *state;
-  double l[9] = {2, 0, 0, 1, 3, 0, -1, 0.5, 4}, b0[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
-  int64_t shape[2] = {3, 3};
-  for (int side = 0; side < 2; side++)
-    for (int tr = 0; tr < 2; tr++) {
-      double x[9], back[9];
-      triangular(f, 1, side, tr, 2.0, l, b0, x);
-      tri_product(l, x, side, tr, back);
-      for (int i = 0; i < 9; i++) assert_true(fabs(back[i] - 2.0 * b0[i]) < 1e-12);
-    }
-  int64_t as[2] = {3, 2};
-  double a[6] = {1, 2, -1, 0.5, 3, 1}, c0[9] = {1, 9, 9, 2, 1, 9, 3, 4, 1};
-  weft_tensor *at, *ct;
-  CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, as, weft_cpu(), weft_zeros(), &at));
-  CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &ct));
-  CHECK(weft_tensor_write(at, a, sizeof a));
-  CHECK(weft_tensor_write(ct, c0, sizeof c0));
-  CHECK(weft_syrk(f->g, 2.0, at, -1.0, ct));
-  CHECK(weft_graph_run(f->g));
-  double c[9];
-  CHECK(weft_tensor_read(ct, c, sizeof c));
+  double l[9] = {2, 99, 99, 1, 3, 99, -1, 0.5, 4}, u[9], b0[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
   for (int i = 0; i < 3; i++)
-    for (int j = 0; j < 3; j++) {
-      double want = j <= i ? 2.0 * (a[i * 2] * a[j * 2] + a[i * 2 + 1] * a[j * 2 + 1]) - c0[i * 3 + j] : c0[i * 3 + j];
-      assert_true(fabs(c[i * 3 + j] - want) < 1e-12);
+    for (int j = 0; j < 3; j++) u[j * 3 + i] = l[i * 3 + j];
+  int64_t shape[2] = {3, 3};
+  for (int up = 0; up < 2; up++)
+    for (int side = 0; side < 2; side++)
+      for (int tr = 0; tr < 2; tr++) {
+        double x[9], back[9];
+        triangular(f, 1, side, tr, up, 2.0, up ? u : l, b0, x);
+        tri_product(up ? u : l, x, side, tr, up, back);
+        for (int i = 0; i < 9; i++) assert_true(fabs(back[i] - 2.0 * b0[i]) < 1e-12);
+      }
+  double a[6] = {1, 2, -1, 0.5, 3, 1}, c0[9] = {1, 9, 9, 2, 1, 9, 3, 4, 1};
+  for (int up = 0; up < 2; up++)
+    for (int tr = 0; tr < 2; tr++) {
+      /* a is 3 x 2 (c = a a^T) or 2 x 3 (c = a^T a): a[r][k] of op's 3 rows at ak[r * 2 + k] */
+      int64_t as[2] = {tr ? 2 : 3, tr ? 3 : 2};
+      double ak[6];
+      for (int r = 0; r < 3; r++)
+        for (int k = 0; k < 2; k++) ak[r * 2 + k] = tr ? a[k * 3 + r] : a[r * 2 + k];
+      weft_tensor *at, *ct;
+      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, as, weft_cpu(), weft_zeros(), &at));
+      CHECK(weft_tensor_create(f->g, NULL, WEFT_F64, 2, shape, weft_cpu(), weft_zeros(), &ct));
+      CHECK(weft_tensor_write(at, a, sizeof a));
+      CHECK(weft_tensor_write(ct, c0, sizeof c0));
+      CHECK(weft_syrk(f->g, up ? WEFT_UPPER : WEFT_LOWER, tr, 2.0, at, -1.0, ct));
+      CHECK(weft_graph_run(f->g));
+      double c[9];
+      CHECK(weft_tensor_read(ct, c, sizeof c));
+      for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+          int in = up ? j >= i : j <= i;
+          double want = in ? 2.0 * (ak[i * 2] * ak[j * 2] + ak[i * 2 + 1] * ak[j * 2 + 1]) - c0[i * 3 + j] : c0[i * 3 + j];
+          assert_true(fabs(c[i * 3 + j] - want) < 1e-12);
+        }
     }
 }
 
+/* The tiled Cholesky of the upper triangle (A = U^T U, tiles of 128 over 300: a ragged edge):
+ * its residual, and the strict lower triangle left as it was. */
+static void test_cholesky_upper(void **state) {
+  (void)state;
+  const int64_t n = 300;
+  double *a = tu_spd(n, 3);
+  weft_runtime *rt = tu_runtime(2);
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *x;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_cpu(), weft_zeros(), &x));
+  CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof(double)));
+  CHECK(tu_cholesky_upper(g, x, 128));
+  CHECK(weft_graph_run(g));
+  double *u = malloc((size_t)(n * n) * sizeof *u);
+  CHECK(weft_tensor_read(x, u, (size_t)(n * n) * sizeof(double)));
+  double *l = tu_transpose(u, n);
+  assert_true(tu_residual(l, a, n) < 1e-13);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < i; j++) assert_true(u[i * n + j] == a[i * n + j]);
+  free(a);
+  free(u);
+  free(l);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 /* trmm on each side, with and without the transpose, against a plain loop over the lower
- * triangle: the strict upper triangle of l holds values that must not be read. */
+ * (upper) triangle: the other strict triangle holds values that must not be read. */
 static void test_trmm(void **state) {
   tu_fixture *f = *state;
-  double l[9] = {2, 99, 99, 1, 3, 99, -1, 0.5, 4}, b0[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
-  for (int side = 0; side < 2; side++)
-    for (int tr = 0; tr < 2; tr++) {
-      double x[9], want[9];
-      triangular(f, 0, side, tr, -0.5, l, b0, x);
-      tri_product(l, b0, side, tr, want);
-      for (int i = 0; i < 9; i++) assert_true(fabs(x[i] - -0.5 * want[i]) < 1e-12);
-    }
+  double l[9] = {2, 99, 99, 1, 3, 99, -1, 0.5, 4}, u[9], b0[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9.5};
+  for (int i = 0; i < 3; i++)
+    for (int j = 0; j < 3; j++) u[j * 3 + i] = l[i * 3 + j];
+  for (int up = 0; up < 2; up++)
+    for (int side = 0; side < 2; side++)
+      for (int tr = 0; tr < 2; tr++) {
+        double x[9], want[9];
+        triangular(f, 0, side, tr, up, -0.5, up ? u : l, b0, x);
+        tri_product(up ? u : l, b0, side, tr, up, want);
+        for (int i = 0; i < 9; i++) assert_true(fabs(x[i] - -0.5 * want[i]) < 1e-12);
+      }
 }
 
 /* Tiles of one tensor are independent; the whole tensor orders after (and before) each. */
@@ -336,8 +380,8 @@ static void test_tile_dependencies(void **state) {
   CHECK(weft_tensor_create(f->g, "X", WEFT_F64, 2, shape, weft_cpu(), weft_ones(), &x));
   CHECK(weft_tensor_tiles(f->g, x, 2, 2));
   CHECK(weft_fill(f->g, x, weft_full(3)));                      /* node 0: the whole */
-  CHECK(weft_potrf(f->g, weft_tensor_tile(x, 0, 0)));           /* 1 */
-  CHECK(weft_potrf(f->g, weft_tensor_tile(x, 1, 1)));           /* 2: apart from 1 */
+  CHECK(weft_potrf(f->g, WEFT_LOWER, weft_tensor_tile(x, 0, 0)));           /* 1 */
+  CHECK(weft_potrf(f->g, WEFT_LOWER, weft_tensor_tile(x, 1, 1)));           /* 2: apart from 1 */
   CHECK(weft_sum(f->g, x, &s));                                 /* 3: after 1 and 2 */
   CHECK(weft_graph_analyse(f->g));
   int e[4][4] = {{0}};
@@ -377,7 +421,7 @@ static void test_bad_input(void **state) {
   assert_non_null(strstr(weft_last_error(), "X[0,0]"));
   assert_non_null(strstr(weft_last_error(), "strided tile"));
   /* Shapes, dtypes, overlap. */
-  assert_int_equal(weft_potrf(g, y), WEFT_ESHAPE);
+  assert_int_equal(weft_potrf(g, WEFT_LOWER, y), WEFT_ESHAPE);
   assert_non_null(strstr(weft_last_error(), "square"));
   assert_int_equal(weft_gemm(g, weft_tensor_tile(x, 0, 0), 0, y, 0, 1, 0, weft_tensor_tile(x, 1, 1)), WEFT_ESHAPE);
   assert_int_equal(weft_gemm(g, weft_tensor_tile(x, 0, 1), 0, weft_tensor_tile(x, 0, 0), 0, 1, 0, weft_tensor_tile(x, 0, 1)),
@@ -385,10 +429,16 @@ static void test_bad_input(void **state) {
   assert_int_equal(weft_gemm(g, weft_tensor_tile(x, 0, 0), 0, weft_tensor_tile(x, 0, 0), 0, 1, 0, weft_tensor_tile(x, 0, 0)),
                    WEFT_EINVAL);
   assert_non_null(strstr(weft_last_error(), "share elements"));
-  assert_int_equal(weft_syrk(g, 1, x, 1, weft_tensor_tile(x, 0, 0)), WEFT_ESHAPE);
-  assert_int_equal(weft_trsm(g, (weft_side)7, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 0)), WEFT_EINVAL);
-  assert_int_equal(weft_trsm(g, WEFT_RIGHT, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 1)), WEFT_ESHAPE);
-  assert_int_equal(weft_potrf(g, cube), WEFT_ESHAPE);
+  assert_int_equal(weft_syrk(g, WEFT_LOWER, 0, 1, x, 1, weft_tensor_tile(x, 0, 0)), WEFT_ESHAPE);
+  assert_int_equal(weft_trsm(g, (weft_side)7, WEFT_LOWER, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 0)), WEFT_EINVAL);
+  assert_int_equal(weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 1)), WEFT_ESHAPE);
+  assert_int_equal(weft_potrf(g, WEFT_LOWER, cube), WEFT_ESHAPE);
+  assert_int_equal(weft_potrf(g, (weft_uplo)2, weft_tensor_tile(x, 0, 0)), WEFT_EINVAL);
+  assert_non_null(strstr(weft_last_error(), "uplo 2 is neither WEFT_LOWER nor WEFT_UPPER"));
+  assert_int_equal(weft_syrk(g, (weft_uplo)-1, 0, 1, weft_tensor_tile(x, 0, 1), 1, weft_tensor_tile(x, 0, 0)), WEFT_EINVAL);
+  /* syrk with trans: c = a^T a needs a's columns to be c's side (a 4 x 2 tile gives 2 x 2, not 4 x 4) */
+  assert_int_equal(weft_syrk(g, WEFT_UPPER, 1, 1, weft_tensor_tile(x, 0, 1), 1, weft_tensor_tile(x, 0, 0)), WEFT_ESHAPE);
+  assert_non_null(strstr(weft_last_error(), "columns (trans)"));
   int64_t s44[2] = {4, 4};
   weft_tensor *f32;
   CHECK(weft_tensor_create(g, "F", WEFT_F32, 2, s44, weft_cpu(), weft_zeros(), &f32));
@@ -414,6 +464,7 @@ static void test_potrf_not_spd(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cholesky_f64),
+      cmocka_unit_test(test_cholesky_upper),
       cmocka_unit_test(test_cholesky_over_gpus),
       cmocka_unit_test(test_strided_tiles_are_copied),
       cmocka_unit_test_setup_teardown(test_cholesky_f32_and_whole_tensor_after_tiles, tu_setup, tu_teardown),

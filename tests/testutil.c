@@ -278,15 +278,15 @@ static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft
   weft_tensor *akk = weft_tensor_tile(x, k, k), *w = NULL;
   int rc = WEFT_OK;
   if (inverse_on == NULL) {
-    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(x, i, k));
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, akk, weft_tensor_tile(x, i, k));
     return rc;
   }
   weft_dtype dt = weft_tensor_dtype(x);
   int64_t bk = weft_tensor_dim(akk, 0);
   if ((rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, *inverse_on, weft_zeros(), &w)) == WEFT_OK &&
       (rc = weft_fill(g, w, weft_eye(1))) == WEFT_OK)
-    rc = weft_trsm(g, WEFT_LEFT, 0, 1.0, akk, w);
-  for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trmm(g, WEFT_RIGHT, 1, 1.0, w, weft_tensor_tile(x, i, k));
+    rc = weft_trsm(g, WEFT_LEFT, WEFT_LOWER, 0, 1.0, akk, w);
+  for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trmm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, w, weft_tensor_tile(x, i, k));
   return rc;
 }
 
@@ -294,11 +294,11 @@ static int cholesky(weft_graph *g, weft_tensor *x, const weft_device *inverse_on
   int rc = WEFT_OK;
   int64_t t = weft_tensor_tile_count(x, 0);
   for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
-    rc = weft_potrf(g, weft_tensor_tile(x, k, k));
+    rc = weft_potrf(g, WEFT_LOWER, weft_tensor_tile(x, k, k));
     if (rc == WEFT_OK) rc = panel(g, x, k, t, inverse_on);
     for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
       weft_tensor *aik = weft_tensor_tile(x, i, k);
-      rc = weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
+      rc = weft_syrk(g, WEFT_LOWER, 0, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
       for (int64_t j = k + 1; j < i && rc == WEFT_OK; j++)
         rc = weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j));
     }
@@ -307,6 +307,37 @@ static int cholesky(weft_graph *g, weft_tensor *x, const weft_device *inverse_on
 }
 
 int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) { return cholesky(g, x, NULL); }
+
+int tu_cholesky_upper(weft_graph *g, weft_tensor *x, int64_t b) {
+  int rc = weft_tensor_tiles(g, x, b, b);
+  return rc != WEFT_OK ? rc : tu_cholesky_upper_tiled(g, x);
+}
+
+int tu_cholesky_upper_tiled(weft_graph *g, weft_tensor *x) {
+  int rc = WEFT_OK;
+  int64_t t = weft_tensor_tile_count(x, 0);
+  for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
+    weft_tensor *akk = weft_tensor_tile(x, k, k);
+    rc = weft_potrf(g, WEFT_UPPER, akk);
+    for (int64_t j = k + 1; j < t && rc == WEFT_OK; j++) /* U_kj = U_kk^-T A_kj */
+      rc = weft_trsm(g, WEFT_LEFT, WEFT_UPPER, 1, 1.0, akk, weft_tensor_tile(x, k, j));
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
+      weft_tensor *aki = weft_tensor_tile(x, k, i);
+      rc = weft_syrk(g, WEFT_UPPER, 1, -1.0, aki, 1.0, weft_tensor_tile(x, i, i));
+      for (int64_t j = i + 1; j < t && rc == WEFT_OK; j++)
+        rc = weft_gemm(g, aki, 1, weft_tensor_tile(x, k, j), 0, -1.0, 1.0, weft_tensor_tile(x, i, j));
+    }
+  }
+  return rc;
+}
+
+double *tu_transpose(const double *a, int64_t n) {
+  double *t = malloc((size_t)(n * n) * sizeof *t);
+  assert_non_null(t);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) t[j * n + i] = a[i * n + j];
+  return t;
+}
 
 int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev) { return cholesky(g, x, &dev); }
 

@@ -117,6 +117,12 @@ int tu_cholesky_tiled(weft_graph *g, weft_tensor *x);
 /* The same with each panel solved by products with the inverse of its diagonal factor: W =
  * L_kk^-1 (a fill of the identity, a trsm) on `dev`, then A_ik = A_ik W^T (a trmm). */
 int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev);
+/* Adds the tiled right-looking Cholesky of x's upper triangle (A = U^T U), tiles of b x b. */
+int tu_cholesky_upper(weft_graph *g, weft_tensor *x, int64_t b);
+/* The same on x's tiles as they are. */
+int tu_cholesky_upper_tiled(weft_graph *g, weft_tensor *x);
+/* a^T (n x n, malloc'd). */
+double *tu_transpose(const double *a, int64_t n);
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l (n x n). */
 double tu_residual(const double *l, const double *a, int64_t n);
 

@@ -575,29 +575,31 @@ WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init i
  * share the dtype. The node runs on the updated tensor's device; an operand on another device
  * gets a copy node as for every op (a strided tile a 2-D copy into a contiguous replica; in
  * strict mode: WEFT_EDEVICE); an operand on auto beside a fixed one is WEFT_EDEVICE. Row-major,
- * as every weft tensor.
+ * as every weft tensor. `uplo` names the triangle used, as in LAPACK: WEFT_LOWER or WEFT_UPPER.
  *
  * weft_gemm:  C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_a, trans_b).
- * weft_potrf: A = L, the lower Cholesky factor of the symmetric positive definite A (only the
- *             lower triangle is read; the strict upper triangle is left as it was). A matrix
- *             that is not positive definite fails the node, naming it and the tile.
- * weft_trsm:  B = alpha * B * op(L)^-1 (right, the tiled Cholesky's panel solve) or
- *             B = alpha * op(L)^-1 * B (left), L lower triangular with its diagonal.
- * weft_trmm:  B = alpha * B * op(L) (right) or B = alpha * op(L) * B (left), L lower
- *             triangular with its diagonal (the strict upper triangle is not read): with L the
- *             inverse of a factor, a panel solve as a product (docs/placement.md).
- * weft_syrk:  C = alpha * A * A^T + beta * C on the lower triangle of C (the strict upper
- *             triangle is left as it was). */
+ * weft_potrf: the Cholesky factor of the symmetric positive definite A, in A's `uplo` triangle
+ *             (only that triangle is read; the other strict triangle is left as it was):
+ *             lower, A = L L^T; upper, A = U^T U. A matrix that is not positive definite fails
+ *             the node, naming it and the tile.
+ * weft_trsm:  B = alpha * B * op(T)^-1 (right, the tiled Cholesky's panel solve) or
+ *             B = alpha * op(T)^-1 * B (left), T triangular (its `uplo` triangle with the
+ *             diagonal; the other strict triangle is not read).
+ * weft_trmm:  B = alpha * B * op(T) (right) or B = alpha * op(T) * B (left), T as for trsm:
+ *             with T the inverse of a factor, a panel solve as a product (docs/placement.md).
+ * weft_syrk:  C = alpha * A * A^T + beta * C (trans 0) or alpha * A^T * A + beta * C (trans 1),
+ *             on C's `uplo` triangle (the other strict triangle is left as it was). */
 typedef enum weft_side { WEFT_LEFT = 0, WEFT_RIGHT = 1 } weft_side;
+typedef enum weft_uplo { WEFT_LOWER = 0, WEFT_UPPER = 1 } weft_uplo;
 WEFT_NODISCARD WEFT_API int weft_gemm(weft_graph *g, weft_tensor *a, int trans_a, weft_tensor *b,
                                       int trans_b, double alpha, double beta, weft_tensor *c);
-WEFT_NODISCARD WEFT_API int weft_potrf(weft_graph *g, weft_tensor *a);
-WEFT_NODISCARD WEFT_API int weft_trsm(weft_graph *g, weft_side side, int trans, double alpha,
-                                      weft_tensor *l, weft_tensor *b);
-WEFT_NODISCARD WEFT_API int weft_trmm(weft_graph *g, weft_side side, int trans, double alpha,
-                                      weft_tensor *l, weft_tensor *b);
-WEFT_NODISCARD WEFT_API int weft_syrk(weft_graph *g, double alpha, weft_tensor *a, double beta,
-                                      weft_tensor *c);
+WEFT_NODISCARD WEFT_API int weft_potrf(weft_graph *g, weft_uplo uplo, weft_tensor *a);
+WEFT_NODISCARD WEFT_API int weft_trsm(weft_graph *g, weft_side side, weft_uplo uplo, int trans,
+                                      double alpha, weft_tensor *t, weft_tensor *b);
+WEFT_NODISCARD WEFT_API int weft_trmm(weft_graph *g, weft_side side, weft_uplo uplo, int trans,
+                                      double alpha, weft_tensor *t, weft_tensor *b);
+WEFT_NODISCARD WEFT_API int weft_syrk(weft_graph *g, weft_uplo uplo, int trans, double alpha,
+                                      weft_tensor *a, double beta, weft_tensor *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* User ops                                                                                  */

@@ -534,10 +534,10 @@ static const char *op_signature(int kind) {
     case WEFT__OP_COPY: return "copy(x, device)";
     case WEFT__OP_FILL: return "fill(x, init)";
     case WEFT__OP_GEMM: return "gemm(a, b, c, alpha=1, beta=1, trans_a=0, trans_b=0)";
-    case WEFT__OP_POTRF: return "potrf(a)";
-    case WEFT__OP_TRSM: return "trsm(l, b, side=left, trans=0, alpha=1)";
-    case WEFT__OP_TRMM: return "trmm(l, b, side=left, trans=0, alpha=1)";
-    case WEFT__OP_SYRK: return "syrk(a, c, alpha=1, beta=1)";
+    case WEFT__OP_POTRF: return "potrf(a, upper=0)";
+    case WEFT__OP_TRSM: return "trsm(t, b, side=left, trans=0, alpha=1, upper=0)";
+    case WEFT__OP_TRMM: return "trmm(t, b, side=left, trans=0, alpha=1, upper=0)";
+    case WEFT__OP_SYRK: return "syrk(a, c, alpha=1, beta=1, trans=0, upper=0)";
     default: return "?";
   }
 }
@@ -909,7 +909,7 @@ static int la_args(ctx *c, const weft__dsl_expr *call, const char *const *names,
     value v;
     if (eval_num(c, x, &v) != OK) return FAIL;
     vals[k] = as_double(v);
-    if (strncmp(names[k], "trans", 5) == 0 && vals[k] != 0 && vals[k] != 1)
+    if ((strncmp(names[k], "trans", 5) == 0 || strcmp(names[k], "upper") == 0) && vals[k] != 0 && vals[k] != 1)
       return err(c, WEFT_EPARSE, x->line, x->col, "%s must be 0 or 1", names[k]);
   }
   return OK;
@@ -918,14 +918,17 @@ static int la_args(ctx *c, const weft__dsl_expr *call, const char *const *names,
 /* gemm, potrf, trsm, trmm, syrk: statements that update their last tensor in place. */
 static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
   static const char *const gemm_keys[] = {"alpha", "beta", "trans_a", "trans_b", NULL};
-  static const char *const trsm_keys[] = {"side", "trans", "alpha", NULL};
-  static const char *const syrk_keys[] = {"alpha", "beta", NULL};
-  static const char *const none[] = {NULL};
+  static const char *const trsm_keys[] = {"side", "trans", "alpha", "upper", NULL};
+  static const char *const syrk_keys[] = {"alpha", "beta", "trans", "upper", NULL};
+  static const char *const potrf_keys[] = {"upper", NULL};
   int triangular = kind == WEFT__OP_TRSM || kind == WEFT__OP_TRMM;
   const char *const *keys = kind == WEFT__OP_GEMM ? gemm_keys : triangular ? trsm_keys
-                            : kind == WEFT__OP_SYRK ? syrk_keys : none;
-  double v[4] = {1, 1, 0, 0}; /* alpha, beta, trans_a, trans_b (trsm, trmm: side, trans, alpha) */
+                            : kind == WEFT__OP_SYRK ? syrk_keys : potrf_keys;
+  /* gemm: alpha, beta, trans_a, trans_b; trsm, trmm: side, trans, alpha, upper; syrk: alpha,
+   * beta, trans, upper; potrf: upper. */
+  double v[4] = {1, 1, 0, 0};
   if (triangular) v[0] = 0, v[1] = 0, v[2] = 1;
+  if (kind == WEFT__OP_POTRF) v[0] = 0;
   int npos, want = kind == WEFT__OP_GEMM ? 3 : kind == WEFT__OP_POTRF ? 1 : 2;
   if (la_args(c, call, keys, v, &npos) != OK) return FAIL;
   if (npos != want)
@@ -938,10 +941,16 @@ static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
   int rc;
   switch (kind) {
     case WEFT__OP_GEMM: rc = weft_gemm(c->g, t[0], (int)v[2], t[1], (int)v[3], v[0], v[1], t[2]); break;
-    case WEFT__OP_POTRF: rc = weft_potrf(c->g, t[0]); break;
-    case WEFT__OP_TRSM: rc = weft_trsm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, (int)v[1], v[2], t[0], t[1]); break;
-    case WEFT__OP_TRMM: rc = weft_trmm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, (int)v[1], v[2], t[0], t[1]); break;
-    default: rc = weft_syrk(c->g, v[0], t[0], v[1], t[1]); break;
+    case WEFT__OP_POTRF: rc = weft_potrf(c->g, v[0] != 0 ? WEFT_UPPER : WEFT_LOWER, t[0]); break;
+    case WEFT__OP_TRSM:
+      rc = weft_trsm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, v[3] != 0 ? WEFT_UPPER : WEFT_LOWER, (int)v[1], v[2], t[0],
+                     t[1]);
+      break;
+    case WEFT__OP_TRMM:
+      rc = weft_trmm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, v[3] != 0 ? WEFT_UPPER : WEFT_LOWER, (int)v[1], v[2], t[0],
+                     t[1]);
+      break;
+    default: rc = weft_syrk(c->g, v[3] != 0 ? WEFT_UPPER : WEFT_LOWER, (int)v[2], v[0], t[0], v[1], t[1]); break;
   }
   return rc == WEFT_OK ? OK : api_err(c, rc, call->line, call->col);
 }

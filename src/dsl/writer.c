@@ -374,6 +374,7 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
       put_params(w, n, nin > 0);
       break;
     case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
     case WEFT__OP_SYRK: {
@@ -382,10 +383,12 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
       if (n->kind == WEFT__OP_TRSM || n->kind == WEFT__OP_TRMM)
         weft__strbuf_printf(b, ", side=%s, trans=%d, alpha=%s", la->side == WEFT_RIGHT ? "right" : "left", la->trans_a,
                             weft__dsl_fmt_double(num, la->alpha));
-      else
+      else if (n->kind != WEFT__OP_POTRF)
         weft__strbuf_printf(b, ", alpha=%s, beta=%s", weft__dsl_fmt_double(num, la->alpha),
                             weft__dsl_fmt_double(num2, la->beta));
       if (n->kind == WEFT__OP_GEMM) weft__strbuf_printf(b, ", trans_a=%d, trans_b=%d", la->trans_a, la->trans_b);
+      if (n->kind == WEFT__OP_SYRK && la->trans_a) weft__strbuf_puts(b, ", trans=1");
+      if (n->kind != WEFT__OP_GEMM && la->uplo == WEFT_UPPER) weft__strbuf_puts(b, ", upper=1");
       break;
     }
     default:

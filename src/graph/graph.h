@@ -145,7 +145,7 @@ static inline int weft__tile_owns_storage(const weft_tensor *t) {
 /* The parameters of a dense linear-algebra node (weft_node.params). */
 typedef struct weft__la {
   double alpha, beta;
-  uint8_t trans_a, trans_b, side;
+  uint8_t trans_a, trans_b, side, uplo; /* syrk's trans is trans_a */
 } weft__la;
 
 /* The tensor that owns t's storage: t, or the root of the views it is one of. */

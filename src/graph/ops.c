@@ -585,6 +585,7 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   p->trans_a = la.trans_a;
   p->trans_b = la.trans_b;
   p->side = la.side;
+  p->uplo = la.uplo;
   weft__arg args[3];
   for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? WEFT_READ_WRITE : WEFT_READ};
   weft_node *n;
@@ -609,7 +610,7 @@ double weft__la_flops(const weft_node *n) {
     case WEFT__OP_TRMM:
       return la->side == WEFT_RIGHT ? r * c * c : c * r * r;
     case WEFT__OP_SYRK:
-      return r * r * (double)a->shape[1];
+      return r * r * (double)a->shape[la->trans_a ? 0 : 1];
     default:
       return -1;
   }
@@ -645,66 +646,72 @@ int weft_gemm(weft_graph *g, weft_tensor *a, int trans_a, weft_tensor *b, int tr
                      shape_str(cm, s3, sizeof s3));
   weft_tensor *ts[3] = {a, b, cm};
   static const char *const names[3] = {"a", "b", "c"};
-  return la_op(&c, ts, names, 3, (weft__la){alpha, beta, (uint8_t)(trans_a != 0), (uint8_t)(trans_b != 0), 0});
+  return la_op(&c, ts, names, 3, (weft__la){alpha, beta, (uint8_t)(trans_a != 0), (uint8_t)(trans_b != 0), 0, 0});
 }
 
-int weft_potrf(weft_graph *g, weft_tensor *a) {
+static int check_uplo(const call *c, weft_uplo uplo) {
+  if (uplo == WEFT_LOWER || uplo == WEFT_UPPER) return WEFT_OK;
+  return weft__err(WEFT_EINVAL, "node %u '%s': uplo %d is neither WEFT_LOWER nor WEFT_UPPER", c->id, c->opname,
+                   (int)uplo);
+}
+
+int weft_potrf(weft_graph *g, weft_uplo uplo, weft_tensor *a) {
   if (g == NULL) return weft__err(WEFT_EINVAL, "weft_potrf: graph is NULL");
   call c;
   call_begin(&c, g, WEFT__OP_POTRF, "potrf");
   int rc;
-  if ((rc = check_tensor(&c, a, "a"))) return rc;
+  if ((rc = check_tensor(&c, a, "a")) || (rc = check_uplo(&c, uplo))) return rc;
   if (a->ndim == 2 && (rc = square(&c, a, "a"))) return rc;
   weft_tensor *ts[1] = {a};
   static const char *const names[1] = {"a"};
-  return la_op(&c, ts, names, 1, (weft__la){1, 0, 0, 0, 0});
+  return la_op(&c, ts, names, 1, (weft__la){1, 0, 0, 0, 0, (uint8_t)uplo});
 }
 
-/* trsm and trmm: the same operands (a lower-triangular l applied to b from one side). */
-static int triangular_op(weft_graph *g, int kind, const char *name, weft_side side, int trans, double alpha,
-                         weft_tensor *l, weft_tensor *b) {
+/* trsm and trmm: the same operands (a triangular t applied to b from one side). */
+static int triangular_op(weft_graph *g, int kind, const char *name, weft_side side, weft_uplo uplo, int trans,
+                         double alpha, weft_tensor *t, weft_tensor *b) {
   char s1[96], s2[96];
   if (g == NULL) return weft__err(WEFT_EINVAL, "weft_%s: graph is NULL", name);
   call c;
   call_begin(&c, g, kind, name);
   int rc;
-  if ((rc = check_tensor(&c, l, "l")) || (rc = check_tensor(&c, b, "b"))) return rc;
+  if ((rc = check_tensor(&c, t, "t")) || (rc = check_tensor(&c, b, "b")) || (rc = check_uplo(&c, uplo))) return rc;
   if (side != WEFT_LEFT && side != WEFT_RIGHT)
     return weft__err(WEFT_EINVAL, "node %u '%s': side %d is neither WEFT_LEFT nor WEFT_RIGHT", c.id, name, (int)side);
-  if (l->ndim == 2 && (rc = square(&c, l, "l"))) return rc;
-  if (l->ndim == 2 && b->ndim == 2 && b->shape[side == WEFT_RIGHT ? 1 : 0] != l->shape[0])
-    return weft__err(WEFT_ESHAPE, "node %u '%s': l (%s) is %s but b (%s) is %s: b's %s must be %lld", c.id, name,
-                     weft__tensor_name(l), shape_str(l, s1, sizeof s1), weft__tensor_name(b),
+  if (t->ndim == 2 && (rc = square(&c, t, "t"))) return rc;
+  if (t->ndim == 2 && b->ndim == 2 && b->shape[side == WEFT_RIGHT ? 1 : 0] != t->shape[0])
+    return weft__err(WEFT_ESHAPE, "node %u '%s': t (%s) is %s but b (%s) is %s: b's %s must be %lld", c.id, name,
+                     weft__tensor_name(t), shape_str(t, s1, sizeof s1), weft__tensor_name(b),
                      shape_str(b, s2, sizeof s2), side == WEFT_RIGHT ? "columns" : "rows",
-                     (long long)l->shape[0]);
-  weft_tensor *ts[2] = {l, b};
-  static const char *const names[2] = {"l", "b"};
-  return la_op(&c, ts, names, 2, (weft__la){alpha, 0, (uint8_t)(trans != 0), 0, (uint8_t)side});
+                     (long long)t->shape[0]);
+  weft_tensor *ts[2] = {t, b};
+  static const char *const names[2] = {"t", "b"};
+  return la_op(&c, ts, names, 2, (weft__la){alpha, 0, (uint8_t)(trans != 0), 0, (uint8_t)side, (uint8_t)uplo});
 }
 
-int weft_trsm(weft_graph *g, weft_side side, int trans, double alpha, weft_tensor *l, weft_tensor *b) {
-  return triangular_op(g, WEFT__OP_TRSM, "trsm", side, trans, alpha, l, b);
+int weft_trsm(weft_graph *g, weft_side side, weft_uplo uplo, int trans, double alpha, weft_tensor *t, weft_tensor *b) {
+  return triangular_op(g, WEFT__OP_TRSM, "trsm", side, uplo, trans, alpha, t, b);
 }
 
-int weft_trmm(weft_graph *g, weft_side side, int trans, double alpha, weft_tensor *l, weft_tensor *b) {
-  return triangular_op(g, WEFT__OP_TRMM, "trmm", side, trans, alpha, l, b);
+int weft_trmm(weft_graph *g, weft_side side, weft_uplo uplo, int trans, double alpha, weft_tensor *t, weft_tensor *b) {
+  return triangular_op(g, WEFT__OP_TRMM, "trmm", side, uplo, trans, alpha, t, b);
 }
 
-int weft_syrk(weft_graph *g, double alpha, weft_tensor *a, double beta, weft_tensor *cm) {
+int weft_syrk(weft_graph *g, weft_uplo uplo, int trans, double alpha, weft_tensor *a, double beta, weft_tensor *cm) {
   char s1[96], s2[96];
   if (g == NULL) return weft__err(WEFT_EINVAL, "weft_syrk: graph is NULL");
   call c;
   call_begin(&c, g, WEFT__OP_SYRK, "syrk");
   int rc;
-  if ((rc = check_tensor(&c, a, "a")) || (rc = check_tensor(&c, cm, "c"))) return rc;
+  if ((rc = check_tensor(&c, a, "a")) || (rc = check_tensor(&c, cm, "c")) || (rc = check_uplo(&c, uplo))) return rc;
   if (cm->ndim == 2 && (rc = square(&c, cm, "c"))) return rc;
-  if (a->ndim == 2 && cm->ndim == 2 && a->shape[0] != cm->shape[0])
-    return weft__err(WEFT_ESHAPE, "node %u 'syrk': a (%s) is %s but c (%s) is %s: a must have %lld rows", c.id,
+  if (a->ndim == 2 && cm->ndim == 2 && op_rows(a, trans) != cm->shape[0])
+    return weft__err(WEFT_ESHAPE, "node %u 'syrk': a (%s) is %s but c (%s) is %s: a must have %lld %s", c.id,
                      weft__tensor_name(a), shape_str(a, s1, sizeof s1), weft__tensor_name(cm),
-                     shape_str(cm, s2, sizeof s2), (long long)cm->shape[0]);
+                     shape_str(cm, s2, sizeof s2), (long long)cm->shape[0], trans ? "columns (trans)" : "rows");
   weft_tensor *ts[2] = {a, cm};
   static const char *const names[2] = {"a", "c"};
-  return la_op(&c, ts, names, 2, (weft__la){alpha, beta, 0, 0, 0});
+  return la_op(&c, ts, names, 2, (weft__la){alpha, beta, (uint8_t)(trans != 0), 0, 0, (uint8_t)uplo});
 }
 
 /* ---- the planner's lowering (sched/plan/place.c) ------------------------------------------ */

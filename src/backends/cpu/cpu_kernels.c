@@ -137,12 +137,14 @@ static int linear_algebra(weft_kernel_ctx *ctx) {
     }
     case WEFT__OP_POTRF: {
       /* A row-major lower triangle is the column-major upper one of the same memory: LAPACK's
-       * upper factor U (A = U^T U) there is L = U^T here, with no transposition. */
+       * upper factor U (A = U^T U) there is L = U^T here, with no transposition (and the
+       * row-major upper factor is LAPACK's lower one). */
       int info = 0, locked = weft__cpu_blas_enter();
+      const char *cm = la->uplo == WEFT_UPPER ? "L" : "U";
       if (f32)
-        spotrf_("U", &n, d[0], &lda, &info);
+        spotrf_(cm, &n, d[0], &lda, &info);
       else
-        dpotrf_("U", &n, d[0], &lda, &info);
+        dpotrf_(cm, &n, d[0], &lda, &info);
       weft__cpu_blas_leave(locked);
       if (info > 0)
         return weft_ctx_fail(ctx, "%s is not positive definite: its leading minor of order %d is not positive",
@@ -154,23 +156,25 @@ static int linear_algebra(weft_kernel_ctx *ctx) {
     case WEFT__OP_TRMM: {
       enum CBLAS_SIDE side = la->side == WEFT_RIGHT ? CblasRight : CblasLeft;
       enum CBLAS_TRANSPOSE t = la->trans_a ? CblasTrans : CblasNoTrans;
+      enum CBLAS_UPLO u = la->uplo == WEFT_UPPER ? CblasUpper : CblasLower;
       int locked = weft__cpu_blas_enter(), solve = nd->kind == WEFT__OP_TRSM;
       if (f32)
-        (solve ? cblas_strsm : cblas_strmm)(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, (float)la->alpha,
-                                           d[0], lda, d[1], ldc);
+        (solve ? cblas_strsm : cblas_strmm)(CblasRowMajor, side, u, t, CblasNonUnit, m, n, (float)la->alpha, d[0], lda,
+                                           d[1], ldc);
       else
-        (solve ? cblas_dtrsm : cblas_dtrmm)(CblasRowMajor, side, CblasLower, t, CblasNonUnit, m, n, la->alpha, d[0],
-                                           lda, d[1], ldc);
+        (solve ? cblas_dtrsm : cblas_dtrmm)(CblasRowMajor, side, u, t, CblasNonUnit, m, n, la->alpha, d[0], lda, d[1],
+                                           ldc);
       weft__cpu_blas_leave(locked);
       return WEFT_OK;
     }
     case WEFT__OP_SYRK: {
-      int k = (int)a->shape[1], locked = weft__cpu_blas_enter();
+      int k = (int)a->shape[la->trans_a ? 0 : 1], locked = weft__cpu_blas_enter();
+      enum CBLAS_UPLO u = la->uplo == WEFT_UPPER ? CblasUpper : CblasLower;
+      enum CBLAS_TRANSPOSE t = la->trans_a ? CblasTrans : CblasNoTrans;
       if (f32)
-        cblas_ssyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, k, (float)la->alpha, d[0], lda, (float)la->beta,
-                    d[1], ldc);
+        cblas_ssyrk(CblasRowMajor, u, t, n, k, (float)la->alpha, d[0], lda, (float)la->beta, d[1], ldc);
       else
-        cblas_dsyrk(CblasRowMajor, CblasLower, CblasNoTrans, n, k, la->alpha, d[0], lda, la->beta, d[1], ldc);
+        cblas_dsyrk(CblasRowMajor, u, t, n, k, la->alpha, d[0], lda, la->beta, d[1], ldc);
       weft__cpu_blas_leave(locked);
       return WEFT_OK;
     }

@@ -236,22 +236,28 @@ static int solver_of(weft_kernel_ctx *ctx, lane *l) {
   return WEFT_OK;
 }
 
-/* A = L L^T, the lower factor in A's row-major lower triangle. That triangle is cuSOLVER's
- * column-major upper one, but its upper mode ran 2.4 x slower than its lower mode on an H100 (a
- * 2048^2 f64 tile: 2.00 ms against 0.84; the whole n = 32768 matrix 414 against 258 ms), so
- * the tile is transposed into scratch, factored in the lower mode there, and its lower triangle
- * transposed back (two 32 x 32-tiled passes, about 40 us each for that tile). */
-static int potrf(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int64_t n, void *a, int64_t lda) {
+/* The Cholesky factor in A's row-major `uplo` triangle. The row-major upper triangle is
+ * cuSOLVER's column-major lower one: factored in place. The row-major lower triangle is its
+ * upper one, but that mode ran 2.4 x slower than the lower mode on an H100 (a 2048^2 f64 tile:
+ * 2.00 ms against 0.84; the whole n = 32768 matrix 414 against 258 ms), so the tile is
+ * transposed into scratch, factored in the lower mode there, and its lower triangle transposed
+ * back (two 32 x 32-tiled passes, about 40 us each for that tile). */
+static int potrf(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int upper, int64_t n, void *a, int64_t lda) {
   int rc = solver_of(ctx, l);
   if (rc != WEFT_OK) return rc;
   cu_stream *s = l->own;
   cudaDataType t = dtype == WEFT_F32 ? CUDA_R_32F : CUDA_R_64F;
   size_t es = dtype == WEFT_F32 ? 4 : 8;
   size_t dev_bytes = 0, host_bytes = 0;
-  void *at = NULL, *work = NULL;
-  cudaError_t e = weft__cu_pool_alloc(l->d, &at, (size_t)(n * n) * es, l->s);
-  if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating a potrf's scratch");
-  cusolverStatus_t cs = cusolverDnXpotrf_bufferSize(s->solver, s->solver_params, CUBLAS_FILL_MODE_LOWER, n, t, at, n,
+  void *at = NULL, *work = NULL, *m = a;
+  int64_t ldm = lda;
+  cudaError_t e = cudaSuccess;
+  if (!upper) {
+    if ((e = weft__cu_pool_alloc(l->d, &at, (size_t)(n * n) * es, l->s)) != cudaSuccess)
+      return FAIL_CUDA(ctx, e, "allocating a potrf's scratch");
+    m = at, ldm = n;
+  }
+  cusolverStatus_t cs = cusolverDnXpotrf_bufferSize(s->solver, s->solver_params, CUBLAS_FILL_MODE_LOWER, n, t, m, ldm,
                                                     t, &dev_bytes, &host_bytes);
   if (cs != CUSOLVER_STATUS_SUCCESS) rc = fail_solver(ctx, cs, "cusolverDnXpotrf_bufferSize");
   if (rc == WEFT_OK && host_bytes > s->solver_host_bytes) {
@@ -265,13 +271,13 @@ static int potrf(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int64_t 
   }
   if (rc == WEFT_OK && dev_bytes > 0 && (e = weft__cu_pool_alloc(l->d, &work, dev_bytes, l->s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "allocating cuSOLVER's workspace");
-  if (rc == WEFT_OK && (e = (cudaError_t)weft__cu_transpose(dtype, n, a, lda, at, n, 0, l->s)) != cudaSuccess)
+  if (rc == WEFT_OK && !upper && (e = (cudaError_t)weft__cu_transpose(dtype, n, a, lda, at, n, 0, l->s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "the transpose kernel");
   if (rc == WEFT_OK &&
-      (cs = cusolverDnXpotrf(s->solver, s->solver_params, CUBLAS_FILL_MODE_LOWER, n, t, at, n, t, work, dev_bytes,
+      (cs = cusolverDnXpotrf(s->solver, s->solver_params, CUBLAS_FILL_MODE_LOWER, n, t, m, ldm, t, work, dev_bytes,
                              s->solver_host, host_bytes, s->solver_info)) != CUSOLVER_STATUS_SUCCESS)
     rc = fail_solver(ctx, cs, "cusolverDnXpotrf");
-  if (rc == WEFT_OK && (e = (cudaError_t)weft__cu_transpose(dtype, n, at, n, a, lda, 1, l->s)) != cudaSuccess)
+  if (rc == WEFT_OK && !upper && (e = (cudaError_t)weft__cu_transpose(dtype, n, at, n, a, lda, 1, l->s)) != cudaSuccess)
     rc = FAIL_CUDA(ctx, e, "the transpose kernel");
   /* The host reads the info after the run (cuda_complete.c): a matrix that is not positive
    * definite fails the run there, naming this node. */
@@ -281,7 +287,7 @@ static int potrf(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int64_t 
     rc = FAIL_CUDA(ctx, e, "cudaMemcpyAsync (potrf's info)");
   if (work != NULL && (e = cudaFreeAsync(work, l->s)) != cudaSuccess && rc == WEFT_OK)
     rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
-  if ((e = cudaFreeAsync(at, l->s)) != cudaSuccess && rc == WEFT_OK) rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
+  if (at != NULL && (e = cudaFreeAsync(at, l->s)) != cudaSuccess && rc == WEFT_OK) rc = FAIL_CUDA(ctx, e, "cudaFreeAsync");
   return rc;
 }
 
@@ -309,13 +315,13 @@ static int trmm(weft_kernel_ctx *ctx, lane *l, const weft__la *la, const weft_te
   cudaError_t e = weft__cu_pool_alloc(l->d, &out, (size_t)(m * n) * es, l->s);
   if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating a trmm's scratch");
   cublasSideMode_t side = la->side == WEFT_RIGHT ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
+  cublasFillMode_t fill = la->uplo == WEFT_UPPER ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
   cublasOperation_t t = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   float af = (float)la->alpha;
-  cublasStatus_t s =
-      f32 ? cublasStrmm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0],
-                        (int)lda, d[1], (int)ldb, out, (int)n)
-          : cublasDtrmm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha,
-                        d[0], (int)lda, d[1], (int)ldb, out, (int)n);
+  cublasStatus_t s = f32 ? cublasStrmm(l->blas, side, fill, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0],
+                                       (int)lda, d[1], (int)ldb, out, (int)n)
+                         : cublasDtrmm(l->blas, side, fill, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha, d[0],
+                                       (int)lda, d[1], (int)ldb, out, (int)n);
   int rc = s == CUBLAS_STATUS_SUCCESS ? WEFT_OK : FAIL_BLAS(ctx, s, f32 ? "cublasStrmm" : "cublasDtrmm");
   if (rc == WEFT_OK &&
       (e = cudaMemcpy2DAsync(d[1], (size_t)ldb * es, out, (size_t)n * es, (size_t)n * es, (size_t)m,
@@ -332,7 +338,9 @@ static int linear_algebra(weft_kernel_ctx *ctx, cu_plan *cp, lane *l) {
   void **d = ctx->data;
   int f32 = a->dtype == WEFT_F32;
   int64_t m = out->shape[0], n = out->shape[1], lda = weft__tensor_ld(a), ldc = weft__tensor_ld(out);
-  int64_t k = nd->kind == WEFT__OP_GEMM ? a->shape[la->trans_a ? 0 : 1] : a->shape[1];
+  int64_t k = nd->kind == WEFT__OP_GEMM || nd->kind == WEFT__OP_SYRK ? a->shape[la->trans_a ? 0 : 1] : a->shape[1];
+  /* The row-major lower (upper) triangle is the column-major upper (lower) one. */
+  cublasFillMode_t fill = la->uplo == WEFT_UPPER ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
   int rc = check_dims(ctx, m, n, k);
   if (rc != WEFT_OK || m == 0 || n == 0) return rc;
   if (lda > INT32_MAX || ldc > INT32_MAX) return check_dims(ctx, lda, ldc, 0);
@@ -346,26 +354,27 @@ static int linear_algebra(weft_kernel_ctx *ctx, cu_plan *cp, lane *l) {
                    weft__tensor_ld(nd->args[1].t), la->beta, d[2], ldc);
       break;
     case WEFT__OP_POTRF:
-      return potrf(ctx, cp, l, a->dtype, n, d[0], lda);
+      return potrf(ctx, cp, l, a->dtype, la->uplo == WEFT_UPPER, n, d[0], lda);
     case WEFT__OP_TRSM: {
       cublasSideMode_t side = la->side == WEFT_RIGHT ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
       cublasOperation_t t = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
       what = f32 ? "cublasStrsm" : "cublasDtrsm";
-      s = f32 ? cublasStrsm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0],
-                            (int)lda, d[1], (int)ldc)
-              : cublasDtrsm(l->blas, side, CUBLAS_FILL_MODE_UPPER, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha,
-                            d[0], (int)lda, d[1], (int)ldc);
+      s = f32 ? cublasStrsm(l->blas, side, fill, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0], (int)lda, d[1],
+                            (int)ldc)
+              : cublasDtrsm(l->blas, side, fill, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha, d[0], (int)lda,
+                            d[1], (int)ldc);
       break;
     }
     case WEFT__OP_TRMM:
       return trmm(ctx, l, la, a, out);
-    case WEFT__OP_SYRK:
+    case WEFT__OP_SYRK: {
+      /* Row-major C = A A^T is column-major C = A'^T A' (A' = A^T, the same memory); A^T A is A' A'^T. */
+      cublasOperation_t t = la->trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;
       what = f32 ? "cublasSsyrk" : "cublasDsyrk";
-      s = f32 ? cublasSsyrk(l->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, (int)n, (int)k, &af, d[0], (int)lda, &bf, d[1],
-                            (int)ldc)
-              : cublasDsyrk(l->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, (int)n, (int)k, &la->alpha, d[0], (int)lda,
-                            &la->beta, d[1], (int)ldc);
+      s = f32 ? cublasSsyrk(l->blas, fill, t, (int)n, (int)k, &af, d[0], (int)lda, &bf, d[1], (int)ldc)
+              : cublasDsyrk(l->blas, fill, t, (int)n, (int)k, &la->alpha, d[0], (int)lda, &la->beta, d[1], (int)ldc);
       break;
+    }
     default:
       break;
   }

@@ -281,7 +281,7 @@ static int build_la(weft_graph *g, const void *p, int k) {
           WEFT_OK)
     return rc;
   for (int i = 0; i < k; i++) {
-    rc = a->op == 0 ? weft_potrf(g, l) : a->op == 1 ? weft_trsm(g, WEFT_RIGHT, 1, 1.0, l, b) : weft_syrk(g, -1.0, l, 1.0, b);
+    rc = a->op == 0 ? weft_potrf(g, WEFT_LOWER, l) : a->op == 1 ? weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, l, b) : weft_syrk(g, WEFT_LOWER, 0, -1.0, l, 1.0, b);
     if (rc != WEFT_OK) return rc;
   }
   return WEFT_OK;
