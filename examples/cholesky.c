@@ -55,17 +55,17 @@ int main(int argc, char **argv) {
   int64_t t = weft_tensor_tile_count(a, 0);
   for (int64_t k = 0; k < t; k++) {
     weft_tensor *akk = weft_tensor_tile(a, k, k);
-    CHECK(weft_potrf(g, akk));
-    for (int64_t i = k + 1; i < t; i++) CHECK(weft_trsm(g, WEFT_RIGHT, 1, 1.0, akk, weft_tensor_tile(a, i, k)));
+    CHECK(weft_potrf(g, WEFT_LOWER, akk));
+    for (int64_t i = k + 1; i < t; i++) CHECK(weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, akk, weft_tensor_tile(a, i, k)));
     for (int64_t i = k + 1; i < t; i++) {
       weft_tensor *aik = weft_tensor_tile(a, i, k);
-      CHECK(weft_syrk(g, -1.0, aik, 1.0, weft_tensor_tile(a, i, i)));
+      CHECK(weft_syrk(g, WEFT_LOWER, 0, -1.0, aik, 1.0, weft_tensor_tile(a, i, i)));
       for (int64_t j = k + 1; j < i; j++)
         CHECK(weft_gemm(g, aik, 0, weft_tensor_tile(a, j, k), 1, -1.0, 1.0, weft_tensor_tile(a, i, j)));
     }
   }
-  CHECK(weft_trsm(g, WEFT_LEFT, 0, 1.0, a, x)); /* L y = b */
-  CHECK(weft_trsm(g, WEFT_LEFT, 1, 1.0, a, x)); /* L^T x = y */
+  CHECK(weft_trsm(g, WEFT_LEFT, WEFT_LOWER, 0, 1.0, a, x)); /* L y = b */
+  CHECK(weft_trsm(g, WEFT_LEFT, WEFT_LOWER, 1, 1.0, a, x)); /* L^T x = y */
   CHECK(weft_sub(g, x, one, &r));
   CHECK(weft_norm(g, r, &res));
   CHECK(weft_graph_run(g));
