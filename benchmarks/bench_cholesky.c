@@ -785,11 +785,11 @@ int main(int argc, char **argv) {
                (long long)b, panel_inverse ? "inverse" : "trsm", nodes, w.ms, w.spread_ms, flop / w.ms * 1e-9, ratio, err,
                err < tol ? "" : " CHECK FAILED");
       if (!json && lapacke_base.ms > 0) printf("    against LAPACKE: ratio %.3f\n", lapacke_base.ms / w.ms);
-      printf("RESULT bench=%scholesky_%s%s%s%s device=%s ranks=%d gpus=%d grid=%dx%d panel=%s n=%lld tile=%lld "
+      printf("RESULT bench=%scholesky_%s%s%s%s device=%s ranks=%d gpus=%d grid=%dx%d panel=%s uplo=%s n=%lld tile=%lld "
              "weft_ms=%.3f weft_tflops=%.3f baseline_ms=%.3f baseline_tflops=%.3f ratio=%.4f\n",
              on_auto ? "auto_" : cuda ? "" : "cpu_", sdt, gpus > 1 ? "_multi" : "", memory_limit > 0 ? "_ooc" : "",
              nranks > 1 ? "_ranks" : "", device, nranks, cuda ? gpus : 0, grid_p, grid_q, panel_inverse ? "inverse" : "trsm",
-             (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms, flop / base.ms * 1e-9, ratio);
+             upper ? "upper" : "lower", (long long)n, (long long)b, w.ms, flop / w.ms * 1e-9, base.ms, flop / base.ms * 1e-9, ratio);
       fflush(stdout);
     }
     p = strchr(p, ',');
