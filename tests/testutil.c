@@ -272,64 +272,60 @@ int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b) {
   return rc != WEFT_OK ? rc : tu_cholesky_tiled(g, x);
 }
 
-/* Step k's panel, the tiles below the diagonal one (already factored): a trsm each, or (inverse)
- * a triangular product each with W = L_kk^-1 (a fill of the identity, a trsm). */
-static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft_device *inverse_on) {
+/* Panel tile i of step k: (i, k) below the diagonal, or (k, i) right of it in the upper form. */
+static weft_tensor *panel_tile(weft_tensor *x, int64_t k, int64_t i, int upper) {
+  return upper ? weft_tensor_tile(x, k, i) : weft_tensor_tile(x, i, k);
+}
+
+/* Step k's panel, the tiles below (upper: right of) the diagonal one, already factored: a trsm
+ * each, or (inverse) a triangular product each with W = L_kk^-1 (a fill of the identity, a
+ * trsm). */
+static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft_device *inverse_on, int upper) {
   weft_tensor *akk = weft_tensor_tile(x, k, k), *w = NULL;
+  weft_uplo uplo = upper ? WEFT_UPPER : WEFT_LOWER;
+  weft_side side = upper ? WEFT_LEFT : WEFT_RIGHT;
   int rc = WEFT_OK;
   if (inverse_on == NULL) {
-    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, akk, weft_tensor_tile(x, i, k));
+    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trsm(g, side, uplo, 1, 1.0, akk, panel_tile(x, k, i, upper));
     return rc;
   }
   weft_dtype dt = weft_tensor_dtype(x);
   int64_t bk = weft_tensor_dim(akk, 0);
   if ((rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, *inverse_on, weft_zeros(), &w)) == WEFT_OK &&
       (rc = weft_fill(g, w, weft_eye(1))) == WEFT_OK)
-    rc = weft_trsm(g, WEFT_LEFT, WEFT_LOWER, 0, 1.0, akk, w);
-  for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trmm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, w, weft_tensor_tile(x, i, k));
+    rc = weft_trsm(g, WEFT_LEFT, uplo, 0, 1.0, akk, w);
+  for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trmm(g, side, uplo, 1, 1.0, w, panel_tile(x, k, i, upper));
   return rc;
 }
 
-static int cholesky(weft_graph *g, weft_tensor *x, const weft_device *inverse_on) {
+/* The tiled right-looking Cholesky on x's tiles: A = L L^T, or (upper) A = U^T U with the
+ * panel a row of tiles and the updates A_ji -= U_kj^T U_ki. */
+static int cholesky(weft_graph *g, weft_tensor *x, const weft_device *inverse_on, int upper) {
   int rc = WEFT_OK;
   int64_t t = weft_tensor_tile_count(x, 0);
+  weft_uplo uplo = upper ? WEFT_UPPER : WEFT_LOWER;
   for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
-    rc = weft_potrf(g, WEFT_LOWER, weft_tensor_tile(x, k, k));
-    if (rc == WEFT_OK) rc = panel(g, x, k, t, inverse_on);
+    rc = weft_potrf(g, uplo, weft_tensor_tile(x, k, k));
+    if (rc == WEFT_OK) rc = panel(g, x, k, t, inverse_on, upper);
     for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
-      weft_tensor *aik = weft_tensor_tile(x, i, k);
-      rc = weft_syrk(g, WEFT_LOWER, 0, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
+      weft_tensor *aik = panel_tile(x, k, i, upper);
+      rc = weft_syrk(g, uplo, upper, -1.0, aik, 1.0, weft_tensor_tile(x, i, i));
       for (int64_t j = k + 1; j < i && rc == WEFT_OK; j++)
-        rc = weft_gemm(g, aik, 0, weft_tensor_tile(x, j, k), 1, -1.0, 1.0, weft_tensor_tile(x, i, j));
+        rc = upper ? weft_gemm(g, panel_tile(x, k, j, 1), 1, aik, 0, -1.0, 1.0, weft_tensor_tile(x, j, i))
+                   : weft_gemm(g, aik, 0, panel_tile(x, k, j, 0), 1, -1.0, 1.0, weft_tensor_tile(x, i, j));
     }
   }
   return rc;
 }
 
-int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) { return cholesky(g, x, NULL); }
+int tu_cholesky_tiled(weft_graph *g, weft_tensor *x) { return cholesky(g, x, NULL, 0); }
 
 int tu_cholesky_upper(weft_graph *g, weft_tensor *x, int64_t b) {
   int rc = weft_tensor_tiles(g, x, b, b);
   return rc != WEFT_OK ? rc : tu_cholesky_upper_tiled(g, x);
 }
 
-int tu_cholesky_upper_tiled(weft_graph *g, weft_tensor *x) {
-  int rc = WEFT_OK;
-  int64_t t = weft_tensor_tile_count(x, 0);
-  for (int64_t k = 0; k < t && rc == WEFT_OK; k++) {
-    weft_tensor *akk = weft_tensor_tile(x, k, k);
-    rc = weft_potrf(g, WEFT_UPPER, akk);
-    for (int64_t j = k + 1; j < t && rc == WEFT_OK; j++) /* U_kj = U_kk^-T A_kj */
-      rc = weft_trsm(g, WEFT_LEFT, WEFT_UPPER, 1, 1.0, akk, weft_tensor_tile(x, k, j));
-    for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) {
-      weft_tensor *aki = weft_tensor_tile(x, k, i);
-      rc = weft_syrk(g, WEFT_UPPER, 1, -1.0, aki, 1.0, weft_tensor_tile(x, i, i));
-      for (int64_t j = i + 1; j < t && rc == WEFT_OK; j++)
-        rc = weft_gemm(g, aki, 1, weft_tensor_tile(x, k, j), 0, -1.0, 1.0, weft_tensor_tile(x, i, j));
-    }
-  }
-  return rc;
-}
+int tu_cholesky_upper_tiled(weft_graph *g, weft_tensor *x) { return cholesky(g, x, NULL, 1); }
 
 double *tu_transpose(const double *a, int64_t n) {
   double *t = malloc((size_t)(n * n) * sizeof *t);
@@ -339,7 +335,7 @@ double *tu_transpose(const double *a, int64_t n) {
   return t;
 }
 
-int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev) { return cholesky(g, x, &dev); }
+int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev) { return cholesky(g, x, &dev, 0); }
 
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l. */
 double tu_residual(const double *l, const double *a, int64_t n) {
