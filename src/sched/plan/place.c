@@ -812,7 +812,8 @@ static int tight_gpus(const weft_graph *g, const weft__node_place *at, const tst
  * for an 8 GiB matrix on an H100 limited to 2 GiB). The lowering then takes another
  * topological order, list scheduling that runs next, of the nodes ready, the one with the
  * fewest bytes to bring to its device (residency kept within each GPU's budget, least recently
- * used out first), the program's order breaking ties: the work on what is resident is done
+ * used out first); among those, the one whose incoming tensors the most other ready nodes read
+ * (what comes in serves them too), then the program's order: the work on what is resident is done
  * before it leaves (the factorisation turns left-looking by itself). Only independent nodes
  * trade places, so results are the program order's. ord receives the order. */
 static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev,
@@ -827,8 +828,9 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
   uint32_t *indeg = weft__calloc(nn + 1, sizeof *indeg), *soff = weft__calloc(nn + 1, sizeof *soff);
   uint32_t *succ = weft__malloc((ne ? ne : 1) * sizeof *succ), *ready = weft__malloc((nn ? nn : 1) * sizeof *ready);
   uint32_t *stamp = weft__calloc((nt ? nt : 1) * (size_t)ndev, sizeof *stamp);
+  uint32_t *demand = weft__calloc(nt ? nt : 1, sizeof *demand); /* ready nodes reading each tensor */
   int rc = WEFT_OK;
-  if (indeg == NULL || soff == NULL || succ == NULL || ready == NULL || stamp == NULL) {
+  if (indeg == NULL || soff == NULL || succ == NULL || ready == NULL || stamp == NULL || demand == NULL) {
     rc = weft__oom("the placement's order");
     goto out;
   }
@@ -845,7 +847,11 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
   weft__free(put);
   size_t nready = 0;
   for (size_t i = 0; i < nn; i++)
-    if (indeg[i] == 0) ready[nready++] = (uint32_t)i; /* ascending: a heap already */
+    if (indeg[i] == 0) {
+      ready[nready++] = (uint32_t)i; /* ascending: a heap already */
+      for (int a = 0; a < nd[i]->nargs; a++)
+        if (nd[i]->args[a].mode & WEFT_READ) demand[nd[i]->args[a].t->id]++;
+    }
   double used[MAXD] = {0};
   uint32_t clock = 1;
   for (size_t q = 0; q < nn; q++) {
@@ -855,16 +861,19 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
     }
     size_t pick = 0;
     double best = INFINITY;
+    uint32_t best_share = 0;
     for (size_t r = 0; r < nready && r < ORDER_WINDOW; r++) {
       const weft_node *n = nd[ready[r]];
       int k = dev_index(at[ready[r]].device);
       double miss = 0;
+      uint32_t share = 0; /* the other ready nodes that read what it brings in */
       for (int a = 0; k > 0 && a < n->nargs; a++) {
         const weft_tensor *t = n->args[a].t;
         if ((n->args[a].mode & WEFT_READ) && ts[t->id].home != k && stamp[(size_t)t->id * (size_t)ndev + (size_t)k] == 0)
-          miss += (double)t->bytes;
+          miss += (double)t->bytes, share += demand[t->id] - 1;
       }
-      if (miss < best || (miss == best && ready[r] < ready[pick])) best = miss, pick = r;
+      if (miss < best || (miss == best && (share > best_share || (share == best_share && ready[r] < ready[pick]))))
+        best = miss, best_share = share, pick = r;
     }
     uint32_t i = ready[pick];
     ready[pick] = ready[--nready];
@@ -874,6 +883,8 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
     }
     ord[q] = i;
     const weft_node *n = nd[i];
+    for (int a = 0; a < n->nargs; a++)
+      if (n->args[a].mode & WEFT_READ) demand[n->args[a].t->id]--;
     int k = dev_index(at[i].device);
     for (int a = 0; k > 0 && a < n->nargs; a++) {
       const weft_tensor *t = n->args[a].t;
@@ -900,11 +911,15 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
     }
     for (uint32_t q2 = soff[i]; q2 < soff[i + 1]; q2++)
       if (--indeg[succ[q2]] == 0) {
+        const weft_node *m = nd[succ[q2]];
+        for (int a = 0; a < m->nargs; a++)
+          if (m->args[a].mode & WEFT_READ) demand[m->args[a].t->id]++;
         ready[nready] = succ[q2];
         heap_up(ready, nready++);
       }
   }
 out:
+  weft__free(demand);
   weft__free(indeg);
   weft__free(soff);
   weft__free(succ);
