@@ -214,36 +214,50 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
                      name ? name : "?", weft_device_str(device, dev, sizeof dev));
   int rc = check_init(init);
   if (rc != WEFT_OK) return rc;
+  /* Not written back into `init`: a store into the argument, read back in wider parts by the
+   * copy into the tensor, stalled store forwarding in every call. */
+  uint64_t seed = init.seed;
   if (init.kind == WEFT_INIT_EYE) {
     if (ndim != 2)
       return weft__err(WEFT_ESHAPE, "tensor '%s': eye is for 2-D tensors; this one has %d dimension%s",
                        name ? name : "?", ndim, ndim == 1 ? "" : "s");
     /* The row length, which places the diagonal (a tile copies its tensor's init: its own). */
-    if (init.seed == 0) init.seed = (uint64_t)shape[1];
+    if (seed == 0) seed = (uint64_t)shape[1];
   }
   if (g->tensors.len >= UINT32_MAX - 1)
     return weft__err(WEFT_ELIMIT, "graph has too many tensors");
   if ((rc = weft__vec_reserve(&g->tensors, 1)) != WEFT_OK) return rc;
   if ((flags & WEFT__T_AUTO) && (rc = weft__vec_reserve(&g->autos, 1)) != WEFT_OK) return rc;
+  const char *tname = NULL;
+  if (name != NULL && (tname = weft__arena_strdup(&g->arena, name)) == NULL) return WEFT_ENOMEM;
   weft_tensor *t = weft__arena_alloc(&g->arena, sizeof *t, 64);
   if (t == NULL) return WEFT_ENOMEM;
-  memset(t, 0, sizeof *t);
-  if (name != NULL && (t->name = weft__arena_strdup(&g->arena, name)) == NULL) return WEFT_ENOMEM;
+  if (device.kind == WEFT_DEVICE_AUTO) {
+    flags |= WEFT__T_AUTODEV;
+    g->nauto++;
+  }
+  /* Each field written once, with no memset of the whole first: most are set anyway. autoname
+   * is left unwritten (autoname_state 0 says so). */
   t->graph = g;
   t->id = (uint32_t)g->tensors.len;
   t->dtype = (uint8_t)dtype;
   t->ndim = (uint8_t)ndim;
-  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-  t->numel = numel;
-  t->bytes = (size_t)numel * weft_dtype_size(dtype);
-  t->device = device;
-  t->init = init;
   t->flags = (uint8_t)flags;
-  if (device.kind == WEFT_DEVICE_AUTO) {
-    t->flags |= WEFT__T_AUTODEV;
-    g->nauto++;
-  }
+  t->storage_kind = WEFT__S_NONE;
+  t->view = NULL;
+  t->grid = NULL;
+  t->data = NULL;
+  t->bytes = (size_t)numel * (dtype == WEFT_F64 ? sizeof(double) : sizeof(float)); /* checked above */
+  t->device = device;
+  t->initialised = 0;
+  t->numel = numel;
+  t->init = init;
+  t->init.seed = seed;
+  for (int i = 0; i < WEFT_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 0;
+  t->name = tname;
+  atomic_init(&t->autoname_state, 0);
   t->dep_writer = t->dep_head = UINT32_MAX;
+  t->copy_cache = t->copy_next = t->copy_src = NULL;
   weft__vec_push(&g->tensors, &t); /* cannot fail: reserved */
   if (flags & WEFT__T_AUTO) weft__vec_push(&g->autos, &t->id);
   weft__graph_bump(g);

@@ -165,6 +165,13 @@ static inline weft_device weft__tensor_dev(const weft_tensor *t) {
   return (t->flags & WEFT__T_AUTODEV) ? (weft_device){WEFT_DEVICE_AUTO, 0} : t->device;
 }
 
+/* weft__tensor_dev by address, for loops over many tensors: a struct returned by value may go
+ * through the stack, written in 4-byte parts and read back whole (a store-forwarding stall). */
+static inline const weft_device *weft__tensor_devp(const weft_tensor *t) {
+  static const weft_device auto_dev = {WEFT_DEVICE_AUTO, 0, 0};
+  return (t->flags & WEFT__T_AUTODEV) ? &auto_dev : &t->device;
+}
+
 /* A 2-D tensor's row stride in elements (a tile's is its parent's), and whether its
  * elements are contiguous (every tensor but a tile narrower than its parent). */
 static inline int64_t weft__tensor_ld(const weft_tensor *t) {

@@ -68,26 +68,36 @@ static int call_fail(call *c, int rc) {
   return rc;
 }
 
-static int append_node(weft_graph *g, int kind, const weft_op *uop, const weft__arg *args,
-                       int nargs, weft_device dev, unsigned flags, weft_node **out) {
+/* The device by address: passed by value it went on the stack (eight arguments leave it no
+ * register), where weft_call wrote its three ints one by one and read them back as an 8-byte
+ * word to pass it on, a store-forwarding stall in every call. */
+static int append_node(weft_graph *g, const weft_device *dev, int kind, const weft_op *uop, const weft__arg *args,
+                       int nargs, unsigned flags, weft_node **out) {
   int rc = weft__vec_reserve(&g->nodes, 1);
   if (rc != WEFT_OK) return rc;
   if (g->nodes.len >= UINT32_MAX - 1) return weft__err(WEFT_ELIMIT, "graph has too many nodes");
   weft_node *n = weft__arena_alloc(&g->arena, sizeof *n + (size_t)nargs * sizeof(weft__arg), 8);
   if (n == NULL) return WEFT_ENOMEM;
-  memset(n, 0, sizeof *n);
+  if (dev->kind == WEFT_DEVICE_AUTO) {
+    flags |= WEFT__N_AUTO;
+    g->nauto++;
+  }
+  /* Each field written once, with no memset of the whole first (as a tensor's). */
   n->graph = g;
   n->id = (uint32_t)g->nodes.len;
   n->kind = (uint8_t)kind;
-  n->nargs = (uint16_t)nargs;
   n->flags = (uint8_t)flags;
-  n->device = dev;
-  if (dev.kind == WEFT_DEVICE_AUTO) {
-    n->flags |= WEFT__N_AUTO;
-    g->nauto++;
-  }
+  n->nargs = (uint16_t)nargs;
+  n->device = *dev;
   n->user_op = uop;
   n->args = (weft__arg *)(n + 1);
+  n->targs = NULL;
+  n->alpha = 0;
+  n->fill = (weft_init){0};
+  n->params = NULL;
+  n->params_size = 0;
+  n->name = NULL;
+  n->origin = NULL;
   memcpy(n->args, args, (size_t)nargs * sizeof(weft__arg));
   weft__vec_push(&g->nodes, &n); /* reserved */
   int in_step = g->inc_version == g->version;
@@ -156,7 +166,7 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
   weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
   weft_device run_on = src->device.kind != WEFT_DEVICE_CPU ? src->device : dev;
   weft_node *n;
-  if ((rc = append_node(c->g, WEFT__OP_COPY, NULL, args, 2, run_on, WEFT__N_INSERTED, &n)) != WEFT_OK)
+  if ((rc = append_node(c->g, &run_on, WEFT__OP_COPY, NULL, args, 2, WEFT__N_INSERTED, &n)) != WEFT_OK)
     return rc;
   dst->copy_next = src->copy_cache;
   src->copy_cache = dst;
@@ -252,7 +262,7 @@ static int finish_op(call *c, weft_tensor **ins, const char *const *names, int n
   for (int i = 0; i < nin; i++) args[i] = (weft__arg){ins[i], WEFT_READ};
   args[nin] = (weft__arg){res, WEFT_WRITE};
   weft_node *n;
-  if ((rc = append_node(c->g, c->kind, NULL, args, nin + 1, dev, 0, &n)) != WEFT_OK)
+  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nin + 1, 0, &n)) != WEFT_OK)
     return call_fail(c, rc);
   n->alpha = alpha;
   invalidate_copies(n);
@@ -412,7 +422,7 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
                        : sd.kind != WEFT_DEVICE_CPU                              ? sd
                                                                                  : dd;
   weft_node *n;
-  if ((rc = append_node(g, WEFT__OP_COPY, NULL, args, 2, run_on, 0, &n)) != WEFT_OK)
+  if ((rc = append_node(g, &run_on, WEFT__OP_COPY, NULL, args, 2, 0, &n)) != WEFT_OK)
     return call_fail(&c, rc);
   invalidate_copies(n);
   *out = dst;
@@ -438,8 +448,9 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   }
   if ((rc = weft__graph_check_idle(g, "fill")) != WEFT_OK) return rc;
   weft__arg arg = {t, WEFT_WRITE};
+  weft_device dev = weft__tensor_dev(t);
   weft_node *n;
-  if ((rc = append_node(g, WEFT__OP_FILL, NULL, &arg, 1, weft__tensor_dev(t), 0, &n)) != WEFT_OK) return rc;
+  if ((rc = append_node(g, &dev, WEFT__OP_FILL, NULL, &arg, 1, 0, &n)) != WEFT_OK) return rc;
   n->fill = init;
   invalidate_copies(n);
   return WEFT_OK;
@@ -468,8 +479,10 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     return weft__err(WEFT_EINVAL, "node %u '%s': params is NULL with size %zu", c.id, op->name,
                      params_size);
   int rc;
-  weft_device dev = {WEFT_DEVICE_CPU, 0, 0};
-  int have_dev = 0;
+  /* The devices by address (weft__tensor_devp) and dev copied once: a weft_device returned by
+   * value per argument went through the stack, three 4-byte stores read back as an 8-byte word,
+   * a store-forwarding stall on every argument of every call. */
+  const weft_device *devp = NULL;
   for (int i = 0; i < nargs; i++) {
     if (args[i] == NULL || args[i]->graph != g || !weft__tensor_contiguous(args[i])) {
       snprintf(argname, sizeof argname, "%d", i);
@@ -478,16 +491,16 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     }
     /* Where its first written argument lives; an auto one gives way to a fixed one, whose
      * device the planner then runs the node on. */
-    weft_device wd = weft__tensor_dev(args[i]);
-    if ((mode_of(op, i) & WEFT_WRITE) && (!have_dev || (dev.kind == WEFT_DEVICE_AUTO && wd.kind != WEFT_DEVICE_AUTO))) {
-      dev = wd;
-      have_dev = 1;
-    }
+    const weft_device *wd = weft__tensor_devp(args[i]);
+    if ((mode_of(op, i) & WEFT_WRITE) &&
+        (devp == NULL || (devp->kind == WEFT_DEVICE_AUTO && wd->kind != WEFT_DEVICE_AUTO)))
+      devp = wd;
   }
-  if (!have_dev && nargs > 0) dev = weft__tensor_dev(args[0]);
+  if (devp == NULL && nargs > 0) devp = weft__tensor_devp(args[0]);
+  weft_device dev = devp != NULL ? *devp : (weft_device){WEFT_DEVICE_CPU, 0, 0};
   for (int i = 0; i < nargs; i++)
-    if ((mode_of(op, i) & WEFT_WRITE) && weft__tensor_dev(args[i]).kind != WEFT_DEVICE_AUTO &&
-        !weft__same_device(weft__tensor_dev(args[i]), dev))
+    if ((mode_of(op, i) & WEFT_WRITE) && weft__tensor_devp(args[i])->kind != WEFT_DEVICE_AUTO &&
+        !weft__same_device(*weft__tensor_devp(args[i]), dev))
       return weft__err(WEFT_EDEVICE,
                        "node %u '%s': written argument %d (%s) lives on %s but the node runs on %s",
                        c.id, op->name, i, weft__tensor_name(args[i]),
@@ -527,7 +540,7 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     memcpy(p, params, params_size);
   }
   weft_node *n;
-  if ((rc = append_node(g, WEFT__OP_USER, op, local, nargs, dev, 0, &n)) != WEFT_OK)
+  if ((rc = append_node(g, &dev, WEFT__OP_USER, op, local, nargs, 0, &n)) != WEFT_OK)
     return call_fail(&c, rc);
   n->params = p;
   n->params_size = params_size;
@@ -588,8 +601,9 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   p->uplo = la.uplo;
   weft__arg args[3];
   for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? WEFT_READ_WRITE : WEFT_READ};
+  weft_device dev = weft__tensor_dev(out);
   weft_node *n;
-  if ((rc = append_node(c->g, c->kind, NULL, args, nts, weft__tensor_dev(out), 0, &n)) != WEFT_OK) return rc;
+  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nts, 0, &n)) != WEFT_OK) return rc;
   n->params = p;
   n->params_size = sizeof *p;
   n->alpha = la.alpha;
@@ -734,7 +748,7 @@ int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args
     for (int i = 0; i < n->nargs; i++) targs[i] = args[i];
   }
   weft_node *c;
-  int rc = append_node(g, n->kind, n->user_op, a, n->nargs, device, flags, &c);
+  int rc = append_node(g, &device, n->kind, n->user_op, a, n->nargs, flags, &c);
   if (rc != WEFT_OK) return rc;
   c->alpha = n->alpha;
   c->fill = n->fill;
@@ -751,5 +765,5 @@ int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args
 int weft__copy_node(weft_graph *g, weft_tensor *src, weft_tensor *dst, weft_device device, unsigned flags) {
   weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
   weft_node *n;
-  return append_node(g, WEFT__OP_COPY, NULL, args, 2, device, flags, &n);
+  return append_node(g, &device, WEFT__OP_COPY, NULL, args, 2, flags, &n);
 }

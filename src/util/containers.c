@@ -33,7 +33,7 @@ void weft__vec_fini(weft__vec *v) {
   v->len = v->cap = 0;
 }
 
-int weft__vec_reserve(weft__vec *v, size_t extra) {
+int weft__vec_grow(weft__vec *v, size_t extra) {
   if (v->len + extra <= v->cap) return WEFT_OK;
   size_t cap = v->cap ? v->cap : 16;
   /* Fourfold: a graph's vectors grow with the graph, and each growth copies what they hold (at
@@ -52,16 +52,6 @@ int weft__vec_reserve(weft__vec *v, size_t extra) {
   if (d == NULL) return weft__oom("a vector");
   v->data = d;
   v->cap = cap;
-  return WEFT_OK;
-}
-
-int weft__vec_push(weft__vec *v, const void *item) {
-  if (v->len == v->cap) {
-    int rc = weft__vec_reserve(v, 1);
-    if (rc != WEFT_OK) return rc;
-  }
-  memcpy((char *)v->data + v->len * v->elem, item, v->elem);
-  v->len++;
   return WEFT_OK;
 }
 

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "weft/weft.h"
 
@@ -94,10 +95,24 @@ void weft__vec_init(weft__vec *v, size_t elem);
 /* A vector whose storage comes from `mem`. */
 void weft__vec_init_mem(weft__vec *v, size_t elem, const weft__mem *mem);
 void weft__vec_fini(weft__vec *v);
-/* Makes room for `extra` more elements; WEFT_OK or WEFT_ENOMEM (message set). */
-int weft__vec_reserve(weft__vec *v, size_t extra);
+/* Grows v to room for `extra` more elements: weft__vec_reserve's slow path. */
+int weft__vec_grow(weft__vec *v, size_t extra);
+/* Makes room for `extra` more elements; WEFT_OK or WEFT_ENOMEM (message set). Inline, as
+ * weft__vec_push: building a graph reserves and pushes a few times a node and a tensor, and
+ * the calls were a tenth of the build's time. */
+static inline int weft__vec_reserve(weft__vec *v, size_t extra) {
+  return v->len + extra <= v->cap ? WEFT_OK : weft__vec_grow(v, extra);
+}
 /* Appends one element (copied from `item`). */
-int weft__vec_push(weft__vec *v, const void *item);
+static inline int weft__vec_push(weft__vec *v, const void *item) {
+  if (v->len == v->cap) {
+    int rc = weft__vec_grow(v, 1);
+    if (rc != WEFT_OK) return rc;
+  }
+  memcpy((char *)v->data + v->len * v->elem, item, v->elem);
+  v->len++;
+  return WEFT_OK;
+}
 #define WEFT__VEC_AT(v, type, i) (((type *)(v)->data)[i])
 
 /* Bump arena: many small allocations freed together. Chunks come from weft__malloc. */
