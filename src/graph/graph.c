@@ -132,15 +132,11 @@ int weft_device_parse(const char *text, weft_device *out) {
   return weft__err(WEFT_EINVAL, "'%s' is not a device: expected cpu, cuda, cuda:N, gpu:N or auto", text);
 }
 
-size_t weft_dtype_size(weft_dtype dt) {
-  switch (dt) {
-    case WEFT_F32:
-      return 4;
-    case WEFT_F64:
-      return 8;
-  }
-  return 0;
-}
+/* weft_dtype_size's body, inlined where tensors are made (an exported function is called even
+ * from this file in a shared library). */
+static inline size_t dtype_bytes(int dt) { return dt == WEFT_F64 ? 8 : dt == WEFT_F32 ? 4 : 0; }
+
+size_t weft_dtype_size(weft_dtype dt) { return dtype_bytes(dt); }
 
 const char *weft_dtype_name(weft_dtype dt) {
   switch (dt) {
@@ -247,7 +243,7 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   t->view = NULL;
   t->grid = NULL;
   t->data = NULL;
-  t->bytes = (size_t)numel * (dtype == WEFT_F64 ? sizeof(double) : sizeof(float)); /* checked above */
+  t->bytes = (size_t)numel * dtype_bytes(dtype);
   t->device = device;
   t->initialised = 0;
   t->numel = numel;

@@ -301,12 +301,13 @@ static cublasStatus_t row_gemm(lane *l, int f32, int ta, int tb, int64_t m, int6
              : cublasDgemm(l->blas, ob, oa, (int)n, (int)m, (int)k, &alpha, b, (int)ldb, a, (int)lda, &beta, c, (int)ldc);
 }
 
-/* B = alpha op(L) B (left) or alpha B op(L) (right), L lower triangular: cuBLAS's trmm out of
- * place into scratch, copied back into B. In place it ran at a quarter of that rate on an H100
- * (a 2048^2 f64 tile: 694 us in place, 186 us out of place and 45 us for the copy back, against
- * 297 us for a product of twice the flops; docs/benchmarks.md). The mapping to column-major is
- * trsm's (linear_algebra below). */
-static int trmm(weft_kernel_ctx *ctx, lane *l, const weft__la *la, const weft_tensor *lt, const weft_tensor *bt) {
+/* B = alpha op(T) B (left) or alpha B op(T) (right), T triangular: cuBLAS's trmm out of place
+ * into scratch, copied back into B. In place it ran at a quarter of that rate on an H100 (a
+ * 2048^2 f64 tile: 694 us in place, 186 us out of place and 45 us for the copy back, against
+ * 297 us for a product of twice the flops; docs/benchmarks.md). side, fill and t are the
+ * column-major call's, trsm's (linear_algebra below). */
+static int trmm(weft_kernel_ctx *ctx, lane *l, const weft__la *la, const weft_tensor *lt, const weft_tensor *bt,
+                cublasSideMode_t side, cublasFillMode_t fill, cublasOperation_t t) {
   void **d = ctx->data;
   int f32 = lt->dtype == WEFT_F32;
   int64_t m = bt->shape[0], n = bt->shape[1], lda = weft__tensor_ld(lt), ldb = weft__tensor_ld(bt);
@@ -314,9 +315,6 @@ static int trmm(weft_kernel_ctx *ctx, lane *l, const weft__la *la, const weft_te
   void *out = NULL;
   cudaError_t e = weft__cu_pool_alloc(l->d, &out, (size_t)(m * n) * es, l->s);
   if (e != cudaSuccess) return FAIL_CUDA(ctx, e, "allocating a trmm's scratch");
-  cublasSideMode_t side = la->side == WEFT_RIGHT ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
-  cublasFillMode_t fill = la->uplo == WEFT_UPPER ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
-  cublasOperation_t t = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   float af = (float)la->alpha;
   cublasStatus_t s = f32 ? cublasStrmm(l->blas, side, fill, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0],
                                        (int)lda, d[1], (int)ldb, out, (int)n)
@@ -339,8 +337,11 @@ static int linear_algebra(weft_kernel_ctx *ctx, cu_plan *cp, lane *l) {
   int f32 = a->dtype == WEFT_F32;
   int64_t m = out->shape[0], n = out->shape[1], lda = weft__tensor_ld(a), ldc = weft__tensor_ld(out);
   int64_t k = nd->kind == WEFT__OP_GEMM || nd->kind == WEFT__OP_SYRK ? a->shape[la->trans_a ? 0 : 1] : a->shape[1];
-  /* The row-major lower (upper) triangle is the column-major upper (lower) one. */
+  /* The row-major lower (upper) triangle is the column-major upper (lower) one; a triangular
+   * op from the right is one from the left of the transpose (trsm, trmm). */
   cublasFillMode_t fill = la->uplo == WEFT_UPPER ? CUBLAS_FILL_MODE_LOWER : CUBLAS_FILL_MODE_UPPER;
+  cublasSideMode_t side = la->side == WEFT_RIGHT ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
+  cublasOperation_t ta = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   int rc = check_dims(ctx, m, n, k);
   if (rc != WEFT_OK || m == 0 || n == 0) return rc;
   if (lda > INT32_MAX || ldc > INT32_MAX) return check_dims(ctx, lda, ldc, 0);
@@ -355,18 +356,15 @@ static int linear_algebra(weft_kernel_ctx *ctx, cu_plan *cp, lane *l) {
       break;
     case WEFT__OP_POTRF:
       return potrf(ctx, cp, l, a->dtype, la->uplo == WEFT_UPPER, n, d[0], lda);
-    case WEFT__OP_TRSM: {
-      cublasSideMode_t side = la->side == WEFT_RIGHT ? CUBLAS_SIDE_LEFT : CUBLAS_SIDE_RIGHT;
-      cublasOperation_t t = la->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    case WEFT__OP_TRSM:
       what = f32 ? "cublasStrsm" : "cublasDtrsm";
-      s = f32 ? cublasStrsm(l->blas, side, fill, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0], (int)lda, d[1],
+      s = f32 ? cublasStrsm(l->blas, side, fill, ta, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &af, d[0], (int)lda, d[1],
                             (int)ldc)
-              : cublasDtrsm(l->blas, side, fill, t, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha, d[0], (int)lda,
+              : cublasDtrsm(l->blas, side, fill, ta, CUBLAS_DIAG_NON_UNIT, (int)n, (int)m, &la->alpha, d[0], (int)lda,
                             d[1], (int)ldc);
       break;
-    }
     case WEFT__OP_TRMM:
-      return trmm(ctx, l, la, a, out);
+      return trmm(ctx, l, la, a, out, side, fill, ta);
     case WEFT__OP_SYRK: {
       /* Row-major C = A A^T is column-major C = A'^T A' (A' = A^T, the same memory); A^T A is A' A'^T. */
       cublasOperation_t t = la->trans_a ? CUBLAS_OP_N : CUBLAS_OP_T;
