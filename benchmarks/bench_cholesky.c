@@ -45,8 +45,9 @@
  * larger than that streams its tiles through the GPU);
  * Started by mpirun with several ranks, the tiles are distributed over every rank's CPU (--device
  * cpu) or every rank's --gpus GPUs (--device cuda; each rank's share of its host's by default),
- * a P x Q grid of them (--grid, else the squarest); no baseline (run the same on one process for
- * one); rank 0 prints, the time is its own (every rank ends a run together);
+ * a P x Q grid of them (--grid, else the squarest), each rank with weft's default workers (its
+ * share of the host's cores less one) unless --workers; no baseline (run the same on one process
+ * for one); rank 0 prints, the time is its own (every rank ends a run together);
  * --simulate P: the same graphs on the simulated machine of profile P (its first --gpus GPUs),
  * the simulated makespan as weft's time: no matrix, no check, no baseline;
  * --trace: the last rep's statistics and Chrome trace of each tile size into DIR;
@@ -580,7 +581,8 @@ int main(int argc, char **argv) {
              *profile = NULL;
   int64_t n = 0;
   int64_t mg_tile = 256;
-  int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN), gpus = 1, panels = 1; /* 1 trsm, 2 inverse */
+  int reps = 3, json = 0, workers = (int)sysconf(_SC_NPROCESSORS_ONLN), workers_given = 0, gpus = 1,
+      panels = 1; /* 1 trsm, 2 inverse */
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--json") == 0) json = 1;
@@ -589,7 +591,7 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--tile") == 0) tiles = v, i++;
     else if (v != NULL && strcmp(argv[i], "--dtype") == 0) dtypes = v, i++;
     else if (v != NULL && strcmp(argv[i], "--reps") == 0) reps = atoi(v), i++;
-    else if (v != NULL && strcmp(argv[i], "--workers") == 0) workers = atoi(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--workers") == 0) workers = atoi(v), i++, workers_given = 1;
     else if (v != NULL && strcmp(argv[i], "--openblas") == 0) lib = v, i++;
     else if (v != NULL && strcmp(argv[i], "--policy") == 0) policy = v, i++;
     else if (v != NULL && strcmp(argv[i], "--gpus") == 0) gpus = atoi(v), i++;
@@ -629,7 +631,7 @@ int main(int argc, char **argv) {
   if (tiles == NULL) tiles = cuda ? "1024,2048,4096" : "512";
   int dtype = strcmp(dtypes, "f32") == 0 ? WEFT_F32 : WEFT_F64;
   if ((!cuda && strcmp(device, "cpu") != 0) || n < 1 || n > (large ? 262144 : cuda ? 65536 : 46340) || reps < 1 || reps > 64 ||
-      workers < 1 || gpus < 1 || gpus > 16 || (gpus > 1 && !cuda) || mg_tile < 1 ||
+      (workers_given && workers < 1) || gpus < 1 || gpus > 16 || (gpus > 1 && !cuda) || mg_tile < 1 ||
       (grid_p > 0 && (on_auto || grid_p < 1 || grid_q < 1 || grid_p * grid_q > (cuda ? gpus : 1))) ||
       (strcmp(dtypes, "f32") != 0 && strcmp(dtypes, "f64") != 0) || (upper && large)) {
     fprintf(stderr, "bench_cholesky: bad --device (cpu|cuda|auto), --n (1..46340; 65536 on a GPU; 262144 --large), --reps (1..64), "
@@ -713,7 +715,7 @@ int main(int argc, char **argv) {
   }
   weft_runtime_options o;
   weft_runtime_options_init(&o);
-  o.cpu_workers = workers;
+  o.cpu_workers = nranks > 1 && !workers_given ? 0 : workers; /* ranks sharing a host: weft's share each */
   o.max_gpus = cuda ? gpus : 0;
   o.flags = WEFT_RUNTIME_QUIET;
   o.policy = policy;
