@@ -38,6 +38,7 @@
 #include <time.h>
 
 #include "backends/backend.h"
+#include "sched/thread.h"
 
 enum { MAX_CHUNKS = 64 };
 #define CHUNK ((size_t)1 << 30) /* bytes a message: MPI counts are ints */
@@ -57,16 +58,32 @@ typedef struct pending {
   weft_run *run;
   uint32_t index;
   int nreq, err; /* err: MPI's answer when the requests were done */
-  int len[MAX_CHUNKS]; /* a receive: the bytes each message must bring */
-  MPI_Request req[MAX_CHUNKS];
-  MPI_Status status[MAX_CHUNKS];
+  /* Room for as many messages as the node's bytes need (pending_new): one for most. */
+  int *len; /* a receive: the bytes each message must bring */
+  MPI_Request *req;
+  MPI_Status *status;
   void *scratch;             /* a skipped receive's landing place */
   int upstream;              /* a receive found done at its launch with a short message */
   struct plan_state *ps;     /* an agreement's plan */
   uint64_t key, first;       /* P_AGREE: this rank's failure key, the lowest of all */
-  outcome text;              /* P_AGREE_TEXT: the first failing rank's outcome */
+  outcome *text;             /* P_AGREE_TEXT: the first failing rank's outcome (P_AGREE's room) */
   struct pending *next;
 } pending;
+
+/* A zeroed pending of kind with room for the messages of bytes (at least one), in one block:
+ * one is allocated for every message, so it is no larger than its messages need. */
+static pending *pending_new(int kind, size_t bytes) {
+  size_t n = bytes <= CHUNK ? 1 : (bytes + CHUNK - 1) / CHUNK;
+  size_t text = kind == P_AGREE ? sizeof(outcome) : 0;
+  pending *x = calloc(1, sizeof *x + n * (sizeof(MPI_Status) + sizeof(MPI_Request)) + text + n * sizeof(int));
+  if (x == NULL) return NULL;
+  x->kind = kind;
+  x->status = (MPI_Status *)(x + 1);
+  x->req = (MPI_Request *)(x->status + n);
+  x->text = text ? (outcome *)(x->req + n) : NULL;
+  x->len = (int *)((char *)(x->req + n) + text);
+  return x;
+}
 
 typedef struct mpi_state {
   int rank, nranks, initialised_here, tag_ub;
@@ -116,16 +133,16 @@ static void agreed_key(mpi_state *st, pending *x) {
   }
   int root = (int)(x->first >> 32);
   x->kind = P_AGREE_TEXT;
-  memset(&x->text, 0, sizeof x->text);
+  memset(x->text, 0, sizeof *x->text);
   if (root == st->rank) {
     uint32_t node;
-    x->text.status = weft__run_outcome(r, &node, x->text.error, sizeof x->text.error);
-    x->text.node = node;
-    if (x->text.status == WEFT_ECANCELED && node == UINT32_MAX)
-      snprintf(x->text.error, sizeof x->text.error, "rank %d cancelled the run", st->rank);
+    x->text->status = weft__run_outcome(r, &node, x->text->error, sizeof x->text->error);
+    x->text->node = node;
+    if (x->text->status == WEFT_ECANCELED && node == UINT32_MAX)
+      snprintf(x->text->error, sizeof x->text->error, "rank %d cancelled the run", st->rank);
   }
   x->nreq = 1;
-  int rc = MPI_Ibcast(&x->text, (int)sizeof x->text, MPI_BYTE, root, x->ps->comm, &x->req[0]);
+  int rc = MPI_Ibcast(x->text, (int)sizeof *x->text, MPI_BYTE, root, x->ps->comm, &x->req[0]);
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING + 64];
     error_text(rc, msg, sizeof msg);
@@ -178,7 +195,7 @@ static void finished(mpi_state *st, pending *x, int rc) {
       if (rc != MPI_SUCCESS)
         weft__sched_drained(x->run, UINT32_MAX, WEFT_EIO, msg);
       else {
-        if ((int)(x->first >> 32) != st->rank) weft__sched_fail_as(x->run, x->text.node, x->text.status, x->text.error);
+        if ((int)(x->first >> 32) != st->rank) weft__sched_fail_as(x->run, x->text->node, x->text->status, x->text->error);
         weft__sched_drained(x->run, UINT32_MAX, WEFT_OK, NULL);
       }
       break;
@@ -198,6 +215,10 @@ static uint64_t now_ns(void) {
  * at once would add a nap to each turn. */
 #define POLL_NS 200000u
 #define NAP_NS 20000
+/* The first SPIN_NS of that window it tests without yielding (a pause between tests): the
+ * answer to a message usually comes within it, and a yield (a system call) a test would double
+ * a message's latency. */
+#define SPIN_NS 20000u
 /* A message this large moves in many fragments on a host without single-copy transfers (Open
  * MPI's vader in a container without CMA), each needing a turn of progress on both sides: while
  * one is posted the thread keeps testing and never naps (a nap a fragment took a 256 MiB copy
@@ -206,7 +227,7 @@ static uint64_t now_ns(void) {
 
 static void *progress_main(void *arg) {
   mpi_state *st = arg;
-  uint64_t busy_until = 0;
+  uint64_t busy_until = 0, spin_until = 0;
   const pending *head = NULL;
   pthread_mutex_lock(&st->lock);
   while (!st->stop) {
@@ -214,7 +235,10 @@ static void *progress_main(void *arg) {
       pthread_cond_wait(&st->cond, &st->lock);
       continue;
     }
-    if (st->list != head) busy_until = now_ns() + POLL_NS; /* something new was posted */
+    if (st->list != head) { /* something new was posted */
+      spin_until = now_ns() + SPIN_NS;
+      busy_until = spin_until - SPIN_NS + POLL_NS;
+    }
     pending *done = NULL;
     int streaming = 0;
     for (pending **p = &st->list; *p != NULL;) {
@@ -239,13 +263,21 @@ static void *progress_main(void *arg) {
       next = x->next;
       finished(st, x, x->err);
     }
-    if (done != NULL) busy_until = now_ns() + POLL_NS;
-    /* Messages in flight: look again soon; after a while without news, without holding a
-     * core. */
-    if (idle && now_ns() < busy_until)
-      sched_yield();
-    else if (idle)
-      nanosleep(&(struct timespec){0, NAP_NS}, NULL);
+    if (done != NULL) {
+      spin_until = now_ns() + SPIN_NS;
+      busy_until = spin_until - SPIN_NS + POLL_NS;
+    }
+    /* Messages in flight: look again at once, then soon; after a while without news, without
+     * holding a core. */
+    if (idle) {
+      uint64_t now = now_ns();
+      if (now < spin_until)
+        for (int k = 0; k < 8; k++) weft__cpu_relax();
+      else if (now < busy_until)
+        sched_yield();
+      else
+        nanosleep(&(struct timespec){0, NAP_NS}, NULL);
+    }
     pthread_mutex_lock(&st->lock);
   }
   pthread_mutex_unlock(&st->lock);
@@ -540,9 +572,8 @@ static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   if (bytes > CHUNK * MAX_CHUNKS)
     return weft_ctx_fail(ctx, "a tensor of %zu bytes between ranks %d and %d; the transport moves up to %zu",
                          bytes, src->device.rank, dst->device.rank, CHUNK * MAX_CHUNKS);
-  pending *x = calloc(1, sizeof *x);
+  pending *x = pending_new(sending ? P_SEND : P_RECV, bytes);
   if (x == NULL) return weft_ctx_fail(ctx, "out of memory for a message");
-  x->kind = sending ? P_SEND : P_RECV;
   x->run = ctx->run;
   x->index = ctx->index;
   x->ps = ctx->plan->bstate[b->index];
@@ -598,14 +629,13 @@ static void mpi_skip(weft__backend *b, weft_run *run, uint32_t index) {
   int sending, peer;
   if (!copy_peer(st, n, &sending, &peer) || n->args[0].t->bytes > CHUNK * MAX_CHUNKS) return;
   size_t bytes = n->args[0].t->bytes;
-  pending *x = calloc(1, sizeof *x);
+  pending *x = pending_new(P_SKIPPED, bytes);
   void *scratch = sending ? NULL : malloc(bytes);
   if (x == NULL || (!sending && scratch == NULL)) {
     /* Nothing can be posted: the other rank would wait for ever. */
     fprintf(stderr, "weft: rank %d: out of memory skipping node %u; aborting the job\n", st->rank, index);
     MPI_Abort(st->world, 1);
   }
-  x->kind = P_SKIPPED;
   x->index = index;
   x->scratch = scratch;
   int rc = post_messages(p->bstate[b->index], x, sending, peer, scratch, bytes, sending, NULL);
@@ -633,12 +663,11 @@ static int mpi_run_begin(weft__backend *b, weft__plan *p, weft_run *run) {
  * outcome broadcast (agreed_key). Nonblocking: the progress thread completes it. */
 static int mpi_run_drain(weft__backend *b, weft__plan *p, weft_run *run) {
   mpi_state *st = b->state;
-  pending *x = calloc(1, sizeof *x);
+  pending *x = pending_new(P_AGREE, 0);
   if (x == NULL) {
     weft__sched_drained(run, UINT32_MAX, WEFT_ENOMEM, "out of memory for the ranks' agreement on the run's outcome");
     return WEFT__PENDING;
   }
-  x->kind = P_AGREE;
   x->run = run;
   x->ps = p->bstate[b->index];
   uint32_t node;
