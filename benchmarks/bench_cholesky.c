@@ -49,7 +49,8 @@
  * share of the host's cores less one) unless --workers; no baseline (run the same on one process
  * for one); rank 0 prints, the time is its own (every rank ends a run together);
  * --simulate P: the same graphs on the simulated machine of profile P (its first --gpus GPUs),
- * the simulated makespan as weft's time: no matrix, no check, no baseline;
+ * the simulated makespan as weft's time: no matrix, no check, no baseline; with --ranks R, a
+ * simulated job of R ranks on one host of P, the tiles distributed as under mpirun -np R;
  * --trace: the last rep's statistics and Chrome trace of each tile size into DIR;
  * --large: a matrix too large to hold twice: made tile by tile into weft's tensor (the host
  * holds it once), its factor checked at 200 entries of two tile rows against the matrix
@@ -218,7 +219,8 @@ static int grid_p, grid_q; /* --device cuda over several GPUs: the tiles' P x Q 
 static int panel_inverse;  /* the panel of the run being timed: 0 trsm, 1 inverse */
 static const char *simulate; /* --simulate: a machine profile whose simulated makespan is the time */
 static size_t memory_limit;  /* --device-memory-limit: the bytes of each GPU auto placement may fill */
-static int nranks = 1;       /* started by mpirun with several ranks: the tiles over all of them */
+static int nranks = 1;       /* started by mpirun with several ranks (or --ranks simulated): the tiles over all of them */
+static int sim_ranks;        /* --ranks with --simulate: a simulated job of that many ranks */
 static int large;            /* --large: the matrix held once, in weft's tensor (write_large) */
 
 static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
@@ -293,7 +295,7 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
       ms[r] = sum.makespan_s * 1e3;
       weft_run_stats_destroy(st);
     }
-    if (r == reps - 1 && trace_dir != NULL && nranks == 1) save_stats(run, n, b, gpus);
+    if (r == reps - 1 && trace_dir != NULL && (nranks == 1 || sim_ranks > 1)) save_stats(run, n, b, gpus);
     weft_run_destroy(run);
   }
   *err = large && simulate == NULL ? check_large(x, n, es) : 0;
@@ -604,13 +606,14 @@ int main(int argc, char **argv) {
       i++;
     else if (v != NULL && strcmp(argv[i], "--profile") == 0) profile = v, i++;
     else if (v != NULL && strcmp(argv[i], "--simulate") == 0) simulate = v, i++;
+    else if (v != NULL && strcmp(argv[i], "--ranks") == 0) sim_ranks = atoi(v), i++;
     else if (v != NULL && strcmp(argv[i], "--device-memory-limit") == 0) memory_limit = (size_t)atof(v) * 1024 * 1024, i++;
     else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
     else if (strcmp(argv[i], "--large") == 0) large = 1;
     else {
       fprintf(stderr, "usage: %s [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32] [--reps R] "
                       "[--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G] [--grid PxQ] "
-                      "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P] [--device-memory-limit MIB] "
+                      "[--panel trsm|inverse|both] [--mg-tile T] [--profile P] [--simulate P [--ranks R]] [--device-memory-limit MIB] "
                       "[--uplo lower|upper] [--trace DIR] [--large] [--json]\n",
                       argv[0]);
       return 2;
@@ -656,7 +659,13 @@ int main(int argc, char **argv) {
    * the same): no baseline, the tiles distributed over every rank's CPU or GPUs. */
   const char *world = getenv("OMPI_COMM_WORLD_SIZE");
   if (world != NULL && atoi(world) > 1) nranks = atoi(world);
-  if (nranks > 1 && (on_auto || simulate != NULL || large)) {
+  if (sim_ranks > 0 && (simulate == NULL || nranks > 1 || sim_ranks > 4096)) {
+    fprintf(stderr, "bench_cholesky: --ranks (1..4096) simulates a job of several ranks: it needs --simulate, and "
+                    "is not for a run under mpirun\n");
+    return 2;
+  }
+  if (sim_ranks > 1) nranks = sim_ranks;
+  if (nranks > 1 && (on_auto || (simulate != NULL && sim_ranks == 0) || large)) {
     fprintf(stderr, "bench_cholesky: across ranks the matrix is distributed: --device cpu or cuda, not auto, --simulate "
                     "or --large\n");
     return 2;
@@ -721,6 +730,7 @@ int main(int argc, char **argv) {
   o.policy = policy;
   o.profile = profile;
   o.simulate = simulate;
+  o.sim_ranks = sim_ranks;
   o.device_memory_limit = memory_limit;
   weft_runtime *rt;
   BCHECK(weft_runtime_create(&o, &rt));

@@ -1271,6 +1271,141 @@ static int oom_once(long fail_at) {
   return failed;
 }
 
+/* ---- a simulated job of several ranks (sim_ranks) --------------------------------------------- */
+
+static weft_runtime *ranks_runtime(int ranks, int per_host, int workers, unsigned flags) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h200x2";
+  o.cpu_workers = workers;
+  o.sim_ranks = ranks;
+  o.sim_ranks_per_host = per_host;
+  o.flags = WEFT_RUNTIME_QUIET | flags;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  return rt;
+}
+
+/* A copy between ranks is a message on its link: the profile's `ranks` link between ranks of
+ * one host, its `network` link between hosts, latency plus bytes over bandwidth. */
+static void test_ranks_messages(void **state) {
+  (void)state;
+  weft__sim_profile p = load("h200x2");
+  assert_true(p.ranks.bandwidth > 0 && p.network.bandwidth > 0);
+  for (int per_host = 2; per_host >= 1; per_host--) {
+    weft_runtime *rt = ranks_runtime(2, per_host, 1, 0);
+    assert_int_equal(weft_runtime_ranks(rt), 2);
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    int64_t n = 1 << 20;
+    weft_tensor *x = NULL, *y = NULL;
+    CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, &n, weft_cpu(), weft_zeros(), &x));
+    CHECK(weft_copy(g, x, weft_on_rank(weft_cpu(), 1), &y));
+    size_t copy = weft_node_id(weft_graph_last_node(g));
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    const weft__sim_link *l = per_host == 2 ? &p.ranks : &p.network;
+    double s0, s1, want = l->latency_s + (double)(8 * n) / l->bandwidth;
+    CHECK(weft_sim_node_interval(r, copy, &s0, &s1));
+    assert_true(fabs((s1 - s0) - want) < 1e-9 + 1e-6 * want);
+    weft_run_stats *st;
+    CHECK(weft_run_stats_create(r, &st));
+    uint64_t sent = 0, received = 0;
+    CHECK(weft_run_stats_rank_bytes(st, 1, &sent, &received));
+    assert_true(sent == (uint64_t)(8 * n) && received == 0);
+    weft_run_stats_destroy(st);
+    weft_run_destroy(r);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+}
+
+/* Each rank has workers of its own: two equal products on two ranks of one worker each take
+ * the time of one; on one rank, of two. */
+static void test_ranks_own_workers(void **state) {
+  (void)state;
+  weft_runtime *rt = ranks_runtime(2, 0, 1, 0);
+  double t[2];
+  for (int apart = 0; apart < 2; apart++) {
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    for (int k = 0; k < 2; k++) {
+      weft_device d = weft_on_rank(weft_cpu(), apart ? k : 0);
+      weft_tensor *a = square(g, k ? "a1" : "a0", 512, d), *c = NULL;
+      CHECK(weft_mm(g, a, a, &c));
+    }
+    t[apart] = run_summary(g).makespan_s;
+    weft_graph_destroy(g);
+  }
+  assert_true(t[1] < 0.6 * t[0]);
+  weft_runtime_destroy(rt);
+}
+
+/* In compute mode a tiled Cholesky distributed over 2 x 2 simulated ranks gives the factor of
+ * the same program in one CPU process, bit for bit, and every rank's tiles are readable. */
+static void test_ranks_compute_cholesky(void **state) {
+  (void)state;
+  int64_t n = 96, b = 32;
+  double *a = tu_spd(n, 11), *out[2];
+  for (int dist = 0; dist < 2; dist++) {
+    weft_runtime *rt = dist ? ranks_runtime(4, 0, 1, WEFT_RUNTIME_SIM_COMPUTE) : tu_runtime_cpu(2);
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    weft_tensor *x = NULL;
+    CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_cpu(), weft_zeros(), &x));
+    CHECK(weft_tensor_tiles(g, x, b, b));
+    if (dist) CHECK(weft_tensor_distribute(g, x, 2, 2));
+    CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof(double)));
+    CHECK(tu_cholesky_tiled(g, x));
+    CHECK(weft_graph_run(g));
+    out[dist] = malloc((size_t)(n * n) * sizeof(double));
+    assert_non_null(out[dist]);
+    CHECK(weft_tensor_read(x, out[dist], (size_t)(n * n) * sizeof(double)));
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j <= i; j++)
+      if (memcmp(&out[0][i * n + j], &out[1][i * n + j], sizeof(double)) != 0)
+        fail_msg("L[%lld,%lld]: one process %.17g, 4 simulated ranks %.17g", (long long)i, (long long)j,
+                 out[0][i * n + j], out[1][i * n + j]);
+  free(out[0]);
+  free(out[1]);
+  free(a);
+}
+
+/* Bad input: ranks without a simulated machine, a tensor of a rank the job does not have, a GPU
+ * node of another rank than 0. */
+static void test_ranks_bad(void **state) {
+  (void)state;
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.sim_ranks = 2;
+  o.flags = WEFT_RUNTIME_QUIET;
+  weft_runtime *rt = NULL;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  assert_non_null(strstr(weft_last_error(), "need simulate"));
+  o.simulate = "h200x2";
+  o.sim_ranks = -1;
+  assert_int_equal(weft_runtime_create(&o, &rt), WEFT_EINVAL);
+  rt = ranks_runtime(2, 0, 1, 0);
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *t = NULL;
+  int64_t n = 4;
+  assert_int_equal(weft_tensor_create(g, "far", WEFT_F32, 1, &n, weft_on_rank(weft_cpu(), 2), weft_zeros(), &t),
+                   WEFT_EDEVICE);
+  CHECK(weft_tensor_create(g, "g1", WEFT_F32, 1, &n, weft_on_rank(weft_cuda(0), 1), weft_zeros(), &t));
+  weft_tensor *u = NULL;
+  CHECK(weft_scale(g, t, 2.0, &u));
+  assert_int_equal(weft_graph_run(g), WEFT_EDEVICE);
+  assert_non_null(strstr(weft_last_error(), "rank 1 cuda:0"));
+  assert_non_null(strstr(weft_last_error(), "rank 0 only"));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 static void test_out_of_memory(void **state) {
   (void)state;
   long n = 0;
@@ -1304,6 +1439,10 @@ int main(void) {
       cmocka_unit_test(test_calibrate_roundtrip),
       cmocka_unit_test(test_caller_wake),
       cmocka_unit_test(test_out_of_memory),
+      cmocka_unit_test(test_ranks_messages),
+      cmocka_unit_test(test_ranks_own_workers),
+      cmocka_unit_test(test_ranks_compute_cholesky),
+      cmocka_unit_test(test_ranks_bad),
   };
   const char *only = getenv("WEFT_TEST_FILTER"); /* e.g. WEFT_TEST_FILTER=test_overlap */
   if (only != NULL) cmocka_set_test_filter(only);

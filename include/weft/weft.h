@@ -217,6 +217,16 @@ typedef struct weft_runtime_options {
    * first. One beyond the visible GPUs fails weft_runtime_create (a machine without GPUs has
    * none to use, and is not an error). */
   int first_gpu;
+  /* With simulate: the simulated job's ranks (0 or 1: one process), every one of them run in
+   * this process on the simulated machine, as `mpirun -np sim_ranks` would run them
+   * (docs/simulator.md, "Several ranks"): weft_runtime_ranks says sim_ranks, tensors and nodes
+   * may be any rank's, and a copy between ranks is priced as a message over the profile's
+   * `ranks` link (ranks of one host) or `network` link (between hosts). Each rank has its own
+   * CPU workers: cpu_workers each, else its share of the host's cores less one, as a real rank
+   * has. GPU nodes of ranks other than 0 are refused at the launch (not simulated yet). */
+  int sim_ranks;
+  /* ... how many of them share one simulated host (0: all of them). */
+  int sim_ranks_per_host;
 } weft_runtime_options;
 
 typedef enum weft_bind { WEFT_BIND_AUTO = 0, WEFT_BIND_NONE = 1, WEFT_BIND_CORES = 2 } weft_bind;

@@ -89,6 +89,8 @@ enum {
   CLI_OPT_POLICY,
   CLI_OPT_PROFILE,
   CLI_OPT_MEMLIMIT,
+  CLI_OPT_RANKS,
+  CLI_OPT_RANKS_PER_HOST,
   CLI_OPT_LOCAL = 300
 };
 #define CLI_PROG_LONGOPTS                                                                   \
@@ -97,7 +99,9 @@ enum {
       {"simulate", required_argument, NULL, CLI_OPT_SIMULATE},                                \
       {"policy", required_argument, NULL, CLI_OPT_POLICY},                                    \
       {"profile", required_argument, NULL, CLI_OPT_PROFILE},                                  \
-      {"device-memory-limit", required_argument, NULL, CLI_OPT_MEMLIMIT}, {"help", no_argument, NULL, 'h'}
+      {"device-memory-limit", required_argument, NULL, CLI_OPT_MEMLIMIT},                     \
+      {"ranks", required_argument, NULL, CLI_OPT_RANKS},                                      \
+      {"ranks-per-host", required_argument, NULL, CLI_OPT_RANKS_PER_HOST}, {"help", no_argument, NULL, 'h'}
 #define CLI_PROG_HELP                                                                     \
   "  -D, --define NAME=VALUE  override parameter NAME (repeatable)\n"                        \
   "      --device DEV         resolve every device declaration to DEV (cpu, cuda:N)\n"       \
@@ -109,6 +113,9 @@ enum {
   "      --profile PROFILE    the machine profile that prices auto placement (weft calibrate's\n"\
   "                           JSON file or a shipped name; default: h100)\n"                 \
   "      --device-memory-limit SIZE  the bytes of each GPU auto placement may fill (2GiB)\n" \
+  "      --ranks N            with --simulate: a job of N ranks, every one simulated here, as\n"\
+  "                           mpirun -np N would run it (docs/simulator.md)\n"              \
+  "      --ranks-per-host H   with --ranks: H ranks share each simulated host (default: all)\n"\
   "  -h, --help               show this help and exit\n"
 
 typedef struct cli_prog_opts {
@@ -119,6 +126,8 @@ typedef struct cli_prog_opts {
   const char *policy;   /* --policy, or NULL */
   const char *profile;  /* --profile, or NULL */
   size_t memlimit;      /* --device-memory-limit, or 0 */
+  long ranks;           /* --ranks (a simulated job), or 0 */
+  long ranks_per_host;  /* --ranks-per-host, or 0 */
   int help;             /* -h was given */
 } cli_prog_opts;
 
@@ -143,6 +152,9 @@ const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const ch
  * the reason and returns the exit code (2 for a bad profile, 1 otherwise). */
 int cli_runtime(int workers, const char *simulate, const char *policy, const char *profile, size_t memlimit,
                 weft_runtime **out);
+/* The same from the program options, with `workers` CPU workers (0: one per core) and the
+ * simulated job's ranks (--ranks, --ranks-per-host). */
+int cli_prog_runtime(const cli_prog_opts *po, int workers, weft_runtime **out);
 
 /* The most a program read from standard input may hold. */
 #define CLI_STDIN_MAX ((size_t)256 << 20)

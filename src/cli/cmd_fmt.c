@@ -86,7 +86,7 @@ int cli_cmd_fmt(int argc, char **argv) {
     code = cli_error(cli_exit_for_status(rc), "%s", err);
     goto done;
   }
-  if ((code = cli_runtime((int)(po.workers ? po.workers : 1), po.simulate, po.policy, po.profile, po.memlimit, &rt)) != 0) goto done;
+  if ((code = cli_prog_runtime(&po, (int)(po.workers ? po.workers : 1), &rt)) != 0) goto done;
   j.name = strcmp(file, "-") == 0 ? "<stdin>" : file;
   j.text = src;
   j.len = len;

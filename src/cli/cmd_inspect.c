@@ -38,7 +38,7 @@ static int load_analysed(int argc, char **argv, const char *sub, const char *hel
   int code;
   *file = cli_parse_prog_args(argc, argv, sub, help, extra, local, ctx, &po, &code);
   if (*file == NULL) goto done;
-  if ((code = cli_runtime((int)(po.workers ? po.workers : 1), po.simulate, po.policy, po.profile, po.memlimit, rt)) != 0) goto done;
+  if ((code = cli_prog_runtime(&po, (int)(po.workers ? po.workers : 1), rt)) != 0) goto done;
   weft_dsl_options dsl;
   cli_prog_dsl(&po, &dsl);
   if ((code = cli_load_program(*rt, *file, &dsl, prog)) != CLI_EXIT_OK) goto done;

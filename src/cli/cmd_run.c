@@ -124,7 +124,7 @@ int cli_cmd_run(int argc, char **argv) {
   const char *file = cli_parse_prog_args(argc, argv, "run", run_help, extra, run_option, &f, &po,
                                          &code);
   if (file == NULL) goto done;
-  if ((code = cli_runtime((int)po.workers, po.simulate, po.policy, po.profile, po.memlimit, &rt)) != 0) goto done;
+  if ((code = cli_prog_runtime(&po, (int)po.workers, &rt)) != 0) goto done;
   j.name = file;
   j.path = file;
   cli_prog_dsl(&po, &j.dsl);

@@ -154,6 +154,10 @@ int cli_prog_option(cli_prog_opts *o, const char *sub, int c, const char *arg) {
       return 1;
     case CLI_OPT_MEMLIMIT:
       return cli_parse_size(sub, "--device-memory-limit", arg, &o->memlimit) == 0 ? 1 : -1;
+    case CLI_OPT_RANKS:
+      return cli_parse_int(sub, "--ranks", arg, 1, 4096, &o->ranks) == 0 ? 1 : -1;
+    case CLI_OPT_RANKS_PER_HOST:
+      return cli_parse_int(sub, "--ranks-per-host", arg, 1, 4096, &o->ranks_per_host) == 0 ? 1 : -1;
     case 'h':
       o->help = 1;
       return 1;
@@ -208,6 +212,17 @@ const char *cli_parse_prog_args(int argc, char **argv, const char *sub, const ch
   return argv[optind];
 }
 
+static int make_runtime(const weft_runtime_options *o, weft_runtime **out) {
+  *out = NULL;
+  int rc = weft_runtime_create(o, out);
+  if (rc == WEFT_OK) return CLI_EXIT_OK;
+  *out = NULL;
+  int code = (o->simulate != NULL || o->policy != NULL || o->profile != NULL || o->sim_ranks > 0) && rc != WEFT_ENOMEM
+                 ? CLI_EXIT_USAGE
+                 : CLI_EXIT_FAILED;
+  return cli_error(code, "cannot start the runtime: %s", weft_last_error());
+}
+
 int cli_runtime(int workers, const char *simulate, const char *policy, const char *profile, size_t memlimit,
                 weft_runtime **out) {
   weft_runtime_options o;
@@ -218,12 +233,21 @@ int cli_runtime(int workers, const char *simulate, const char *policy, const cha
   o.policy = policy;
   o.profile = profile;
   o.device_memory_limit = memlimit;
-  *out = NULL;
-  int rc = weft_runtime_create(&o, out);
-  if (rc == WEFT_OK) return CLI_EXIT_OK;
-  *out = NULL;
-  int code = (simulate != NULL || policy != NULL || profile != NULL) && rc != WEFT_ENOMEM ? CLI_EXIT_USAGE : CLI_EXIT_FAILED;
-  return cli_error(code, "cannot start the runtime: %s", weft_last_error());
+  return make_runtime(&o, out);
+}
+
+int cli_prog_runtime(const cli_prog_opts *po, int workers, weft_runtime **out) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = workers;
+  o.flags |= WEFT_RUNTIME_QUIET;
+  o.simulate = po->simulate;
+  o.policy = po->policy;
+  o.profile = po->profile;
+  o.device_memory_limit = po->memlimit;
+  o.sim_ranks = (int)po->ranks;
+  o.sim_ranks_per_host = (int)po->ranks_per_host;
+  return make_runtime(&o, out);
 }
 
 int cli_read_file(const char *path, size_t max_bytes, char **out, size_t *len, char *err,

@@ -38,7 +38,7 @@ void weft__runtime_local(const weft_runtime *rt, int *rank, int *ranks) {
 }
 
 weft__backend *weft__backend_for(weft_runtime *rt, weft_device d) {
-  if (d.rank != rt->rank) return rt->remote; /* another rank's: the transport */
+  if (d.rank != rt->rank && !rt->all_ranks) return rt->remote; /* another rank's: the transport */
   return (d.kind >= 0 && d.kind <= 1) ? rt->by_kind[d.kind] : NULL;
 }
 
@@ -106,6 +106,12 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if (o.first_gpu < -1)
     return weft__err(WEFT_EINVAL, "weft_runtime_create: first_gpu is %d (-1 for the default, or a GPU's index)",
                      o.first_gpu);
+  if (o.sim_ranks < 0 || o.sim_ranks > 4096 || o.sim_ranks_per_host < 0)
+    return weft__err(WEFT_EINVAL, "weft_runtime_create: sim_ranks is %d, sim_ranks_per_host %d (0 or 1..4096 ranks, "
+                     "0 or more a host)", o.sim_ranks, o.sim_ranks_per_host);
+  if ((o.sim_ranks > 1 || o.sim_ranks_per_host > 0) && o.simulate == NULL)
+    return weft__err(WEFT_EINVAL, "weft_runtime_create: sim_ranks and sim_ranks_per_host simulate a job of several "
+                     "ranks: they need simulate (a machine profile); a real job's ranks come from mpirun");
   const weft__policy *policy = weft__policy_find(o.policy);
   if (policy == NULL) {
     char names[128];
@@ -154,6 +160,10 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
      * node is priced in the same virtual time (src/backends/sim). */
     if ((rc = add_backend(rt, &weft__sim_backend, &o)) != WEFT_OK) goto fail;
     weft__backend *sb = &rt->backends[0];
+    if (o.sim_ranks > 1) { /* every rank of the simulated job runs here */
+      rt->nranks = o.sim_ranks;
+      rt->all_ranks = 1;
+    }
     rt->by_kind[WEFT_DEVICE_CPU] = sb;
     if (sb->vt->device_count(sb) > 0) rt->by_kind[WEFT_DEVICE_CUDA] = sb;
     rt->pinned = sb;

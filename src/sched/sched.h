@@ -49,6 +49,8 @@ struct weft_runtime {
   weft__backend *pinned;     /* the backend whose host_alloc gives pinned memory, or NULL */
   weft__backend *remote;     /* the transport to the other ranks (MPI), or NULL */
   int rank, nranks;          /* this process's rank among nranks (0 of 1 without a transport) */
+  int all_ranks;             /* 1: a simulated job whose every rank runs here (sim_ranks) */
+  int rank_lanes;            /* ... the report's CPU lanes of each of its ranks (workers, messages) */
   int local_rank, local_ranks; /* among the ranks on this host (0 of 1 without a transport) */
   const struct weft__policy *policy; /* placement (src/sched/plan/policy.h) */
   weft__pool *pool;
@@ -64,6 +66,14 @@ struct weft_runtime {
   atomic_int setup_told; /* 1 once a run has taken `setup` */
   atomic_size_t host_bytes, host_peak; /* host tensors' storage now, and at most (storage.c) */
 };
+
+/* Whether rank `rank`'s tensors and nodes are this process's: its own rank's, or every rank's
+ * in a simulated job of several ranks (sim_ranks). */
+static inline int weft__rank_here(const weft_runtime *rt, int rank) { return rank == rt->rank || rt->all_ranks; }
+
+/* Whether the job's ranks are other processes (a gather is then collective). */
+static inline int weft__ranks_apart(const weft_runtime *rt) { return rt->nranks > 1 && !rt->all_ranks; }
+
 
 /* place.c: auto placement. Where a node of a program with auto devices runs, and why. */
 typedef struct weft__node_place {

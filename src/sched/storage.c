@@ -159,7 +159,7 @@ int weft__storage_prepare(weft_tensor *t) {
     return WEFT_OK;
   }
   /* Another rank's tensor has its storage there, not here. */
-  if (t->device.rank != g->rt->rank) return WEFT_OK;
+  if (!weft__rank_here(g->rt, t->device.rank)) return WEFT_OK;
   if (t->storage_kind == WEFT__S_NONE) {
     if (t->bytes == 0) {
       t->storage_kind = WEFT__S_EMPTY;
@@ -278,7 +278,7 @@ static int access_check(weft_tensor *t, size_t size, const char *what, int readi
   int rc = weft__graph_check_idle(t->graph, what);
   if (rc != WEFT_OK) return rc;
   const weft_runtime *rt = t->graph->rt;
-  if (t->device.rank != rt->rank && strcmp(what, "weft_tensor_read_all") != 0)
+  if (!weft__rank_here(rt, t->device.rank) && strcmp(what, "weft_tensor_read_all") != 0)
     return weft__err(WEFT_EDEVICE,
                      "%s: tensor %s lives on rank %d, not on this one (rank %d): %s it there, or read it "
                      "on every rank with weft_tensor_read_all",
@@ -351,7 +351,7 @@ static int distributed_io(weft_tensor *t, void *buf, int reading) {
   for (int64_t i = 0; i < gr->rows; i++)
     for (int64_t j = 0; j < gr->cols; j++) {
       weft_tensor *tile = weft_tensor_tile(t, i, j);
-      if (!reading && weft__grid_place(gr, i, j).rank != rt->rank) continue;
+      if (!reading && !weft__rank_here(rt, weft__grid_place(gr, i, j).rank)) continue;
       if (!reading) tile_rows(tile, buf, tmp, 1);
       /* A failed tile still takes part in the collective reads after it: the others wait. */
       int trc = reading ? weft_tensor_read_all(tile, tmp, tile->bytes) : weft_tensor_write(tile, tmp, tile->bytes);
@@ -364,7 +364,7 @@ static int distributed_io(weft_tensor *t, void *buf, int reading) {
 
 int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
   /* Across ranks a gather is collective: every rank must ask (weft_tensor_read_all). */
-  if (t != NULL && weft__tensor_distributed(t) && weft_runtime_ranks(t->graph->rt) > 1)
+  if (t != NULL && weft__tensor_distributed(t) && weft__ranks_apart(t->graph->rt))
     return weft__err(WEFT_EDEVICE,
                      "weft_tensor_read: tensor %s is distributed over %d x %d %s: read it on every rank with "
                      "weft_tensor_read_all, or read the tiles this rank owns",
@@ -387,7 +387,7 @@ int weft_tensor_read_all(weft_tensor *t, void *dst, size_t size) {
   /* The owner reads it; then it goes to every rank. A failed read still takes part in the
    * broadcast (the others wait for it), and its error is returned after. */
   if (weft__tensor_distributed(t)) return distributed_io(t, dst, 1);
-  int mine = t->device.rank == rt->rank;
+  int mine = weft__rank_here(rt, t->device.rank);
   if (mine) rc = !weft__tensor_contiguous(t) ? tile_io(t, dst, 1) : weft__storage_copy_out(t, dst);
   if (rt->remote == NULL) return rc;
   int brc = rt->remote->vt->bcast(rt->remote, dst, size, t->device.rank);
@@ -406,7 +406,7 @@ int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
 
 int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
   if (t == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_get: NULL argument");
-  if (weft__tensor_distributed(t) && weft_runtime_ranks(t->graph->rt) > 1)
+  if (weft__tensor_distributed(t) && weft__ranks_apart(t->graph->rt))
     return weft__err(WEFT_EDEVICE, "weft_tensor_get: tensor %s is distributed over %d x %d %s: read it with "
                      "weft_tensor_read_all", weft__tensor_name(t), t->grid->P, t->grid->Q, weft__grid_places(t->grid));
   if (index < 0 || index >= t->numel)

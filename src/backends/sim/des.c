@@ -142,10 +142,17 @@ typedef struct sim {
   int nstreams;     /* per device */
   double now;
   uint64_t seq;
-  heap events, hostq;
+  heap events;
   devstate *dev;
   int *dirty, ndirty;
-  int *free_workers, nfree;
+  /* per rank (one without sim_ranks): the CPU nodes ready, its free workers (W a rank, from
+   * r W), the messages ready to leave on its link and whether one is on it, and a list of the
+   * ranks with something to start */
+  int W;
+  heap *hostq, *linkq;
+  int *free_workers, *nfree;
+  uint8_t *link_busy, *host_dirty;
+  int *hdirty, nhdirty;
   /* per node */
   uint32_t *issue_left, *done_left, *next;
   double *issue_at, *ready_at, *submitted, *cp;
@@ -179,6 +186,19 @@ static void mark_dirty(sim *s, int d) {
     s->dev[d].dirty = 1;
     s->dirty[s->ndirty++] = d;
   }
+}
+
+static void mark_host(sim *s, int r) {
+  if (!s->host_dirty[r]) {
+    s->host_dirty[r] = 1;
+    s->hdirty[s->nhdirty++] = r;
+  }
+}
+
+/* The report's CPU lane of worker w of rank r (with several ranks, each has W + 1 lanes: its
+ * workers, then its messages). */
+static uint32_t cpu_lane(const sim *s, int r, int w) {
+  return s->m->ranks > 1 ? (uint32_t)(r * (s->W + 1) + w) : (uint32_t)w;
 }
 
 static int ran(const sim *s, uint32_t i) { return s->sp->ran[i]; }
@@ -255,8 +275,13 @@ static void on_end(sim *s, uint32_t i) {
     ds->head[sn->stream] = s->next[i];
     if (s->next[i] == UINT32_MAX) ds->tail[sn->stream] = UINT32_MAX;
     mark_dirty(s, sn->dev);
+  } else if (r && sn->msg) {
+    s->link_busy[sn->rank] = 0;
+    mark_host(s, sn->rank);
   } else if (r) {
-    s->free_workers[s->nfree++] = (int)sp->cpu_lane[i];
+    int rk = sn->rank, w = (int)sp->cpu_lane[i] - (int)cpu_lane(s, rk, 0);
+    s->free_workers[(size_t)rk * (size_t)s->W + (size_t)s->nfree[rk]++] = w;
+    mark_host(s, rk);
   }
   release_temps(s, i);
   const weft__xnode *x = &s->p->x[i];
@@ -402,12 +427,26 @@ static void run_device(sim *s, int d) {
   share_device(s, ds);
 }
 
+/* Starts what can start now on each rank with news: CPU nodes on its free workers, first
+ * ready first, and the next message on its link. */
 static void run_host(sim *s) {
-  while (s->nfree > 0 && s->hostq.len > 0) {
-    uint32_t i = heap_pop(&s->hostq).node;
-    s->sp->cpu_lane[i] = (uint32_t)s->free_workers[--s->nfree];
-    node_start(s, i);
-    push(s, s->now + s->sp->nodes[i].cost, EV_END, i);
+  while (s->nhdirty > 0) {
+    int r = s->hdirty[--s->nhdirty];
+    s->host_dirty[r] = 0;
+    while (s->nfree[r] > 0 && s->hostq[r].len > 0) {
+      uint32_t i = heap_pop(&s->hostq[r]).node;
+      int w = s->free_workers[(size_t)r * (size_t)s->W + (size_t)--s->nfree[r]];
+      s->sp->cpu_lane[i] = cpu_lane(s, r, w);
+      node_start(s, i);
+      push(s, s->now + s->sp->nodes[i].cost, EV_END, i);
+    }
+    if (!s->link_busy[r] && s->linkq[r].len > 0) {
+      uint32_t i = heap_pop(&s->linkq[r]).node;
+      s->link_busy[r] = 1;
+      s->sp->cpu_lane[i] = cpu_lane(s, r, s->W);
+      node_start(s, i);
+      push(s, s->now + s->sp->nodes[i].cost, EV_END, i);
+    }
   }
 }
 
@@ -574,7 +613,15 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
   weft__vec_init(&s.samples, sizeof(sample));
   s.dev = weft__calloc(ng ? (size_t)ng : 1, sizeof *s.dev);
   s.dirty = weft__malloc((ng ? (size_t)ng : 1) * sizeof *s.dirty);
-  s.free_workers = weft__malloc((size_t)m->cost.host_lanes * sizeof *s.free_workers);
+  int R = m->ranks;
+  s.W = m->cost.host_lanes;
+  s.hostq = weft__calloc((size_t)R, sizeof *s.hostq);
+  s.linkq = weft__calloc((size_t)R, sizeof *s.linkq);
+  s.free_workers = weft__malloc((size_t)R * (size_t)s.W * sizeof *s.free_workers);
+  s.nfree = weft__calloc((size_t)R, sizeof *s.nfree);
+  s.link_busy = weft__calloc((size_t)R, 1);
+  s.host_dirty = weft__calloc((size_t)R, 1);
+  s.hdirty = weft__malloc((size_t)R * sizeof *s.hdirty);
   s.issue_left = weft__malloc(nn * sizeof *s.issue_left);
   s.done_left = weft__malloc(nn * sizeof *s.done_left);
   s.next = weft__malloc(nn * sizeof *s.next);
@@ -590,7 +637,8 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
   s.gen = weft__calloc(nn, sizeof *s.gen);
   s.admitted = weft__calloc(nn, 1);
   int rc = WEFT_OK;
-  if (!s.dev || !s.dirty || !s.free_workers || !s.issue_left || !s.done_left || !s.next ||
+  if (!s.dev || !s.dirty || !s.hostq || !s.linkq || !s.free_workers || !s.nfree || !s.link_busy || !s.host_dirty ||
+      !s.hdirty || !s.issue_left || !s.done_left || !s.next ||
       !s.issue_at || !s.not_before || !s.ready_at || !s.submitted || !s.cp || !s.temp_left ||
       !s.rem || !s.rate || !s.t_last || !s.gen || !s.admitted) {
     rc = weft__oom("the simulation");
@@ -614,7 +662,8 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
       sp->res.oom_node = UINT32_MAX;
       sp->res.oom_asked = sp->res.oom_total = sp->resident[d];
     }
-  for (int w = m->cost.host_lanes - 1; w >= 0; w--) s.free_workers[s.nfree++] = w;
+  for (int r = 0; r < R; r++)
+    for (int w = s.W - 1; w >= 0; w--) s.free_workers[(size_t)r * (size_t)s.W + (size_t)s.nfree[r]++] = w;
   /* Each temporary is freed once its users have ended and its claimer has started. */
   for (uint32_t t = 0; t < sp->ntemps; t++) s.temp_left[t] = sp->temp_users[t] + 1;
   for (uint32_t i = 0; i < n; i++) {
@@ -634,9 +683,13 @@ int weft__sim_simulate(const weft__sim *m, weft__sim_plan *sp, const weft__plan 
     s.now = ev.t;
     uint32_t i = ev.node;
     switch (ev.type) {
-      case EV_HOST_READY:
-        if (heap_push(&s.hostq, (item){ev.t, i, i, 0}) != WEFT_OK) s.rc = WEFT_ENOMEM;
+      case EV_HOST_READY: {
+        const weft__sim_node *sn = &sp->nodes[i];
+        if (heap_push(sn->msg ? &s.linkq[sn->rank] : &s.hostq[sn->rank], (item){ev.t, i, i, 0}) != WEFT_OK)
+          s.rc = WEFT_ENOMEM;
+        mark_host(&s, sn->rank);
         break;
+      }
       case EV_SUBMIT_READY:
         if (heap_push(&s.dev[sp->nodes[i].dev].submitq, (item){ev.t, i, i, 0}) != WEFT_OK)
           s.rc = WEFT_ENOMEM;
@@ -679,7 +732,17 @@ done:
   }
   weft__free(s.dev);
   weft__free(s.dirty);
+  for (int r = 0; r < R && s.hostq != NULL && s.linkq != NULL; r++) {
+    weft__free(s.hostq[r].a);
+    weft__free(s.linkq[r].a);
+  }
+  weft__free(s.hostq);
+  weft__free(s.linkq);
   weft__free(s.free_workers);
+  weft__free(s.nfree);
+  weft__free(s.link_busy);
+  weft__free(s.host_dirty);
+  weft__free(s.hdirty);
   weft__free(s.issue_left);
   weft__free(s.done_left);
   weft__free(s.next);
@@ -695,7 +758,6 @@ done:
   weft__free(s.gen);
   weft__free(s.admitted);
   weft__free(s.events.a);
-  weft__free(s.hostq.a);
   weft__vec_fini(&s.samples);
   return rc;
 }

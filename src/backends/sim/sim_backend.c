@@ -41,6 +41,7 @@
 
 #include "backends/sim/sim_internal.h"
 #include "backends/backend.h"
+#include "sched/sched.h"
 #include "weft/sim.h"
 
 /* ---- the machine ------------------------------------------------------------------------- */
@@ -58,6 +59,13 @@ static int sim_init(weft__backend *b, const weft_runtime_options *o) {
   m->compute = (o->flags & WEFT_RUNTIME_SIM_COMPUTE) != 0 || (env != NULL && strcmp(env, "1") == 0);
   int cores = m->cost.prof.host.cores;
   m->cost.host_lanes = o->cpu_workers > 0 ? o->cpu_workers : cores;
+  /* Several simulated ranks: each its own workers; ranks sharing a host share its cores, as
+   * real ones do (src/sched/runtime.c): its share less one for its progress thread. */
+  m->ranks = o->sim_ranks > 1 ? o->sim_ranks : 1;
+  m->per_host = o->sim_ranks_per_host > 0 && o->sim_ranks_per_host < m->ranks ? o->sim_ranks_per_host : m->ranks;
+  if (m->ranks > 1 && o->cpu_workers == 0 && m->per_host > 1)
+    m->cost.host_lanes = cores / m->per_host - 1 > 1 ? cores / m->per_host - 1 : 1;
+  if (m->ranks > 1) b->rt->rank_lanes = m->cost.host_lanes + 1; /* the report's lanes: workers, messages */
   /* A CPU product runs in tiles on the workers, as on a real runtime (src/sched/runtime.c). */
   m->cost.blas_threads = o->blas_threads > 0 && o->blas_threads < m->cost.host_lanes ? o->blas_threads
                                                                                    : m->cost.host_lanes;
@@ -272,6 +280,16 @@ static void price_nodes(const weft__sim *m, weft__sim_plan *sp, const weft__plan
     sn->is_copy = nd->kind == WEFT__OP_COPY;
     if (sn->dev < 0) {
       sp->all_gpu = 0;
+      sn->rank = nd->device.rank;
+      if (sn->is_copy && nd->args[0].t->device.rank != nd->args[1].t->device.rank) {
+        /* A message: the sender's link, its latency and bandwidth (ranks of one host share
+         * memory; hosts are joined by the network). */
+        int from = nd->args[0].t->device.rank, to = nd->args[1].t->device.rank;
+        const weft__sim_link *l = from / m->per_host == to / m->per_host ? &m->cost.prof.ranks : &m->cost.prof.network;
+        sn->msg = 1;
+        sn->rank = from;
+        sn->cost = l->latency_s + (double)nd->args[0].t->bytes / l->bandwidth;
+      }
       continue;
     }
     int events = 0;
@@ -415,9 +433,29 @@ static void claim_host_tensors(const weft__sim *m, const weft__plan *p) {
   }
 }
 
+/* A simulated job of several ranks runs rank 0's GPUs only: the plan's GPUs are one process's. */
+static int check_ranks(const weft__sim *m, const weft__plan *p) {
+  if (m->ranks == 1) return WEFT_OK;
+  for (uint32_t i = 0; i < p->n; i++) {
+    const weft_node *nd = p->x[i].node;
+    for (int a = -1; a < nd->nargs; a++) {
+      weft_device d = a < 0 ? nd->device : nd->args[a].t->device;
+      if (d.kind != WEFT_DEVICE_CUDA || d.rank == 0) continue;
+      char dev[48];
+      weft_device_str(d, dev, sizeof dev);
+      return weft__err(WEFT_EDEVICE, "node %u '%s' uses %s: a simulated job of %d ranks runs GPU nodes on rank 0 "
+                       "only (GPUs of other ranks are not simulated yet; docs/simulator.md, \"Several ranks\")",
+                       nd->id, weft_node_op_name(nd), dev, m->ranks);
+    }
+  }
+  return WEFT_OK;
+}
+
 static int sim_plan(weft__backend *b, weft__plan *p) {
   const weft__sim *m = machine(b);
   uint32_t n = p->n;
+  int crc = check_ranks(m, p);
+  if (crc != WEFT_OK) return crc;
   int ng = m->cost.prof.ngpus;
   weft__sim_plan *sp = weft__calloc(1, sizeof *sp);
   if (sp == NULL) return weft__oom("the simulator's plan");

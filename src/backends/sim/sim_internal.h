@@ -20,6 +20,10 @@ typedef struct weft__sim {
   weft__cost_model cost; /* the profile; host_lanes: the runtime's cpu_workers option, else the
                             cores; blas_threads: of one CPU GEMM (all cores with one worker) */
   int compute;      /* 1: nodes also compute their results on the CPU (the oracle's mode) */
+  int ranks;        /* the simulated job's ranks (sim_ranks; 1: one process), each with
+                       cost.host_lanes workers of its own */
+  int per_host;     /* ranks a host: a message between ranks of one host takes the profile's
+                       `ranks` link, between hosts its `network` link */
   int turns;        /* plans give turns, as the CUDA backend's do (not under launch blocking) */
   atomic_int batch; /* 1: GPU plans batch as the CUDA backend does (the table's set_batching;
                        the one field that changes after init) */
@@ -35,6 +39,8 @@ typedef struct weft__sim_node {
   uint16_t stream;   /* GPU: index among the device's streams (see above) */
   uint8_t engine;    /* GPU: 0 the compute engine, 1 + k copy engine k */
   uint8_t is_copy;   /* a copy node (the report counts every copy node as a copy) */
+  uint8_t msg;       /* a copy between ranks: a message on its sender's link, one at a time */
+  int32_t rank;      /* CPU nodes and messages: the rank whose workers (link) run it */
   uint32_t lane;     /* GPU: WEFT__LANE(...) of its stream */
   double share;      /* GPU compute: the part of the device it needs to run at full speed,
                       * (0, 1] (des.c shares the device in start order) */

@@ -114,6 +114,8 @@ static const field link_fields[] = {
     {"h2d_pageable", F_LINK, OFF(h2d_pageable), 1, 0, 0, 0},
     {"d2h_pageable", F_LINK, OFF(d2h_pageable), 1, 0, 0, 0},
     {"peer", F_LINK, OFF(peer), 0, 0, 0, 0}, /* absent or null: no peer access */
+    {"ranks", F_LINK, OFF(ranks), 0, 0, 0, 0},     /* absent: WEFT__SIM_RANKS_LINK */
+    {"network", F_LINK, OFF(network), 0, 0, 0, 0}, /* absent: WEFT__SIM_NETWORK_LINK */
 };
 
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
@@ -300,6 +302,8 @@ int weft__sim_profile_parse(const char *json, size_t len, const char *what,
       (rc = read_object(what, "links", json_object_get(root, "links"), link_fields,
                         NFIELDS(link_fields), &p)) != WEFT_OK)
     goto done;
+  if (p.ranks.bandwidth == 0) p.ranks = WEFT__SIM_RANKS_LINK;
+  if (p.network.bandwidth == 0) p.network = WEFT__SIM_NETWORK_LINK;
   if (p.gpu.replay_node_s > p.gpu.launch_s) {
     rc = bad(what, "gpu.replay_node_s",
              "a replayed node cannot cost more host time than a launched one (launch_s)");
@@ -495,12 +499,10 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   put_link(f, "h2d", &p->h2d, 0);
   put_link(f, "d2h", &p->d2h, 0);
   put_link(f, "h2d_pageable", &p->h2d_pageable, 0);
-  if (p->peer_access) {
-    put_link(f, "d2h_pageable", &p->d2h_pageable, 0);
-    put_link(f, "peer", &p->peer, 1);
-  } else {
-    put_link(f, "d2h_pageable", &p->d2h_pageable, 1);
-  }
+  put_link(f, "d2h_pageable", &p->d2h_pageable, 0);
+  if (p->peer_access) put_link(f, "peer", &p->peer, 0);
+  put_link(f, "ranks", &p->ranks, 0);
+  put_link(f, "network", &p->network, 1);
   fprintf(f, "  }\n}\n");
   int bad_write = ferror(f);
   if (fclose(f) != 0 || bad_write) return weft__err(WEFT_EIO, "cannot write the profile %s", path);

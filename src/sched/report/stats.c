@@ -456,8 +456,16 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
     lane_name(codes[l], st->lane_name[l], sizeof st->lane_name[l]);
     /* The CPU lane after the workers': nodes a backend's own thread launched
      * (weft__sched_complete_here: the MPI transport's progress thread). */
-    if (WEFT__LANE_ROLE(codes[l]) == WEFT__LANE_CPU && WEFT__LANE_NUMBER(codes[l]) >= pool_workers)
+    if (WEFT__LANE_ROLE(codes[l]) == WEFT__LANE_CPU && g->rt->all_ranks && g->rt->rank_lanes > 1) {
+      /* A simulated job of several ranks: each rank's workers, then its messages (des.c). */
+      uint32_t num = WEFT__LANE_NUMBER(codes[l]), per = (uint32_t)g->rt->rank_lanes;
+      if (num % per == per - 1)
+        snprintf(st->lane_name[l], sizeof st->lane_name[l], "rank %u messages", num / per);
+      else
+        snprintf(st->lane_name[l], sizeof st->lane_name[l], "rank %u cpu worker %u", num / per, num % per);
+    } else if (WEFT__LANE_ROLE(codes[l]) == WEFT__LANE_CPU && WEFT__LANE_NUMBER(codes[l]) >= pool_workers) {
       snprintf(st->lane_name[l], sizeof st->lane_name[l], "cpu progress thread");
+    }
   }
   fill_model(st, p, t0, codes, ncodes);
   st->pool.steals = run->pool_end.steals - run->pool_launch.steals;
@@ -527,8 +535,8 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
     if (!x->copy || x->lane == WEFT__REP_NONE) continue;
     int hs = x->src.kind == WEFT_DEVICE_CPU, hd = x->dst.kind == WEFT_DEVICE_CPU;
     if (x->src.rank != x->dst.rank) { /* a message: counted where it is sent or received */
-      int me = st->graph->rt->rank;
-      if (x->src.rank == me || x->dst.rank == me) out->bytes_ranks += x->bytes;
+      const weft_runtime *rt = st->graph->rt;
+      if (weft__rank_here(rt, x->src.rank) || weft__rank_here(rt, x->dst.rank)) out->bytes_ranks += x->bytes;
       continue;
     }
     uint64_t *to = hs && !hd ? &out->bytes_h2d : !hs && hd ? &out->bytes_d2h
