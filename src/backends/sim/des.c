@@ -427,6 +427,20 @@ static void run_device(sim *s, int d) {
   share_device(s, ds);
 }
 
+/* The duration of CPU node i starting now on rank r, where the profile has the host's wide
+ * curves (else `cost`: the product split over blas_threads workers at the rate a worker of the
+ * calibration's chain of products had). A product (or tile op) runs on its worker, and the CPU
+ * backend splits it over the workers that would otherwise idle: k of them, none if other nodes
+ * are ready on its rank. It takes the better of the two rates it could run at: on its worker
+ * alone at the wide rate (every worker its own product), or over the k at the chain's. */
+static double cpu_cost(const sim *s, uint32_t i, int r) {
+  const weft__sim_node *sn = &s->sp->nodes[i];
+  if (sn->cost_wide < 0) return sn->cost;
+  int blas = s->m->cost.blas_threads, k = s->hostq[r].len > 0 ? 1 : 1 + s->nfree[r];
+  if (k > blas) k = blas;
+  return WEFT__MIN(sn->cost_wide, sn->cost * blas / k);
+}
+
 /* Starts what can start now on each rank with news: CPU nodes on its free workers, first
  * ready first, and the next message on its link. */
 static void run_host(sim *s) {
@@ -438,7 +452,7 @@ static void run_host(sim *s) {
       int w = s->free_workers[(size_t)r * (size_t)s->W + (size_t)--s->nfree[r]];
       s->sp->cpu_lane[i] = cpu_lane(s, r, w);
       node_start(s, i);
-      push(s, s->now + s->sp->nodes[i].cost, EV_END, i);
+      push(s, s->now + cpu_cost(s, i, r), EV_END, i);
     }
     if (!s->link_busy[r] && s->linkq[r].len > 0) {
       uint32_t i = heap_pop(&s->linkq[r]).node;

@@ -32,6 +32,8 @@ typedef struct weft__sim {
 /* The model of one node, fixed when the plan is built. */
 typedef struct weft__sim_node {
   double cost;       /* modelled duration on its engine or CPU worker, seconds */
+  double cost_wide;  /* a CPU product or tile op: its duration on one worker while others are
+                      * busy (the profile's wide GEMM rate); -1: none (des.c) */
   double submit;     /* GPU: host time to enqueue it on the first run (launch + events) */
   double submit_min; /* GPU: the least its enqueue takes with others ready (a product's
                       * gemm_f32_wide_s); 0: none */

@@ -68,11 +68,12 @@ static double product_side(const weft_node *n) {
   return cbrt((double)n->args[0].t->shape[0] * (double)cols * (double)n->args[0].t->shape[1]);
 }
 
-/* The profile's curve for a potrf, trsm or syrk node's op and dtype, or NULL. */
-static const weft__sim_curve *la_curve(const weft__sim_gpu *g, const weft_node *n) {
+/* The curve of a potrf, trsm or syrk node's op and dtype in table la (a GPU's, or the host's
+ * wide ones), or NULL. */
+static const weft__sim_curve *la_curve(const weft__sim_curve la[3][2], const weft_node *n) {
   int op = n->kind == WEFT__OP_POTRF ? 0 : n->kind == WEFT__OP_TRSM ? 1 : n->kind == WEFT__OP_SYRK ? 2 : -1;
   if (op < 0) return NULL;
-  const weft__sim_curve *c = &g->la[op][dtype_index(n)];
+  const weft__sim_curve *c = &la[op][dtype_index(n)];
   return c->n > 0 ? c : NULL;
 }
 
@@ -147,7 +148,7 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
       double f = weft__la_flops(n);
       /* A GPU's trmm runs out of place at about 0.8 x a product's rate, then a copy (cuda_launch.c). */
       if (n->kind == WEFT__OP_TRMM) f *= 1.25;
-      const weft__sim_curve *lc = la_curve(g, n);
+      const weft__sim_curve *lc = la_curve(g->la, n);
       t = lc != NULL ? f / weft__sim_curve_at(lc, (double)la_side(n)) : la_s(gc, 1, f);
       tpeak = f / peak_of(gc);
       if (n->kind == WEFT__OP_TRMM) t += (double)(2 * n->args[1].t->bytes) / g->memory_bandwidth;
@@ -228,6 +229,29 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
       break;
   }
   return h->node_s + t;
+}
+
+double weft__cost_cpu_wide(const weft__cost_model *m, const weft_node *n) {
+  const weft__sim_host *h = &m->prof.host;
+  if (n->nargs == 0) return -1;
+  const weft__sim_curve *c = &h->gemm_wide[dtype_index(n)];
+  if (c->n == 0) return -1;
+  const weft_tensor *t0 = n->args[0].t;
+  switch (n->kind) {
+    case WEFT__OP_MM:
+      return h->node_s + gemm_s(c, 1, t0->shape[0], n->args[1].t->shape[1], t0->shape[1]);
+    case WEFT__OP_GEMM:
+    case WEFT__OP_POTRF:
+    case WEFT__OP_TRSM:
+    case WEFT__OP_TRMM:
+    case WEFT__OP_SYRK: {
+      const weft__sim_curve *lc = la_curve(h->la_wide, n);
+      double f = weft__la_flops(n);
+      return h->node_s + (lc != NULL ? f / weft__sim_curve_at(lc, (double)la_side(n)) : la_s(c, 1, f));
+    }
+    default:
+      return -1;
+  }
 }
 
 /* Host time to enqueue a GPU node: a launch (a product's costs gemm_launch_s: cuBLAS does more

@@ -37,6 +37,9 @@ typedef struct weft__cost_model {
 double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *share);
 /* A node on a CPU worker. */
 double weft__cost_cpu(const weft__cost_model *m, const weft_node *n);
+/* ... of a product or dense linear-algebra node on one worker while every worker runs one (the
+ * host's gemm_*_wide_flops curve), or -1: not such a node, or the profile has no such curve. */
+double weft__cost_cpu_wide(const weft__cost_model *m, const weft_node *n);
 /* The host's time to enqueue GPU node n with `events` predecessors on other streams, and the
  * least it takes with other nodes ready (0: no such floor). */
 void weft__cost_submit(const weft__cost_model *m, const weft_node *n, int events, double *submit,

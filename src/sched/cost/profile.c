@@ -67,6 +67,14 @@ static const field host_fields[] = {
     {"memory_bytes", F_SIZE, OFF(host.memory_bytes), 1, 1, BIG, 0},
     {"gemm_f32_flops", F_CURVE, OFF(host.gemm[0]), 1, 1, BIG, 0},
     {"gemm_f64_flops", F_CURVE, OFF(host.gemm[1]), 1, 1, BIG, 0},
+    {"gemm_f32_wide_flops", F_CURVE, OFF(host.gemm_wide[0]), 0, 1, BIG, 0},
+    {"gemm_f64_wide_flops", F_CURVE, OFF(host.gemm_wide[1]), 0, 1, BIG, 0},
+    {"potrf_f32_wide_flops", F_CURVE, OFF(host.la_wide[0][0]), 0, 1, BIG, 0},
+    {"potrf_f64_wide_flops", F_CURVE, OFF(host.la_wide[0][1]), 0, 1, BIG, 0},
+    {"trsm_f32_wide_flops", F_CURVE, OFF(host.la_wide[1][0]), 0, 1, BIG, 0},
+    {"trsm_f64_wide_flops", F_CURVE, OFF(host.la_wide[1][1]), 0, 1, BIG, 0},
+    {"syrk_f32_wide_flops", F_CURVE, OFF(host.la_wide[2][0]), 0, 1, BIG, 0},
+    {"syrk_f64_wide_flops", F_CURVE, OFF(host.la_wide[2][1]), 0, 1, BIG, 0},
     {"memory_bandwidth", F_NUM, OFF(host.memory_bandwidth), 1, 1, BIG, 0},
     {"fill_rate", F_NUM, OFF(host.fill_rate), 1, 1, BIG, 0},
     {"node_s", F_NUM, OFF(host.node_s), 1, 0, 1, 0},
@@ -455,6 +463,20 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   put_curve(f, "gemm_f32_flops", &h->gemm[0]);
   fprintf(f, ",\n");
   put_curve(f, "gemm_f64_flops", &h->gemm[1]);
+  for (int d = 0; d < 2; d++)
+    if (h->gemm_wide[d].n > 0) {
+      fprintf(f, ",\n");
+      put_curve(f, d ? "gemm_f64_wide_flops" : "gemm_f32_wide_flops", &h->gemm_wide[d]);
+    }
+  static const char *const la_wide_keys[3][2] = {{"potrf_f32_wide_flops", "potrf_f64_wide_flops"},
+                                                 {"trsm_f32_wide_flops", "trsm_f64_wide_flops"},
+                                                 {"syrk_f32_wide_flops", "syrk_f64_wide_flops"}};
+  for (int op = 0; op < 3; op++)
+    for (int d = 0; d < 2; d++)
+      if (h->la_wide[op][d].n > 0) {
+        fprintf(f, ",\n");
+        put_curve(f, la_wide_keys[op][d], &h->la_wide[op][d]);
+      }
   fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_rate\": %.6g,\n    \"node_s\": %.4g",
           h->memory_bandwidth, h->fill_rate, h->node_s);
   if (h->wake_s > 0) fprintf(f, ",\n    \"wake_s\": %.4g", h->wake_s);

@@ -40,7 +40,14 @@ typedef struct weft__sim_host {
   char name[128];
   int cores;
   size_t memory_bytes;
-  weft__sim_curve gemm[2];   /* flop/s of one BLAS thread; [0] f32, [1] f64 */
+  weft__sim_curve gemm[2];   /* flop/s of one BLAS thread of a product split over every
+                              * worker (a chain of products); [0] f32, [1] f64 */
+  weft__sim_curve gemm_wide[2]; /* optional (empty: not priced): flop/s of one worker while
+                              * every worker runs a product of its own (many independent
+                              * ones), which a tiled program's products run at */
+  weft__sim_curve la_wide[3][2]; /* optional: potrf, trsm, syrk ([0] f32, [1] f64), flop/s of
+                              * one worker while every worker runs its own, by tile side (as the
+                              * GPU's la curves); empty: priced as wide products */
   double memory_bandwidth;   /* bytes/s one thread streams (elementwise ops, copies) */
   double fill_rate;          /* elements/s one thread fills with random values */
   double node_s;             /* the dispatcher's cost per CPU node */

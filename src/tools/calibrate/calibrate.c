@@ -268,6 +268,7 @@ typedef struct la_arg {
   weft_device dev;
   int64_t n;
   int dtype, op; /* 0 potrf, 1 trsm, 2 syrk */
+  int wide;      /* k independent nodes, each on tiles of its own (the host's wide curves) */
 } la_arg;
 
 static int build_la(weft_graph *g, const void *p, int k) {
@@ -281,6 +282,10 @@ static int build_la(weft_graph *g, const void *p, int k) {
           WEFT_OK)
     return rc;
   for (int i = 0; i < k; i++) {
+    if (a->wide && i > 0 && /* tiles of its own: the potrf's, or the trsm's and syrk's result */
+        (rc = weft_tensor_create(g, NULL, a->dtype, 2, shape, a->dev, a->op == 1 ? weft_full(1.0) : weft_eye(1.0),
+                                 a->op == 0 ? &l : &b)) != WEFT_OK)
+      return rc;
     rc = a->op == 0 ? weft_potrf(g, WEFT_LOWER, l) : a->op == 1 ? weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, l, b) : weft_syrk(g, WEFT_LOWER, 0, -1.0, l, 1.0, b);
     if (rc != WEFT_OK) return rc;
   }
@@ -769,6 +774,78 @@ static int measure_link(const cal *c, copy_arg a, int64_t big, const char *what,
   return put_link(p->links, key, bandwidth, t_small);
 }
 
+/* One node's time on its worker while every worker runs nodes like it: graphs of 2 W and 4 W
+ * independent nodes (W workers, so every worker has work in both), their difference over 2 W,
+ * times W. */
+static int wide_node(const cal *c, build_fn build, const void *arg, double workers, double *out) {
+  int k = 2 * (int)workers;
+  double t1, t2, watch = 2e-9 * (double)WAIT_SPIN_NS;
+  int rc = time_graph(c, build, arg, k, 0, &t1);
+  if (rc == WEFT_OK && t1 < watch && k < MAX_K) { /* as per_node: both runs outlast the caller's watch */
+    k = (int)dmin((double)MAX_K, ceil(k * watch / dmax(t1, 1e-9)));
+    rc = time_graph(c, build, arg, k, 0, &t1);
+  }
+  if (rc == WEFT_OK) rc = time_graph(c, build, arg, 2 * k, 0, &t2);
+  if (rc != WEFT_OK) return rc;
+  double d = (t2 - t1) / k;
+  *out = (d > 0 ? d : t2 / (2 * k)) * workers;
+  return WEFT_OK;
+}
+
+/* The host's wide GEMM curve: many independent products, every worker running its own, each
+ * product's share of the time over the workers: the rate one worker gets while all are busy,
+ * which a tiled program's products run at (sim: des.c, cpu_cost). */
+static int wide_curve(const cal *c, int dtype, const int64_t *sizes, int nsizes, double overhead, curve *out) {
+  weft_cpu_topology topo;
+  int rc = weft_runtime_cpu_topology(c->rt, &topo);
+  if (rc != WEFT_OK) return rc;
+  double workers = topo.workers > 0 ? topo.workers : 1;
+  out->n = 0;
+  for (int i = 0; i < nsizes; i++) {
+    gemm_arg a = {weft_cpu(), sizes[i], dtype};
+    double t, n = (double)sizes[i];
+    if ((rc = wide_node(c, build_wide, &a, workers, &t)) != WEFT_OK) return rc;
+    t = dmax(t - overhead, t * 0.5); /* one product's time on its worker */
+    out->x[out->n] = n;
+    out->y[out->n] = 2 * n * n * n / t;
+    say(c, "cpu gemm %s %lld, every worker its own: %.3g s a product, %.4g GFLOP/s a worker",
+        dtype == WEFT_F64 ? "f64" : "f32", (long long)sizes[i], t, out->y[out->n] * 1e-9);
+    out->n++;
+  }
+  return WEFT_OK;
+}
+
+/* The host's wide curves of potrf, trsm and syrk by tile side, as wide_curve's products: many
+ * independent nodes, each on tiles of its own, every worker running one. */
+static int la_wide_curves(const cal *c, double overhead, json_t *host) {
+  static const int64_t full[] = {128, 256, 512, 1024}, quick[] = {256};
+  static const char *const keys[3][2] = {{"potrf_f32_wide_flops", "potrf_f64_wide_flops"},
+                                         {"trsm_f32_wide_flops", "trsm_f64_wide_flops"},
+                                         {"syrk_f32_wide_flops", "syrk_f64_wide_flops"}};
+  const int64_t *sizes = c->quick ? quick : full;
+  int nsizes = c->quick ? 1 : 4;
+  weft_cpu_topology topo;
+  int rc = weft_runtime_cpu_topology(c->rt, &topo);
+  if (rc != WEFT_OK) return rc;
+  double workers = topo.workers > 0 ? topo.workers : 1;
+  for (int op = 0; op < 3; op++)
+    for (int d = 0; d < 2; d++) {
+      curve out = {0};
+      for (int i = 0; i < nsizes; i++) {
+        la_arg a = {weft_cpu(), sizes[i], d ? WEFT_F64 : WEFT_F32, op, 1};
+        double t, n = (double)sizes[i];
+        if ((rc = wide_node(c, build_la, &a, workers, &t)) != WEFT_OK) return rc;
+        t = dmax(t - overhead, t * 0.5);
+        out.x[out.n] = n;
+        out.y[out.n++] = (op == 0 ? n * n * n / 3 : n * n * n) / t;
+        say(c, "cpu %s, every worker its own: %.3g s a node, %.4g GFLOP/s a worker", keys[op][d], t,
+            out.y[out.n - 1] * 1e-9);
+      }
+      if ((rc = put_curve(host, keys[op][d], &out)) != WEFT_OK) return rc;
+    }
+  return WEFT_OK;
+}
+
 static int measure_host(const cal *c, profile *p) {
   static const int64_t full[] = {64, 128, 256, 512, 1024}, quick[] = {128, 512};
   const int64_t *sizes = c->quick ? quick : full;
@@ -780,11 +857,13 @@ static int measure_host(const cal *c, profile *p) {
   /* One chain runs on one worker, whose GEMMs use the runtime's BLAS threads. */
   double threads = weft_runtime_blas_threads(c->rt);
   vec_arg big = {cpu, 4 << 20, 0}, tiny = {cpu, 1, 0};
-  curve f32, f64;
+  curve f32, f64, w32, w64;
   double t, t_tiny;
   if ((rc = per_node(c, build_add, &tiny, 0, 0.01, &t_tiny)) != WEFT_OK) return rc;
   if ((rc = gemm_curve(c, cpu, WEFT_F32, sizes, ns, 0.1, threads, t_tiny, &f32)) != WEFT_OK ||
-      (rc = gemm_curve(c, cpu, WEFT_F64, sizes, ns, 0.1, threads, t_tiny, &f64)) != WEFT_OK)
+      (rc = gemm_curve(c, cpu, WEFT_F64, sizes, ns, 0.1, threads, t_tiny, &f64)) != WEFT_OK ||
+      (rc = wide_curve(c, WEFT_F32, sizes, ns, t_tiny, &w32)) != WEFT_OK ||
+      (rc = wide_curve(c, WEFT_F64, sizes, ns, t_tiny, &w64)) != WEFT_OK)
     return rc;
   if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
   double bandwidth = 12.0 * (double)big.numel / dmax(t - t_tiny, t * 0.5);
@@ -800,6 +879,8 @@ static int measure_host(const cal *c, profile *p) {
       (rc = put_int(h, "memory_bytes", (long long)info.memory_bytes)) != WEFT_OK ||
       (rc = put_curve(h, "gemm_f32_flops", &f32)) != WEFT_OK ||
       (rc = put_curve(h, "gemm_f64_flops", &f64)) != WEFT_OK ||
+      (rc = put_curve(h, "gemm_f32_wide_flops", &w32)) != WEFT_OK ||
+      (rc = put_curve(h, "gemm_f64_wide_flops", &w64)) != WEFT_OK || (rc = la_wide_curves(c, t_tiny, h)) != WEFT_OK ||
       (rc = put_num(h, "memory_bandwidth", bandwidth, RATE)) != WEFT_OK ||
       (rc = put_num(h, "fill_rate", fill, RATE)) != WEFT_OK)
     return rc;
