@@ -1358,20 +1358,23 @@ static void test_ranks_own_workers(void **state) {
   weft_runtime_destroy(rt);
 }
 
-/* In compute mode a tiled Cholesky distributed over 2 x 2 simulated ranks gives the factor of
- * the same program in one CPU process, bit for bit, and every rank's tiles are readable. */
+/* In compute mode a tiled Cholesky distributed over 2 x 2 simulated CPU ranks, or over the GPUs
+ * of 2 simulated ranks, gives the factor of the same program in one CPU process, bit for bit,
+ * and every rank's tiles are readable. */
 static void test_ranks_compute_cholesky(void **state) {
   (void)state;
   int64_t n = 96, b = 32;
-  double *a = tu_spd(n, 11), *out[2];
-  for (int dist = 0; dist < 2; dist++) {
-    weft_runtime *rt = dist ? ranks_runtime(4, 0, 1, WEFT_RUNTIME_SIM_COMPUTE) : tu_runtime_cpu(2);
+  double *a = tu_spd(n, 11), *out[3];
+  for (int dist = 0; dist < 3; dist++) { /* one process; 2 x 2 CPU ranks; 2 ranks' GPUs */
+    weft_runtime *rt = dist == 1 ? ranks_runtime(4, 0, 1, WEFT_RUNTIME_SIM_COMPUTE)
+                       : dist == 2 ? ranks_runtime(2, 0, 1, WEFT_RUNTIME_SIM_COMPUTE)
+                                   : tu_runtime_cpu(2);
     weft_graph *g;
     CHECK(weft_graph_create(rt, &g));
     weft_tensor *x = NULL;
-    CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_cpu(), weft_zeros(), &x));
+    CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, dist == 2 ? weft_cuda(0) : weft_cpu(), weft_zeros(), &x));
     CHECK(weft_tensor_tiles(g, x, b, b));
-    if (dist) CHECK(weft_tensor_distribute(g, x, 2, 2));
+    if (dist) CHECK(weft_tensor_distribute(g, x, 2, dist == 1 ? 2 : 1));
     CHECK(weft_tensor_write(x, a, (size_t)(n * n) * sizeof(double)));
     CHECK(tu_cholesky_tiled(g, x));
     CHECK(weft_graph_run(g));
@@ -1381,18 +1384,20 @@ static void test_ranks_compute_cholesky(void **state) {
     weft_graph_destroy(g);
     weft_runtime_destroy(rt);
   }
-  for (int64_t i = 0; i < n; i++)
-    for (int64_t j = 0; j <= i; j++)
-      if (memcmp(&out[0][i * n + j], &out[1][i * n + j], sizeof(double)) != 0)
-        fail_msg("L[%lld,%lld]: one process %.17g, 4 simulated ranks %.17g", (long long)i, (long long)j,
-                 out[0][i * n + j], out[1][i * n + j]);
+  for (int k = 1; k < 3; k++)
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j <= i; j++)
+        if (memcmp(&out[0][i * n + j], &out[k][i * n + j], sizeof(double)) != 0)
+          fail_msg("L[%lld,%lld]: one process %.17g, %s %.17g", (long long)i, (long long)j, out[0][i * n + j],
+                   k == 1 ? "4 simulated CPU ranks" : "2 simulated ranks' GPUs", out[k][i * n + j]);
   free(out[0]);
   free(out[1]);
+  free(out[2]);
   free(a);
 }
 
 /* Bad input: ranks without a simulated machine, a tensor of a rank the job does not have, a GPU
- * node of another rank than 0. */
+ * beyond a rank's share of its host's. */
 static void test_ranks_bad(void **state) {
   (void)state;
   weft_runtime_options o;
@@ -1412,13 +1417,44 @@ static void test_ranks_bad(void **state) {
   int64_t n = 4;
   assert_int_equal(weft_tensor_create(g, "far", WEFT_F32, 1, &n, weft_on_rank(weft_cpu(), 2), weft_zeros(), &t),
                    WEFT_EDEVICE);
-  CHECK(weft_tensor_create(g, "g1", WEFT_F32, 1, &n, weft_on_rank(weft_cuda(0), 1), weft_zeros(), &t));
-  weft_tensor *u = NULL;
-  CHECK(weft_scale(g, t, 2.0, &u));
-  assert_int_equal(weft_graph_run(g), WEFT_EDEVICE);
-  assert_non_null(strstr(weft_last_error(), "rank 1 cuda:0"));
-  assert_non_null(strstr(weft_last_error(), "rank 0 only"));
+  /* Two ranks on one h200x2 host: a GPU each, so rank 1 has no cuda:1. */
+  assert_int_equal(weft_device_count(rt, WEFT_DEVICE_CUDA), 1);
+  assert_int_equal(weft_tensor_create(g, "g1", WEFT_F32, 1, &n, weft_on_rank(weft_cuda(1), 1), weft_zeros(), &t),
+                   WEFT_EDEVICE);
   weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
+/* Each rank's GPUs are its own: the same product on rank 0's and rank 1's cuda:0 runs side by
+ * side (on one GPU, one after the other), and each GPU's peak is its own. */
+static void test_ranks_gpus(void **state) {
+  (void)state;
+  weft_runtime *rt = ranks_runtime(2, 0, 1, 0);
+  double t[2];
+  for (int apart = 0; apart < 2; apart++) {
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    for (int k = 0; k < 2; k++) {
+      weft_device d = weft_on_rank(weft_cuda(0), apart ? k : 0);
+      weft_tensor *a = square(g, k ? "a1" : "a0", 8192, d), *c = NULL;
+      CHECK(weft_mm(g, a, a, &c));
+    }
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    weft_sim_summary sum;
+    CHECK(weft_sim_run_summary(r, &sum));
+    t[apart] = sum.makespan_s;
+    uint64_t peak0 = 0, peak1 = 0;
+    CHECK(weft_sim_peak_bytes(r, weft_cuda(0), &peak0));
+    CHECK(weft_sim_peak_bytes(r, weft_on_rank(weft_cuda(0), 1), &peak1));
+    uint64_t one = (uint64_t)8192 * 8192 * 4;
+    assert_true(apart ? peak0 >= 2 * one && peak1 >= 2 * one : peak0 >= 4 * one && peak1 == 0);
+    assert_int_equal(weft_sim_peak_bytes(r, weft_on_rank(weft_cuda(1), 1), &peak1), WEFT_EDEVICE);
+    weft_run_destroy(r);
+    weft_graph_destroy(g);
+  }
+  assert_true(t[1] < 0.6 * t[0]);
   weft_runtime_destroy(rt);
 }
 
@@ -1459,6 +1495,7 @@ int main(void) {
       cmocka_unit_test(test_ranks_own_workers),
       cmocka_unit_test(test_ranks_compute_cholesky),
       cmocka_unit_test(test_ranks_bad),
+      cmocka_unit_test(test_ranks_gpus),
   };
   const char *only = getenv("WEFT_TEST_FILTER"); /* e.g. WEFT_TEST_FILTER=test_overlap */
   if (only != NULL) cmocka_set_test_filter(only);

@@ -51,6 +51,7 @@ struct weft_runtime {
   int rank, nranks;          /* this process's rank among nranks (0 of 1 without a transport) */
   int all_ranks;             /* 1: a simulated job whose every rank runs here (sim_ranks) */
   int rank_lanes;            /* ... the report's CPU lanes of each of its ranks (workers, messages) */
+  int rank_gpus;             /* ... the GPUs of each of its ranks (the plan's slots: weft__gpu_slot) */
   int local_rank, local_ranks; /* among the ranks on this host (0 of 1 without a transport) */
   const struct weft__policy *policy; /* placement (src/sched/plan/policy.h) */
   weft__pool *pool;
@@ -70,6 +71,18 @@ struct weft_runtime {
 /* Whether rank `rank`'s tensors and nodes are this process's: its own rank's, or every rank's
  * in a simulated job of several ranks (sim_ranks). */
 static inline int weft__rank_here(const weft_runtime *rt, int rank) { return rank == rt->rank || rt->all_ranks; }
+
+/* A GPU's index in this process's plan (its streams, lanes and memory): its own index, or in a
+ * simulated job of several ranks rank r's GPU i is slot r * rank_gpus + i. */
+static inline int weft__gpu_slot(const weft_runtime *rt, weft_device d) {
+  return rt->all_ranks ? d.rank * rt->rank_gpus + d.index : d.index;
+}
+
+/* The GPU of a plan's slot (the inverse of weft__gpu_slot). */
+static inline weft_device weft__gpu_of_slot(const weft_runtime *rt, int slot) {
+  if (!rt->all_ranks || rt->rank_gpus <= 0) return weft_cuda(slot);
+  return weft_on_rank(weft_cuda(slot % rt->rank_gpus), slot / rt->rank_gpus);
+}
 
 /* Whether the job's ranks are other processes (a gather is then collective). */
 static inline int weft__ranks_apart(const weft_runtime *rt) { return rt->nranks > 1 && !rt->all_ranks; }

@@ -64,6 +64,7 @@
 
 #include "backends/sim/sim_internal.h"
 #include "backends/backend.h"
+#include "sched/sched.h"
 
 /* ---- a binary heap of (time, sequence) items --------------------------------------------- */
 
@@ -509,9 +510,9 @@ static double overlap2(const span *u, size_t nu, const span *v, size_t nv, doubl
   return overlap(u, nu, a, b) + overlap(v, nv, a, b) - both;
 }
 
-/* Device index for the statistics: GPUs 0..ngpus-1, the host ngpus. */
+/* Device index for the statistics: GPUs 0..ngpus-1 (the plan's slots), the host ngpus. */
 static int stat_dev(const sim *s, weft_device d) {
-  return d.kind == WEFT_DEVICE_CUDA ? d.index : s->sp->ngpus;
+  return d.kind == WEFT_DEVICE_CUDA ? weft__gpu_slot(s->p->graph->rt, d) : s->sp->ngpus;
 }
 
 static int statistics(sim *s) {
@@ -587,6 +588,7 @@ static uint64_t ns_at(uint64_t t0, double t) { return t0 + (uint64_t)llround(t *
 
 static void report(sim *s, weft_run *run, uint64_t t0) {
   weft__sim_plan *sp = s->sp;
+  const weft_runtime *rt = s->p->graph->rt;
   for (uint32_t i = 0; i < sp->n; i++) {
     if (!ran(s, i)) continue;
     uint32_t lane = gpu_node(s, i) ? sp->nodes[i].lane : WEFT__LANE(WEFT__LANE_CPU, 0, sp->cpu_lane[i]);
@@ -598,15 +600,15 @@ static void report(sim *s, weft_run *run, uint64_t t0) {
   size_t ns = s->samples.len;
   if (ns <= WEFT__MEM_SAMPLES_MAX - (size_t)sp->ngpus) {
     for (int d = 0; d < sp->ngpus; d++)
-      if (sp->resident[d] > 0 || ns > 0) weft__sched_mem_sample(run, weft_cuda(d), t0, sp->resident[d]);
+      if (sp->resident[d] > 0 || ns > 0) weft__sched_mem_sample(run, weft__gpu_of_slot(rt, d), t0, sp->resident[d]);
     for (size_t k = 0; k < ns; k++)
-      weft__sched_mem_sample(run, weft_cuda(smp[k].dev), ns_at(t0, smp[k].t), smp[k].bytes);
+      weft__sched_mem_sample(run, weft__gpu_of_slot(rt, smp[k].dev), ns_at(t0, smp[k].t), smp[k].bytes);
     return;
   }
   for (int d = 0; d < sp->ngpus; d++) {
     size_t k = 0;
     while (k < ns && !(smp[k].dev == d && smp[k].bytes == sp->peak[d])) k++;
-    weft__sched_mem_sample(run, weft_cuda(d), ns_at(t0, k < ns ? smp[k].t : 0), sp->peak[d]);
+    weft__sched_mem_sample(run, weft__gpu_of_slot(rt, d), ns_at(t0, k < ns ? smp[k].t : 0), sp->peak[d]);
   }
 }
 

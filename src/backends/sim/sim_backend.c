@@ -54,7 +54,8 @@ static int sim_init(weft__backend *b, const weft_runtime_options *o) {
     weft__free(m);
     return rc;
   }
-  if (o->max_gpus >= 0 && o->max_gpus < m->cost.prof.ngpus) m->cost.prof.ngpus = o->max_gpus;
+  /* max_gpus: of the machine, or of each rank in a job of several (below). */
+  if (o->sim_ranks <= 1 && o->max_gpus >= 0 && o->max_gpus < m->cost.prof.ngpus) m->cost.prof.ngpus = o->max_gpus;
   const char *env = getenv("WEFT_SIM_COMPUTE");
   m->compute = (o->flags & WEFT_RUNTIME_SIM_COMPUTE) != 0 || (env != NULL && strcmp(env, "1") == 0);
   int cores = m->cost.prof.host.cores;
@@ -65,7 +66,15 @@ static int sim_init(weft__backend *b, const weft_runtime_options *o) {
   m->per_host = o->sim_ranks_per_host > 0 && o->sim_ranks_per_host < m->ranks ? o->sim_ranks_per_host : m->ranks;
   if (m->ranks > 1 && o->cpu_workers == 0 && m->per_host > 1)
     m->cost.host_lanes = cores / m->per_host - 1 > 1 ? cores / m->per_host - 1 : 1;
-  if (m->ranks > 1) b->rt->rank_lanes = m->cost.host_lanes + 1; /* the report's lanes: workers, messages */
+  /* ... and its share of the host's GPUs (none where more ranks than GPUs share a host): rank
+   * r's GPU i is the plan's slot r * rank_gpus + i (weft__gpu_slot). */
+  m->rank_gpus = m->ranks > 1 ? m->cost.prof.ngpus / m->per_host : m->cost.prof.ngpus;
+  if (m->ranks > 1 && o->max_gpus >= 0 && o->max_gpus < m->rank_gpus) m->rank_gpus = o->max_gpus;
+  m->slots = m->ranks * m->rank_gpus;
+  if (m->ranks > 1) {
+    b->rt->rank_lanes = m->cost.host_lanes + 1; /* the report's lanes: workers, messages */
+    b->rt->rank_gpus = m->rank_gpus;
+  }
   /* A CPU product runs in tiles on the workers, as on a real runtime (src/sched/runtime.c). */
   m->cost.blas_threads = o->blas_threads > 0 && o->blas_threads < m->cost.host_lanes ? o->blas_threads
                                                                                    : m->cost.host_lanes;
@@ -86,7 +95,7 @@ static void sim_fini(weft__backend *b) {
 
 static const weft__sim *machine(const weft__backend *b) { return b->state; }
 
-static int sim_device_count(const weft__backend *b) { return machine(b)->cost.prof.ngpus; }
+static int sim_device_count(const weft__backend *b) { return machine(b)->rank_gpus; }
 
 static int sim_device_info(const weft__backend *b, int index, weft_device_info *out) {
   const weft__sim_profile *p = &machine(b)->cost.prof;
@@ -108,7 +117,8 @@ static int sim_device_info(const weft__backend *b, int index, weft_device_info *
 }
 
 static int sim_can_access_peer(const weft__backend *b, int a, int c) {
-  return a != c && machine(b)->cost.prof.peer_access;
+  const weft__sim *m = machine(b); /* a and c are the plan's slots: peers within one rank */
+  return a != c && m->cost.prof.peer_access && (m->rank_gpus <= 0 || a / m->rank_gpus == c / m->rank_gpus);
 }
 
 /* ---- storage: host memory in compute mode, nothing otherwise ------------------------------ */
@@ -339,7 +349,8 @@ static int price_memory(weft__sim_plan *sp, const weft__plan *p) {
   uint32_t ntemps = 0;
   for (size_t t = 0; t < nt; t++) {
     tid[t] = UINT32_MAX;
-    if (!is_gpu(ts[t]->device) || ts[t]->device.index >= sp->ngpus) continue;
+    int slot = is_gpu(ts[t]->device) ? weft__gpu_slot(g->rt, ts[t]->device) : -1;
+    if (slot < 0 || slot >= sp->ngpus) continue;
     /* A tile in its parent's storage is counted there (a placed graph's twin views a tensor
      * of the program, not of this graph: it counts here). */
     const weft_tensor *x = ts[t];
@@ -347,7 +358,7 @@ static int price_memory(weft__sim_plan *sp, const weft__plan *p) {
     if (gp->temp != NULL && gp->temp[t])
       tid[t] = ntemps++;
     else
-      sp->resident[ts[t]->device.index] += ts[t]->bytes;
+      sp->resident[slot] += ts[t]->bytes;
   }
   size_t ntt = ntemps ? ntemps : 1;
   sp->ntemps = ntemps;
@@ -367,7 +378,7 @@ static int price_memory(weft__sim_plan *sp, const weft__plan *p) {
   for (size_t t = 0; t < nt; t++)
     if (tid[t] != UINT32_MAX) {
       sp->temp_bytes[tid[t]] = ts[t]->bytes;
-      sp->temp_dev[tid[t]] = ts[t]->device.index;
+      sp->temp_dev[tid[t]] = weft__gpu_slot(g->rt, ts[t]->device);
     }
   /* Uses: every node that accesses a temporary, once per node; counted, then filled. */
   for (int pass = 0; pass < 2; pass++) {
@@ -434,30 +445,10 @@ static void claim_host_tensors(const weft__sim *m, const weft__plan *p) {
   }
 }
 
-/* A simulated job of several ranks runs rank 0's GPUs only: the plan's GPUs are one process's. */
-static int check_ranks(const weft__sim *m, const weft__plan *p) {
-  if (m->ranks == 1) return WEFT_OK;
-  for (uint32_t i = 0; i < p->n; i++) {
-    const weft_node *nd = p->x[i].node;
-    for (int a = -1; a < nd->nargs; a++) {
-      weft_device d = a < 0 ? nd->device : nd->args[a].t->device;
-      if (d.kind != WEFT_DEVICE_CUDA || d.rank == 0) continue;
-      char dev[48];
-      weft_device_str(d, dev, sizeof dev);
-      return weft__err(WEFT_EDEVICE, "node %u '%s' uses %s: a simulated job of %d ranks runs GPU nodes on rank 0 "
-                       "only (GPUs of other ranks are not simulated yet; docs/simulator.md, \"Several ranks\")",
-                       nd->id, weft_node_op_name(nd), dev, m->ranks);
-    }
-  }
-  return WEFT_OK;
-}
-
 static int sim_plan(weft__backend *b, weft__plan *p) {
   const weft__sim *m = machine(b);
   uint32_t n = p->n;
-  int crc = check_ranks(m, p);
-  if (crc != WEFT_OK) return crc;
-  int ng = m->cost.prof.ngpus;
+  int ng = m->slots;
   weft__sim_plan *sp = weft__calloc(1, sizeof *sp);
   if (sp == NULL) return weft__oom("the simulator's plan");
   size_t nn = n ? n : 1, ngg = ng ? (size_t)ng : 1;
@@ -644,10 +635,14 @@ int weft_sim_peak_bytes(const weft_run *run, weft_device device, uint64_t *out) 
   int rc = results_of(run, "weft_sim_peak_bytes", &b, &sp);
   if (rc != WEFT_OK) return rc;
   if (out == NULL) return weft__err(WEFT_EINVAL, "weft_sim_peak_bytes: out is NULL");
-  if (device.kind != WEFT_DEVICE_CUDA || device.index < 0 || device.index >= sp->ngpus)
+  int slot = device.kind == WEFT_DEVICE_CUDA && device.index >= 0 && device.rank >= 0 &&
+                     device.index < machine(b)->rank_gpus && device.rank < weft_runtime_ranks(b->rt)
+                 ? weft__gpu_slot(b->rt, device)
+                 : -1;
+  if (slot < 0 || slot >= sp->ngpus)
     return weft__err(WEFT_EDEVICE, "weft_sim_peak_bytes: %s is not a simulated GPU of this runtime",
                      weft_device_str(device, d, sizeof d));
-  *out = sp->peak[device.index];
+  *out = sp->peak[slot];
   return WEFT_OK;
 }
 

@@ -24,6 +24,8 @@ typedef struct weft__sim {
                        cost.host_lanes workers of its own */
   int per_host;     /* ranks a host: a message between ranks of one host takes the profile's
                        `ranks` link, between hosts its `network` link */
+  int rank_gpus;    /* GPUs of each rank (its share of its host's; the profile's with one rank) */
+  int slots;        /* the plan's GPUs: ranks x rank_gpus (weft__gpu_slot) */
   int turns;        /* plans give turns, as the CUDA backend's do (not under launch blocking) */
   atomic_int batch; /* 1: GPU plans batch as the CUDA backend does (the table's set_batching;
                        the one field that changes after init) */

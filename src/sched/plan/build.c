@@ -112,6 +112,7 @@ static int plan_gpus(weft__plan *p, int any, weft__vec *extra) {
   weft__gpu_target t;
   memset(&t, 0, sizeof t);
   t.ngpus = gb->vt->device_count(gb);
+  if (rt->all_ranks) t.ngpus *= rt->nranks; /* every rank's GPUs: weft__gpu_slot */
   t.backend = gb;
   if ((t.dev = weft__calloc(t.ngpus > 0 ? (size_t)t.ngpus : 1, sizeof *t.dev)) == NULL) return weft__oom("a plan");
   int rc = gb->vt->gpu_target(gb, &t);

@@ -22,6 +22,7 @@
 
 #include "backends/backend.h"
 #include "sched/plan/planner.h"
+#include "sched/sched.h"
 
 double weft__plan_work(const weft_node *nd) {
   if (nd->nargs == 0) return 1;
@@ -76,11 +77,14 @@ void weft__lanes_classify(weft__pbuild *bd, uint32_t i) {
   const weft__gpu_target *t = bd->t;
   weft__gnode *x = &bd->x[i];
   const weft_node *nd = bd->p->x[i].node;
-  int dev = nd->device.index;
+  const weft_runtime *rt = bd->p->graph->rt;
+  int dev = weft__gpu_slot(rt, nd->device);
   x->dev = x->start_dev = (int16_t)dev;
   x->why = WEFT__WHY_CHAIN;
   if (nd->kind == WEFT__OP_COPY) {
     weft_device s = nd->args[0].t->device, d = nd->args[1].t->device;
+    s.index = s.kind == WEFT_DEVICE_CUDA ? weft__gpu_slot(rt, s) : s.index; /* the plan's GPUs */
+    d.index = d.kind == WEFT_DEVICE_CUDA ? weft__gpu_slot(rt, d) : d.index;
     if (s.kind == WEFT_DEVICE_CPU) {
       x->dev = x->start_dev = (int16_t)d.index;
       x->stream = x->start_stream = (uint8_t)weft__plan_copy_stream(t, d.index, WEFT__COPY_H2D);

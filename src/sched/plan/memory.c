@@ -38,7 +38,7 @@ int weft__memory_temporaries(weft__pbuild *bd) {
   }
   for (uint32_t t = 0; t < nt; t++) {
     const weft_tensor *tt = ts[t];
-    temp[t] = tt->device.kind == WEFT_DEVICE_CUDA && tt->device.index < bd->t->ngpus &&
+    temp[t] = tt->device.kind == WEFT_DEVICE_CUDA && weft__gpu_slot(bd->p->graph->rt, tt->device) < bd->t->ngpus &&
               (tt->flags & WEFT__T_TEMP) && tt->storage_kind == WEFT__S_NONE && tt->bytes > 0;
     last_write[t] = bd->first[t] = bd->last_final[t] = stamp[t] = WEFT__NONE;
   }
@@ -49,7 +49,7 @@ int weft__memory_temporaries(weft__pbuild *bd) {
       uint32_t t = nd->args[a].t->id;
       if (!temp[t]) continue;
       /* Every accessor must run on the tensor's device, on one device. */
-      if (x->dev < 0 || x->dev != nd->args[a].t->device.index || x->start_dev != x->dev ||
+      if (x->dev < 0 || x->dev != weft__gpu_slot(bd->p->graph->rt, nd->args[a].t->device) || x->start_dev != x->dev ||
           x->why == WEFT__WHY_PEER) {
         temp[t] = 0;
         continue;

@@ -452,8 +452,14 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
     st->rep->lanes[l].code = codes[l];
     st->rep->lanes[l].device = WEFT__LANE_ROLE(codes[l]) == WEFT__LANE_CPU
                                    ? weft_cpu()
-                                   : weft_cuda((int)WEFT__LANE_DEVICE(codes[l]));
+                                   : weft__gpu_of_slot(g->rt, (int)WEFT__LANE_DEVICE(codes[l]));
     lane_name(codes[l], st->lane_name[l], sizeof st->lane_name[l]);
+    if (WEFT__LANE_ROLE(codes[l]) != WEFT__LANE_CPU && g->rt->all_ranks) { /* a simulated rank's GPU */
+      weft_device d = st->rep->lanes[l].device;
+      char name[48];
+      lane_name(WEFT__LANE(WEFT__LANE_ROLE(codes[l]), (uint32_t)d.index, WEFT__LANE_NUMBER(codes[l])), name, sizeof name);
+      snprintf(st->lane_name[l], sizeof st->lane_name[l], "rank %d %.36s", d.rank, name);
+    }
     /* The CPU lane after the workers': nodes a backend's own thread launched
      * (weft__sched_complete_here: the MPI transport's progress thread). */
     if (WEFT__LANE_ROLE(codes[l]) == WEFT__LANE_CPU && g->rt->all_ranks && g->rt->rank_lanes > 1) {
