@@ -266,6 +266,10 @@ enum {
    * nodes out of the overlap accounting and say how many there were. */
   WEFT__LANE_HOSTSIDE = 5,
 };
+/* A CPU product of this many flops or more is split into tiles that the pool's idle workers run
+ * (cpu_kernels.c); a smaller one, and every other dense linear-algebra op, runs on its worker. */
+#define WEFT__CPU_SPLIT_FLOPS (2.0 * (double)(1 << 30))
+
 #define WEFT__LANE(role, device, number)                                                  \
   (((uint32_t)(role) << 28) | (((uint32_t)(device) & 0xfffu) << 16) |                      \
    ((uint32_t)(number) & 0xffffu))

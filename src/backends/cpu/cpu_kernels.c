@@ -27,7 +27,7 @@
  * that packing its panels of A and B (side x k each) costs a few per mille of its arithmetic,
  * and that the scheduler's cost per tile is nothing beside it; products smaller than two tiles
  * are one call. */
-#define TILE_FLOPS (1.0 * (1 << 30))
+#define TILE_FLOPS (WEFT__CPU_SPLIT_FLOPS / 2) /* 2^30 */
 
 /* C[m,n] = alpha op(A) op(B) + beta C, row-major with row strides lda, ldb, ldc; op(A) is
  * m x k. */
@@ -74,7 +74,7 @@ static void gemm_tile(void *arg, uint32_t tile) {
 /* A product as one call, or split into tiles of the result that the workers share. */
 static void gemm_run(weft_kernel_ctx *ctx, const gemm_args *g) {
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-  if (flops < 2 * TILE_FLOPS) {
+  if (flops < WEFT__CPU_SPLIT_FLOPS) {
     gemm_call(g);
     return;
   }

@@ -430,13 +430,14 @@ static void run_device(sim *s, int d) {
 
 /* The duration of CPU node i starting now on rank r, where the profile has the host's wide
  * curves (else `cost`: the product split over blas_threads workers at the rate a worker of the
- * calibration's chain of products had). A product (or tile op) runs on its worker, and the CPU
- * backend splits it over the workers that would otherwise idle: k of them, none if other nodes
- * are ready on its rank. It takes the better of the two rates it could run at: on its worker
- * alone at the wide rate (every worker its own product), or over the k at the chain's. */
+ * calibration's chain of products had). A node the CPU backend does not split (a tile op, a
+ * product under WEFT__CPU_SPLIT_FLOPS) runs on its worker at the wide rate (every worker its
+ * own); one it splits, over the rank's idle workers (none while other nodes are ready there) at
+ * the chain's rate a worker, or at the wide rate on its worker if that is faster. */
 static double cpu_cost(const sim *s, uint32_t i, int r) {
   const weft__sim_node *sn = &s->sp->nodes[i];
   if (sn->cost_wide < 0) return sn->cost;
+  if (!sn->splits) return sn->cost_wide;
   int blas = s->m->cost.blas_threads, k = s->hostq[r].len > 0 ? 1 : 1 + s->nfree[r];
   if (k > blas) k = blas;
   return WEFT__MIN(sn->cost_wide, sn->cost * blas / k);

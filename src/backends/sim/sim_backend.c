@@ -292,6 +292,7 @@ static void price_nodes(const weft__sim *m, weft__sim_plan *sp, const weft__plan
       sp->all_gpu = 0;
       sn->rank = nd->device.rank;
       sn->cost_wide = weft__cost_cpu_wide(&m->cost, nd);
+      sn->splits = (uint8_t)weft__cost_cpu_splits(nd);
       if (sn->is_copy && nd->args[0].t->device.rank != nd->args[1].t->device.rank) {
         /* A message: the sender's link, its latency and bandwidth (ranks of one host share
          * memory; hosts are joined by the network). */

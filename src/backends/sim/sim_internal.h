@@ -44,6 +44,7 @@ typedef struct weft__sim_node {
   uint8_t engine;    /* GPU: 0 the compute engine, 1 + k copy engine k */
   uint8_t is_copy;   /* a copy node (the report counts every copy node as a copy) */
   uint8_t msg;       /* a copy between ranks: a message on its sender's link, one at a time */
+  uint8_t splits;    /* a CPU product the backend splits over idle workers (des.c, cpu_cost) */
   int32_t rank;      /* CPU nodes and messages: the rank whose workers (link) run it */
   uint32_t lane;     /* GPU: WEFT__LANE(...) of its stream */
   double share;      /* GPU compute: the part of the device it needs to run at full speed,

@@ -231,6 +231,13 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
   return h->node_s + t;
 }
 
+int weft__cost_cpu_splits(const weft_node *n) {
+  if (n->kind == WEFT__OP_GEMM) return weft__la_flops(n) >= WEFT__CPU_SPLIT_FLOPS;
+  if (n->kind != WEFT__OP_MM) return 0;
+  const weft_tensor *a = n->args[0].t;
+  return 2.0 * (double)a->shape[0] * (double)a->shape[1] * (double)n->args[1].t->shape[1] >= WEFT__CPU_SPLIT_FLOPS;
+}
+
 double weft__cost_cpu_wide(const weft__cost_model *m, const weft_node *n) {
   const weft__sim_host *h = &m->prof.host;
   if (n->nargs == 0) return -1;

@@ -40,6 +40,9 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n);
 /* ... of a product or dense linear-algebra node on one worker while every worker runs one (the
  * host's gemm_*_wide_flops curve), or -1: not such a node, or the profile has no such curve. */
 double weft__cost_cpu_wide(const weft__cost_model *m, const weft_node *n);
+/* Whether the CPU backend splits node n over idle workers (a product of WEFT__CPU_SPLIT_FLOPS or
+ * more, cpu_kernels.c). */
+int weft__cost_cpu_splits(const weft_node *n);
 /* The host's time to enqueue GPU node n with `events` predecessors on other streams, and the
  * least it takes with other nodes ready (0: no such floor). */
 void weft__cost_submit(const weft__cost_model *m, const weft_node *n, int events, double *submit,
