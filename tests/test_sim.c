@@ -24,15 +24,22 @@
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-static weft_runtime *sim_runtime(const char *spec, int workers, unsigned flags) {
+/* A runtime simulating `spec`, as a job of `ranks` ranks, `per_host` a host (0, 0: one process). */
+static weft_runtime *sim_job(const char *spec, int workers, unsigned flags, int ranks, int per_host) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.simulate = spec;
   o.cpu_workers = workers;
+  o.sim_ranks = ranks;
+  o.sim_ranks_per_host = per_host;
   o.flags = WEFT_RUNTIME_QUIET | flags;
   weft_runtime *rt = NULL;
   CHECK(weft_runtime_create(&o, &rt));
   return rt;
+}
+
+static weft_runtime *sim_runtime(const char *spec, int workers, unsigned flags) {
+  return sim_job(spec, workers, flags, 0, 0);
 }
 
 static weft__sim_profile load(const char *spec) {
@@ -1290,16 +1297,7 @@ static int oom_once(long fail_at) {
 /* ---- a simulated job of several ranks (sim_ranks) --------------------------------------------- */
 
 static weft_runtime *ranks_runtime(int ranks, int per_host, int workers, unsigned flags) {
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.simulate = "h200x2";
-  o.cpu_workers = workers;
-  o.sim_ranks = ranks;
-  o.sim_ranks_per_host = per_host;
-  o.flags = WEFT_RUNTIME_QUIET | flags;
-  weft_runtime *rt = NULL;
-  CHECK(weft_runtime_create(&o, &rt));
-  return rt;
+  return sim_job("h200x2", workers, flags, ranks, per_host);
 }
 
 /* A copy between ranks is a message on its link: the profile's `ranks` link between ranks of
@@ -1337,25 +1335,52 @@ static void test_ranks_messages(void **state) {
   }
 }
 
-/* Each rank has workers of its own: two equal products on two ranks of one worker each take
- * the time of one; on one rank, of two. */
-static void test_ranks_own_workers(void **state) {
-  (void)state;
+/* Two equal products on `dev`'s kind, both on rank 0 (t[0]) or one on each of two ranks (t[1]),
+ * each rank with one worker: the makespans. On GPUs, each GPU's peak is its own. */
+static void two_products(weft_device dev, int64_t side, double t[2]) {
   weft_runtime *rt = ranks_runtime(2, 0, 1, 0);
-  double t[2];
   for (int apart = 0; apart < 2; apart++) {
     weft_graph *g;
     CHECK(weft_graph_create(rt, &g));
     for (int k = 0; k < 2; k++) {
-      weft_device d = weft_on_rank(weft_cpu(), apart ? k : 0);
-      weft_tensor *a = square(g, k ? "a1" : "a0", 512, d), *c = NULL;
+      weft_tensor *a = square(g, k ? "a1" : "a0", side, weft_on_rank(dev, apart ? k : 0)), *c = NULL;
       CHECK(weft_mm(g, a, a, &c));
     }
-    t[apart] = run_summary(g).makespan_s;
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    weft_sim_summary sum;
+    CHECK(weft_sim_run_summary(r, &sum));
+    t[apart] = sum.makespan_s;
+    if (dev.kind == WEFT_DEVICE_CUDA) {
+      uint64_t peak0 = 0, peak1 = 0, one = (uint64_t)side * (uint64_t)side * 4;
+      CHECK(weft_sim_peak_bytes(r, dev, &peak0));
+      CHECK(weft_sim_peak_bytes(r, weft_on_rank(dev, 1), &peak1));
+      assert_true(apart ? peak0 >= 2 * one && peak1 >= 2 * one : peak0 >= 4 * one && peak1 == 0);
+      assert_int_equal(weft_sim_peak_bytes(r, weft_on_rank(weft_cuda(1), 1), &peak1), WEFT_EDEVICE);
+    }
+    weft_run_destroy(r);
     weft_graph_destroy(g);
   }
-  assert_true(t[1] < 0.6 * t[0]);
   weft_runtime_destroy(rt);
+}
+
+/* Each rank has workers of its own: two equal products on two ranks of one worker each take
+ * the time of one; on one rank, of two. */
+static void test_ranks_own_workers(void **state) {
+  (void)state;
+  double t[2];
+  two_products(weft_cpu(), 512, t);
+  assert_true(t[1] < 0.6 * t[0]);
+}
+
+/* Each rank's GPUs are its own: the same product on rank 0's and rank 1's cuda:0 runs side by
+ * side (on one GPU, one after the other), and each GPU's peak is its own. */
+static void test_ranks_gpus(void **state) {
+  (void)state;
+  double t[2];
+  two_products(weft_cuda(0), 8192, t);
+  assert_true(t[1] < 0.6 * t[0]);
 }
 
 /* In compute mode a tiled Cholesky distributed over 2 x 2 simulated CPU ranks, or over the GPUs
@@ -1425,38 +1450,6 @@ static void test_ranks_bad(void **state) {
   weft_runtime_destroy(rt);
 }
 
-/* Each rank's GPUs are its own: the same product on rank 0's and rank 1's cuda:0 runs side by
- * side (on one GPU, one after the other), and each GPU's peak is its own. */
-static void test_ranks_gpus(void **state) {
-  (void)state;
-  weft_runtime *rt = ranks_runtime(2, 0, 1, 0);
-  double t[2];
-  for (int apart = 0; apart < 2; apart++) {
-    weft_graph *g;
-    CHECK(weft_graph_create(rt, &g));
-    for (int k = 0; k < 2; k++) {
-      weft_device d = weft_on_rank(weft_cuda(0), apart ? k : 0);
-      weft_tensor *a = square(g, k ? "a1" : "a0", 8192, d), *c = NULL;
-      CHECK(weft_mm(g, a, a, &c));
-    }
-    weft_run *r;
-    CHECK(weft_graph_launch(g, &r));
-    CHECK(weft_run_wait(r));
-    weft_sim_summary sum;
-    CHECK(weft_sim_run_summary(r, &sum));
-    t[apart] = sum.makespan_s;
-    uint64_t peak0 = 0, peak1 = 0;
-    CHECK(weft_sim_peak_bytes(r, weft_cuda(0), &peak0));
-    CHECK(weft_sim_peak_bytes(r, weft_on_rank(weft_cuda(0), 1), &peak1));
-    uint64_t one = (uint64_t)8192 * 8192 * 4;
-    assert_true(apart ? peak0 >= 2 * one && peak1 >= 2 * one : peak0 >= 4 * one && peak1 == 0);
-    assert_int_equal(weft_sim_peak_bytes(r, weft_on_rank(weft_cuda(1), 1), &peak1), WEFT_EDEVICE);
-    weft_run_destroy(r);
-    weft_graph_destroy(g);
-  }
-  assert_true(t[1] < 0.6 * t[0]);
-  weft_runtime_destroy(rt);
-}
 
 static void test_out_of_memory(void **state) {
   (void)state;

@@ -442,6 +442,24 @@ static void put_curve(FILE *f, const char *key, const weft__sim_curve *c) {
   fprintf(f, "]");
 }
 
+/* A curve that is optional: written (after a comma) only where it has points. */
+static void put_opt_curve(FILE *f, const char *key, const weft__sim_curve *c) {
+  if (c->n == 0) return;
+  fprintf(f, ",\n");
+  put_curve(f, key, c);
+}
+
+/* The potrf, trsm and syrk curves of table la, keyed op_dtype{infix}_flops. */
+static void put_la_curves(FILE *f, const weft__sim_curve la[3][2], const char *infix) {
+  static const char *const ops[3] = {"potrf", "trsm", "syrk"}, *const dts[2] = {"f32", "f64"};
+  char key[48];
+  for (int op = 0; op < 3; op++)
+    for (int d = 0; d < 2; d++) {
+      snprintf(key, sizeof key, "%s_%s%s_flops", ops[op], dts[d], infix);
+      put_opt_curve(f, key, &la[op][d]);
+    }
+}
+
 static void put_link(FILE *f, const char *key, const weft__sim_link *l, int last) {
   fprintf(f, "    \"%s\": {\"bandwidth\": %.6g, \"latency_s\": %.4g}%s\n", key, l->bandwidth,
           l->latency_s, last ? "" : ",");
@@ -463,20 +481,9 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   put_curve(f, "gemm_f32_flops", &h->gemm[0]);
   fprintf(f, ",\n");
   put_curve(f, "gemm_f64_flops", &h->gemm[1]);
-  for (int d = 0; d < 2; d++)
-    if (h->gemm_wide[d].n > 0) {
-      fprintf(f, ",\n");
-      put_curve(f, d ? "gemm_f64_wide_flops" : "gemm_f32_wide_flops", &h->gemm_wide[d]);
-    }
-  static const char *const la_wide_keys[3][2] = {{"potrf_f32_wide_flops", "potrf_f64_wide_flops"},
-                                                 {"trsm_f32_wide_flops", "trsm_f64_wide_flops"},
-                                                 {"syrk_f32_wide_flops", "syrk_f64_wide_flops"}};
-  for (int op = 0; op < 3; op++)
-    for (int d = 0; d < 2; d++)
-      if (h->la_wide[op][d].n > 0) {
-        fprintf(f, ",\n");
-        put_curve(f, la_wide_keys[op][d], &h->la_wide[op][d]);
-      }
+  put_opt_curve(f, "gemm_f32_wide_flops", &h->gemm_wide[0]);
+  put_opt_curve(f, "gemm_f64_wide_flops", &h->gemm_wide[1]);
+  put_la_curves(f, h->la_wide, "_wide");
   fprintf(f, ",\n    \"memory_bandwidth\": %.6g,\n    \"fill_rate\": %.6g,\n    \"node_s\": %.4g",
           h->memory_bandwidth, h->fill_rate, h->node_s);
   if (h->wake_s > 0) fprintf(f, ",\n    \"wake_s\": %.4g", h->wake_s);
@@ -500,23 +507,9 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
     fprintf(f, ",\n    \"batch_node_s\": %.4g,\n    \"batch_op_s\": %.4g", g->batch_node_s, g->batch_op_s);
   if (g->run_s > 0 || g->replay_run_s > 0)
     fprintf(f, ",\n    \"run_s\": %.4g,\n    \"replay_run_s\": %.4g", g->run_s, g->replay_run_s);
-  if (g->gemm_share.n > 0) {
-    fprintf(f, ",\n");
-    put_curve(f, "gemm_f32_share", &g->gemm_share);
-  }
-  if (g->gemm_wide_s.n > 0) {
-    fprintf(f, ",\n");
-    put_curve(f, "gemm_f32_wide_s", &g->gemm_wide_s);
-  }
-  static const char *const la_keys[3][2] = {{"potrf_f32_flops", "potrf_f64_flops"},
-                                            {"trsm_f32_flops", "trsm_f64_flops"},
-                                            {"syrk_f32_flops", "syrk_f64_flops"}};
-  for (int op = 0; op < 3; op++)
-    for (int d = 0; d < 2; d++)
-      if (g->la[op][d].n > 0) {
-        fprintf(f, ",\n");
-        put_curve(f, la_keys[op][d], &g->la[op][d]);
-      }
+  put_opt_curve(f, "gemm_f32_share", &g->gemm_share);
+  put_opt_curve(f, "gemm_f32_wide_s", &g->gemm_wide_s);
+  put_la_curves(f, g->la, "");
   fprintf(f, "\n  },\n  \"links\": {\n");
   put_link(f, "h2d", &p->h2d, 0);
   put_link(f, "d2h", &p->d2h, 0);
