@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "sched/cost/cost.h"
+#include "backends/backend.h"
 #include "sched/plan/plan.h"
 
 static int is_gpu(weft_device d) { return d.kind == WEFT_DEVICE_CUDA; }
