@@ -91,8 +91,9 @@ typedef struct mpi_state {
   pthread_t thread;
   pthread_mutex_t lock;
   pthread_cond_t cond;
-  pending *list; /* posted, not yet complete */
-  int stop, started;
+  _Atomic(pending *) incoming; /* posted, not yet taken by the progress thread */
+  atomic_int sleeping;         /* the progress thread waits on cond (under lock) */
+  int stop, started;           /* stop: under lock */
 } mpi_state;
 
 typedef struct plan_state {
@@ -109,12 +110,19 @@ static void error_text(int code, char *buf, size_t size) {
 
 /* ---- the progress thread ------------------------------------------------------------------ */
 
+/* Hands x to the progress thread: a lock-free push (workers post while the thread tests, and
+ * never wait for it), and a signal only when the thread sleeps. The thread sets `sleeping`
+ * under the lock before it checks `incoming` a last time, so a push it did not see is signalled
+ * once it waits. */
 static void post(mpi_state *st, pending *x) {
-  pthread_mutex_lock(&st->lock);
-  x->next = st->list;
-  st->list = x;
-  pthread_cond_signal(&st->cond);
-  pthread_mutex_unlock(&st->lock);
+  pending *head = atomic_load_explicit(&st->incoming, memory_order_relaxed);
+  do x->next = head;
+  while (!atomic_compare_exchange_weak_explicit(&st->incoming, &head, x, memory_order_seq_cst, memory_order_relaxed));
+  if (atomic_load(&st->sleeping)) {
+    pthread_mutex_lock(&st->lock);
+    pthread_cond_signal(&st->cond);
+    pthread_mutex_unlock(&st->lock);
+  }
 }
 
 /* The agreement's first step is done: every rank knows the first failing rank (or none). That
@@ -228,20 +236,30 @@ static uint64_t now_ns(void) {
 static void *progress_main(void *arg) {
   mpi_state *st = arg;
   uint64_t busy_until = 0, spin_until = 0;
-  const pending *head = NULL;
-  pthread_mutex_lock(&st->lock);
-  while (!st->stop) {
-    if (st->list == NULL) {
-      pthread_cond_wait(&st->cond, &st->lock);
-      continue;
-    }
-    if (st->list != head) { /* something new was posted */
+  pending *list = NULL; /* what this thread tests: its own, no lock */
+  for (;;) {
+    pending *in = atomic_exchange_explicit(&st->incoming, NULL, memory_order_acquire);
+    if (in != NULL) { /* something new was posted */
+      pending *last = in;
+      while (last->next != NULL) last = last->next;
+      last->next = list;
+      list = in;
       spin_until = now_ns() + SPIN_NS;
       busy_until = spin_until - SPIN_NS + POLL_NS;
     }
+    if (list == NULL) { /* nothing to test: sleep until a post (or the end) */
+      pthread_mutex_lock(&st->lock);
+      atomic_store(&st->sleeping, 1);
+      while (!st->stop && atomic_load(&st->incoming) == NULL) pthread_cond_wait(&st->cond, &st->lock);
+      atomic_store(&st->sleeping, 0);
+      int stop = st->stop && atomic_load(&st->incoming) == NULL;
+      pthread_mutex_unlock(&st->lock);
+      if (stop) break;
+      continue;
+    }
     pending *done = NULL;
     int streaming = 0;
-    for (pending **p = &st->list; *p != NULL;) {
+    for (pending **p = &list; *p != NULL;) {
       int flag = 0;
       int rc = MPI_Testall((*p)->nreq, (*p)->req, &flag, (*p)->status);
       if (rc != MPI_SUCCESS || flag) {
@@ -256,9 +274,6 @@ static void *progress_main(void *arg) {
       }
     }
     if (streaming) busy_until = now_ns() + POLL_NS;
-    int idle = st->list != NULL && done == NULL;
-    head = st->list;
-    pthread_mutex_unlock(&st->lock);
     for (pending *x = done, *next; x != NULL; x = next) {
       next = x->next;
       finished(st, x, x->err);
@@ -266,21 +281,18 @@ static void *progress_main(void *arg) {
     if (done != NULL) {
       spin_until = now_ns() + SPIN_NS;
       busy_until = spin_until - SPIN_NS + POLL_NS;
+      continue;
     }
     /* Messages in flight: look again at once, then soon; after a while without news, without
      * holding a core. */
-    if (idle) {
-      uint64_t now = now_ns();
-      if (now < spin_until)
-        weft__cpu_relax(); /* one: a pause is about 140 cycles on Skylake and later */
-      else if (now < busy_until)
-        sched_yield();
-      else
-        nanosleep(&(struct timespec){0, NAP_NS}, NULL);
-    }
-    pthread_mutex_lock(&st->lock);
+    uint64_t now = now_ns();
+    if (now < spin_until)
+      weft__cpu_relax(); /* one: a pause is about 140 cycles on Skylake and later */
+    else if (now < busy_until)
+      sched_yield();
+    else
+      nanosleep(&(struct timespec){0, NAP_NS}, NULL);
   }
-  pthread_mutex_unlock(&st->lock);
   return NULL;
 }
 
@@ -313,6 +325,8 @@ static int mpi_init(weft__backend *b, const weft_runtime_options *o) {
   int *ub = NULL, flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
   st->tag_ub = flag && ub != NULL ? *ub : 32767;
+  atomic_init(&st->incoming, NULL);
+  atomic_init(&st->sleeping, 0);
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->cond, NULL);
   if (pthread_create(&st->thread, NULL, progress_main, st) != 0) {
