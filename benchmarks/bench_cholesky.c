@@ -606,7 +606,7 @@ int main(int argc, char **argv) {
       i++;
     else if (v != NULL && strcmp(argv[i], "--profile") == 0) profile = v, i++;
     else if (v != NULL && strcmp(argv[i], "--simulate") == 0) simulate = v, i++;
-    else if (v != NULL && strcmp(argv[i], "--ranks") == 0) sim_ranks = atoi(v), i++;
+    else if (v != NULL && strcmp(argv[i], "--ranks") == 0 && (sim_ranks = atoi(v)) >= 1) i++;
     else if (v != NULL && strcmp(argv[i], "--device-memory-limit") == 0) memory_limit = (size_t)atof(v) * 1024 * 1024, i++;
     else if (v != NULL && strcmp(argv[i], "--trace") == 0) trace_dir = v, i++;
     else if (strcmp(argv[i], "--large") == 0) large = 1;

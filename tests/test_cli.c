@@ -36,6 +36,10 @@
 #define PROG_GPU                                                                          \
   "device gpu = cuda:0 | cpu\ntensor x: f32[2, 3] on gpu = ones\n"                          \
   "tensor y: f32[2, 3] on cpu = full(2)\nz = add(x, y)\nh = copy(z, cpu)\nprint h\n"
+/* A program of two ranks: b on rank 1 comes to rank 0 as a message. */
+#define PROG_RANKS                                                                        \
+  "device far = rank(1, cpu)\ntensor a: f64[512, 512] on cpu = ones\n"                      \
+  "tensor b: f64[512, 512] on far = full(2)\nbb = mm(b, b)\ns = add(a, bb)\nn = norm(s)\nprint n\n"
 /* A program that is not in canonical form (spacing). */
 #define PROG_NOT_CANON "param   N=8\ntensor x :f32[N,N]=ones\ny=mm( x,x )\nprint y\n"
 
@@ -50,6 +54,7 @@ static int write_programs(void **state) {
   free(tp_write("fails.weft", PROG_FAILS));
   free(tp_write("notcanon.weft", PROG_NOT_CANON));
   free(tp_write("gpu.weft", PROG_GPU));
+  free(tp_write("ranks.weft", PROG_RANKS));
   return 0;
 }
 
@@ -231,6 +236,24 @@ static void test_explain_simulated(void **state) {
   tp_cmd(2, NULL, TP_ARGS("explain", "--simulate", "no-such-machine", "gpu.weft"));
 }
 
+/* A program of two ranks on a simulated job of two (--ranks): the message between them counted,
+ * each rank's lanes named, and the result, computed, what one process gives; bad --ranks. */
+static void test_run_simulated_ranks(void **state) {
+  (void)state;
+  const tp_out *r = tp_cmd(0, NULL, TP_ARGS("run", "--simulate", "h200x2", "--ranks", "2", "--stats", "ranks.weft"));
+  assert_true(tp_has(r->out, "2.1 MB to and from other ranks")); /* bb: 512^2 f64 */
+  assert_true(tp_has(r->out, "rank 1: 2.1 MB sent, 0.0 MB received"));
+  tp_cmd(0, NULL, TP_ARGS("run", "--simulate", "h200x2", "--ranks", "2", "--ranks-per-host", "1", "ranks.weft"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "ranks.weft")); /* one process: rank 1 does not exist */
+  assert_true(tp_has(r->err, "rank"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "--ranks", "2", "ranks.weft"));
+  assert_true(tp_has(r->err, "need --simulate"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "--simulate", "h200x2", "--ranks-per-host", "2", "ranks.weft"));
+  assert_true(tp_has(r->err, "--ranks-per-host needs --ranks"));
+  r = tp_cmd(2, NULL, TP_ARGS("run", "--simulate", "h200x2", "--ranks", "0", "ranks.weft"));
+  assert_true(tp_has(r->err, "--ranks expects an integer"));
+}
+
 /* ---- calibrate ----------------------------------------------------------------------------- */
 
 static void test_calibrate(void **state) {
@@ -374,6 +397,7 @@ int main(void) {
       cmocka_unit_test(test_run_json), cmocka_unit_test(test_run_errors),
       cmocka_unit_test(test_check),    cmocka_unit_test(test_explain),
       cmocka_unit_test(test_dot),      cmocka_unit_test(test_explain_simulated),
+      cmocka_unit_test(test_run_simulated_ranks),
       cmocka_unit_test(test_fmt),      cmocka_unit_test(test_calibrate),
       cmocka_unit_test(test_devices),  cmocka_unit_test(test_examples),
   };

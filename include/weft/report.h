@@ -91,7 +91,8 @@ typedef struct weft_stats_summary {
   uint64_t bytes_h2d, bytes_d2h; /* bytes the copies that ran moved: host to device, device to
                                     host, */
   uint64_t bytes_peer, bytes_local; /* between two GPUs, and within one device */
-  uint64_t bytes_ranks;        /* sent to or received from other ranks by this one (MPI) */
+  uint64_t bytes_ranks;        /* sent to or received from other ranks by this one (MPI); a
+                                  simulated job's: every message between its ranks */
   /* The run's setup: what happened between the launch call and the launch of its first node
    * (auto placement, the plan, tensors given storage and initial contents, the backends' start
    * of the run) and, in a runtime's first run, the runtime's creation (device contexts, library
@@ -149,7 +150,9 @@ typedef struct weft_lane_stats {
 } weft_lane_stats;
 
 /* In a run across ranks (MPI): the bytes this rank sent to rank `peer` and received from it
- * (the messages of the copies between them). WEFT_EINVAL for a rank the run does not have. */
+ * (the messages of the copies between them). In a simulated job of several ranks (sim_ranks),
+ * whose every rank runs in this process: the bytes rank `peer` sent to and received from all
+ * the others. WEFT_EINVAL for a rank the run does not have. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_rank_bytes(const weft_run_stats *st, int peer, uint64_t *sent,
                                                       uint64_t *received);
 

@@ -222,8 +222,9 @@ typedef struct weft_runtime_options {
    * (docs/simulator.md, "Several ranks"): weft_runtime_ranks says sim_ranks, tensors and nodes
    * may be any rank's, and a copy between ranks is priced as a message over the profile's
    * `ranks` link (ranks of one host) or `network` link (between hosts). Each rank has its own
-   * CPU workers (cpu_workers each, else its share of the host's cores less one, as a real rank
-   * has) and its share of the host's GPUs (max_gpus caps it). */
+   * CPU workers (cpu_workers each, else its share of the host's cores, less one for its progress
+   * thread when ranks share the host, as a real rank has) and its share of the host's GPUs
+   * (max_gpus caps it). */
   int sim_ranks;
   /* ... how many of them share one simulated host (0: all of them). */
   int sim_ranks_per_host;

@@ -237,6 +237,12 @@ int cli_runtime(int workers, const char *simulate, const char *policy, const cha
 }
 
 int cli_prog_runtime(const cli_prog_opts *po, int workers, weft_runtime **out) {
+  *out = NULL;
+  if ((po->ranks > 0 || po->ranks_per_host > 0) && po->simulate == NULL)
+    return cli_error(CLI_EXIT_USAGE, "--ranks and --ranks-per-host simulate a job of several ranks: they need "
+                     "--simulate PROFILE (a real job's ranks come from mpirun)");
+  if (po->ranks_per_host > 0 && po->ranks == 0)
+    return cli_error(CLI_EXIT_USAGE, "--ranks-per-host needs --ranks N");
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.cpu_workers = workers;

@@ -71,6 +71,15 @@ static int sim_init(weft__backend *b, const weft_runtime_options *o) {
   m->rank_gpus = m->ranks > 1 ? m->cost.prof.ngpus / m->per_host : m->cost.prof.ngpus;
   if (m->ranks > 1 && o->max_gpus >= 0 && o->max_gpus < m->rank_gpus) m->rank_gpus = o->max_gpus;
   m->slots = m->ranks * m->rank_gpus;
+  /* The plan numbers GPUs and the report lanes in fields of fixed width (WEFT__LANE: 4096
+   * devices, 65536 lanes of a kind). */
+  if (m->slots > 4096 || (m->ranks > 1 && (int64_t)m->ranks * (m->cost.host_lanes + 1) > 65536)) {
+    int ranks = m->ranks, gpus = m->rank_gpus, lanes = m->cost.host_lanes;
+    weft__free(m);
+    return weft__err(WEFT_EINVAL, "sim_ranks %d: with %d GPU(s) and %d CPU worker(s) a rank the job has %lld GPUs and "
+                     "%lld CPU lanes (workers and a message lane a rank); the simulator holds up to 4096 GPUs and "
+                     "65536 CPU lanes", ranks, gpus, lanes, (long long)ranks * gpus, (long long)ranks * (lanes + 1));
+  }
   if (m->ranks > 1) {
     b->rt->rank_lanes = m->cost.host_lanes + 1; /* the report's lanes: workers, messages */
     b->rt->rank_gpus = m->rank_gpus;

@@ -310,6 +310,7 @@ int weft__sim_profile_parse(const char *json, size_t len, const char *what,
       (rc = read_object(what, "links", json_object_get(root, "links"), link_fields,
                         NFIELDS(link_fields), &p)) != WEFT_OK)
     goto done;
+  p.rank_links = (p.ranks.bandwidth > 0) | (p.network.bandwidth > 0) << 1;
   if (p.ranks.bandwidth == 0) p.ranks = WEFT__SIM_RANKS_LINK;
   if (p.network.bandwidth == 0) p.network = WEFT__SIM_NETWORK_LINK;
   if (p.gpu.replay_node_s > p.gpu.launch_s) {
@@ -460,9 +461,10 @@ static void put_la_curves(FILE *f, const weft__sim_curve la[3][2], const char *i
     }
 }
 
-static void put_link(FILE *f, const char *key, const weft__sim_link *l, int last) {
-  fprintf(f, "    \"%s\": {\"bandwidth\": %.6g, \"latency_s\": %.4g}%s\n", key, l->bandwidth,
-          l->latency_s, last ? "" : ",");
+/* A link of the "links" object; every one but the first after a comma. */
+static void put_link(FILE *f, const char *key, const weft__sim_link *l, int first) {
+  fprintf(f, "%s    \"%s\": {\"bandwidth\": %.6g, \"latency_s\": %.4g}", first ? "" : ",\n", key, l->bandwidth,
+          l->latency_s);
 }
 
 int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
@@ -511,13 +513,14 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
   put_opt_curve(f, "gemm_f32_wide_s", &g->gemm_wide_s);
   put_la_curves(f, g->la, "");
   fprintf(f, "\n  },\n  \"links\": {\n");
-  put_link(f, "h2d", &p->h2d, 0);
+  put_link(f, "h2d", &p->h2d, 1);
   put_link(f, "d2h", &p->d2h, 0);
   put_link(f, "h2d_pageable", &p->h2d_pageable, 0);
   put_link(f, "d2h_pageable", &p->d2h_pageable, 0);
   if (p->peer_access) put_link(f, "peer", &p->peer, 0);
-  put_link(f, "ranks", &p->ranks, 0);
-  put_link(f, "network", &p->network, 1);
+  if (p->rank_links & 1) put_link(f, "ranks", &p->ranks, 0);
+  if (p->rank_links & 2) put_link(f, "network", &p->network, 0);
+  fprintf(f, "\n");
   fprintf(f, "  }\n}\n");
   int bad_write = ferror(f);
   if (fclose(f) != 0 || bad_write) return weft__err(WEFT_EIO, "cannot write the profile %s", path);

@@ -110,6 +110,7 @@ typedef struct weft__sim_profile {
    * progress threads included): between ranks of one host (MPI over shared memory), and
    * between hosts. Optional: absent, WEFT__SIM_RANKS_LINK and WEFT__SIM_NETWORK_LINK. */
   weft__sim_link ranks, network;
+  int rank_links; /* bit 0: `ranks` was given, bit 1: `network` (written back only then) */
 } weft__sim_profile;
 
 /* The default links between ranks: one host's as weft measured them on nvidia-h200-x2 (32 cores,

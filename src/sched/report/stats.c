@@ -436,7 +436,9 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
   st->t_launch = t0;
   uint32_t *codes = NULL, ncodes = 0;
   int rc;
-  st->nworkers = (uint32_t)weft__pool_size(g->rt->pool);
+  /* The CPU lanes: the pool's workers, or a simulated job's ranks' workers and messages. */
+  st->nworkers = g->rt->all_ranks && g->rt->rank_lanes > 0 ? (uint32_t)(g->rt->nranks * g->rt->rank_lanes)
+                                                            : (uint32_t)weft__pool_size(g->rt->pool);
   if ((rc = number_lanes(st, p, t0, st->nworkers, &codes, &ncodes)) != WEFT_OK) goto fail;
   /* A record may name a worker beyond the pool's count only if the pool changed; count every
    * CPU lane as a worker so the CPU lanes stay first. */
@@ -563,6 +565,11 @@ int weft_run_stats_rank_bytes(const weft_run_stats *st, int peer, uint64_t *sent
   for (uint32_t i = 0; i < r->n; i++) {
     const weft__rnode *x = &r->node[i];
     if (!x->copy || x->lane == WEFT__REP_NONE || x->src.rank == x->dst.rank) continue;
+    if (rt->all_ranks) { /* a simulated job: peer's own messages */
+      if (x->src.rank == peer) *sent += x->bytes;
+      if (x->dst.rank == peer) *received += x->bytes;
+      continue;
+    }
     if (x->src.rank == rt->rank && x->dst.rank == peer) *sent += x->bytes;
     if (x->dst.rank == rt->rank && x->src.rank == peer) *received += x->bytes;
   }

@@ -860,10 +860,14 @@ static int measure_host(const cal *c, profile *p) {
   curve f32, f64, w32, w64;
   double t, t_tiny;
   if ((rc = per_node(c, build_add, &tiny, 0, 0.01, &t_tiny)) != WEFT_OK) return rc;
+  /* The wide curve's largest size under 2 GFLOP, which the CPU backend would split over idle
+   * workers (a product of 1024^3 is 2^31 flops: split). */
+  static const int64_t wide_full[] = {64, 128, 256, 512, 1000}, wide_quick[] = {128, 512};
+  const int64_t *wsizes = c->quick ? wide_quick : wide_full;
   if ((rc = gemm_curve(c, cpu, WEFT_F32, sizes, ns, 0.1, threads, t_tiny, &f32)) != WEFT_OK ||
       (rc = gemm_curve(c, cpu, WEFT_F64, sizes, ns, 0.1, threads, t_tiny, &f64)) != WEFT_OK ||
-      (rc = wide_curve(c, WEFT_F32, sizes, ns, t_tiny, &w32)) != WEFT_OK ||
-      (rc = wide_curve(c, WEFT_F64, sizes, ns, t_tiny, &w64)) != WEFT_OK)
+      (rc = wide_curve(c, WEFT_F32, wsizes, ns, t_tiny, &w32)) != WEFT_OK ||
+      (rc = wide_curve(c, WEFT_F64, wsizes, ns, t_tiny, &w64)) != WEFT_OK)
     return rc;
   if ((rc = per_node(c, build_add, &big, 0, 0.1, &t)) != WEFT_OK) return rc;
   double bandwidth = 12.0 * (double)big.numel / dmax(t - t_tiny, t * 0.5);
