@@ -228,9 +228,13 @@ static void save_stats(weft_run *run, int64_t n, int64_t b, int gpus) {
   char path[512];
   BCHECK(weft_run_stats_create(run, &st));
   const char *pn = panel_inverse ? "_inverse" : "";
+  /* Under mpirun: one trace of every rank, written by rank 0 (collective), and each rank's
+   * statistics. */
   snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d%s.trace.json", trace_dir, (long long)n, (long long)b, gpus, pn);
-  BCHECK(weft_run_stats_save(st, WEFT_REPORT_TRACE, path));
-  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d%s.stats.txt", trace_dir, (long long)n, (long long)b, gpus, pn);
+  BCHECK(weft_run_stats_save_all(st, WEFT_REPORT_TRACE, path));
+  int rank = weft_runtime_rank(weft_graph_runtime(weft_run_graph(run)));
+  snprintf(path, sizeof path, "%s/cholesky_%lld_%lld_%d%s%s%.0d.stats.txt", trace_dir, (long long)n, (long long)b, gpus,
+           pn, rank > 0 ? "_rank" : "", rank);
   BCHECK(weft_run_stats_save(st, WEFT_REPORT_TEXT, path));
   weft_run_stats_destroy(st);
 }
@@ -295,7 +299,7 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
       ms[r] = sum.makespan_s * 1e3;
       weft_run_stats_destroy(st);
     }
-    if (r == reps - 1 && trace_dir != NULL && (nranks == 1 || sim_ranks > 1)) save_stats(run, n, b, gpus);
+    if (r == reps - 1 && trace_dir != NULL) save_stats(run, n, b, gpus);
     weft_run_destroy(run);
   }
   *err = large && simulate == NULL ? check_large(x, n, es) : 0;
