@@ -7,6 +7,7 @@
  * Faults: a node that fails on one rank, and a run cancelled on one rank, end every rank's run
  * with the same error, naming the node and the rank; the next run is whole again. */
 #include <jansson.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +260,69 @@ static void gpu_tensors_cross_ranks_through_host_memory(void **state) {
   weft__cpu_fill_at(want, WEFT_F64, 0, N, weft_uniform(-1, 1, 7));
   for (int i = 0; i < N; i++) want[i] += want[i];
   assert_memory_equal(got, want, N * sizeof *got);
+  free(got);
+  free(want);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(grt);
+}
+
+/* No copy of the run is reported as pageable on any rank: the host ends of the legs between
+ * ranks are pinned (so the GPU copies them asynchronously). Every rank fails together (one
+ * failing alone would leave the others waiting in the next test's messages). */
+static void assert_no_pageable_copy(weft_run *run) {
+  weft_run_stats *st;
+  CHECK(weft_run_stats_create(run, &st));
+  char why[320] = "";
+  for (size_t i = 0; i < weft_run_stats_diagnostic_count(st); i++) {
+    weft_copy_diagnostic d;
+    CHECK(weft_run_stats_diagnostic(st, i, &d));
+    if (d.why == WEFT_WHY_PAGEABLE) snprintf(why, sizeof why, "%s", d.message);
+  }
+  weft_run_stats_destroy(st);
+  int mine = why[0] != '\0', any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (mine) fail_msg("rank %d: %s", weft_runtime_rank(rt), why);
+  if (any) fail_msg("another rank reported a pageable copy");
+}
+
+/* Tiles of a matrix distributed over the ranks' GPUs: a product on rank 1's tile reads rank 0's
+ * (GPU -> rank 0's CPU -> rank 1's CPU -> GPU), as the tiled Cholesky's panels do; the result
+ * is one process's, and the host legs are pinned. Skipped without a GPU. */
+static void gpu_tiles_cross_ranks_through_pinned_memory(void **state) {
+  (void)state;
+  weft_runtime *grt = tu_runtime_with(2, -1, 0);
+  if (weft_device_count(grt, WEFT_DEVICE_CUDA) == 0 || nranks < 2) {
+    weft_runtime_destroy(grt);
+    print_message("no GPU or one rank: skipped\n");
+    skip();
+  }
+  enum { B = 512 };
+  weft_graph *g;
+  CHECK(weft_graph_create(grt, &g));
+  weft_tensor *a;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){2 * B, B}, weft_cuda(0), weft_uniform(-1, 1, 5), &a));
+  CHECK(weft_tensor_tiles(g, a, B, B));
+  CHECK(weft_tensor_distribute(g, a, 2, 1));
+  CHECK(weft_gemm(g, weft_tensor_tile(a, 0, 0), 0, weft_tensor_tile(a, 0, 0), 1, 1.0, 1.0, weft_tensor_tile(a, 1, 0)));
+  for (int r = 0; r < 2; r++) { /* the second run reuses the legs' buffers */
+    weft_run *run;
+    CHECK(weft_graph_launch(g, &run));
+    CHECK(weft_run_wait(run));
+    if (r == 1) assert_no_pageable_copy(run);
+    weft_run_destroy(run);
+  }
+  double *got = malloc(2 * B * B * sizeof *got), *want = malloc(2 * B * B * sizeof *want);
+  CHECK(weft_tensor_read_all(a, got, 2 * B * B * sizeof *got));
+  weft__cpu_fill_at(want, WEFT_F64, 0, 2 * B * B, weft_uniform(-1, 1, 5));
+  for (int k = 0; k < 2; k++) /* A10 += A00 A00^T, twice */
+    for (int i = 0; i < B; i++)
+      for (int j = 0; j < B; j++) {
+        double acc = 0;
+        for (int l = 0; l < B; l++) acc += want[i * B + l] * want[j * B + l];
+        want[(B + i) * B + j] += acc;
+      }
+  for (int i = 0; i < 2 * B * B; i++)
+    if (fabs(got[i] - want[i]) > 1e-9 * (1 + fabs(want[i]))) fail_msg("A[%d]: %.17g, want %.17g", i, got[i], want[i]);
   free(got);
   free(want);
   weft_graph_destroy(g);
@@ -577,6 +641,7 @@ int main(void) {
       cmocka_unit_test(messages_follow_messages_on_the_progress_thread),
       cmocka_unit_test(ranks_of_one_host_share_its_cores),
       cmocka_unit_test(gpu_tensors_cross_ranks_through_host_memory),
+      cmocka_unit_test(gpu_tiles_cross_ranks_through_pinned_memory),
       cmocka_unit_test(bad_ranks_are_refused),
       cmocka_unit_test(different_graphs_fail_on_every_rank),
       cmocka_unit_test(a_failure_on_one_rank_fails_every_rank),

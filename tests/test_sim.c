@@ -1414,6 +1414,13 @@ static void test_ranks_compute_cholesky(void **state) {
       weft_stats_summary sum;
       weft_run_stats_summary(st, &sum);
       assert_true(sum.bytes_ranks > 0);
+      /* The host ends of the legs between ranks' GPUs are pinned (a distributed tile has
+       * storage of its own: its parent, on a CPU, has none). */
+      for (size_t k = 0; k < weft_run_stats_diagnostic_count(st); k++) {
+        weft_copy_diagnostic d;
+        CHECK(weft_run_stats_diagnostic(st, k, &d));
+        if (d.why == WEFT_WHY_PAGEABLE) fail_msg("%s", d.message);
+      }
       weft_run_stats_destroy(st);
     }
     weft_run_destroy(run);

@@ -148,9 +148,10 @@ typedef struct weft__la {
   uint8_t trans_a, trans_b, side, uplo; /* syrk's trans is trans_a */
 } weft__la;
 
-/* The tensor that owns t's storage: t, or the root of the views it is one of. */
+/* The tensor that owns t's storage: t, or the root of the views it is one of, or the tile of a
+ * distributed tensor it is (or is a view of), which has storage of its own. */
 static inline const weft_tensor *weft__storage_owner(const weft_tensor *t) {
-  while (t->view != NULL) t = t->view->parent;
+  while (t->view != NULL && !weft__tile_owns_storage(t)) t = t->view->parent;
   return t;
 }
 

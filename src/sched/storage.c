@@ -21,9 +21,10 @@ static void mark_pinned(weft_graph *g) {
   for (size_t i = 0; i < g->nodes.len; i++) {
     weft_node *n = nodes[i];
     if (n->kind != WEFT__OP_COPY) continue;
-    weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
-    while (src->view != NULL) src = src->view->parent; /* a view's storage is its parent's */
-    while (dst->view != NULL) dst = dst->view->parent;
+    /* The tensors whose storage the copy reads and writes: a view's is its parent's, but a
+     * distributed tensor's tile has its own (and the distributed tensor none, on a CPU). */
+    weft_tensor *src = (weft_tensor *)weft__storage_owner(n->args[0].t);
+    weft_tensor *dst = (weft_tensor *)weft__storage_owner(n->args[1].t);
     if (src->device.kind == WEFT_DEVICE_CPU && dst->device.kind != WEFT_DEVICE_CPU)
       src->flags |= WEFT__T_PINNED;
     if (dst->device.kind == WEFT_DEVICE_CPU && src->device.kind != WEFT_DEVICE_CPU)
