@@ -594,6 +594,25 @@ static void a_run_outlives_its_placement(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* A graph with a distributed tensor and auto devices: placement would move the distributed
+ * tiles off their places, so the launch is refused, naming the tensor, and nothing runs. */
+static void auto_beside_a_distributed_tensor_is_refused(void **state) {
+  (void)state;
+  weft_runtime *rt = runtime("h100");
+  weft_graph *g;
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *a = NULL, *x = NULL, *y = NULL;
+  CHECK(weft_tensor_create(g, "D", WEFT_F64, 2, (int64_t[]){64, 64}, weft_cpu(), weft_ones(), &a));
+  CHECK(weft_tensor_tiles(g, a, 32, 32));
+  CHECK(weft_tensor_distribute(g, a, 1, 1));
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, (int64_t[]){16}, weft_auto(), weft_ones(), &x));
+  CHECK(weft_scale(g, x, 2.0, &y));
+  assert_int_equal(weft_graph_run(g), WEFT_EINVAL);
+  assert_non_null(strstr(weft_last_error(), "tensor D is distributed"));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(auto_matches_the_cpu),
@@ -601,6 +620,7 @@ int main(void) {
       cmocka_unit_test(user_ops_go_where_their_kernel_is),
       cmocka_unit_test(tiles_are_placed_one_by_one),
       cmocka_unit_test(the_inverse_panel_on_auto),
+      cmocka_unit_test(auto_beside_a_distributed_tensor_is_refused),
       cmocka_unit_test(fixed_and_auto_mix),
       cmocka_unit_test(the_profile_is_chosen),
       cmocka_unit_test(the_memory_limit_is_kept),

@@ -93,7 +93,8 @@ typedef struct mpi_state {
   pthread_cond_t cond;
   _Atomic(pending *) incoming; /* posted, not yet taken by the progress thread */
   atomic_int sleeping;         /* the progress thread waits on cond (under lock) */
-  int stop, started;           /* stop: under lock */
+  atomic_int stop;             /* the runtime ends: the thread returns at its next turn */
+  int started;
 } mpi_state;
 
 typedef struct plan_state {
@@ -238,6 +239,9 @@ static void *progress_main(void *arg) {
   uint64_t busy_until = 0, spin_until = 0;
   pending *list = NULL; /* what this thread tests: its own, no lock */
   for (;;) {
+    /* The runtime ends: what is still posted is left as it is (a skipped receive's buffer may
+     * still be MPI's target; the process's MPI ends with it). */
+    if (atomic_load(&st->stop)) break;
     pending *in = atomic_exchange_explicit(&st->incoming, NULL, memory_order_acquire);
     if (in != NULL) { /* something new was posted */
       pending *last = in;
@@ -250,11 +254,9 @@ static void *progress_main(void *arg) {
     if (list == NULL) { /* nothing to test: sleep until a post (or the end) */
       pthread_mutex_lock(&st->lock);
       atomic_store(&st->sleeping, 1);
-      while (!st->stop && atomic_load(&st->incoming) == NULL) pthread_cond_wait(&st->cond, &st->lock);
+      while (!atomic_load(&st->stop) && atomic_load(&st->incoming) == NULL) pthread_cond_wait(&st->cond, &st->lock);
       atomic_store(&st->sleeping, 0);
-      int stop = st->stop && atomic_load(&st->incoming) == NULL;
       pthread_mutex_unlock(&st->lock);
-      if (stop) break;
       continue;
     }
     pending *done = NULL;
@@ -327,6 +329,7 @@ static int mpi_init(weft__backend *b, const weft_runtime_options *o) {
   st->tag_ub = flag && ub != NULL ? *ub : 32767;
   atomic_init(&st->incoming, NULL);
   atomic_init(&st->sleeping, 0);
+  atomic_init(&st->stop, 0);
   pthread_mutex_init(&st->lock, NULL);
   pthread_cond_init(&st->cond, NULL);
   if (pthread_create(&st->thread, NULL, progress_main, st) != 0) {
@@ -350,7 +353,7 @@ static void mpi_fini(weft__backend *b) {
   mpi_state *st = b->state;
   if (st == NULL) return;
   pthread_mutex_lock(&st->lock);
-  st->stop = 1;
+  atomic_store(&st->stop, 1);
   pthread_cond_signal(&st->cond);
   pthread_mutex_unlock(&st->lock);
   if (st->started) pthread_join(st->thread, NULL);

@@ -1108,6 +1108,15 @@ int weft__place(weft_graph *g, weft_graph **out) {
   }
   int rc = weft__graph_analyse(g); /* a cycle is the program's error, found first */
   if (rc != WEFT_OK) return rc;
+  /* A distributed tensor's tiles have their places (owner-computes, docs/distributed.md); the
+   * placed graph would hold them elsewhere. */
+  weft_tensor **all = g->tensors.data;
+  for (size_t t = 0; t < g->tensors.len; t++)
+    if (weft__tensor_distributed(all[t]))
+      return weft__err(WEFT_EINVAL, "tensor %s is distributed (over %d x %d places) and the graph has auto devices: "
+                       "auto placement does not place distributed tiles; put the graph's other tensors on devices "
+                       "(the distributed tiles' nodes run where the tiles they write live)",
+                       weft__tensor_name(all[t]), all[t]->grid->P, all[t]->grid->Q);
   weft_runtime *rt = g->rt;
   if ((rc = weft__place_model_load(rt)) != WEFT_OK) return rc;
   const weft__cost_model *m = rt->place_model;
