@@ -228,18 +228,24 @@ static void fan_in_to_rank_zero(void **state) {
   weft_graph_destroy(g);
 }
 
-/* A GPU tensor crossing ranks goes through host memory, a copy node a leg: rank 0's GPU tensor
- * read by a node on rank 1's GPU (GPU -> rank 0's CPU -> rank 1's CPU -> GPU), and an explicit
- * copy of the result to rank 0's CPU (GPU -> rank 1's CPU -> rank 0's CPU). The values are one
- * process's (a + a is exact on either device). Skipped without a GPU (every rank alike). */
-static void gpu_tensors_cross_ranks_through_host_memory(void **state) {
-  (void)state;
+/* A runtime with the GPUs, or the test skipped on every rank alike (no GPU, or one rank). */
+static weft_runtime *gpu_runtime_or_skip(void) {
   weft_runtime *grt = tu_runtime_with(2, -1, 0);
   if (weft_device_count(grt, WEFT_DEVICE_CUDA) == 0 || nranks < 2) {
     weft_runtime_destroy(grt);
     print_message("no GPU or one rank: skipped\n");
     skip();
   }
+  return grt;
+}
+
+/* A GPU tensor crossing ranks goes through host memory, a copy node a leg: rank 0's GPU tensor
+ * read by a node on rank 1's GPU (GPU -> rank 0's CPU -> rank 1's CPU -> GPU), and an explicit
+ * copy of the result to rank 0's CPU (GPU -> rank 1's CPU -> rank 0's CPU). The values are one
+ * process's (a + a is exact on either device). Skipped without a GPU (every rank alike). */
+static void gpu_tensors_cross_ranks_through_host_memory(void **state) {
+  (void)state;
+  weft_runtime *grt = gpu_runtime_or_skip();
   enum { N = 100000 };
   int64_t sh[1] = {N};
   weft_graph *g;
@@ -290,12 +296,7 @@ static void assert_no_pageable_copy(weft_run *run) {
  * is one process's, and the host legs are pinned. Skipped without a GPU. */
 static void gpu_tiles_cross_ranks_through_pinned_memory(void **state) {
   (void)state;
-  weft_runtime *grt = tu_runtime_with(2, -1, 0);
-  if (weft_device_count(grt, WEFT_DEVICE_CUDA) == 0 || nranks < 2) {
-    weft_runtime_destroy(grt);
-    print_message("no GPU or one rank: skipped\n");
-    skip();
-  }
+  weft_runtime *grt = gpu_runtime_or_skip();
   enum { B = 512 };
   weft_graph *g;
   CHECK(weft_graph_create(grt, &g));
