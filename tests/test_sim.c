@@ -1468,6 +1468,15 @@ static void test_ranks_bad(void **state) {
   assert_int_equal(weft_tensor_create(g, "g1", WEFT_F32, 1, &n, weft_on_rank(weft_cuda(1), 1), weft_zeros(), &t),
                    WEFT_EDEVICE);
   weft_graph_destroy(g);
+  /* More than rank 1's GPU holds: the run fails naming that GPU. */
+  CHECK(weft_graph_create(rt, &g));
+  weft_tensor *big = NULL, *twice = NULL;
+  CHECK(weft_tensor_create(g, "big", WEFT_F32, 2, (int64_t[]){200000, 200000}, weft_on_rank(weft_cuda(0), 1),
+                           weft_zeros(), &big));
+  CHECK(weft_scale(g, big, 2.0, &twice));
+  assert_int_equal(weft_graph_run(g), WEFT_EDEVMEM);
+  assert_non_null(strstr(weft_last_error(), "rank 1 cuda:0 of the simulated machine"));
+  weft_graph_destroy(g);
   weft_runtime_destroy(rt);
 }
 

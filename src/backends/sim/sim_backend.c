@@ -537,18 +537,19 @@ static int sim_run_drain(weft__backend *b, weft__plan *p, weft_run *run) {
   }
   const weft__sim_result *r = &sp->res;
   if (r->oom_dev < 0) return WEFT_OK;
-  char msg[400];
+  char msg[400], dev[48];
+  weft_device_str(weft__gpu_of_slot(b->rt, r->oom_dev), dev, sizeof dev); /* a rank's GPU in a job of several */
   if (r->oom_node == UINT32_MAX)
     snprintf(msg, sizeof msg,
-             "cuda:%d of the simulated machine has %.2f GB, but the tensors that live on it take "
+             "%s of the simulated machine has %.2f GB, but the tensors that live on it take "
              "%.2f GB",
-             r->oom_dev, gb(m->cost.prof.gpu.memory_bytes), gb(r->oom_total));
+             dev, gb(m->cost.prof.gpu.memory_bytes), gb(r->oom_total));
   else
     snprintf(msg, sizeof msg,
-             "cuda:%d of the simulated machine (%.2f GB) runs out of memory: this node's %.3f GB "
+             "%s of the simulated machine (%.2f GB) runs out of memory: this node's %.3f GB "
              "would bring it to %.2f GB (%.2f GB of tensors that live on it, the rest "
              "temporaries still in use)",
-             r->oom_dev, gb(m->cost.prof.gpu.memory_bytes), gb(r->oom_asked), gb(r->oom_total),
+             dev, gb(m->cost.prof.gpu.memory_bytes), gb(r->oom_asked), gb(r->oom_total),
              gb(sp->resident[r->oom_dev]));
   weft__sched_drained(run, r->oom_node, WEFT_EDEVMEM, msg);
   return WEFT__PENDING;
