@@ -40,6 +40,9 @@
 #define PROG_RANKS                                                                        \
   "device far = rank(1, cpu)\ntensor a: f64[512, 512] on cpu = ones\n"                      \
   "tensor b: f64[512, 512] on far = full(2)\nbb = mm(b, b)\ns = add(a, bb)\nn = norm(s)\nprint n\n"
+/* A product on rank 1's GPU, its result copied to rank 0's CPU. */
+#define PROG_RANKS_GPU                                                                    \
+  "device g1 = rank(1, cuda:0)\ntensor a: f32[256, 256] on g1 = ones\nb = mm(a, a)\nc = copy(b, cpu)\nprint c\n"
 /* A program that is not in canonical form (spacing). */
 #define PROG_NOT_CANON "param   N=8\ntensor x :f32[N,N]=ones\ny=mm( x,x )\nprint y\n"
 
@@ -55,6 +58,7 @@ static int write_programs(void **state) {
   free(tp_write("notcanon.weft", PROG_NOT_CANON));
   free(tp_write("gpu.weft", PROG_GPU));
   free(tp_write("ranks.weft", PROG_RANKS));
+  free(tp_write("ranks_gpu.weft", PROG_RANKS_GPU));
   return 0;
 }
 
@@ -244,6 +248,10 @@ static void test_run_simulated_ranks(void **state) {
   assert_true(tp_has(r->out, "2.1 MB to and from other ranks")); /* bb: 512^2 f64 */
   assert_true(tp_has(r->out, "rank 1: 2.1 MB sent, 0.0 MB received"));
   tp_cmd(0, NULL, TP_ARGS("run", "--simulate", "h200x2", "--ranks", "2", "--ranks-per-host", "1", "ranks.weft"));
+  /* Rank 1's GPU, as explain names it. */
+  r = tp_cmd(0, NULL, TP_ARGS("explain", "--simulate", "h200x2", "--ranks", "2", "ranks_gpu.weft"));
+  assert_true(tp_has(r->out, "lane   rank 1 cuda:0 stream 0"));
+  assert_true(tp_has(r->out, "lane   rank 1 cuda:0 copy d2h"));
   r = tp_cmd(2, NULL, TP_ARGS("run", "ranks.weft")); /* one process: rank 1 does not exist */
   assert_true(tp_has(r->err, "rank"));
   r = tp_cmd(2, NULL, TP_ARGS("run", "--ranks", "2", "ranks.weft"));

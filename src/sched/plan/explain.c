@@ -48,10 +48,12 @@ static void gpu_reason(const weft__plan *p, uint32_t i, weft_placement *out) {
   const weft__gpu_plan *gp = &p->gpu;
   const weft__gnode *x = &gp->node[i];
   int ncompute = gp->target.dev[x->dev].compute, s = x->stream;
+  char dev[48]; /* the plan's GPU x->dev: a rank's in a simulated job of several (weft__gpu_slot) */
+  weft_device_str(weft__gpu_of_slot(p->graph->rt, x->dev), dev, sizeof dev);
   if (s < ncompute)
-    snprintf(out->lane, sizeof out->lane, "cuda:%d stream %d", x->dev, s);
+    snprintf(out->lane, sizeof out->lane, "%s stream %d", dev, s);
   else
-    snprintf(out->lane, sizeof out->lane, "cuda:%d copy %s", x->dev,
+    snprintf(out->lane, sizeof out->lane, "%s copy %s", dev,
              s - ncompute == WEFT__COPY_H2D ? "h2d" : s - ncompute == WEFT__COPY_D2H ? "d2h" : "peer");
   int nw = (int)(x->wait_e - x->wait_b);
   char waits[64] = "";
