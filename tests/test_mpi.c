@@ -574,6 +574,79 @@ static void a_distributed_cholesky_is_the_one_process_factor(void **state) {
   weft_graph_destroy(g);
 }
 
+/* A program on auto: contents written on every rank alike, products of random matrices summed.
+ * Placement chooses among every rank's devices (the products spread over the ranks' CPUs), the
+ * results gathered are one process's, bit for bit, on every rank, run after run (the second
+ * run places nothing anew: every tensor has its home), and a home on another rank refuses a
+ * plain read. */
+enum { AU_N = 96, AU_K = 8 };
+static weft_tensor *auto_products(weft_graph *g, weft_device dev, const double *in, weft_node **prod) {
+  weft_tensor *x = NULL, *acc = NULL;
+  CHECK(weft_tensor_create(g, "x", WEFT_F64, 2, (int64_t[]){AU_N, AU_N}, dev, weft_zeros(), &x));
+  if (dev.kind == WEFT_DEVICE_AUTO || dev.rank == me) CHECK(weft_tensor_write(x, in, sizeof(double) * AU_N * AU_N));
+  for (int k = 0; k < AU_K; k++) {
+    weft_tensor *m = NULL, *p = NULL;
+    CHECK(weft_tensor_create(g, "m", WEFT_F64, 2, (int64_t[]){AU_N, AU_N}, dev, weft_uniform(-1, 1, 60 + (uint64_t)k), &m));
+    CHECK(weft_mm(g, x, m, &p));
+    if (prod != NULL) prod[k] = weft_graph_last_node(g);
+    if (acc == NULL) acc = p;
+    else CHECK(weft_add(g, acc, p, &acc));
+  }
+  weft_tensor_keep(acc);
+  return acc;
+}
+
+static void auto_places_across_ranks(void **state) {
+  (void)state;
+  double *in = malloc(sizeof(double) * AU_N * AU_N), *got = malloc(sizeof(double) * AU_N * AU_N),
+         *want = malloc(sizeof(double) * AU_N * AU_N);
+  for (int i = 0; i < AU_N * AU_N; i++) in[i] = (double)(i % 13) / 8.0 - 0.75;
+  weft_graph *h, *g;
+  CHECK(weft_graph_create(rt, &h));
+  weft_tensor *ref = auto_products(h, on(0), in, NULL);
+  CHECK(weft_graph_run(h));
+  CHECK(weft_tensor_read_all(ref, want, sizeof(double) * AU_N * AU_N));
+  CHECK(weft_graph_create(rt, &g));
+  weft_node *prod[AU_K];
+  weft_tensor *acc = auto_products(g, weft_auto(), in, prod);
+  for (int round = 0; round < 2; round++) {
+    weft_run *r;
+    weft_stats_summary sum;
+    weft_run_stats *st = run_with_stats(g, &r, &sum);
+    weft_run_stats_destroy(st);
+    weft_run_destroy(r);
+    memset(got, 0, sizeof(double) * AU_N * AU_N);
+    CHECK(weft_tensor_read_all(acc, got, sizeof(double) * AU_N * AU_N));
+    assert_memory_equal(got, want, sizeof(double) * AU_N * AU_N);
+  }
+  int used = 0; /* the ranks some product ran on */
+  for (int k = 0; k < AU_K; k++) {
+    weft_placement pl;
+    CHECK(weft_node_placement(g, prod[k], &pl));
+    assert_true(pl.device.kind == WEFT_DEVICE_CPU && pl.device.rank >= 0 && pl.device.rank < nranks);
+    used |= 1 << pl.device.rank;
+  }
+  if (nranks > 1) assert_true(used != 1);
+  if (weft_tensor_device(acc).rank != me) {
+    assert_int_equal(weft_tensor_read(acc, got, sizeof(double) * AU_N * AU_N), WEFT_EDEVICE);
+    assert_true(tu_contains(weft_last_error(), "weft_tensor_read_all"));
+  }
+  /* A node more: the program is placed anew, every tensor's contents where they are (x's, given
+   * before the first run, on the rank of its home). */
+  weft_tensor *twice = NULL;
+  CHECK(weft_scale(g, acc, 2.0, &twice));
+  weft_tensor_keep(twice);
+  CHECK(weft_graph_run(g));
+  CHECK(weft_tensor_read_all(twice, got, sizeof(double) * AU_N * AU_N));
+  for (int i = 0; i < AU_N * AU_N; i++) want[i] *= 2;
+  assert_memory_equal(got, want, sizeof(double) * AU_N * AU_N);
+  weft_graph_destroy(g);
+  weft_graph_destroy(h);
+  free(in);
+  free(got);
+  free(want);
+}
+
 /* x on rank 0 read on ranks 1, 2, 1, 2, ... in turn: each reading rank gets x once (the copy
  * cache keeps a copy per rank until x is written), and again after x is written. */
 static void readers_on_ranks_in_turn_share_one_copy_each(void **state) {
@@ -651,6 +724,7 @@ int main(void) {
       cmocka_unit_test(a_distributed_cholesky_is_the_one_process_factor),
       cmocka_unit_test(bad_distributions_are_refused),
       cmocka_unit_test(readers_on_ranks_in_turn_share_one_copy_each),
+      cmocka_unit_test(auto_places_across_ranks),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

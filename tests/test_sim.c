@@ -1442,6 +1442,111 @@ static void test_ranks_compute_cholesky(void **state) {
   free(a);
 }
 
+/* A job of `ranks` simulated ranks (one GPU each; max_gpus 0: none), one worker each. */
+static weft_runtime *auto_job(int ranks, int max_gpus, unsigned flags) {
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.simulate = "h200x2";
+  o.cpu_workers = 1;
+  o.max_gpus = max_gpus;
+  o.sim_ranks = ranks;
+  o.flags = WEFT_RUNTIME_QUIET | flags;
+  weft_runtime *rt = NULL;
+  CHECK(weft_runtime_create(&o, &rt));
+  return rt;
+}
+
+/* auto across ranks: eight independent products of auto matrices go to every rank's GPU (one
+ * rank a GPU), so two ranks finish in little more than half the time of one, and each product's
+ * result lives where it was computed. */
+static void test_ranks_auto_spreads(void **state) {
+  (void)state;
+  double t[2];
+  for (int ranks = 1; ranks <= 2; ranks++) {
+    weft_runtime *rt = auto_job(ranks, 1, 0);
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    weft_node *prod[8];
+    weft_tensor *c[8];
+    for (int k = 0; k < 8; k++) {
+      weft_tensor *a = square(g, "a", 8192, weft_auto()), *b = square(g, "b", 8192, weft_auto());
+      c[k] = NULL;
+      CHECK(weft_mm(g, a, b, &c[k]));
+      prod[k] = weft_graph_last_node(g);
+    }
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    weft_sim_summary sum;
+    CHECK(weft_sim_run_summary(r, &sum));
+    t[ranks - 1] = sum.makespan_s;
+    int on[2] = {0, 0};
+    for (int k = 0; k < 8; k++) {
+      weft_placement pl;
+      CHECK(weft_node_placement(g, prod[k], &pl));
+      weft_device d = pl.device;
+      assert_int_equal(d.kind, WEFT_DEVICE_CUDA);
+      assert_true(d.rank >= 0 && d.rank < ranks);
+      on[d.rank]++;
+      assert_true(weft_device_equal(weft_tensor_device(c[k]), d));
+    }
+    if (ranks == 2) assert_true(on[0] >= 3 && on[1] >= 3);
+    weft_run_destroy(r);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_true(t[1] < 0.65 * t[0]);
+}
+
+/* In compute mode, a program on auto run by 2 or 3 simulated CPU ranks gives what one CPU
+ * process gives, bit for bit: contents given before the run (on every rank alike), products
+ * placed on any rank, their results brought together by messages; and run again after the
+ * placement gave every tensor a home, with contents on the rank that holds them. */
+static void test_ranks_auto_compute(void **state) {
+  (void)state;
+  enum { N = 96, K = 6 };
+  double want[N * N], got[N * N], in[N * N];
+  for (int i = 0; i < N * N; i++) in[i] = (double)(i % 17) / 16.0 - 0.5;
+  for (int ranks = 1; ranks <= 3; ranks++) {
+    weft_runtime *rt = ranks == 1 ? tu_runtime_cpu(1) : auto_job(ranks, 0, WEFT_RUNTIME_SIM_COMPUTE);
+    weft_device dev = ranks == 1 ? weft_cpu() : weft_auto();
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    weft_tensor *x = NULL, *acc = NULL;
+    CHECK(weft_tensor_create(g, "x", WEFT_F64, 2, (int64_t[]){N, N}, dev, weft_zeros(), &x));
+    CHECK(weft_tensor_write(x, in, sizeof in));
+    for (int k = 0; k < K; k++) {
+      weft_tensor *m = NULL, *p = NULL;
+      CHECK(weft_tensor_create(g, "m", WEFT_F64, 2, (int64_t[]){N, N}, dev, weft_uniform(-1, 1, 40 + (uint64_t)k), &m));
+      CHECK(weft_mm(g, x, m, &p));
+      if (acc == NULL) acc = p;
+      else CHECK(weft_add(g, acc, p, &acc));
+    }
+    weft_tensor_keep(acc);
+    for (int round = 0; round < 2; round++) {
+      weft_run *r;
+      CHECK(weft_graph_launch(g, &r));
+      CHECK(weft_run_wait(r));
+      if (ranks > 1 && round == 0) {
+        weft_run_stats *st;
+        CHECK(weft_run_stats_create(r, &st));
+        weft_stats_summary sum;
+        weft_run_stats_summary(st, &sum);
+        assert_true(sum.bytes_ranks > 0); /* the products did not all run on one rank */
+        weft_run_stats_destroy(st);
+      }
+      weft_run_destroy(r);
+      CHECK(weft_tensor_read(acc, round == 0 && ranks == 1 ? want : got, sizeof got));
+      if (ranks > 1 || round > 0)
+        for (int i = 0; i < N * N; i++)
+          if (memcmp(&want[i], &got[i], sizeof got[i]) != 0)
+            fail_msg("%d rank(s), run %d: element %d is %.17g, one process gives %.17g", ranks, round + 1, i, got[i], want[i]);
+    }
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+}
+
 /* Bad input: ranks without a simulated machine, a tensor of a rank the job does not have, a GPU
  * beyond a rank's share of its host's. */
 static void test_ranks_bad(void **state) {
@@ -1519,6 +1624,8 @@ int main(void) {
       cmocka_unit_test(test_ranks_compute_cholesky),
       cmocka_unit_test(test_ranks_bad),
       cmocka_unit_test(test_ranks_gpus),
+      cmocka_unit_test(test_ranks_auto_spreads),
+      cmocka_unit_test(test_ranks_auto_compute),
   };
   const char *only = getenv("WEFT_TEST_FILTER"); /* e.g. WEFT_TEST_FILTER=test_overlap */
   if (only != NULL) cmocka_set_test_filter(only);

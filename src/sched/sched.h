@@ -84,6 +84,20 @@ static inline weft_device weft__gpu_of_slot(const weft_runtime *rt, int slot) {
   return weft_on_rank(weft_cuda(slot % rt->rank_gpus), slot / rt->rank_gpus);
 }
 
+/* The ranks of a host in a simulated job of several (sim_ranks_per_host; all of them by
+ * default). */
+static inline int weft__sim_ranks_per_host(const weft_runtime_options *o) {
+  int ranks = o->sim_ranks > 1 ? o->sim_ranks : 1;
+  return o->sim_ranks_per_host > 0 && o->sim_ranks_per_host < ranks ? o->sim_ranks_per_host : ranks;
+}
+
+/* The ranks a host holds, a simulated job's or, under MPI, the launcher's count of this host's
+ * (messages between hosts take the network). */
+static inline int weft__ranks_per_host(const weft_runtime *rt) {
+  if (rt->all_ranks) return weft__sim_ranks_per_host(&rt->opts);
+  return rt->local_ranks > 0 ? rt->local_ranks : 1;
+}
+
 /* Whether the job's ranks are other processes (a gather is then collective). */
 static inline int weft__ranks_apart(const weft_runtime *rt) { return rt->nranks > 1 && !rt->all_ranks; }
 

@@ -143,8 +143,12 @@ static int device_tile_fill(weft_tensor *t) {
 int weft__storage_prepare(weft_tensor *t) {
   int rc;
   weft_graph *g = t->graph;
-  /* An auto tensor used before the planner gave it a home lives on the host until then. */
-  if (t->device.kind == WEFT_DEVICE_AUTO && t->view == NULL) t->device = weft_cpu();
+  /* An auto tensor used before the planner gave it a home lives on the host until then, each
+   * rank's on its own (every rank writes it alike: the ranks run one program). */
+  if (t->device.kind == WEFT_DEVICE_AUTO && t->view == NULL) {
+    t->device = weft_on_rank(weft_cpu(), g->rt->rank);
+    t->flags |= WEFT__T_EVERY_RANK;
+  }
   /* A distributed tensor has no storage: its tiles have theirs, each on its rank. */
   if (weft__tensor_distributed(t)) {
     t->initialised = 1;
@@ -279,7 +283,8 @@ static int access_check(weft_tensor *t, size_t size, const char *what, int readi
   int rc = weft__graph_check_idle(t->graph, what);
   if (rc != WEFT_OK) return rc;
   const weft_runtime *rt = t->graph->rt;
-  if (!weft__rank_here(rt, t->device.rank) && strcmp(what, "weft_tensor_read_all") != 0)
+  /* (An auto tensor not placed yet is every rank's: each rank's on its host, until its home.) */
+  if (t->device.kind != WEFT_DEVICE_AUTO && !weft__rank_here(rt, t->device.rank) && strcmp(what, "weft_tensor_read_all") != 0)
     return weft__err(WEFT_EDEVICE,
                      "%s: tensor %s lives on rank %d, not on this one (rank %d): %s it there, or read it "
                      "on every rank with weft_tensor_read_all",

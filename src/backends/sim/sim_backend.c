@@ -63,7 +63,7 @@ static int sim_init(weft__backend *b, const weft_runtime_options *o) {
   /* Several simulated ranks: each its own workers; ranks sharing a host share its cores, as
    * real ones do (src/sched/runtime.c): its share less one for its progress thread. */
   m->ranks = o->sim_ranks > 1 ? o->sim_ranks : 1;
-  m->per_host = o->sim_ranks_per_host > 0 && o->sim_ranks_per_host < m->ranks ? o->sim_ranks_per_host : m->ranks;
+  m->per_host = weft__sim_ranks_per_host(o);
   if (m->ranks > 1 && o->cpu_workers == 0 && m->per_host > 1)
     m->cost.host_lanes = cores / m->per_host - 1 > 1 ? cores / m->per_host - 1 : 1;
   /* ... and its share of the host's GPUs (none where more ranks than GPUs share a host): rank

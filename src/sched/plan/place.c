@@ -36,7 +36,35 @@
 #include "sched/plan/planner.h"
 #include "sched/sched.h"
 
-enum { MAXD = 17 }; /* the CPU and up to 16 GPUs */
+/* The devices placement chooses among: every rank's CPU and GPUs (one rank without MPI), rank
+ * r's CPU at index r x per and its GPU i at r x per + 1 + i; at most MAXD, a bit each in a
+ * device mask. */
+enum { MAXD = 64 };
+typedef uint64_t dmask;
+#define BIT(k) ((dmask)1 << (k))
+
+typedef struct space {
+  int per;      /* devices a rank: its CPU and its GPUs */
+  int ndev;     /* the ranks' devices in all */
+  int per_host; /* ranks a host: messages between hosts take the network */
+  int peer;     /* a rank's GPUs copy to each other over the peer link */
+} space;
+
+static int is_gpu(const space *sp, int k) { return k % sp->per != 0; }
+static int host_of(const space *sp, int k) { return k - k % sp->per; }
+static int rank_of(const space *sp, int k) { return k / sp->per; }
+static int dev_index(const space *sp, weft_device d) {
+  return d.rank * sp->per + (d.kind == WEFT_DEVICE_CUDA ? 1 + d.index : 0);
+}
+static weft_device dev_of(const space *sp, int k) {
+  return weft_on_rank(is_gpu(sp, k) ? weft_cuda(k % sp->per - 1) : weft_cpu(), rank_of(sp, k));
+}
+/* Every rank's CPU. */
+static dmask hosts(const space *sp) {
+  dmask m = 0;
+  for (int k = 0; k < sp->ndev; k += sp->per) m |= BIT(k);
+  return m;
+}
 
 struct weft__placement {
   weft_graph *pg;       /* the placed graph */
@@ -154,9 +182,6 @@ static int learn(weft_graph *g, weft__placement *pl) {
   return moved;
 }
 
-static int dev_index(weft_device d) { return d.kind == WEFT_DEVICE_CUDA ? 1 + d.index : 0; }
-static weft_device dev_of(int k) { return k == 0 ? weft_cpu() : weft_cuda(k - 1); }
-
 /* The cost model for placement, from the runtime's profile (runtime.c chose it). */
 int weft__place_model_load(weft_runtime *rt) {
   int rc = WEFT_OK;
@@ -180,21 +205,28 @@ int weft__place_model_load(weft_runtime *rt) {
   return rc;
 }
 
-/* The seconds to move `bytes` from device s to device d. */
-static double transfer_s(const weft__cost_model *m, size_t bytes, int s, int d, int peer) {
+/* The seconds to move `bytes` from device s to device d: a copy engine's link within a rank;
+ * between ranks, a message between their hosts (over shared memory on one host, else the
+ * network), with the legs to and from the GPUs at each end. */
+static double transfer_s(const weft__cost_model *m, const space *sp, size_t bytes, int s, int d) {
   const weft__sim_profile *p = &m->prof;
   if (s == d) return 0;
-  if (s == 0) return p->h2d.latency_s + (double)bytes / p->h2d.bandwidth;
-  if (d == 0) return p->d2h.latency_s + (double)bytes / p->d2h.bandwidth;
-  if (peer) return p->peer.latency_s + (double)bytes / p->peer.bandwidth;
-  return transfer_s(m, bytes, s, 0, 0) + transfer_s(m, bytes, 0, d, 0);
+  if (rank_of(sp, s) != rank_of(sp, d)) {
+    const weft__sim_link *l = rank_of(sp, s) / sp->per_host == rank_of(sp, d) / sp->per_host ? &p->ranks : &p->network;
+    return transfer_s(m, sp, bytes, s, host_of(sp, s)) + l->latency_s + (double)bytes / l->bandwidth +
+           transfer_s(m, sp, bytes, host_of(sp, d), d);
+  }
+  if (!is_gpu(sp, s)) return p->h2d.latency_s + (double)bytes / p->h2d.bandwidth;
+  if (!is_gpu(sp, d)) return p->d2h.latency_s + (double)bytes / p->d2h.bandwidth;
+  if (sp->peer) return p->peer.latency_s + (double)bytes / p->peer.bandwidth;
+  return transfer_s(m, sp, bytes, s, host_of(sp, s)) + transfer_s(m, sp, bytes, host_of(sp, s), d);
 }
 
 /* A node's cost on device k: the model's, pricing it as if it ran there. */
-static double cost_on(const weft__cost_model *m, weft_node *n, int k) {
+static double cost_on(const weft__cost_model *m, const space *sp, weft_node *n, int k) {
   weft_device keep = n->device;
-  n->device = dev_of(k);
-  double share, c = k == 0 ? weft__cost_cpu(m, n) : weft__cost_gpu(m, n, &share);
+  n->device = dev_of(sp, k);
+  double share, c = !is_gpu(sp, k) ? weft__cost_cpu(m, n) : weft__cost_gpu(m, n, &share);
   n->device = keep;
   return c;
 }
@@ -203,14 +235,13 @@ static double cost_on(const weft__cost_model *m, weft_node *n, int k) {
 static weft_tensor *group_of(weft_tensor *t) { return t->view != NULL ? t->view->parent : t; }
 
 /* Whether node n may run on device k (a kernel there; built-ins have both). */
-static int runs_on(const weft_node *n, int k) {
+static int runs_on(const space *sp, const weft_node *n, int k) {
   if (n->kind != WEFT__OP_USER) return 1;
-  return k == 0 ? n->user_op->desc.cpu != NULL : n->user_op->desc.cuda != NULL;
+  return !is_gpu(sp, k) ? n->user_op->desc.cpu != NULL : n->user_op->desc.cuda != NULL;
 }
 
 typedef struct tstate {
-  uint32_t valid;    /* devices with a valid copy; 0: nowhere yet (an auto tensor's first access) */
-  double avail[MAXD];
+  dmask valid;       /* devices with a valid copy; 0: nowhere yet (an auto tensor's first access) */
   int home;          /* -1 until known */
   int first_dev;     /* the device of its first access, -1 before */
   int last_writer;   /* device of its last writer, -1 if none */
@@ -218,13 +249,13 @@ typedef struct tstate {
                         lives on the host, and GPUs hold replicas of it (or of its tiles) */
 } tstate;
 
-/* Decides each auto node's device and each auto tensor's home (into at[] and the states). */
 /* The bytes auto placement may use on GPU k: the device's memory less what it needs beside the
  * planned tensors (its context, library handles and workspaces, the ops' scratch: a sixteenth,
  * at least 2 GiB), or the limit option where that is less. */
-static double capacity_of(weft_runtime *rt, int k) {
+static double capacity_of(weft_runtime *rt, const space *sp, int k) {
   weft_device_info info;
-  if (k == 0 || weft_device_info_get(rt, dev_of(k), &info) != WEFT_OK) return INFINITY;
+  /* Every rank's GPUs are this rank's kind (the ranks run on one kind of machine). */
+  if (!is_gpu(sp, k) || weft_device_info_get(rt, weft_cuda(k % sp->per - 1), &info) != WEFT_OK) return INFINITY;
   size_t cap = info.memory_bytes, keep = WEFT__MAX(cap / 16, (size_t)2 << 30);
   cap = cap > 2 * keep ? cap - keep : cap / 2;
   if (rt->opts.device_memory_limit > 0 && rt->opts.device_memory_limit < cap) cap = rt->opts.device_memory_limit;
@@ -233,7 +264,7 @@ static double capacity_of(weft_runtime *rt, int k) {
 
 /* The bytes of node n's operands on device k that are not there already (their storage, or
  * their replicas for the node). */
-static double working_set(const weft_node *n, int k, const tstate *ts, const uint32_t *resident) {
+static double working_set(const weft_node *n, int k, const dmask *resident) {
   double b = 0;
   for (int a = 0; a < n->nargs; a++) {
     const weft_tensor *t = n->args[a].t;
@@ -242,52 +273,81 @@ static double working_set(const weft_node *n, int k, const tstate *ts, const uin
     const weft_tensor *grp = t->view != NULL ? t->view->parent : t;
     if (!dup && !(resident[t->id] >> k & 1) && !(resident[grp->id] >> k & 1)) b += (double)t->bytes;
   }
-  (void)ts;
   return b;
 }
 
-static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, tstate *ts, weft__node_place *at) {
+/* The free times of each rank's CPU workers (W a rank) and of each GPU's compute streams. */
+enum { LANES = 8 };
+typedef struct freetimes {
+  int workers, lanes;
+  double *cpu;            /* rank r's worker w: cpu[r * workers + w] */
+  double gpu[MAXD][LANES];
+} freetimes;
+
+/* The lane a node takes on device k: the first free (a kernel that fills a GPU takes them all,
+ * so it starts when the last is free). */
+static double *lane_of(freetimes *f, const space *sp, int k, int fills) {
+  if (!is_gpu(sp, k)) {
+    double *w = f->cpu + (size_t)rank_of(sp, k) * (size_t)f->workers;
+    int slot = 0;
+    for (int q = 1; q < f->workers; q++)
+      if (w[q] < w[slot]) slot = q;
+    return &w[slot];
+  }
+  int slot = 0;
+  for (int l = 1; l < f->lanes; l++)
+    if (fills ? f->gpu[k][l] > f->gpu[k][slot] : f->gpu[k][l] < f->gpu[k][slot]) slot = l;
+  return &f->gpu[k][slot];
+}
+
+/* Decides each auto node's device and each auto tensor's home (into at[] and the states; avail:
+ * when each tensor's copy on each device is there, tensor t's on device k at t x ndev + k). */
+static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tstate *ts, double *avail,
+                  weft__node_place *at) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tens = g->tensors.data;
+  int ndev = sp->ndev;
   /* GPU memory: the tensors living on each GPU (homes, fixed tensors) stay; a node's other
    * operands (replicas) come and go with it. */
   double cap[MAXD], used[MAXD] = {0};
-  uint32_t *resident = weft__calloc(g->tensors.len ? g->tensors.len : 1, sizeof *resident); /* bit k: on GPU k */
+  dmask *resident = weft__calloc(g->tensors.len ? g->tensors.len : 1, sizeof *resident); /* bit k: on GPU k */
   if (resident == NULL) return weft__oom("the placement");
-  for (int k = 0; k < ndev; k++) cap[k] = capacity_of(g->rt, k);
+  for (int k = 0; k < ndev; k++) cap[k] = capacity_of(g->rt, sp, k);
   for (size_t t = 0; t < g->tensors.len; t++) {
     const weft_tensor *x = tens[t];
     if (x->view != NULL || x->device.kind != WEFT_DEVICE_CUDA || (x->flags & WEFT__T_AUTODEV)) continue;
-    int k = dev_index(x->device);
+    int k = dev_index(sp, x->device);
     if (k < ndev) {
-      resident[t] |= 1u << k;
+      resident[t] |= BIT(k);
       used[k] += (double)x->bytes;
     }
   }
-  int workers = m->host_lanes > 0 ? m->host_lanes : 1;
   /* A GPU as its compute streams: a kernel that fills the device takes them all, a small one
    * the first free (small kernels run side by side, bound by their launches). */
-  enum { LANES = 8 };
-  int lanes = m->prof.gpu.compute_streams > 0 && m->prof.gpu.compute_streams < LANES ? m->prof.gpu.compute_streams : 4;
-  double gpu_free[MAXD][LANES] = {{0}}, *cpu_free = weft__calloc((size_t)workers, sizeof *cpu_free);
-  if (cpu_free == NULL) {
+  freetimes f;
+  memset(&f, 0, sizeof f);
+  f.workers = m->host_lanes > 0 ? m->host_lanes : 1;
+  f.lanes = m->prof.gpu.compute_streams > 0 && m->prof.gpu.compute_streams < LANES ? m->prof.gpu.compute_streams : 4;
+  f.cpu = weft__calloc((size_t)f.workers * (size_t)(ndev / sp->per), sizeof *f.cpu);
+  if (f.cpu == NULL) {
     weft__free(resident);
     return weft__oom("the placement");
   }
   double need_min = 0; /* the smallest working set among the devices it did not fit */
+  int need_k = 1;
   for (size_t i = 0; i < g->nodes.len; i++) {
     weft_node *n = nodes[i];
     weft__node_place *pl = &at[i];
     double best = INFINITY, second = INFINITY, best_start = 0;
     int bestk = -1, secondk = -1, forced = -1;
-    if (!(n->flags & WEFT__N_AUTO)) forced = dev_index(n->device);
+    if (!(n->flags & WEFT__N_AUTO)) forced = dev_index(sp, n->device);
     need_min = INFINITY;
     for (int k = 0; k < ndev; k++) {
-      if ((forced >= 0 && k != forced) || !runs_on(n, k)) continue;
-      if (k > 0 && n->flags & WEFT__N_AUTO) {
-        double need = working_set(n, k, ts, resident);
+      if ((forced >= 0 && k != forced) || !runs_on(sp, n, k)) continue;
+      if (is_gpu(sp, k) && n->flags & WEFT__N_AUTO) {
+        double need = working_set(n, k, resident);
         if (used[k] + need > cap[k]) {
-          need_min = fmin(need_min, need);
+          if (need < need_min) need_min = need, need_k = k;
           pl->no_room = 1;
           continue;
         }
@@ -299,24 +359,15 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
         double arrive = INFINITY;
         for (int src = 0; src < ndev; src++)
           if (s->valid >> src & 1)
-            arrive = fmin(arrive, s->avail[src] + transfer_s(m, n->args[a].t->bytes, src, k, peer));
+            arrive = fmin(arrive, avail[(size_t)n->args[a].t->id * (size_t)ndev + (size_t)src] +
+                                      transfer_s(m, sp, n->args[a].t->bytes, src, k));
         ready = fmax(ready, arrive);
       }
-      double start = ready;
-      int slot = 0, fills = k > 0 && weft__plan_fills_device(n, m->prof.gpu.multiprocessors);
-      if (k == 0) {
-        for (int w = 1; w < workers; w++)
-          if (cpu_free[w] < cpu_free[slot]) slot = w;
-        start = fmax(start, cpu_free[slot]);
-      } else {
-        for (int l = 0; l < lanes; l++)
-          if (fills ? gpu_free[k][l] > gpu_free[k][slot] : gpu_free[k][l] < gpu_free[k][slot]) slot = l;
-        start = fmax(start, gpu_free[k][slot]);
-      }
+      double start = fmax(ready, *lane_of(&f, sp, k, is_gpu(sp, k) && weft__plan_fills_device(n, m->prof.gpu.multiprocessors)));
       weft__mutex_lock(&g->rt->ops_lock);
-      double factor = factor_of(g->rt, n, k > 0);
+      double factor = factor_of(g->rt, n, is_gpu(sp, k));
       weft__mutex_unlock(&g->rt->ops_lock);
-      double model = cost_on(m, n, k), fin = start + model * factor;
+      double model = cost_on(m, sp, n, k), fin = start + model * factor;
       if (fin < best) {
         second = best, secondk = bestk;
         best = fin, bestk = k, best_start = start;
@@ -327,36 +378,28 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
       }
     }
     if (bestk < 0) {
-      weft__free(cpu_free);
+      weft__free(f.cpu);
       weft__free(resident);
-      char d[200];
+      char d[200], gd[32];
       if (need_min < INFINITY)
         return weft__err(WEFT_EDEVMEM,
-                         "%s: its operands need %.0f bytes on a GPU beside the %.0f that live there, more than the "
+                         "%s: its operands need %.0f bytes on %s beside the %.0f that live there, more than the "
                          "device allows (%.0f; device_memory_limit), and no other device can run it",
-                         weft_node_describe(n, d, sizeof d), need_min, used[1], cap[1]);
+                         weft_node_describe(n, d, sizeof d), need_min, weft_device_str(dev_of(sp, need_k), gd, sizeof gd),
+                         used[need_k], cap[need_k]);
       return weft__err(WEFT_EDEVICE, "%s: no device can run it", weft_node_describe(n, d, sizeof d));
     }
-    pl->device = dev_of(bestk);
+    pl->device = dev_of(sp, bestk);
     pl->start_s = best_start;
     pl->finish_s = best;
     pl->auto_placed = (n->flags & WEFT__N_AUTO) != 0;
     pl->forced = forced >= 0;
-    pl->other = secondk >= 0 ? dev_of(secondk) : pl->device;
+    pl->other = secondk >= 0 ? dev_of(sp, secondk) : pl->device;
     pl->other_finish_s = secondk >= 0 ? second : best;
-    if (bestk == 0) {
-      int slot = 0;
-      for (int w = 1; w < workers; w++)
-        if (cpu_free[w] < cpu_free[slot]) slot = w;
-      cpu_free[slot] = best;
-    } else if (weft__plan_fills_device(n, m->prof.gpu.multiprocessors)) {
-      for (int l = 0; l < lanes; l++) gpu_free[bestk][l] = best;
-    } else {
-      int slot = 0;
-      for (int l = 1; l < lanes; l++)
-        if (gpu_free[bestk][l] < gpu_free[bestk][slot]) slot = l;
-      gpu_free[bestk][slot] = best;
-    }
+    if (is_gpu(sp, bestk) && weft__plan_fills_device(n, m->prof.gpu.multiprocessors))
+      for (int l = 0; l < f.lanes; l++) f.gpu[bestk][l] = best;
+    else
+      *lane_of(&f, sp, bestk, 0) = best;
     for (int a = 0; a < n->nargs; a++) {
       weft_tensor *t = n->args[a].t, *grp = group_of(t);
       tstate *s = &ts[t->id], *gs = &ts[grp->id];
@@ -365,64 +408,78 @@ static int decide(weft_graph *g, const weft__cost_model *m, int ndev, int peer, 
       if (gs->first_dev < 0) gs->first_dev = bestk;
       /* An auto tensor first touched on a GPU lives there from now on (its home, near enough:
        * the last writer's device is not known yet). */
-      if (bestk > 0 && (grp->flags & WEFT__T_AUTODEV) && first_touch && !(resident[grp->id] >> bestk & 1)) {
+      if (is_gpu(sp, bestk) && (grp->flags & WEFT__T_AUTODEV) && first_touch && !(resident[grp->id] >> bestk & 1)) {
         if (used[bestk] + (double)grp->bytes <= cap[bestk]) {
-          resident[grp->id] |= 1u << bestk;
+          resident[grp->id] |= BIT(bestk);
           used[bestk] += (double)grp->bytes;
         } else {
-          /* Too large to live there: it lives on the host, and its pieces visit the GPU. */
+          /* Too large to live there: it lives on the GPU's host, and its pieces visit the GPU. */
+          int h = host_of(sp, bestk);
           gs->spill = 1;
-          gs->first_dev = 0;
-          gs->valid = 1u;
+          gs->first_dev = h;
+          gs->valid = BIT(h);
           if (grp->grid != NULL)
             for (uint32_t q = grp->grid->first; q < grp->grid->first + (uint32_t)(grp->grid->rows * grp->grid->cols); q++)
-              ts[q].valid = 1u;
+              ts[q].valid = BIT(h);
         }
       }
       /* A partitioned tensor's tiles live in its storage: the first touch of any of them puts
        * them all (and it) there. */
       if (grp->grid != NULL && gs->valid == 0) {
-        gs->valid = 1u << bestk;
+        gs->valid = BIT(bestk);
         for (uint32_t q = grp->grid->first; q < grp->grid->first + (uint32_t)(grp->grid->rows * grp->grid->cols); q++)
-          if (ts[q].valid == 0) ts[q].valid = 1u << bestk;
+          if (ts[q].valid == 0) ts[q].valid = BIT(bestk);
       }
+      double *av = &avail[(size_t)t->id * (size_t)ndev];
       if (n->args[a].mode & WEFT_READ) {
-        if (s->valid == 0) s->valid = 1u << bestk, s->avail[bestk] = 0;
-        s->valid |= 1u << bestk;
+        if (s->valid == 0) s->valid = BIT(bestk), av[bestk] = 0;
+        s->valid |= BIT(bestk);
       }
       if (n->args[a].mode & WEFT_WRITE) {
-        s->valid = 1u << bestk;
-        s->avail[bestk] = best;
+        s->valid = BIT(bestk);
+        av[bestk] = best;
         s->last_writer = bestk;
       }
     }
   }
-  weft__free(cpu_free);
+  weft__free(f.cpu);
   weft__free(resident);
-  /* Homes: the last writer's device, else the first accessor's, else the CPU; a tile's its
-   * parent's. Fixed tensors keep theirs. */
+  /* Homes: the last writer's device, else the first accessor's, else rank 0's CPU; a tile's
+   * its parent's. Fixed tensors keep theirs. */
   for (size_t t = 0; t < g->tensors.len; t++) {
     weft_tensor *x = tens[t];
     tstate *s = &ts[t];
     if (!(group_of(x)->flags & WEFT__T_AUTODEV)) {
-      s->home = dev_index(x->device);
+      s->home = dev_index(sp, x->device);
     } else if (group_of(x) != x || x->grid != NULL) {
-      int f = ts[group_of(x)->id].first_dev;
-      s->home = f >= 0 ? f : 0;
+      int f0 = ts[group_of(x)->id].first_dev;
+      s->home = f0 >= 0 ? f0 : 0;
     } else {
-      s->home = s->spill ? 0 : s->last_writer >= 0 ? s->last_writer : s->first_dev >= 0 ? s->first_dev : 0;
+      s->home = s->spill ? host_of(sp, s->first_dev) : s->last_writer >= 0 ? s->last_writer : s->first_dev >= 0 ? s->first_dev : 0;
     }
+    /* Contents on one rank (a home from an earlier placement) stay on that rank: moving them
+     * to another would take a message outside the run. Its nodes may still run elsewhere. */
+    const weft_tensor *gx = group_of(x);
+    if ((gx->flags & WEFT__T_AUTODEV) && !(gx->flags & WEFT__T_EVERY_RANK) && gx->device.kind != WEFT_DEVICE_AUTO &&
+        rank_of(sp, s->home) != gx->device.rank)
+      s->home = dev_index(sp, gx->device);
   }
   return WEFT_OK;
 }
 
-/* Moves auto tensor t to device `home`: sets its device, and moves existing contents. */
+/* Moves auto tensor t to device `home`: sets its device, and moves existing contents (of
+ * this rank: to another rank's home they do not go; placement keeps a tensor's contents on the
+ * rank that has them, or every rank has them). */
 static int move_home(weft_tensor *t, weft_device home) {
+  t->flags &= (uint8_t)~WEFT__T_EVERY_RANK;
   if (weft_device_equal(t->device, home)) return WEFT_OK;
   int had = t->storage_kind != WEFT__S_NONE && t->storage_kind != WEFT__S_EMPTY && t->view == NULL;
   void *buf = NULL;
   int rc = WEFT_OK;
-  if (had) {
+  if (had && !weft__rank_here(t->graph->rt, home.rank)) {
+    weft__storage_release(t);
+    had = 0;
+  } else if (had) {
     if ((buf = weft__malloc(t->bytes)) == NULL) return weft__oom("moving a tensor to its new home");
     if ((rc = weft__storage_copy_out(t, buf)) != WEFT_OK) {
       weft__free(buf);
@@ -464,9 +521,10 @@ void weft__placement_free(weft_graph *g) {
 typedef struct lctx {
   weft_graph *pg;
   weft_tensor **twin, **rep;
-  uint32_t *valid;
+  dmask *valid;
   const tstate *ts;
-  int ndev, peer;
+  const space *sp;
+  int ndev;
   /* GPU memory: what placement may use on each GPU, what the tensors living there take, what
    * the replicas there take now; each tensor's accesses (program node ids, ascending) for the
    * eviction's choice; the node being lowered, whose operands stay. */
@@ -554,9 +612,9 @@ static int make_room(lctx *c, int k, double bytes) {
     if (victim == UINT32_MAX) break; /* nothing left to evict: the node's own operands */
     weft_tensor *v = WEFT__VEC_AT(&g->tensors, weft_tensor *, victim);
     int h = c->ts[victim].home;
-    if (c->valid[victim] == (1u << k) && h != k) rc = transfer(c, v, k, h);
+    if (c->valid[victim] == BIT(k) && h != k) rc = transfer(c, v, k, h);
     if (rc == WEFT_OK && c->tight[k]) rc = weft__vec_push(&c->victims, &c->rep[(size_t)victim * (size_t)c->ndev + (size_t)k]->id);
-    c->valid[victim] &= ~(1u << k);
+    c->valid[victim] &= ~BIT(k);
     c->rep[(size_t)victim * (size_t)c->ndev + (size_t)k] = NULL; /* a later visit gets a new one */
     c->replicas[k] -= (double)v->bytes;
   }
@@ -607,7 +665,8 @@ static int eviction_edges(lctx *c) {
    * waits for the replica before it and for the victims of every replica at or before the
    * earliest m with at most the GPU's slack of replicas in (m, j]. The lowering kept its
    * replicas within the budget less the slack, so those in flight stay within it. */
-  for (int k = 1; k < c->ndev && rc == WEFT_OK; k++) {
+  for (int k = 0; k < c->ndev && rc == WEFT_OK; k++) {
+    if (!is_gpu(c->sp, k)) continue;
     size_t n = 0;
     for (size_t i = 0; i < nm; i++)
       if (mk[i].owner == (uint32_t)k) {
@@ -643,32 +702,41 @@ static int eviction_edges(lctx *c) {
 static weft_tensor *on_device(lctx *c, weft_tensor *t, int k, int *rc) {
   if (c->ts[t->id].home == k) return c->twin[t->id];
   weft_tensor **r = &c->rep[(size_t)t->id * (size_t)c->ndev + (size_t)k];
-  if (*r == NULL && k > 0) {
+  if (*r == NULL && is_gpu(c->sp, k)) {
     if ((*rc = make_room(c, k, (double)t->bytes)) != WEFT_OK) return NULL;
     c->replicas[k] += (double)t->bytes;
   }
   if (*r == NULL) {
     char name[160], d[32];
-    snprintf(name, sizeof name, "%s@%s", weft__tensor_name(t), weft_device_str(dev_of(k), d, sizeof d));
-    *rc = weft__tensor_new(c->pg, name, t->dtype, t->ndim, t->shape, dev_of(k), weft_zeros(), WEFT__T_AUTO | WEFT__T_INSERTED, r);
-    if (*rc == WEFT_OK && k > 0 && c->tight[k]) *rc = made(c, k, (*r)->id);
+    snprintf(name, sizeof name, "%s@%s", weft__tensor_name(t), weft_device_str(dev_of(c->sp, k), d, sizeof d));
+    *rc = weft__tensor_new(c->pg, name, t->dtype, t->ndim, t->shape, dev_of(c->sp, k), weft_zeros(),
+                           WEFT__T_AUTO | WEFT__T_INSERTED, r);
+    if (*rc == WEFT_OK && is_gpu(c->sp, k) && c->tight[k]) *rc = made(c, k, (*r)->id);
   }
   return *r;
 }
 
-/* The device to copy t from onto k: another GPU over the peer link, else the host, else any;
- * the host first onto a GPU data streams through (transfer, below). */
-static int source_of(const lctx *c, uint32_t valid, int k) {
-  if (k > 0 && c->tight[k] && (valid & 1)) return 0;
-  for (int s = 1; s < c->ndev && k > 0 && c->peer; s++)
+/* The device to copy t from onto k: on k's rank, another GPU over the peer link, else the
+ * host (first, onto a GPU data streams through: transfer, below), else any of the rank's; then
+ * another rank's host, else any device. */
+static int source_of(const lctx *c, dmask valid, int k) {
+  const space *sp = c->sp;
+  int h = host_of(sp, k);
+  if (is_gpu(sp, k) && c->tight[k] && (valid >> h & 1)) return h;
+  for (int s = h + 1; s < h + sp->per && is_gpu(sp, k) && sp->peer; s++)
     if (valid >> s & 1) return s;
-  if (valid & 1) return 0;
+  if (valid >> h & 1) return h;
+  for (int s = h; s < h + sp->per; s++)
+    if (valid >> s & 1) return s;
+  for (int s = 0; s < c->ndev; s += sp->per)
+    if (valid >> s & 1) return s;
   for (int s = 0; s < c->ndev; s++)
     if (valid >> s & 1) return s;
   return -1;
 }
 
-/* The next staging tensor for a strided tile like t moving to (out = 0) or from GPU k. */
+/* The next staging tensor for a strided tile like t moving to GPU k (out = 0), from GPU k (1),
+ * or into host k from another rank (2: the transport receives contiguous tensors only). */
 static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor **st) {
   ring *r = NULL;
   for (size_t q = 0; q < c->rings.len && r == NULL; q++) {
@@ -685,37 +753,58 @@ static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor *
   unsigned i = r->next++ % (out ? STAGES_OUT : STAGES_IN);
   if (r->t[i] == NULL) {
     char name[96], d[32];
-    snprintf(name, sizeof name, "stage %s %s %u (%s %lldx%lld)", out ? "from" : "to", weft_device_str(dev_of(k), d, sizeof d),
-             i, weft_dtype_name(t->dtype), (long long)t->shape[0], (long long)t->shape[1]);
-    int rc = weft__tensor_new(c->pg, name, t->dtype, 2, t->shape, weft_cpu(), weft_zeros(), WEFT__T_INSERTED, &r->t[i]);
+    snprintf(name, sizeof name, "stage %s %s %u (%s %lldx%lld)", out == 2 ? "from another rank into" : out ? "from" : "to",
+             weft_device_str(dev_of(c->sp, k), d, sizeof d), i, weft_dtype_name(t->dtype), (long long)t->shape[0],
+             (long long)t->shape[1]);
+    int rc = weft__tensor_new(c->pg, name, t->dtype, 2, t->shape, dev_of(c->sp, host_of(c->sp, k)), weft_zeros(),
+                              WEFT__T_INSERTED, &r->t[i]);
     if (rc != WEFT_OK) return rc;
   }
   *st = r->t[i];
   return WEFT_OK;
 }
 
-/* A transfer of t from device s to device k (twin or replica on each side); a strided tile on
- * the host goes through a staging tensor (above). */
+/* The copy of `from` (t's on device s) into `to` (on device k): on the GPU's side, between hosts
+ * (ranks) on the receiver's, as any copy between ranks; a strided tile on a host that a GPU
+ * reads or writes, or that receives from another rank, goes through a staging tensor (above),
+ * the second copy flagged `flags`. */
+static int copy_legs(lctx *c, const weft_tensor *t, weft_tensor *from, weft_tensor *to, int s, int k, unsigned flags) {
+  const space *sp = c->sp;
+  const weft_tensor *host = !is_gpu(sp, s) ? from : !is_gpu(sp, k) ? to : NULL;
+  int into_rank = rank_of(sp, s) != rank_of(sp, k) && to->ndim == 2 && !weft__tensor_contiguous(to);
+  int gpu_leg = is_gpu(sp, s) != is_gpu(sp, k) && host->ndim == 2 && !weft__tensor_contiguous(host);
+  weft_tensor *st;
+  int rc;
+  if (!into_rank && !gpu_leg) return weft__copy_node(c->pg, from, to, dev_of(sp, is_gpu(sp, s) ? s : k), flags);
+  if ((rc = stage_of(c, t, into_rank ? k : is_gpu(sp, s) ? s : k, into_rank ? 2 : is_gpu(sp, s), &st)) != WEFT_OK) return rc;
+  if ((rc = weft__copy_node(c->pg, from, st, dev_of(sp, into_rank ? k : s), WEFT__N_INSERTED)) != WEFT_OK) return rc;
+  return weft__copy_node(c->pg, st, to, dev_of(sp, k), flags);
+}
+
+/* A transfer of t from device s to device k (twin or replica on each side). */
 static int transfer(struct lctx *c, weft_tensor *t, int s, int k) {
+  const space *sp = c->sp;
   int rc = WEFT_OK;
+  /* Between ranks: through their hosts, a copy a leg (the transport carries host memory):
+   * the sender's GPU to its host, the message, the receiver's host to its GPU. */
+  if (rank_of(sp, s) != rank_of(sp, k) && (is_gpu(sp, s) || is_gpu(sp, k))) {
+    int hs = host_of(sp, s), hk = host_of(sp, k);
+    if (is_gpu(sp, s) && !(c->valid[t->id] >> hs & 1)) rc = transfer(c, t, s, hs);
+    if (rc == WEFT_OK && !(c->valid[t->id] >> hk & 1)) rc = transfer(c, t, hs, hk);
+    return rc == WEFT_OK && is_gpu(sp, k) ? transfer(c, t, hk, k) : rc;
+  }
   /* Between GPUs, one of which data streams through: through the host. A GPU frees during the
    * run only the buffers whose every access runs on it (docs/cuda.md), and a copy over the peer
    * link runs on one side: the replica on the other would hold its memory to the end of the run
    * (two H200s under a 2 GiB limit each peaked at 6.2 GiB). */
-  if (s > 0 && k > 0 && (c->tight[s] || c->tight[k])) {
-    if (!(c->valid[t->id] & 1u)) rc = transfer(c, t, s, 0);
-    return rc == WEFT_OK ? transfer(c, t, 0, k) : rc;
+  if (is_gpu(sp, s) && is_gpu(sp, k) && (c->tight[s] || c->tight[k])) {
+    int h = host_of(sp, s);
+    if (!(c->valid[t->id] >> h & 1)) rc = transfer(c, t, s, h);
+    return rc == WEFT_OK ? transfer(c, t, h, k) : rc;
   }
-  weft_tensor *from = on_device(c, t, s, &rc), *to = rc == WEFT_OK ? on_device(c, t, k, &rc) : NULL, *st = NULL;
-  const weft_tensor *host = s == 0 ? from : k == 0 ? to : NULL;
-  if (rc == WEFT_OK && (s == 0) != (k == 0) && host->ndim == 2 && !weft__tensor_contiguous(host) &&
-      (rc = stage_of(c, t, s > 0 ? s : k, s > 0, &st)) == WEFT_OK) {
-    rc = weft__copy_node(c->pg, from, st, dev_of(s), WEFT__N_INSERTED);
-    if (rc == WEFT_OK) rc = weft__copy_node(c->pg, st, to, dev_of(k), WEFT__N_INSERTED);
-  } else if (rc == WEFT_OK) {
-    rc = weft__copy_node(c->pg, from, to, dev_of(s > 0 ? s : k), WEFT__N_INSERTED);
-  }
-  c->valid[t->id] |= 1u << k;
+  weft_tensor *from = on_device(c, t, s, &rc), *to = rc == WEFT_OK ? on_device(c, t, k, &rc) : NULL;
+  if (rc == WEFT_OK) rc = copy_legs(c, t, from, to, s, k, WEFT__N_INSERTED);
+  c->valid[t->id] |= BIT(k);
   return rc;
 }
 
@@ -725,7 +814,7 @@ static int gather(lctx *c, weft_tensor *x) {
   int h = c->ts[x->id].home, rc = WEFT_OK;
   for (uint32_t q = x->grid->first; q < x->grid->first + (uint32_t)(x->grid->rows * x->grid->cols) && rc == WEFT_OK; q++)
     if (!(c->valid[q] >> h & 1)) rc = transfer(c, WEFT__VEC_AT(&x->graph->tensors, weft_tensor *, q), source_of(c, c->valid[q], h), h);
-  c->valid[x->id] |= 1u << h;
+  c->valid[x->id] |= BIT(h);
   return rc;
 }
 
@@ -742,14 +831,14 @@ static int bring(lctx *c, weft_tensor *t, int k) {
  * is (at home, in place) or nowhere until gathered; a whole partitioned tensor written away
  * from home is copied home at once, so that its tiles (views there) stay coherent. */
 static int wrote(lctx *c, weft_tensor *t, int k) {
-  c->valid[t->id] = 1u << k;
+  c->valid[t->id] = BIT(k);
   if (t->view != NULL) {
     uint32_t p = t->view->parent->id;
-    c->valid[p] = k == c->ts[p].home ? c->valid[p] & (1u << k) : 0;
+    c->valid[p] = k == c->ts[p].home ? c->valid[p] & BIT(k) : 0;
   }
   if (t->grid == NULL) return WEFT_OK;
   int h = c->ts[t->id].home, rc = k == h ? WEFT_OK : transfer(c, t, k, h);
-  for (uint32_t q = t->grid->first; q < t->grid->first + (uint32_t)(t->grid->rows * t->grid->cols); q++) c->valid[q] = 1u << h;
+  for (uint32_t q = t->grid->first; q < t->grid->first + (uint32_t)(t->grid->rows * t->grid->cols); q++) c->valid[q] = BIT(h);
   return rc;
 }
 
@@ -783,20 +872,21 @@ static void heap_down(uint32_t *h, size_t n, size_t i) {
 
 /* Which GPUs data streams through (tight[k]): those whose nodes touch more bytes away from home
  * than the GPU may hold beside what lives there. */
-static int tight_gpus(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev, const double *cap,
+static int tight_gpus(const weft_graph *g, const weft__node_place *at, const tstate *ts, const space *sp, const double *cap,
                       const double *homes, int *tight) {
   size_t nt = g->tensors.len, nn = g->nodes.len;
   weft_node **nd = g->nodes.data;
   uint32_t *seen = weft__calloc(nt ? nt : 1, sizeof *seen);
   if (seen == NULL) return weft__oom("the placement's order");
-  for (int k = 1; k < ndev; k++) {
+  for (int k = 0; k < sp->ndev; k++) {
+    if (!is_gpu(sp, k)) continue;
     double need = 0;
     for (size_t i = 0; i < nn; i++) {
-      if (dev_index(at[i].device) != k) continue;
+      if (dev_index(sp, at[i].device) != k) continue;
       for (int a = 0; a < nd[i]->nargs; a++) {
         const weft_tensor *t = nd[i]->args[a].t;
         if (ts[t->id].home == k || seen[t->id] == (uint32_t)k) continue;
-        seen[t->id] = (uint32_t)k;
+        seen[t->id] = (uint32_t)k; /* k > 0: a GPU */
         need += (double)t->bytes;
       }
     }
@@ -816,14 +906,15 @@ static int tight_gpus(const weft_graph *g, const weft__node_place *at, const tst
  * (what comes in serves them too), then the program's order: the work on what is resident is done
  * before it leaves (the factorisation turns left-looking by itself). Only independent nodes
  * trade places, so results are the program order's. ord receives the order. */
-static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, int ndev,
+static int lowering_order(const weft_graph *g, const weft__node_place *at, const tstate *ts, const space *sp,
                           const double *cap, const double *homes, const int *tight, uint32_t *ord) {
   size_t nt = g->tensors.len, nn = g->nodes.len, ne = g->edges.len;
   weft_node **nd = g->nodes.data;
   weft_tensor **tens = g->tensors.data;
   for (size_t i = 0; i < nn; i++) ord[i] = (uint32_t)i;
   int over = 0;
-  for (int k = 1; k < ndev; k++) over |= tight[k];
+  int ndev = sp->ndev;
+  for (int k = 0; k < ndev; k++) over |= tight[k];
   if (!over) return WEFT_OK;
   uint32_t *indeg = weft__calloc(nn + 1, sizeof *indeg), *soff = weft__calloc(nn + 1, sizeof *soff);
   uint32_t *succ = weft__malloc((ne ? ne : 1) * sizeof *succ), *ready = weft__malloc((nn ? nn : 1) * sizeof *ready);
@@ -864,10 +955,10 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
     uint32_t best_share = 0;
     for (size_t r = 0; r < nready && r < ORDER_WINDOW; r++) {
       const weft_node *n = nd[ready[r]];
-      int k = dev_index(at[ready[r]].device);
+      int k = dev_index(sp, at[ready[r]].device), gpu = is_gpu(sp, k);
       double miss = 0;
       uint32_t share = 0; /* the other ready nodes that read what it brings in */
-      for (int a = 0; k > 0 && a < n->nargs; a++) {
+      for (int a = 0; gpu && a < n->nargs; a++) {
         const weft_tensor *t = n->args[a].t;
         if ((n->args[a].mode & WEFT_READ) && ts[t->id].home != k && stamp[(size_t)t->id * (size_t)ndev + (size_t)k] == 0)
           miss += (double)t->bytes, share += demand[t->id] - 1;
@@ -885,8 +976,8 @@ static int lowering_order(const weft_graph *g, const weft__node_place *at, const
     const weft_node *n = nd[i];
     for (int a = 0; a < n->nargs; a++)
       if (n->args[a].mode & WEFT_READ) demand[n->args[a].t->id]--;
-    int k = dev_index(at[i].device);
-    for (int a = 0; k > 0 && a < n->nargs; a++) {
+    int k = dev_index(sp, at[i].device), gpu = is_gpu(sp, k);
+    for (int a = 0; gpu && a < n->nargs; a++) {
       const weft_tensor *t = n->args[a].t;
       uint32_t *s = &stamp[(size_t)t->id * (size_t)ndev + (size_t)k];
       if (ts[t->id].home == k) continue;
@@ -928,7 +1019,7 @@ out:
   return rc;
 }
 
-static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int peer) {
+static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp) {
   weft_runtime *rt = g->rt;
   weft_graph *pg;
   int rc = weft_graph_create(rt, &pg);
@@ -940,12 +1031,13 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   memset(&c, 0, sizeof c);
   c.pg = pg;
   c.twin = weft__calloc(nt ? nt : 1, sizeof(weft_tensor *));
+  int ndev = sp->ndev;
   c.rep = weft__calloc((nt ? nt : 1) * (size_t)ndev, sizeof(weft_tensor *));
-  c.valid = weft__malloc((nt ? nt : 1) * sizeof(uint32_t));
+  c.valid = weft__malloc((nt ? nt : 1) * sizeof *c.valid);
   c.ts = ts;
   c.prog = g;
+  c.sp = sp;
   c.ndev = ndev;
-  c.peer = peer;
   weft__vec_init(&c.victims, sizeof(uint32_t));
   weft__vec_init(&c.evicted, sizeof(weft__pair));
   weft__vec_init(&c.made, sizeof(weft__pair));
@@ -963,15 +1055,15 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
    * accesses in that order, for eviction. */
   {
     weft_node **nd = g->nodes.data;
-    for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, k);
+    for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, sp, k);
     for (size_t t = 0; t < nt; t++)
       if (tens[t]->view == NULL && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
-    if ((rc = tight_gpus(g, pl->at, ts, ndev, c.cap, c.homes, c.tight)) != WEFT_OK) goto done;
+    if ((rc = tight_gpus(g, pl->at, ts, sp, c.cap, c.homes, c.tight)) != WEFT_OK) goto done;
     /* On a GPU data streams through, an eighth of its budget is slack for the copies in ahead
      * of need (the eviction edges below): measured best of 1/16, 1/8 and 1/6.7 on an H100. */
-    for (int k = 1; k < ndev; k++)
+    for (int k = 0; k < ndev; k++)
       if (c.tight[k]) c.cap[k] -= c.slack[k] = c.cap[k] / 8;
-    if ((rc = lowering_order(g, pl->at, ts, ndev, c.cap, c.homes, c.tight, ord)) != WEFT_OK) goto done;
+    if ((rc = lowering_order(g, pl->at, ts, sp, c.cap, c.homes, c.tight, ord)) != WEFT_OK) goto done;
     for (size_t q = 0; q < nn; q++) c.pos[ord[q]] = (uint32_t)q;
     if ((rc = accesses_of(g, ord, &c.acc_off, &c.acc)) != WEFT_OK) goto done;
     memset(c.last_write, 0xff, nt * sizeof *c.last_write);
@@ -983,7 +1075,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
    * tiles are its twin's tiles, so the placed graph tracks them like the program. */
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++) {
     weft_tensor *x = tens[t];
-    c.valid[t] = 1u << ts[t].home;
+    c.valid[t] = BIT(ts[t].home);
     if (x->view != NULL) continue; /* made with its parent's grid */
     if (x->flags & WEFT__T_TEMP) {
       /* A temporary of the program (nobody may read it after the run): the placed graph's
@@ -1008,7 +1100,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
   for (size_t q = 0; q < nn && rc == WEFT_OK; q++) {
     size_t i = ord[q];
     weft_node *n = nodes[i];
-    int k = dev_index(pl->at[i].device);
+    int k = dev_index(sp, pl->at[i].device);
     c.cur = n;
     if (n->kind == WEFT__OP_COPY) {
       /* One transfer: from a valid copy of the source (the destination's device first, then
@@ -1017,14 +1109,26 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
       int to = (y->flags & WEFT__T_AUTODEV) ? k : ts[y->id].home, src;
       if (x->grid != NULL && !(c.valid[x->id] >> ts[x->id].home & 1) && (rc = gather(&c, x)) != WEFT_OK) break;
       src = (c.valid[x->id] >> to & 1) ? to : (c.valid[x->id] >> k & 1) ? k : source_of(&c, c.valid[x->id], to);
+      /* Between ranks the transport carries host memory: a GPU end's leg to or from its host
+       * first; the node's own copy is then the last leg (into a GPU) or the message. */
+      if (rank_of(sp, src) != rank_of(sp, to) && (is_gpu(sp, src) || is_gpu(sp, to))) {
+        int via = is_gpu(sp, to) ? host_of(sp, to) : host_of(sp, src);
+        if (!(c.valid[x->id] >> via & 1) && (rc = transfer(&c, x, src, via)) != WEFT_OK) break;
+        src = via;
+      }
       weft_tensor *from = on_device(&c, x, src, &rc);
       weft_tensor *dst = rc == WEFT_OK ? on_device(&c, y, to, &rc) : NULL;
-      int runs = src > 0 ? src : to;
-      if (rc == WEFT_OK) rc = weft__copy_node(pg, from, dst, dev_of(runs), n->flags & WEFT__N_INSERTED);
+      int runs = is_gpu(sp, src) ? src : to;
+      /* Into a strided tile from another rank: through a staging tensor (copy_legs); else as
+       * the program wrote it (a GPU's copy engine takes a strided tile). */
+      if (rc == WEFT_OK && rank_of(sp, src) != rank_of(sp, to))
+        rc = copy_legs(&c, x, from, dst, src, to, n->flags & WEFT__N_INSERTED);
+      else if (rc == WEFT_OK)
+        rc = weft__copy_node(pg, from, dst, dev_of(sp, runs), n->flags & WEFT__N_INSERTED);
       if (rc == WEFT_OK) rc = wrote(&c, y, to);
       if (rc != WEFT_OK) break;
       pl->node[i] = (uint32_t)(pg->nodes.len - 1 - (y->grid != NULL && to != ts[y->id].home));
-      pl->at[i].device = dev_of(runs);
+      pl->at[i].device = dev_of(sp, runs);
       continue;
     }
     if ((size_t)n->nargs > cap) {
@@ -1042,7 +1146,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
     }
     if (rc != WEFT_OK) break;
     weft_node *cl;
-    if ((rc = weft__node_clone(pg, n, args, dev_of(k), n->flags & WEFT__N_INSERTED, &cl)) != WEFT_OK) break;
+    if ((rc = weft__node_clone(pg, n, args, dev_of(sp, k), n->flags & WEFT__N_INSERTED, &cl)) != WEFT_OK) break;
     pl->node[i] = cl->id;
     for (int a = 0; a < n->nargs && rc == WEFT_OK; a++) {
       weft_tensor *t = n->args[a].t;
@@ -1051,7 +1155,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, int ndev, int p
       /* Out of core, a replica's last write goes home at once (the copy engine out is idle
        * beside the copies in): its eviction is then free, and the copy that takes its room
        * waits for no write-back. The same bytes as a write-back at eviction or at the end. */
-      if (rc == WEFT_OK && k > 0 && c.tight[k] && t->grid == NULL && ts[t->id].home != k && c.last_write[t->id] == q &&
+      if (rc == WEFT_OK && is_gpu(sp, k) && c.tight[k] && t->grid == NULL && ts[t->id].home != k && c.last_write[t->id] == q &&
           !(c.valid[t->id] >> ts[t->id].home & 1))
         rc = transfer(&c, t, k, ts[t->id].home);
     }
@@ -1120,20 +1224,29 @@ int weft__place(weft_graph *g, weft_graph **out) {
   weft_runtime *rt = g->rt;
   if ((rc = weft__place_model_load(rt)) != WEFT_OK) return rc;
   const weft__cost_model *m = rt->place_model;
-  int ndev = 1 + weft_device_count(rt, WEFT_DEVICE_CUDA);
-  if (ndev > MAXD) ndev = MAXD;
+  /* Every rank's devices: its CPU and its GPUs (each rank has as many as this one). */
+  space sp;
+  sp.per = 1 + weft_device_count(rt, WEFT_DEVICE_CUDA);
+  if ((int64_t)sp.per * rt->nranks > MAXD)
+    return weft__err(WEFT_ELIMIT, "auto placement chooses among at most %d devices, and %d rank(s) of a CPU and %d GPU(s) "
+                     "have %lld: put the graph's tensors on devices (docs/distributed.md)",
+                     MAXD, rt->nranks, sp.per - 1, (long long)sp.per * rt->nranks);
+  sp.ndev = sp.per * rt->nranks;
+  sp.per_host = weft__ranks_per_host(rt);
   const weft__backend *gb = rt->by_kind[WEFT_DEVICE_CUDA];
-  int peer = ndev > 2 && gb != NULL && gb->vt->can_access_peer(gb, 0, 1);
+  sp.peer = sp.per > 2 && gb != NULL && gb->vt->can_access_peer(gb, 0, 1);
   size_t nt = g->tensors.len, nn = g->nodes.len;
   weft__placement *pl = weft__calloc(1, sizeof *pl);
   tstate *ts = weft__malloc((nt ? nt : 1) * sizeof *ts);
+  double *avail = weft__calloc((nt ? nt : 1) * (size_t)sp.ndev, sizeof *avail);
   if (pl != NULL) {
     pl->node = weft__malloc((nn ? nn : 1) * sizeof *pl->node);
     pl->at = weft__calloc(nn ? nn : 1, sizeof *pl->at);
   }
-  if (pl == NULL || ts == NULL || pl->node == NULL || pl->at == NULL) {
+  if (pl == NULL || ts == NULL || avail == NULL || pl->node == NULL || pl->at == NULL) {
     placement_free(pl);
     weft__free(ts);
+    weft__free(avail);
     return weft__oom("the placement");
   }
   weft_tensor **tens = g->tensors.data;
@@ -1142,12 +1255,18 @@ int weft__place(weft_graph *g, weft_graph **out) {
     ts[t].first_dev = ts[t].last_writer = ts[t].home = -1;
     weft_tensor *x = tens[t];
     /* Where the data is: a fixed tensor on its device; an auto one nowhere yet (its first
-     * accessor gets it for free), unless its contents exist (it is then where they are). */
-    if (!(group_of(x)->flags & WEFT__T_AUTODEV) ||
-        (x->storage_kind != WEFT__S_NONE && x->device.kind != WEFT_DEVICE_AUTO))
-      ts[t].valid = x->device.kind == WEFT_DEVICE_AUTO ? 1u : 1u << dev_index(x->device);
+     * accessor gets it for free), unless it has a place: its home from an earlier placement,
+     * or every rank's host where the program gave it contents before its first placement.
+     * What every rank knows alike (not whether this rank holds its storage): they must place
+     * alike. */
+    const weft_tensor *gx = group_of(x);
+    if (gx->flags & WEFT__T_EVERY_RANK)
+      ts[t].valid = hosts(&sp);
+    else if (!(gx->flags & WEFT__T_AUTODEV) || gx->device.kind != WEFT_DEVICE_AUTO)
+      ts[t].valid = BIT(dev_index(&sp, gx->device));
   }
-  rc = decide(g, m, ndev, peer, ts, pl->at);
+  rc = decide(g, m, &sp, ts, avail, pl->at);
+  weft__free(avail);
   if (rc == WEFT_OK) {
     pl->decided = weft__malloc((nn ? nn : 1) * sizeof *pl->decided);
     pl->home = weft__malloc((nt ? nt : 1) * sizeof *pl->home);
@@ -1173,8 +1292,8 @@ int weft__place(weft_graph *g, weft_graph **out) {
   }
   /* Homes into the program's tensors (contents moved where they exist), then the lowering. */
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++)
-    if (group_of(tens[t])->flags & WEFT__T_AUTODEV) rc = move_home(tens[t], dev_of(ts[t].home));
-  if (rc == WEFT_OK) rc = lower(g, pl, ts, ndev, peer);
+    if (group_of(tens[t])->flags & WEFT__T_AUTODEV) rc = move_home(tens[t], dev_of(&sp, ts[t].home));
+  if (rc == WEFT_OK) rc = lower(g, pl, ts, &sp);
   weft__free(ts);
   if (rc != WEFT_OK) {
     placement_free(pl);
