@@ -276,12 +276,11 @@ static void random_programs_agree_with_serial(void **state) {
   }
   weft_runtime *sim = simulated_runtime();
 #ifdef WEFT_ORACLE_MPI
-  /* test_mpi_oracle, under mpirun: every input on a random rank; the same programs on every
-   * rank, each rank running its nodes, all compared with the serial interpreter. Placement and
-   * the simulated machine stay in one process. */
+  /* test_mpi_oracle, under mpirun: every input on a random rank or on auto (placed among every
+   * rank's devices); the same programs on every rank, each rank running its nodes, all compared
+   * with the serial interpreter. The simulated machine stays in one process. */
   cfg.ranks = cfg.devices = weft_runtime_ranks(rts[0]);
   cfg.cycle_per_mille = 0; /* as on two devices: a copy orders nothing */
-  cfg.auto_percent = 0;
   weft_runtime_destroy(sim);
   sim = NULL;
 #endif
