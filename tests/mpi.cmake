@@ -28,6 +28,16 @@ if(WEFT_HAVE_MPI AND MPIEXEC_EXECUTABLE)
     $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/mpi/cholesky.weft -D N=300 -D B=64)
   add_test(NAME test_mpi_cholesky_4 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 4
     $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/mpi/cholesky.weft -D N=300 -D B=64 -D Q=2)
-  set_tests_properties(test_mpi_run test_mpi_cholesky_2 test_mpi_cholesky_4 PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
+  # A program on auto, placed across 3 ranks, against one process.
+  add_test(NAME test_mpi_auto_cholesky_3 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 3
+    $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/cholesky.weft -D N=300 -D B=64)
+  # A rank that dies mid-run ends the job, named, within a bounded time.
+  add_executable(mpi_rank_dies mpi_rank_dies.c)
+  target_link_libraries(mpi_rank_dies PRIVATE weft_static weft_warnings weft_sanitize)
+  add_test(NAME test_mpi_rank_dies COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_dies.sh ${MPIEXEC_EXECUTABLE}
+    $<TARGET_FILE:mpi_rank_dies>)
+  set_tests_properties(test_mpi_rank_dies PROPERTIES TIMEOUT 120 LABELS "unit;mpi"
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
+  set_tests_properties(test_mpi_run test_mpi_cholesky_2 test_mpi_cholesky_4 test_mpi_auto_cholesky_3 PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
 endif()
