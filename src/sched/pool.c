@@ -29,6 +29,10 @@
  * a helper counts itself in before it reads the job and out when it is done with it, so the
  * owner's job (on its stack) outlives every helper's use of it.
  *
+ * Background tasks (weft__pool_background) come last of all: a worker with nothing else to run
+ * takes one, after the parallel jobs; the block pool warms memory ahead of a graph's build with
+ * them (blockpool.c). Those left when the pool ends run on the thread that ends it.
+ *
  * Lock order: inject_lock, sleep_lock and jobs_lock are leaves and never held together. */
 #include "sched/sched.h"
 
@@ -69,6 +73,8 @@ struct weft__pool {
   weft__mutex jobs_lock;
   weft__pjob *jobs;   /* published parallel jobs, newest first */
   atomic_int njobs;
+  weft__bgtask *bg;   /* background tasks, newest first (jobs_lock) */
+  atomic_int nbg;
   weft_run *roots_head;
   atomic_int roots_count;
   _Alignas(64) atomic_uint_fast64_t epoch;
@@ -204,19 +210,47 @@ static weft__xnode *steal(weft__pool *p, weft__worker *w) {
   return NULL;
 }
 
-/* Joins a published job with tiles left and runs its tiles; returns 1 if it ran any. */
-static int help(weft__pool *p) {
-  if (atomic_load_explicit(&p->njobs, memory_order_acquire) == 0) return 0;
-  weft__pjob *j = NULL;
+void weft__pool_background(weft__pool *p, weft__bgtask *t) {
   weft__mutex_lock(&p->jobs_lock);
-  for (weft__pjob *c = p->jobs; c != NULL && j == NULL; c = c->next_job)
-    if (atomic_load_explicit(&c->next, memory_order_relaxed) < c->ntiles &&
-        atomic_load_explicit(&c->helpers, memory_order_relaxed) < c->max_helpers) {
-      atomic_fetch_add_explicit(&c->helpers, 1, memory_order_relaxed);
-      j = c;
-    }
+  t->next = p->bg;
+  p->bg = t;
   weft__mutex_unlock(&p->jobs_lock);
-  if (j == NULL) return 0;
+  atomic_fetch_add_explicit(&p->nbg, 1, memory_order_release);
+  notify(p, 1);
+}
+
+static weft__bgtask *pop_background(weft__pool *p) {
+  if (atomic_load_explicit(&p->nbg, memory_order_acquire) == 0) return NULL;
+  weft__mutex_lock(&p->jobs_lock);
+  weft__bgtask *t = p->bg;
+  if (t != NULL) {
+    p->bg = t->next;
+    atomic_fetch_sub_explicit(&p->nbg, 1, memory_order_relaxed);
+  }
+  weft__mutex_unlock(&p->jobs_lock);
+  return t;
+}
+
+/* Joins a published job with tiles left and runs its tiles, else runs a background task;
+ * returns 1 if it ran anything. */
+static int help(weft__pool *p) {
+  weft__pjob *j = NULL;
+  if (atomic_load_explicit(&p->njobs, memory_order_acquire) != 0) {
+    weft__mutex_lock(&p->jobs_lock);
+    for (weft__pjob *c = p->jobs; c != NULL && j == NULL; c = c->next_job)
+      if (atomic_load_explicit(&c->next, memory_order_relaxed) < c->ntiles &&
+          atomic_load_explicit(&c->helpers, memory_order_relaxed) < c->max_helpers) {
+        atomic_fetch_add_explicit(&c->helpers, 1, memory_order_relaxed);
+        j = c;
+      }
+    weft__mutex_unlock(&p->jobs_lock);
+  }
+  if (j == NULL) {
+    weft__bgtask *t = pop_background(p);
+    if (t == NULL) return 0;
+    t->fn(t);
+    return 1;
+  }
   int ran = 0;
   for (;;) {
     uint32_t t = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
@@ -364,6 +398,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   atomic_init(&p->injected, 0);
   atomic_init(&p->wakeups, 0);
   atomic_init(&p->njobs, 0);
+  atomic_init(&p->nbg, 0);
   atomic_init(&p->roots_count, 0);
   atomic_init(&p->epoch, 0);
   atomic_init(&p->waiters, 0);
@@ -423,6 +458,7 @@ void weft__pool_destroy(weft__pool *p) {
   weft__cond_broadcast(&p->sleep_cond);
   for (int i = 0; i < p->nq; i++)
     if (p->w[i].started) weft__thread_join(p->w[i].thread);
+  for (weft__bgtask *t; (t = pop_background(p)) != NULL;) t->fn(t);
   /* Workers that never started still own a deque. */
   for (int i = 0; i < p->nq; i++) weft__wsq_fini(&p->w[i].q);
   weft__aligned_free(p->w);

@@ -235,6 +235,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if ((rc = weft__topology_load(o.bind, workers, &rt->topology)) != WEFT_OK) goto fail;
   made(rt, "the CPU topology (hwloc)", &t0);
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
+  weft__blockpool_warm_with(rt->blocks, rt->pool);
   made(rt, "the CPU worker pool", &t0);
   *out = rt;
   return WEFT_OK;
@@ -258,6 +259,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
   if (atomic_load(&rt->graphs) != 0)
     fprintf(stderr, "weft: weft_runtime_destroy: %d graphs are still alive; destroy them first\n",
             atomic_load(&rt->graphs));
+  weft__blockpool_warm_with(rt->blocks, NULL); /* the warm-ups left run as the pool ends */
   weft__pool_destroy(rt->pool);
   for (int b = rt->nbackends - 1; b >= 0; b--)
     if (rt->backends[b].vt->fini != NULL) rt->backends[b].vt->fini(&rt->backends[b]);

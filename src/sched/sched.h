@@ -22,6 +22,16 @@ typedef struct weft__blockpool weft__blockpool;
 int weft__blockpool_create(weft__blockpool **out);
 void weft__blockpool_destroy(weft__blockpool *p);
 const weft__mem *weft__blockpool_mem(weft__blockpool *p);
+/* From now on, the idle workers of `workers` warm blocks ahead of demand (blockpool.c). */
+void weft__blockpool_warm_with(weft__blockpool *p, weft__pool *workers);
+
+/* A task for a worker with nothing else to do (weft__pool_background): fn(t) runs once, on a
+ * worker, or at the pool's end on the thread that destroys it. The task is the caller's
+ * memory until fn runs. */
+typedef struct weft__bgtask {
+  void (*fn)(struct weft__bgtask *t);
+  struct weft__bgtask *next;
+} weft__bgtask;
 
 /* A step of what happens before a run's first node (its "setup", shown by the statistics, the
  * trace and the timeline): the runtime's creation (reported with the runtime's first run),
@@ -207,6 +217,9 @@ void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void 
                          void *arg);
 /* Whether the calling thread is one of p's workers. */
 int weft__pool_is_worker(const weft__pool *p);
+/* Queues t for a worker that finds nothing else to run (after its deque, the injection list,
+ * roots, steals and parallel jobs), and wakes one. Thread-safe: yes. */
+void weft__pool_background(weft__pool *p, weft__bgtask *t);
 /* The pool's counts since it was created (steals, injections, sleeps, wake-ups), summed over
  * its workers; a run keeps the difference between its launch and its end. Thread-safe: yes
  * (each count is read atomically; the sum is not a snapshot). */
