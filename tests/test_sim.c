@@ -24,18 +24,24 @@
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
-/* A runtime simulating `spec`, as a job of `ranks` ranks, `per_host` a host (0, 0: one process). */
-static weft_runtime *sim_job(const char *spec, int workers, unsigned flags, int ranks, int per_host) {
+/* A runtime simulating `spec`, as a job of `ranks` ranks, `per_host` a host (0, 0: one process),
+ * with at most `max_gpus` GPUs a rank (-1: its share). */
+static weft_runtime *sim_job_gpus(const char *spec, int workers, unsigned flags, int ranks, int per_host, int max_gpus) {
   weft_runtime_options o;
   weft_runtime_options_init(&o);
   o.simulate = spec;
   o.cpu_workers = workers;
   o.sim_ranks = ranks;
   o.sim_ranks_per_host = per_host;
+  o.max_gpus = max_gpus;
   o.flags = WEFT_RUNTIME_QUIET | flags;
   weft_runtime *rt = NULL;
   CHECK(weft_runtime_create(&o, &rt));
   return rt;
+}
+
+static weft_runtime *sim_job(const char *spec, int workers, unsigned flags, int ranks, int per_host) {
+  return sim_job_gpus(spec, workers, flags, ranks, per_host, -1);
 }
 
 static weft_runtime *sim_runtime(const char *spec, int workers, unsigned flags) {
@@ -1444,16 +1450,7 @@ static void test_ranks_compute_cholesky(void **state) {
 
 /* A job of `ranks` simulated ranks (one GPU each; max_gpus 0: none), one worker each. */
 static weft_runtime *auto_job(int ranks, int max_gpus, unsigned flags) {
-  weft_runtime_options o;
-  weft_runtime_options_init(&o);
-  o.simulate = "h200x2";
-  o.cpu_workers = 1;
-  o.max_gpus = max_gpus;
-  o.sim_ranks = ranks;
-  o.flags = WEFT_RUNTIME_QUIET | flags;
-  weft_runtime *rt = NULL;
-  CHECK(weft_runtime_create(&o, &rt));
-  return rt;
+  return sim_job_gpus("h200x2", 1, flags, ranks, 0, max_gpus);
 }
 
 /* auto across ranks: eight independent products of auto matrices go to every rank's GPU (one
