@@ -12,11 +12,12 @@
  * in the kernel giving it fresh pages (1.8-2 us a 4 KiB page, zeroed, on the development VM and
  * on the GPU hosts alike: a Task Bench graph of 16 000 tasks built in 8.5-9 ms on fresh memory,
  * 2.3-3.4 ms on recycled). So the pool warms blocks ahead of demand: when a request of a class
- * up to WARM_MAX_CLASS finds no block (or takes one warmed ahead), an idle worker
- * (weft__pool_background) takes a block of that class from the allocator, touches its pages and
- * puts it on the list, up to 2 blocks ahead per class (4 with 8 workers or more: a builder fills
- * fresh memory about as fast as one thread can fault it in). The builder's next chunk is then
- * warm, and the warming stops with the demand (each warm-up answers a block taken). */
+ * up to WARM_MAX_CLASS leaves fewer than `ahead_max` blocks of it on the list or warming (2; 4
+ * with 8 workers or more: a builder fills fresh memory about as fast as one thread can fault it
+ * in), an idle worker (weft__pool_background) takes a block of that class from the allocator,
+ * touches its pages and puts it on the list. The builder's next chunk is then warm; warming
+ * happens only where requests run the list low, so the pool holds at most `ahead_max` blocks a
+ * class beyond what the graphs took at once (a server whose graphs recycle blocks warms none). */
 #include "sched/sched.h"
 
 enum { MIN_CLASS = 16, MAX_CLASS = 40, WARM_MAX_CLASS = 22 };
@@ -30,7 +31,7 @@ struct weft__blockpool {
   weft__pool *workers;            /* NULL: no warming */
   int ahead_max;                  /* blocks warmed ahead (or warming) per class, at most */
   int warming[WARM_MAX_CLASS + 1]; /* warm-ups in flight, per class */
-  int ahead[WARM_MAX_CLASS + 1];   /* blocks warmed ahead on the list, not taken yet */
+  int listed[MAX_CLASS + 1];       /* blocks on each list */
 };
 
 /* A warm-up: the task lives at the start of the block it warms. */
@@ -53,7 +54,7 @@ static void warm(weft__bgtask *t) {
     *(void **)keep = p->free[c];
     p->free[c] = keep;
     p->cached += (size_t)1 << c;
-    p->ahead[c]++;
+    p->listed[c]++;
     keep = NULL;
   }
   weft__mutex_unlock(&p->lock);
@@ -94,17 +95,13 @@ static void *pool_get(void *ctx, size_t size) {
   int c = class_of(size);
   weft__mutex_lock(&p->lock);
   void *b = p->free[c];
-  int more = c <= WARM_MAX_CLASS && p->workers != NULL; /* a block warmed ahead, or none: warm one */
   if (b != NULL) {
     p->free[c] = *(void **)b;
     p->cached -= (size_t)1 << c;
-    if (more && p->ahead[c] > 0)
-      p->ahead[c]--;
-    else
-      more = 0;
+    p->listed[c]--;
   }
   weft__pool *workers = p->workers;
-  more = more && p->warming[c] + p->ahead[c] < p->ahead_max;
+  int more = c <= WARM_MAX_CLASS && workers != NULL && p->listed[c] + p->warming[c] < p->ahead_max;
   if (more) p->warming[c]++;
   weft__mutex_unlock(&p->lock);
   if (more) start_warming(p, workers, c);
@@ -123,6 +120,7 @@ static void pool_put(void *ctx, void *b, size_t size) {
     *(void **)b = p->free[c];
     p->free[c] = b;
     p->cached += (size_t)1 << c;
+    p->listed[c]++;
     b = NULL;
   }
   weft__mutex_unlock(&p->lock);
