@@ -5,15 +5,21 @@
  * that a generous deadline turns into a failure. Checked right after the runtime is created,
  * right after a matrix product (a BLAS that starts threads of its own would compete then), and
  * over many steps of a stencil, for 1, 2, 4 workers and one a core; and the run's counts of
- * steals and wake-ups. No timing is asserted: the deadline only bounds a hang. */
-#define _POSIX_C_SOURCE 200809L
+ * steals and wake-ups. No timing is asserted: the deadline only bounds a hang.
+ *
+ * And the block pool's warm-up (src/sched/blockpool.c): blocks asked for after a first one that
+ * found none come with their pages already in memory (mincore), touched by an idle worker, and
+ * blocks that recycle warm nothing more. */
+#define _DEFAULT_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "sched/sched.h"
 #include "testutil.h"
 #include "weft/report.h"
 
@@ -187,12 +193,64 @@ static void the_pool_counts_steals_and_wakeups(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* The pages of [b, b + size) in memory now. */
+static size_t resident_pages(const void *b, size_t size) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)b / page * page, hi = ((uintptr_t)b + size + page - 1) / page * page;
+  size_t n = (hi - lo) / page, in = 0;
+  unsigned char *v = malloc(n);
+  assert_non_null(v);
+  assert_int_equal(mincore((void *)lo, hi - lo, v), 0);
+  for (size_t i = 0; i < n; i++) in += v[i] & 1;
+  free(v);
+  return in;
+}
+
+/* A first request of a class finds nothing to recycle (its block comes from the allocator); an
+ * idle worker then warms blocks of that class, so the next requests get blocks whose every page
+ * is in memory before anyone writes them. Recycling them afterwards warms nothing more. */
+static void blocks_warmed_ahead(void **state) {
+  (void)state;
+  weft_runtime *rt = tu_runtime_cpu(2);
+  const weft__mem *mem = weft__blockpool_mem(rt->blocks);
+  size_t size = (size_t)1 << 20, pages = size / (size_t)sysconf(_SC_PAGESIZE);
+  void *first = weft__mem_get(mem, size);
+  assert_non_null(first);
+  /* The warm-ups are a worker's: wait until two blocks are listed (the deadline bounds a hang). */
+  double t0 = now_s();
+  while (weft__blockpool_cached(rt->blocks) < 2 * size && now_s() - t0 < DEADLINE_S) usleep(1000);
+  assert_int_equal(weft__blockpool_cached(rt->blocks), 2 * size);
+  void *next = weft__mem_get(mem, size);
+  assert_non_null(next);
+  assert_true(resident_pages(next, size) >= pages - 1); /* all but the first: warmed */
+  memset(first, 1, size);
+  memset(next, 2, size);
+  /* Taking `next` left one block listed: one more warm-up, then the two blocks come back: four
+   * listed, the two ahead and the two taken. */
+  weft__mem_put(mem, next, size);
+  weft__mem_put(mem, first, size);
+  t0 = now_s();
+  while (weft__blockpool_cached(rt->blocks) < 4 * size && now_s() - t0 < DEADLINE_S) usleep(1000);
+  size_t held = weft__blockpool_cached(rt->blocks);
+  assert_int_equal(held, 4 * size);
+  /* Recycling: the blocks go and come again; the pool holds no more than before. */
+  for (int k = 0; k < 100; k++) {
+    void *b = weft__mem_get(mem, size);
+    assert_non_null(b);
+    weft__mem_put(mem, b, size);
+  }
+  usleep(20000); /* a warm-up started by mistake would have listed its block by now */
+  assert_int_equal(weft__blockpool_cached(rt->blocks), held);
+  weft_runtime_destroy(rt);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_worker_right_after_create),
       cmocka_unit_test(every_worker_right_after_a_product),
       cmocka_unit_test(every_worker_every_step),
       cmocka_unit_test(the_pool_counts_steals_and_wakeups),
+      cmocka_unit_test(blocks_warmed_ahead),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

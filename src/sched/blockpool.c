@@ -14,8 +14,8 @@
  * 2.3-3.4 ms on recycled). So the pool warms blocks ahead of demand: when a request of a class
  * up to WARM_MAX_CLASS leaves fewer than `ahead_max` blocks of it on the list or warming (2; 4
  * with 8 workers or more: a builder fills fresh memory about as fast as one thread can fault it
- * in), an idle worker (weft__pool_background) takes a block of that class from the allocator,
- * touches its pages and puts it on the list. The builder's next chunk is then warm; warming
+ * in), idle workers (weft__pool_background) take as many blocks of that class from the
+ * allocator as make up the difference, touch their pages and put them on the list. The builder's next chunk is then warm; warming
  * happens only where requests run the list low, so the pool holds at most `ahead_max` blocks a
  * class beyond what the graphs took at once (a server whose graphs recycle blocks warms none). */
 #include "sched/sched.h"
@@ -101,10 +101,10 @@ static void *pool_get(void *ctx, size_t size) {
     p->listed[c]--;
   }
   weft__pool *workers = p->workers;
-  int more = c <= WARM_MAX_CLASS && workers != NULL && p->listed[c] + p->warming[c] < p->ahead_max;
-  if (more) p->warming[c]++;
+  int more = c <= WARM_MAX_CLASS && workers != NULL ? p->ahead_max - p->listed[c] - p->warming[c] : 0;
+  if (more > 0) p->warming[c] += more;
   weft__mutex_unlock(&p->lock);
-  if (more) start_warming(p, workers, c);
+  for (int k = 0; k < more; k++) start_warming(p, workers, c);
   return b != NULL ? b : weft__malloc((size_t)1 << c);
 }
 
@@ -141,6 +141,13 @@ int weft__blockpool_create(weft__blockpool **out) {
 }
 
 const weft__mem *weft__blockpool_mem(weft__blockpool *p) { return &p->mem; }
+
+size_t weft__blockpool_cached(weft__blockpool *p) {
+  weft__mutex_lock(&p->lock);
+  size_t n = p->cached;
+  weft__mutex_unlock(&p->lock);
+  return n;
+}
 
 void weft__blockpool_destroy(weft__blockpool *p) {
   if (p == NULL) return;

@@ -24,6 +24,8 @@ void weft__blockpool_destroy(weft__blockpool *p);
 const weft__mem *weft__blockpool_mem(weft__blockpool *p);
 /* From now on, the idle workers of `workers` warm blocks ahead of demand (blockpool.c). */
 void weft__blockpool_warm_with(weft__blockpool *p, weft__pool *workers);
+/* The bytes of the blocks on the lists now. */
+size_t weft__blockpool_cached(weft__blockpool *p);
 
 /* A task for a worker with nothing else to do (weft__pool_background): fn(t) runs once, on a
  * worker, or at the pool's end on the thread that destroys it. The task is the caller's
