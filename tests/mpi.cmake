@@ -31,6 +31,11 @@ if(WEFT_HAVE_MPI AND MPIEXEC_EXECUTABLE)
   # A program on auto, placed across 3 ranks, against one process.
   add_test(NAME test_mpi_auto_cholesky_3 COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 3
     $<TARGET_FILE:weft_cli> ${CMAKE_CURRENT_SOURCE_DIR}/../examples/cholesky.weft -D N=300 -D B=64)
+  # The same with rank 2 told it is alone on its host: the ranks still place alike.
+  add_test(NAME test_mpi_auto_uneven_hosts COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/mpi_run.sh ${MPIEXEC_EXECUTABLE} 3
+    ${CMAKE_CURRENT_SOURCE_DIR}/uneven_hosts.sh ${CMAKE_CURRENT_SOURCE_DIR}/../examples/cholesky.weft -D N=1024 -D B=128)
+  set_tests_properties(test_mpi_auto_uneven_hosts PROPERTIES TIMEOUT 300 LABELS "cli;mpi"
+    ENVIRONMENT "WEFT_BIN=$<TARGET_FILE:weft_cli>;ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:abort_on_error=1;TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/mpi_tsan.supp")
   # A rank that dies mid-run ends the job, named, within a bounded time.
   add_executable(mpi_rank_dies mpi_rank_dies.c)
   target_link_libraries(mpi_rank_dies PRIVATE weft_static weft_warnings weft_sanitize)

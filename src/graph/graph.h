@@ -53,8 +53,9 @@ enum {
   WEFT__T_PINNED = 1u << 4,   /* a CPU tensor a GPU copies to or from: pinned storage */
   WEFT__T_AUTODEV = 1u << 5,  /* created on weft_auto(): `device` is the planner's (auto until
                                  the first placement, then the home it chose) */
-  WEFT__T_EVERY_RANK = 1u << 6, /* an auto tensor given contents before its first placement: on
-                                   this rank's host, and alike on every rank's (SPMD) */
+  WEFT__T_EVERY_RANK = 1u << 6, /* an auto tensor written before its first placement: on this
+                                   rank's host, and alike on every rank's (SPMD) */
+  WEFT__T_PLACED = 1u << 7,     /* an auto tensor the planner gave a home (`device`) */
 };
 
 /* How a tensor's storage was obtained (weft_tensor.storage_kind), for the matching free. */

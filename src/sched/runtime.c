@@ -87,6 +87,22 @@ static void made(weft_runtime *rt, const char *what, uint64_t *t0) {
   *t0 = rec.t1;
 }
 
+/* What auto placement takes of this machine, and under MPI rank 0's for every rank (a
+ * collective: every rank makes its runtime). */
+static int place_facts(weft_runtime *rt) {
+  weft__place_facts *f = &rt->place_facts;
+  memset(f, 0, sizeof *f);
+  f->gpus = weft_device_count(rt, WEFT_DEVICE_CUDA);
+  f->lanes = rt->opts.cpu_workers > 0 ? rt->opts.cpu_workers : rt->cores;
+  f->per_host = weft__ranks_per_host(rt);
+  const weft__backend *gb = rt->by_kind[WEFT_DEVICE_CUDA];
+  f->peer = f->gpus > 1 && gb != NULL && gb->vt->can_access_peer(gb, 0, 1);
+  weft_device_info info;
+  if (f->gpus > 0 && weft_device_info_get(rt, weft_cuda(0), &info) == WEFT_OK) f->gpu_bytes = (double)info.memory_bytes;
+  if (!weft__ranks_apart(rt)) return WEFT_OK;
+  return rt->remote->vt->bcast(rt->remote, f, sizeof *f, 0);
+}
+
 int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if (out == NULL) return weft__err(WEFT_EINVAL, "weft_runtime_create: out is NULL");
   weft__clock_init(); /* the clock's anchor: its first calibration window starts now */
@@ -234,6 +250,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   made(rt, "the BLAS: its build probed, held to one thread a call", &t0);
   if ((rc = weft__topology_load(o.bind, workers, &rt->topology)) != WEFT_OK) goto fail;
   made(rt, "the CPU topology (hwloc)", &t0);
+  if ((rc = place_facts(rt)) != WEFT_OK) goto fail;
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   weft__blockpool_warm_with(rt->blocks, rt->pool);
   made(rt, "the CPU worker pool", &t0);

@@ -50,6 +50,17 @@ typedef struct weft__setup_rec {
   const char *what;   /* RUNTIME: what was made (a static string) */
 } weft__setup_rec;
 
+/* What auto placement takes of the machine (place.c), the same on every rank: under MPI rank 0's,
+ * broadcast when the runtime is made, so that ranks on hosts of other sizes, or with other
+ * shares of their host's GPUs, still place alike (their graphs are compared at each launch). */
+typedef struct weft__place_facts {
+  int gpus;         /* GPUs a rank */
+  int lanes;        /* CPU workers a rank, as placement counts them */
+  int per_host;     /* ranks a host (ranks fill hosts in order: rank r on host r / per_host) */
+  int peer;         /* a rank's GPUs copy to each other over the peer link */
+  double gpu_bytes; /* a GPU's memory (0: no GPU) */
+} weft__place_facts;
+
 struct weft_runtime {
   weft_runtime_options opts;
   int cores;
@@ -74,6 +85,7 @@ struct weft_runtime {
   struct weft__cost_model *place_model; /* auto placement's prices, made at its first use (ops_lock) */
   char *place_profile;                  /* ... from this profile (a path or a shipped name) */
   struct weft__learned *learned;        /* ... refined by measured node times (place.c; ops_lock) */
+  weft__place_facts place_facts;        /* ... on this machine, agreed by the ranks (runtime.c) */
   struct weft__topology *topology; /* cores, caches, NUMA nodes; the workers' binding */
   weft__vec setup;      /* weft__setup_rec: the runtime's creation, given to its first run */
   atomic_int setup_told; /* 1 once a run has taken `setup` */

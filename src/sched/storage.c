@@ -144,11 +144,8 @@ int weft__storage_prepare(weft_tensor *t) {
   int rc;
   weft_graph *g = t->graph;
   /* An auto tensor used before the planner gave it a home lives on the host until then, each
-   * rank's on its own (every rank writes it alike: the ranks run one program). */
-  if (t->device.kind == WEFT_DEVICE_AUTO && t->view == NULL) {
-    t->device = weft_on_rank(weft_cpu(), g->rt->rank);
-    t->flags |= WEFT__T_EVERY_RANK;
-  }
+   * rank's on its own. */
+  if (t->device.kind == WEFT_DEVICE_AUTO && t->view == NULL) t->device = weft_on_rank(weft_cpu(), g->rt->rank);
   /* A distributed tensor has no storage: its tiles have theirs, each on its rank. */
   if (weft__tensor_distributed(t)) {
     t->initialised = 1;
@@ -298,6 +295,12 @@ static int access_check(weft_tensor *t, size_t size, const char *what, int readi
                      "its storage is released after its last use; call weft_tensor_keep before "
                      "the run to read it",
                      what, weft__tensor_name(t));
+  /* A write of an auto tensor before its first placement is every rank's (each rank writes its
+   * own copy alike: the ranks run one program); placement then counts its contents on every
+   * rank's host. A read changes nothing placement sees: a rank's copy holds the initialiser's
+   * values, which any device makes alike. */
+  weft_tensor *grp = t->view != NULL ? t->view->parent : t;
+  if (!reading && (grp->flags & WEFT__T_AUTODEV) && !(grp->flags & WEFT__T_PLACED)) grp->flags |= WEFT__T_EVERY_RANK;
   return weft__storage_prepare(t);
 }
 

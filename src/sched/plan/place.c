@@ -48,6 +48,8 @@ typedef struct space {
   int ndev;     /* the ranks' devices in all */
   int per_host; /* ranks a host: messages between hosts take the network */
   int peer;     /* a rank's GPUs copy to each other over the peer link */
+  int lanes;    /* a rank's CPU workers */
+  double gpu_bytes; /* a GPU's memory */
 } space;
 
 static int is_gpu(const space *sp, int k) { return k % sp->per != 0; }
@@ -253,10 +255,9 @@ typedef struct tstate {
  * planned tensors (its context, library handles and workspaces, the ops' scratch: a sixteenth,
  * at least 2 GiB), or the limit option where that is less. */
 static double capacity_of(weft_runtime *rt, const space *sp, int k) {
-  weft_device_info info;
-  /* Every rank's GPUs are this rank's kind (the ranks run on one kind of machine). */
-  if (!is_gpu(sp, k) || weft_device_info_get(rt, weft_cuda(k % sp->per - 1), &info) != WEFT_OK) return INFINITY;
-  size_t cap = info.memory_bytes, keep = WEFT__MAX(cap / 16, (size_t)2 << 30);
+  /* Every GPU as rank 0's first (the ranks agree on it: runtime.c's place facts). */
+  if (!is_gpu(sp, k) || sp->gpu_bytes <= 0) return INFINITY;
+  size_t cap = (size_t)sp->gpu_bytes, keep = WEFT__MAX(cap / 16, (size_t)2 << 30);
   cap = cap > 2 * keep ? cap - keep : cap / 2;
   if (rt->opts.device_memory_limit > 0 && rt->opts.device_memory_limit < cap) cap = rt->opts.device_memory_limit;
   return (double)cap;
@@ -326,7 +327,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
    * the first free (small kernels run side by side, bound by their launches). */
   freetimes f;
   memset(&f, 0, sizeof f);
-  f.workers = m->host_lanes > 0 ? m->host_lanes : 1;
+  f.workers = sp->lanes > 0 ? sp->lanes : 1;
   f.lanes = m->prof.gpu.compute_streams > 0 && m->prof.gpu.compute_streams < LANES ? m->prof.gpu.compute_streams : 4;
   f.cpu = weft__calloc((size_t)f.workers * (size_t)(ndev / sp->per), sizeof *f.cpu);
   if (f.cpu == NULL) {
@@ -357,10 +358,11 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
         const tstate *s = &ts[n->args[a].t->id];
         if (!(n->args[a].mode & WEFT_READ) || s->valid == 0) continue;
         double arrive = INFINITY;
-        for (int src = 0; src < ndev; src++)
-          if (s->valid >> src & 1)
-            arrive = fmin(arrive, avail[(size_t)n->args[a].t->id * (size_t)ndev + (size_t)src] +
-                                      transfer_s(m, sp, n->args[a].t->bytes, src, k));
+        for (dmask v = s->valid; v != 0; v &= v - 1) {
+          int src = __builtin_ctzll(v);
+          arrive = fmin(arrive, avail[(size_t)n->args[a].t->id * (size_t)ndev + (size_t)src] +
+                                    transfer_s(m, sp, n->args[a].t->bytes, src, k));
+        }
         ready = fmax(ready, arrive);
       }
       double start = fmax(ready, *lane_of(&f, sp, k, is_gpu(sp, k) && weft__plan_fills_device(n, m->prof.gpu.multiprocessors)));
@@ -460,8 +462,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
     /* Contents on one rank (a home from an earlier placement) stay on that rank: moving them
      * to another would take a message outside the run. Its nodes may still run elsewhere. */
     const weft_tensor *gx = group_of(x);
-    if ((gx->flags & WEFT__T_AUTODEV) && !(gx->flags & WEFT__T_EVERY_RANK) && gx->device.kind != WEFT_DEVICE_AUTO &&
-        rank_of(sp, s->home) != gx->device.rank)
+    if ((gx->flags & WEFT__T_PLACED) && !(gx->flags & WEFT__T_EVERY_RANK) && rank_of(sp, s->home) != gx->device.rank)
       s->home = dev_index(sp, gx->device);
   }
   return WEFT_OK;
@@ -471,7 +472,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
  * this rank: to another rank's home they do not go; placement keeps a tensor's contents on the
  * rank that has them, or every rank has them). */
 static int move_home(weft_tensor *t, weft_device home) {
-  t->flags &= (uint8_t)~WEFT__T_EVERY_RANK;
+  t->flags = (uint8_t)((t->flags & ~WEFT__T_EVERY_RANK) | WEFT__T_PLACED);
   if (weft_device_equal(t->device, home)) return WEFT_OK;
   int had = t->storage_kind != WEFT__S_NONE && t->storage_kind != WEFT__S_EMPTY && t->view == NULL;
   void *buf = NULL;
@@ -1125,9 +1126,10 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
         rc = copy_legs(&c, x, from, dst, src, to, n->flags & WEFT__N_INSERTED);
       else if (rc == WEFT_OK)
         rc = weft__copy_node(pg, from, dst, dev_of(sp, runs), n->flags & WEFT__N_INSERTED);
+      uint32_t own = (uint32_t)pg->nodes.len - 1; /* the copy's own (last) node: wrote may add write-backs */
       if (rc == WEFT_OK) rc = wrote(&c, y, to);
       if (rc != WEFT_OK) break;
-      pl->node[i] = (uint32_t)(pg->nodes.len - 1 - (y->grid != NULL && to != ts[y->id].home));
+      pl->node[i] = own;
       pl->at[i].device = dev_of(sp, runs);
       continue;
     }
@@ -1224,17 +1226,19 @@ int weft__place(weft_graph *g, weft_graph **out) {
   weft_runtime *rt = g->rt;
   if ((rc = weft__place_model_load(rt)) != WEFT_OK) return rc;
   const weft__cost_model *m = rt->place_model;
-  /* Every rank's devices: its CPU and its GPUs (each rank has as many as this one). */
+  /* Every rank's devices: its CPU and its GPUs, as the ranks agreed (runtime.c). */
+  const weft__place_facts *pf = &rt->place_facts;
   space sp;
-  sp.per = 1 + weft_device_count(rt, WEFT_DEVICE_CUDA);
+  sp.per = 1 + pf->gpus;
   if ((int64_t)sp.per * rt->nranks > MAXD)
     return weft__err(WEFT_ELIMIT, "auto placement chooses among at most %d devices, and %d rank(s) of a CPU and %d GPU(s) "
                      "have %lld: put the graph's tensors on devices (docs/distributed.md)",
                      MAXD, rt->nranks, sp.per - 1, (long long)sp.per * rt->nranks);
   sp.ndev = sp.per * rt->nranks;
-  sp.per_host = weft__ranks_per_host(rt);
-  const weft__backend *gb = rt->by_kind[WEFT_DEVICE_CUDA];
-  sp.peer = sp.per > 2 && gb != NULL && gb->vt->can_access_peer(gb, 0, 1);
+  sp.per_host = pf->per_host > 0 ? pf->per_host : 1;
+  sp.peer = pf->peer;
+  sp.lanes = pf->lanes;
+  sp.gpu_bytes = pf->gpu_bytes;
   size_t nt = g->tensors.len, nn = g->nodes.len;
   weft__placement *pl = weft__calloc(1, sizeof *pl);
   tstate *ts = weft__malloc((nt ? nt : 1) * sizeof *ts);
@@ -1262,7 +1266,7 @@ int weft__place(weft_graph *g, weft_graph **out) {
     const weft_tensor *gx = group_of(x);
     if (gx->flags & WEFT__T_EVERY_RANK)
       ts[t].valid = hosts(&sp);
-    else if (!(gx->flags & WEFT__T_AUTODEV) || gx->device.kind != WEFT_DEVICE_AUTO)
+    else if (!(gx->flags & WEFT__T_AUTODEV) || (gx->flags & WEFT__T_PLACED))
       ts[t].valid = BIT(dev_index(&sp, gx->device));
   }
   rc = decide(g, m, &sp, ts, avail, pl->at);
