@@ -41,6 +41,16 @@ typedef struct warm_task {
   int c;
 } warm_task;
 
+/* Lists block b of class c where the cache has room (lock held); returns b, or NULL if listed. */
+static void *list_locked(weft__blockpool *p, void *b, int c) {
+  if (p->cached + ((size_t)1 << c) > CACHE_CAP) return b;
+  *(void **)b = p->free[c];
+  p->free[c] = b;
+  p->cached += (size_t)1 << c;
+  p->listed[c]++;
+  return NULL;
+}
+
 static void warm(weft__bgtask *t) {
   warm_task *w = (warm_task *)t;
   weft__blockpool *p = w->pool;
@@ -49,16 +59,9 @@ static void warm(weft__bgtask *t) {
   for (size_t off = 4096; off < (size_t)1 << c; off += 4096) b[off] = 0;
   weft__mutex_lock(&p->lock);
   p->warming[c]--;
-  void *keep = (void *)w;
-  if (p->cached + ((size_t)1 << c) <= CACHE_CAP) {
-    *(void **)keep = p->free[c];
-    p->free[c] = keep;
-    p->cached += (size_t)1 << c;
-    p->listed[c]++;
-    keep = NULL;
-  }
+  void *left = list_locked(p, (void *)w, c);
   weft__mutex_unlock(&p->lock);
-  weft__free(keep);
+  weft__free(left);
 }
 
 /* Starts the warm-up of a block of class c (its count taken). */
@@ -116,13 +119,7 @@ static void pool_put(void *ctx, void *b, size_t size) {
   }
   int c = class_of(size);
   weft__mutex_lock(&p->lock);
-  if (p->cached + ((size_t)1 << c) <= CACHE_CAP) {
-    *(void **)b = p->free[c];
-    p->free[c] = b;
-    p->cached += (size_t)1 << c;
-    p->listed[c]++;
-    b = NULL;
-  }
+  b = list_locked(p, b, c);
   weft__mutex_unlock(&p->lock);
   weft__free(b);
 }
