@@ -306,7 +306,7 @@ static void price_nodes(const weft__sim *m, weft__sim_plan *sp, const weft__plan
         /* A message: the sender's link, its latency and bandwidth (ranks of one host share
          * memory; hosts are joined by the network). */
         int from = nd->args[0].t->device.rank, to = nd->args[1].t->device.rank;
-        const weft__sim_link *l = from / m->per_host == to / m->per_host ? &m->cost.prof.ranks : &m->cost.prof.network;
+        const weft__sim_link *l = weft__sim_rank_link(&m->cost.prof, m->per_host, from, to);
         sn->msg = 1;
         sn->rank = from;
         sn->cost = l->latency_s + (double)nd->args[0].t->bytes / l->bandwidth;

@@ -119,6 +119,12 @@ typedef struct weft__sim_profile {
 #define WEFT__SIM_RANKS_LINK ((weft__sim_link){7.97e9, 1.29e-6})
 #define WEFT__SIM_NETWORK_LINK ((weft__sim_link){5e10, 2e-6})
 
+/* The link a message from rank `from` to rank `to` takes: `ranks` between ranks of one host
+ * (ranks fill hosts in order, per_host a host), else the `network`. */
+static inline const weft__sim_link *weft__sim_rank_link(const weft__sim_profile *p, int per_host, int from, int to) {
+  return from / per_host == to / per_host ? &p->ranks : &p->network;
+}
+
 /* A profile shipped in the library: its name and JSON text (profiles_data.c). */
 typedef struct weft__sim_shipped {
   const char *name;

@@ -198,8 +198,7 @@ int weft__place_model_load(weft_runtime *rt) {
       rc = weft__err(rc, "the machine profile for placement, '%s', cannot be loaded: %s", rt->place_profile, why);
       weft__free(m);
     } else {
-      m->host_lanes = rt->opts.cpu_workers > 0 ? rt->opts.cpu_workers : rt->cores;
-      m->blas_threads = 1;
+      m->blas_threads = 1; /* the CPU's lanes: the ranks' agreed place facts (runtime.c) */
       rt->place_model = m;
     }
   }
@@ -214,7 +213,7 @@ static double transfer_s(const weft__cost_model *m, const space *sp, size_t byte
   const weft__sim_profile *p = &m->prof;
   if (s == d) return 0;
   if (rank_of(sp, s) != rank_of(sp, d)) {
-    const weft__sim_link *l = rank_of(sp, s) / sp->per_host == rank_of(sp, d) / sp->per_host ? &p->ranks : &p->network;
+    const weft__sim_link *l = weft__sim_rank_link(p, sp->per_host, rank_of(sp, s), rank_of(sp, d));
     return transfer_s(m, sp, bytes, s, host_of(sp, s)) + l->latency_s + (double)bytes / l->bandwidth +
            transfer_s(m, sp, bytes, host_of(sp, d), d);
   }

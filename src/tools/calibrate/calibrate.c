@@ -792,25 +792,33 @@ static int wide_node(const cal *c, build_fn build, const void *arg, double worke
   return WEFT_OK;
 }
 
+/* A point of a host wide curve: one node's time on its worker while every worker runs its own
+ * (wide_node, less the node's overhead), as flops of a node of side n over that time. */
+static int wide_point(const cal *c, build_fn build, const void *arg, double overhead, double n, double flops,
+                      curve *out, double *t_out) {
+  weft_cpu_topology topo;
+  int rc = weft_runtime_cpu_topology(c->rt, &topo);
+  double t;
+  if (rc != WEFT_OK || (rc = wide_node(c, build, arg, topo.workers > 0 ? topo.workers : 1, &t)) != WEFT_OK) return rc;
+  t = dmax(t - overhead, t * 0.5);
+  out->x[out->n] = n;
+  out->y[out->n++] = flops / t;
+  *t_out = t;
+  return WEFT_OK;
+}
+
 /* The host's wide GEMM curve: many independent products, every worker running its own, each
  * product's share of the time over the workers: the rate one worker gets while all are busy,
  * which a tiled program's products run at (sim: des.c, cpu_cost). */
 static int wide_curve(const cal *c, int dtype, const int64_t *sizes, int nsizes, double overhead, curve *out) {
-  weft_cpu_topology topo;
-  int rc = weft_runtime_cpu_topology(c->rt, &topo);
-  if (rc != WEFT_OK) return rc;
-  double workers = topo.workers > 0 ? topo.workers : 1;
   out->n = 0;
   for (int i = 0; i < nsizes; i++) {
     gemm_arg a = {weft_cpu(), sizes[i], dtype};
     double t, n = (double)sizes[i];
-    if ((rc = wide_node(c, build_wide, &a, workers, &t)) != WEFT_OK) return rc;
-    t = dmax(t - overhead, t * 0.5); /* one product's time on its worker */
-    out->x[out->n] = n;
-    out->y[out->n] = 2 * n * n * n / t;
+    int rc = wide_point(c, build_wide, &a, overhead, n, 2 * n * n * n, out, &t);
+    if (rc != WEFT_OK) return rc;
     say(c, "cpu gemm %s %lld, every worker its own: %.3g s a product, %.4g GFLOP/s a worker",
-        dtype == WEFT_F64 ? "f64" : "f32", (long long)sizes[i], t, out->y[out->n] * 1e-9);
-    out->n++;
+        dtype == WEFT_F64 ? "f64" : "f32", (long long)sizes[i], t, out->y[out->n - 1] * 1e-9);
   }
   return WEFT_OK;
 }
@@ -823,21 +831,15 @@ static int la_wide_curves(const cal *c, double overhead, json_t *host) {
                                          {"trsm_f32_wide_flops", "trsm_f64_wide_flops"},
                                          {"syrk_f32_wide_flops", "syrk_f64_wide_flops"}};
   const int64_t *sizes = c->quick ? quick : full;
-  int nsizes = c->quick ? 1 : 4;
-  weft_cpu_topology topo;
-  int rc = weft_runtime_cpu_topology(c->rt, &topo);
-  if (rc != WEFT_OK) return rc;
-  double workers = topo.workers > 0 ? topo.workers : 1;
+  int nsizes = c->quick ? 1 : 4, rc;
   for (int op = 0; op < 3; op++)
     for (int d = 0; d < 2; d++) {
       curve out = {0};
       for (int i = 0; i < nsizes; i++) {
         la_arg a = {weft_cpu(), sizes[i], d ? WEFT_F64 : WEFT_F32, op, 1};
         double t, n = (double)sizes[i];
-        if ((rc = wide_node(c, build_la, &a, workers, &t)) != WEFT_OK) return rc;
-        t = dmax(t - overhead, t * 0.5);
-        out.x[out.n] = n;
-        out.y[out.n++] = (op == 0 ? n * n * n / 3 : n * n * n) / t;
+        if ((rc = wide_point(c, build_la, &a, overhead, n, op == 0 ? n * n * n / 3 : n * n * n, &out, &t)) != WEFT_OK)
+          return rc;
         say(c, "cpu %s, every worker its own: %.3g s a node, %.4g GFLOP/s a worker", keys[op][d], t,
             out.y[out.n - 1] * 1e-9);
       }
