@@ -9,6 +9,12 @@
  *              for it (there is nothing to wait for).
  *   bandwidth  a 256 MiB f32 tensor copied from rank 0 to rank 1 (one message); against one
  *              MPI_Send of as many bytes. Figure: weft's rate over raw MPI's (target >= 0.9).
+ *   gpu        (built with CUDA; two ranks on one host with a GPU each) a 256 MiB f32 tensor copied
+ *              from rank 0's cuda:0 to rank 1's: weft's copy between GPUs (the transport's CUDA
+ *              IPC), and again through host memory (WEFT_GPU_IPC=0); against the same copy made
+ *              by hand as a CUDA-aware MPI makes it on one host (the receiver's cudaMalloc
+ *              mapped by the sender with cudaIpcOpenMemHandle, one cudaMemcpy, a message).
+ *              Figure: weft's rate over the hand-made copy's (target >= 0.9).
  *   stencil    a 1-D stencil --width tasks wide and --steps deep, each task busy --task-us
  *              microseconds and reading its neighbours of the step before, task i on rank
  *              i * R / width (so messages cross each boundary between ranks every step), every
@@ -19,13 +25,17 @@
  * Every weft figure is a replay (the graph built and run once untimed), the median of --reps;
  * the raw MPI loops are timed the same way. Results on rank 0 as "RESULT part=..." lines.
  *
- * Usage: mpirun -np R bench_mpi [--part pingpong|bandwidth|stencil|all] [--workers N] [--reps N]
+ * Usage: mpirun -np R bench_mpi [--part pingpong|bandwidth|stencil|gpu|all] [--workers N] [--reps N]
  *                               [--steps T] [--width W] [--task-us U] */
 #include "bench_common.h"
 
 #include <mpi.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if WEFT_BENCH_CUDA
+#include <cuda_runtime.h>
+#endif
 
 #define CHECK BCHECK
 
@@ -122,6 +132,106 @@ static void bandwidth(void) {
            bytes / weft_ms * 1e-6, bytes / raw_ms * 1e-6, raw_ms / weft_ms);
 }
 
+#if WEFT_BENCH_CUDA
+#define CUDA_OK(call)                                                                              \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "bench_mpi: rank %d: %s failed: %s\n", me, #call, cudaGetErrorString(e_));   \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                                \
+    }                                                                                              \
+  } while (0)
+
+/* weft's copy of a 256 MiB tensor from rank 0's cuda:0 to rank 1's, replayed (ipc: as weft
+ * chooses; else WEFT_GPU_IPC=0, through the hosts), in a runtime of its own: the GPUs' ms. */
+static double gpu_copy_ms(int ipc) {
+  if (!ipc) setenv("WEFT_GPU_IPC", "0", 1);
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.cpu_workers = workers;
+  o.flags = WEFT_RUNTIME_QUIET;
+  weft_runtime *grt;
+  CHECK(weft_runtime_create(&o, &grt));
+  unsetenv("WEFT_GPU_IPC");
+  const int64_t elems = (int64_t)64 << 20;
+  weft_graph *g;
+  CHECK(weft_graph_create(grt, &g));
+  weft_tensor *a, *b = NULL;
+  CHECK(weft_tensor_create(g, "a", WEFT_F32, 1, &elems, weft_cuda(0), weft_ones(), &a));
+  CHECK(weft_copy(g, a, weft_on_rank(weft_cuda(0), 1), &b));
+  size_t nodes = weft_graph_node_count(g);
+  double ms = replay_ms(g);
+  if (me == 1) { /* the contents arrived */
+    float *h = malloc((size_t)elems * 4);
+    CHECK(weft_tensor_read(b, h, (size_t)elems * 4));
+    if (h[0] != 1.0f || h[elems - 1] != 1.0f) {
+      fprintf(stderr, "bench_mpi: rank 1 received wrong contents\n");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    free(h);
+  }
+  if (me == 0) printf("gpu copy %s: %zu node(s), %.3f ms\n", ipc ? "as weft chooses" : "through the hosts", nodes, ms);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(grt);
+  return ms;
+}
+
+static void gpu_bandwidth(void) {
+  int local = 0, gpus = 0;
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus < 2 || local < 2) {
+    if (me == 0) printf("RESULT part=gpu skipped (needs 2 ranks on one host with a GPU each: %d GPU(s), %d rank(s) here)\n", gpus, local);
+    return;
+  }
+  double weft_ms = gpu_copy_ms(1), host_ms = gpu_copy_ms(0);
+  /* By hand: rank r on GPU r, the receiver's buffer mapped by the sender once. */
+  size_t bytes = (size_t)256 << 20;
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  void *buf = NULL, *peer = NULL;
+  cudaIpcMemHandle_t h;
+  if (me < 2) {
+    CUDA_OK(cudaSetDevice(me));
+    CUDA_OK(cudaMalloc(&buf, bytes));
+    CUDA_OK(cudaMemset(buf, 1, bytes));
+    CUDA_OK(cudaDeviceSynchronize());
+  }
+  if (me == 1) {
+    CUDA_OK(cudaIpcGetMemHandle(&h, buf));
+    MPI_Send(&h, (int)sizeof h, MPI_BYTE, 0, 1, comm);
+  }
+  if (me == 0) {
+    MPI_Recv(&h, (int)sizeof h, MPI_BYTE, 1, 1, comm, MPI_STATUS_IGNORE);
+    CUDA_OK(cudaIpcOpenMemHandle(&peer, h, cudaIpcMemLazyEnablePeerAccess));
+  }
+  double ms[64];
+  char done = 1;
+  for (int r = -1; r < reps; r++) {
+    MPI_Barrier(comm);
+    double t0 = bench_now_ms();
+    if (me == 0) {
+      CUDA_OK(cudaMemcpy(peer, buf, bytes, cudaMemcpyDeviceToDevice));
+      MPI_Send(&done, 1, MPI_BYTE, 1, 0, comm);
+    }
+    if (me == 1) MPI_Recv(&done, 1, MPI_BYTE, 0, 0, comm, MPI_STATUS_IGNORE);
+    MPI_Barrier(comm);
+    if (r >= 0) ms[r] = bench_now_ms() - t0;
+  }
+  double raw_ms = bench_median(ms, reps, NULL);
+  MPI_Bcast(&raw_ms, 1, MPI_DOUBLE, 0, comm);
+  if (me == 0) CUDA_OK(cudaIpcCloseMemHandle(peer));
+  MPI_Barrier(comm);
+  if (buf != NULL) CUDA_OK(cudaFree(buf));
+  MPI_Comm_free(&comm);
+  if (me == 0)
+    printf("RESULT part=gpu ranks=%d bytes=%zu weft_gbs=%.2f hosts_gbs=%.2f ipc_gbs=%.2f ratio=%.3f\n", nranks, bytes,
+           bytes / weft_ms * 1e-6, bytes / host_ms * 1e-6, bytes / raw_ms * 1e-6, raw_ms / weft_ms);
+}
+#endif
+
 /* A stencil task: busy for task_us, then out = the mean of its inputs plus one. */
 static int stencil_task(weft_kernel_ctx *ctx) {
   struct timespec t0, t;
@@ -182,7 +292,7 @@ int main(int argc, char **argv) {
     else if (v != NULL && strcmp(argv[i], "--width") == 0) width = atoi(v), i++;
     else if (v != NULL && strcmp(argv[i], "--task-us") == 0) task_us = atof(v), i++;
     else {
-      fprintf(stderr, "usage: mpirun -np R %s [--part pingpong|bandwidth|stencil|all] [--workers N] [--reps N] "
+      fprintf(stderr, "usage: mpirun -np R %s [--part pingpong|bandwidth|stencil|gpu|all] [--workers N] [--reps N] "
                       "[--steps T] [--width W] [--task-us U]\n", argv[0]);
       return 2;
     }
@@ -198,6 +308,9 @@ int main(int argc, char **argv) {
   if ((all || strcmp(part, "pingpong") == 0) && nranks >= 2) pingpong();
   if ((all || strcmp(part, "bandwidth") == 0) && nranks >= 2) bandwidth();
   if (all || strcmp(part, "stencil") == 0) stencil();
+#if WEFT_BENCH_CUDA
+  if (strcmp(part, "gpu") == 0 && nranks >= 2) gpu_bandwidth();
+#endif
   weft_runtime_destroy(rt);
   return 0;
 }

@@ -100,6 +100,9 @@ for part in "$@"; do
         --reps 2 2>&1 | grep -E 'tiled|tiles of|cusolverMg' || status=1
       ;;
     ranks)
+      echo "== mpirun -np 2 bench_mpi --part gpu"
+      timeout 120 mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH \
+        "$here/bin/bench_mpi" --part gpu --reps 9 2>&1 | grep -E 'gpu copy|RESULT' || status=1
       for g in $(printf '%s\n' 2 "$ngpus" | sort -un); do
         echo "== mpirun -np $g bench_cholesky --device cuda --gpus 1 --n 32768 --tile 2048 --panel both"
         timeout 300 mpirun -np "$g" --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \

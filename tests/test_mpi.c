@@ -6,6 +6,7 @@
  * reading another rank's tensor with weft_tensor_read, ranks that build different graphs.
  * Faults: a node that fails on one rank, and a run cancelled on one rank, end every rank's run
  * with the same error, naming the node and the rank; the next run is whole again. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <jansson.h>
 #include <math.h>
 #include <mpi.h>
@@ -229,8 +230,13 @@ static void fan_in_to_rank_zero(void **state) {
 }
 
 /* A runtime with the GPUs, or the test skipped on every rank alike (no GPU, or one rank). */
-static weft_runtime *gpu_runtime_or_skip(void) {
+/* A runtime with this rank's share of its host's GPUs; its copies between the GPUs of ranks on
+ * one host go through the hosts when !direct (WEFT_GPU_IPC=0, on every rank alike). Skips the
+ * test without a GPU or a second rank (every rank alike). */
+static weft_runtime *gpu_runtime_or_skip_as(int direct) {
+  if (!direct) setenv("WEFT_GPU_IPC", "0", 1);
   weft_runtime *grt = tu_runtime_with(2, -1, 0);
+  unsetenv("WEFT_GPU_IPC");
   if (weft_device_count(grt, WEFT_DEVICE_CUDA) == 0 || nranks < 2) {
     weft_runtime_destroy(grt);
     print_message("no GPU or one rank: skipped\n");
@@ -239,10 +245,22 @@ static weft_runtime *gpu_runtime_or_skip(void) {
   return grt;
 }
 
-/* A GPU tensor crossing ranks goes through host memory, a copy node a leg: rank 0's GPU tensor
- * read by a node on rank 1's GPU (GPU -> rank 0's CPU -> rank 1's CPU -> GPU), and an explicit
- * copy of the result to rank 0's CPU (GPU -> rank 1's CPU -> rank 0's CPU). The values are one
- * process's (a + a is exact on either device). Skipped without a GPU (every rank alike). */
+static weft_runtime *gpu_runtime_or_skip(void) { return gpu_runtime_or_skip_as(0); }
+
+/* Whether ranks 0 and 1 share this host with a GPU each, so that weft copies between their
+ * GPUs directly (CUDA IPC; the GPU hosts' GPUs are all peers): every rank alike. */
+static int gpus_of_one_host(weft_runtime *grt) {
+  const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int here = v != NULL && atoi(v) >= 2 && weft_device_count(grt, WEFT_DEVICE_CUDA) > 0, all = 0;
+  MPI_Allreduce(&here, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return all;
+}
+
+/* A GPU tensor crossing ranks goes through host memory (WEFT_GPU_IPC=0, or ranks on two
+ * hosts), a copy node a leg: rank 0's GPU tensor read by a node on rank 1's GPU (GPU -> rank
+ * 0's CPU -> rank 1's CPU -> GPU), and an explicit copy of the result to rank 0's CPU (GPU ->
+ * rank 1's CPU -> rank 0's CPU). The values are one process's (a + a is exact on either
+ * device). Skipped without a GPU (every rank alike). */
 static void gpu_tensors_cross_ranks_through_host_memory(void **state) {
   (void)state;
   weft_runtime *grt = gpu_runtime_or_skip();
@@ -272,6 +290,80 @@ static void gpu_tensors_cross_ranks_through_host_memory(void **state) {
   weft_runtime_destroy(grt);
 }
 
+/* Between the GPUs of ranks on one host a tensor moves as one copy (the sender's GPU into the
+ * receiver's, CUDA IPC): rank 0's GPU tensor read by an add on rank 1's GPU is one copy node,
+ * the result's copy to rank 0's CPU two (rank 1's GPU to its host, the message). A copy into a
+ * tensor the program made on rank 1's GPU lands in a tensor of weft's first (whose memory the
+ * sender can map). Values as one process's, run twice; a sender whose input failed tells the
+ * receiver, and every rank's run fails naming the sender's node. Skipped unless ranks 0 and 1
+ * share a host with a GPU each. */
+static void gpu_tensors_cross_ranks_directly(void **state) {
+  (void)state;
+  weft_runtime *grt = gpu_runtime_or_skip_as(1);
+  if (!gpus_of_one_host(grt)) {
+    weft_runtime_destroy(grt);
+    print_message("the ranks are not on one host with a GPU each: skipped\n");
+    skip();
+  }
+  enum { N = 100000 };
+  int64_t sh[1] = {N};
+  weft_graph *g;
+  CHECK(weft_graph_create(grt, &g));
+  weft_tensor *a, *b, *h = NULL, *c;
+  weft_device g0 = weft_on_rank(weft_cuda(0), 0), g1 = weft_on_rank(weft_cuda(0), 1);
+  CHECK(weft_tensor_create(g, "a", WEFT_F64, 1, sh, g0, weft_uniform(-1, 1, 7), &a));
+  CHECK(weft_tensor_create(g, "b", WEFT_F64, 1, sh, g1, weft_zeros(), &b));
+  CHECK(weft_tensor_create(g, "c", WEFT_F64, 1, sh, g1, weft_zeros(), &c));
+  CHECK(weft_add(g, a, a, &b));
+  CHECK(weft_copy(g, b, on(0), &h));
+  CHECK(weft_copy(g, a, g1, &c)); /* into the program's tensor: a copy of a there (the add's), then c */
+  assert_int_equal(weft_graph_node_count(g), 5); /* the copy, the add, 1 leg, the message, c's copy */
+  weft_node *first = weft_graph_node(g, 0);
+  assert_string_equal(weft_node_op_name(first), "copy");
+  assert_true(weft_device_equal(weft_node_device(first), g0));
+  assert_true(weft_device_equal(weft_node_device(weft_graph_node(g, 1)), g1));
+  assert_true(weft_device_equal(weft_node_device(weft_graph_node(g, 4)), g1)); /* reads the add's copy of a */
+  for (int r = 0; r < 2; r++) CHECK(weft_graph_run(g));
+  double *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
+  weft__cpu_fill_at(want, WEFT_F64, 0, N, weft_uniform(-1, 1, 7));
+  CHECK(weft_tensor_read_all(c, got, N * sizeof *got));
+  assert_memory_equal(got, want, N * sizeof *got);
+  for (int i = 0; i < N; i++) want[i] += want[i];
+  CHECK(weft_tensor_read_all(h, got, N * sizeof *got));
+  assert_memory_equal(got, want, N * sizeof *got);
+  free(got);
+  free(want);
+  weft_graph_destroy(g);
+
+  /* The sender's input fails (potrf of a matrix that is not positive definite on rank 0's GPU). */
+  CHECK(weft_graph_create(grt, &g));
+  int64_t sq[2] = {4, 4};
+  weft_tensor *m, *out;
+  CHECK(weft_tensor_create(g, "m", WEFT_F64, 2, sq, g0, weft_zeros(), &m));
+  CHECK(weft_tensor_create(g, "out", WEFT_F64, 2, sq, g1, weft_zeros(), &out));
+  CHECK(weft_potrf(g, WEFT_LOWER, m));
+  CHECK(weft_scale(g, m, 2.0, &out));
+  weft_node *scale = weft_graph_last_node(g);
+  assert_true(weft_device_equal(weft_node_device(scale), g1));
+  weft_run *run;
+  CHECK(weft_graph_launch(g, &run));
+  assert_int_not_equal(weft_run_wait(run), WEFT_OK);
+  assert_true(tu_contains(weft_run_error(run), "potrf"));
+  assert_true(tu_contains(weft_run_error(run), "rank 0 cuda:0"));
+  assert_int_equal(weft_node_id(weft_run_failed_node(run)), 0);
+  weft_run_destroy(run);
+  if (me == 0) { /* made positive definite, the next run goes through */
+    double spd[16] = {4, 0, 0, 0, 0, 9, 0, 0, 0, 0, 16, 0, 0, 0, 0, 25};
+    CHECK(weft_tensor_write(m, spd, sizeof spd));
+  }
+  CHECK(weft_graph_run(g));
+  double l[16];
+  CHECK(weft_tensor_read_all(out, l, sizeof l));
+  for (int i = 0; i < 16; i++) assert_true(l[i] == (i % 5 == 0 ? 2.0 * (2 + i / 5) : 0.0));
+  weft_graph_destroy(g);
+  weft_runtime_destroy(grt);
+}
+
 /* No copy of the run is reported as pageable on any rank: the host ends of the legs between
  * ranks are pinned (so the GPU copies them asynchronously). Every rank fails together (one
  * failing alone would leave the others waiting in the next test's messages). */
@@ -292,42 +384,45 @@ static void assert_no_pageable_copy(weft_run *run) {
 }
 
 /* Tiles of a matrix distributed over the ranks' GPUs: a product on rank 1's tile reads rank 0's
- * (GPU -> rank 0's CPU -> rank 1's CPU -> GPU), as the tiled Cholesky's panels do; the result
- * is one process's, and the host legs are pinned. Skipped without a GPU. */
+ * (GPU -> rank 0's CPU -> rank 1's CPU -> GPU; or GPU to GPU between ranks of one host), as
+ * the tiled Cholesky's panels do; the result is one process's, and the host legs are pinned.
+ * Skipped without a GPU. */
 static void gpu_tiles_cross_ranks_through_pinned_memory(void **state) {
   (void)state;
-  weft_runtime *grt = gpu_runtime_or_skip();
-  enum { B = 512 };
-  weft_graph *g;
-  CHECK(weft_graph_create(grt, &g));
-  weft_tensor *a;
-  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){2 * B, B}, weft_cuda(0), weft_uniform(-1, 1, 5), &a));
-  CHECK(weft_tensor_tiles(g, a, B, B));
-  CHECK(weft_tensor_distribute(g, a, 2, 1));
-  CHECK(weft_gemm(g, weft_tensor_tile(a, 0, 0), 0, weft_tensor_tile(a, 0, 0), 1, 1.0, 1.0, weft_tensor_tile(a, 1, 0)));
-  for (int r = 0; r < 2; r++) { /* the second run reuses the legs' buffers */
-    weft_run *run;
-    CHECK(weft_graph_launch(g, &run));
-    CHECK(weft_run_wait(run));
-    if (r == 1) assert_no_pageable_copy(run);
-    weft_run_destroy(run);
+  for (int direct = 0; direct < 2; direct++) {
+    weft_runtime *grt = gpu_runtime_or_skip_as(direct);
+    enum { B = 512 };
+    weft_graph *g;
+    CHECK(weft_graph_create(grt, &g));
+    weft_tensor *a;
+    CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){2 * B, B}, weft_cuda(0), weft_uniform(-1, 1, 5), &a));
+    CHECK(weft_tensor_tiles(g, a, B, B));
+    CHECK(weft_tensor_distribute(g, a, 2, 1));
+    CHECK(weft_gemm(g, weft_tensor_tile(a, 0, 0), 0, weft_tensor_tile(a, 0, 0), 1, 1.0, 1.0, weft_tensor_tile(a, 1, 0)));
+    for (int r = 0; r < 2; r++) { /* the second run reuses the legs' buffers */
+      weft_run *run;
+      CHECK(weft_graph_launch(g, &run));
+      CHECK(weft_run_wait(run));
+      if (r == 1) assert_no_pageable_copy(run);
+      weft_run_destroy(run);
+    }
+    double *got = malloc(2 * B * B * sizeof *got), *want = malloc(2 * B * B * sizeof *want);
+    CHECK(weft_tensor_read_all(a, got, 2 * B * B * sizeof *got));
+    weft__cpu_fill_at(want, WEFT_F64, 0, 2 * B * B, weft_uniform(-1, 1, 5));
+    for (int k = 0; k < 2; k++) /* A10 += A00 A00^T, twice */
+      for (int i = 0; i < B; i++)
+        for (int j = 0; j < B; j++) {
+          double acc = 0;
+          for (int l = 0; l < B; l++) acc += want[i * B + l] * want[j * B + l];
+          want[(B + i) * B + j] += acc;
+        }
+    for (int i = 0; i < 2 * B * B; i++)
+      if (fabs(got[i] - want[i]) > 1e-9 * (1 + fabs(want[i]))) fail_msg("A[%d]: %.17g, want %.17g", i, got[i], want[i]);
+    free(got);
+    free(want);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(grt);
   }
-  double *got = malloc(2 * B * B * sizeof *got), *want = malloc(2 * B * B * sizeof *want);
-  CHECK(weft_tensor_read_all(a, got, 2 * B * B * sizeof *got));
-  weft__cpu_fill_at(want, WEFT_F64, 0, 2 * B * B, weft_uniform(-1, 1, 5));
-  for (int k = 0; k < 2; k++) /* A10 += A00 A00^T, twice */
-    for (int i = 0; i < B; i++)
-      for (int j = 0; j < B; j++) {
-        double acc = 0;
-        for (int l = 0; l < B; l++) acc += want[i * B + l] * want[j * B + l];
-        want[(B + i) * B + j] += acc;
-      }
-  for (int i = 0; i < 2 * B * B; i++)
-    if (fabs(got[i] - want[i]) > 1e-9 * (1 + fabs(want[i]))) fail_msg("A[%d]: %.17g, want %.17g", i, got[i], want[i]);
-  free(got);
-  free(want);
-  weft_graph_destroy(g);
-  weft_runtime_destroy(grt);
 }
 
 /* Ranks that share a host share its cores: by default each gets its share less one core for
@@ -722,6 +817,7 @@ int main(void) {
       cmocka_unit_test(ranks_of_one_host_share_its_cores),
       cmocka_unit_test(gpu_tensors_cross_ranks_through_host_memory),
       cmocka_unit_test(gpu_tiles_cross_ranks_through_pinned_memory),
+      cmocka_unit_test(gpu_tensors_cross_ranks_directly),
       cmocka_unit_test(bad_ranks_are_refused),
       cmocka_unit_test(different_graphs_fail_on_every_rank),
       cmocka_unit_test(a_failure_on_one_rank_fails_every_rank),

@@ -1392,6 +1392,52 @@ static void test_ranks_gpus(void **state) {
   assert_true(t[1] < 0.6 * t[0]);
 }
 
+/* A GPU tensor copied to another rank's GPU on the same host goes as one copy over the peer
+ * link (the transport's CUDA IPC in a real job), priced as the link; between hosts, or with
+ * WEFT_GPU_IPC=0, through the hosts: the sender's GPU to its host, the message, the receiver's
+ * host to its GPU. In compute mode the contents arrive either way. */
+static void test_ranks_gpu_direct(void **state) {
+  (void)state;
+  weft__sim_profile p = load("h200x2");
+  assert_true(p.peer_access && p.peer.bandwidth > 0);
+  double took[3];
+  for (int way = 0; way < 3; way++) { /* one host; two hosts; one host, WEFT_GPU_IPC=0 */
+    if (way == 2) setenv("WEFT_GPU_IPC", "0", 1);
+    weft_runtime *rt = sim_job("h200x2", 1, WEFT_RUNTIME_SIM_COMPUTE, 2, way == 1 ? 1 : 2);
+    unsetenv("WEFT_GPU_IPC");
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    int64_t n = 1 << 22; /* 32 MiB */
+    weft_tensor *x = NULL, *y = NULL;
+    CHECK(weft_tensor_create(g, "x", WEFT_F64, 1, &n, weft_cuda(0), weft_uniform(0, 1, 7), &x));
+    CHECK(weft_copy(g, x, weft_on_rank(weft_cuda(0), 1), &y));
+    size_t copies = weft_graph_node_count(g);
+    assert_int_equal(copies, way == 0 ? 1 : 3);
+    weft_run *r;
+    CHECK(weft_graph_launch(g, &r));
+    CHECK(weft_run_wait(r));
+    weft_sim_summary sum;
+    CHECK(weft_sim_run_summary(r, &sum));
+    took[way] = sum.makespan_s;
+    if (way == 0) {
+      double s0, s1, link = (double)(8 * n) / p.peer.bandwidth;
+      CHECK(weft_sim_node_interval(r, 0, &s0, &s1));
+      assert_true(s1 - s0 >= link && s1 - s0 < 1.5 * link);
+    }
+    double *want = malloc((size_t)n * sizeof *want), *got = malloc((size_t)n * sizeof *got);
+    CHECK(weft_tensor_read(x, want, (size_t)n * sizeof *want));
+    CHECK(weft_tensor_read(y, got, (size_t)n * sizeof *got));
+    assert_memory_equal(got, want, (size_t)n * sizeof *got);
+    assert_true(want[0] != want[1]);
+    free(want);
+    free(got);
+    weft_run_destroy(r);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_true(took[0] < 0.5 * took[2] && took[0] < 0.5 * took[1]);
+}
+
 /* In compute mode a tiled Cholesky distributed over 2 x 2 simulated CPU ranks, or over the GPUs
  * of 2 simulated ranks, gives the factor of the same program in one CPU process, bit for bit,
  * and every rank's tiles are readable. */
@@ -1621,6 +1667,7 @@ int main(void) {
       cmocka_unit_test(test_ranks_compute_cholesky),
       cmocka_unit_test(test_ranks_bad),
       cmocka_unit_test(test_ranks_gpus),
+      cmocka_unit_test(test_ranks_gpu_direct),
       cmocka_unit_test(test_ranks_auto_spreads),
       cmocka_unit_test(test_ranks_auto_compute),
   };

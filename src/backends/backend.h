@@ -43,6 +43,12 @@
  *   end:         run_drain (each asynchronous backend) -> weft__sched_drained
  *                -> run_end (each backend) -> the run is done
  *
+ * Version 8 appends GPU memory shared between the processes of a host (CUDA IPC): the
+ * transport's copies between the GPUs of two ranks (backends/mpi) go as one copy of the
+ * sender's GPU into the receiver's tensor, which the receiver exports (`ipc_export`: a handle
+ * it sends when it is ready to receive) and the sender maps and writes (`ipc_put`, then
+ * `ipc_test` until done); the transport's messages say when.
+ *
  * Version 4 appends two settings the runtime's public calls reach through the table, so that
  * runtime.c needs no `#if` for them: `set_batching` (weft_runtime_set_batching) and
  * `blas_threads` (weft_runtime_blas_threads). */
@@ -51,7 +57,7 @@
 
 #include "sched/plan/plan.h"
 
-#define WEFT__BACKEND_VERSION 7
+#define WEFT__BACKEND_VERSION 8
 
 /* weft_run_wait watches the run this long (ns), yielding its core, before it sleeps
  * (src/sched/dispatch.c); the simulator prices the wake-up of a caller that slept (des.c). */
@@ -65,6 +71,13 @@ enum {
 };
 
 struct weft__backend;
+
+/* GPU memory another process of the host may map (CUDA IPC): the allocation's handle, the
+ * tensor's offset in it and its bytes. Travels in a message as it is. */
+typedef struct weft__ipc_handle {
+  unsigned char handle[64]; /* cudaIpcMemHandle_t */
+  uint64_t offset, bytes;
+} weft__ipc_handle;
 
 enum { WEFT__CTX_INLINE = 16 };
 
@@ -138,6 +151,18 @@ typedef struct weft__backend_vtable {
   /* Version 7. The memory device `index` holds for weft (weft_device_memory_usage). NULL: the
    * backend has none to report. Called from any thread. */
   int (*memory_usage)(const struct weft__backend *b, int index, weft_memory_usage *out);
+  /* Version 8 (above). NULL for a backend without GPUs. `ipc_capable`: every two GPUs of
+   * this host map each other's memory, so ranks sharing the host may copy between them
+   * directly. `ipc_export`: tensor t's storage (a GPU tensor given storage the host's other
+   * processes can map: weft_tensor.ipc) as a handle. `ipc_put`: maps the handle (once a
+   * process) and enqueues the copy of `src` (this process's GPU tensor, a strided tile too)
+   * into it; *token then names the copy for `ipc_test`, which answers 1 once it is done (the
+   * token freed), 0 while it runs, or an error (the token freed). Callable from any thread; they
+   * never wait for the device. */
+  int (*ipc_capable)(const struct weft__backend *b);
+  int (*ipc_export)(struct weft__backend *b, const weft_tensor *t, weft__ipc_handle *out);
+  int (*ipc_put)(struct weft__backend *b, const weft_tensor *src, const weft__ipc_handle *to, void **token);
+  int (*ipc_test)(struct weft__backend *b, void *token);
 } weft__backend_vtable;
 
 typedef struct weft__backend {

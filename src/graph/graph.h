@@ -67,6 +67,7 @@ enum {
   WEFT__S_PINNED,     /* host, pinned by a GPU backend */
   WEFT__S_DEVICE,     /* device memory, owned by the tensor's backend */
   WEFT__S_VIEW,       /* a tile: its parent's storage */
+  WEFT__S_IPC,        /* device memory the host's other processes can map (weft_tensor.ipc) */
 };
 
 struct weft_tensor {
@@ -86,6 +87,8 @@ struct weft_tensor {
   size_t bytes;
   weft_device device;
   uint8_t initialised; /* the creation initialiser has been applied */
+  uint8_t ipc;         /* a GPU tensor another rank's GPU copies into: storage the processes of
+                          its host can map (CUDA IPC; storage.c marks it, the GPU backend gives it) */
   int64_t numel;
   weft_init init;
   int64_t shape[WEFT_MAX_DIMS];
@@ -191,6 +194,10 @@ static inline int weft__tensor_contiguous(const weft_tensor *t) {
  * a placed graph (sched/plan/place.c). WEFT_OK or WEFT_ENOMEM. */
 int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args, weft_device device,
                      unsigned flags, weft_node **out);
+/* Whether a copy from device s to device d of another rank goes as one copy between their GPUs
+ * (ranks of one host whose GPUs map each other's memory: the transport's CUDA IPC), not
+ * through their hosts. The same answer on every rank (the runtime's agreed place facts). */
+int weft__gpu_direct(const weft_runtime *rt, weft_device s, weft_device d);
 /* Appends a copy node src -> dst to g on `device`, flagged `flags`. */
 int weft__copy_node(weft_graph *g, weft_tensor *src, weft_tensor *dst, weft_device device, unsigned flags);
 

@@ -139,10 +139,11 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
                      weft_device_str(src->device, d1, sizeof d1),
                      weft_device_str(dev, d2, sizeof d2));
   /* A GPU tensor crossing ranks goes through host memory, a copy node for each leg: to its
-   * rank's CPU, across to the other rank's CPU, then to the GPU there. Each leg is cached like
-   * any copy, so readers on several devices share them; the transport between ranks carries
-   * host memory only (src/backends/mpi). */
-  if (src->device.rank != dev.rank && (src->device.kind != WEFT_DEVICE_CPU || dev.kind != WEFT_DEVICE_CPU)) {
+   * rank's CPU, across to the other rank's CPU, then to the GPU there; between the GPUs of
+   * ranks on one host, as one copy (weft__gpu_direct). Each leg is cached like any copy, so
+   * readers on several devices share them (src/backends/mpi). */
+  if (src->device.rank != dev.rank && (src->device.kind != WEFT_DEVICE_CPU || dev.kind != WEFT_DEVICE_CPU) &&
+      !weft__gpu_direct(c->g->rt, src->device, dev)) {
     int rc;
     if (src->device.kind != WEFT_DEVICE_CPU &&
         (rc = localise(c, &src, weft_on_rank(weft_cpu(), src->device.rank), argname)) != WEFT_OK)
@@ -404,8 +405,12 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
                                             weft_zeros(), WEFT__T_AUTO, &dst)) != WEFT_OK)
     return rc;
   /* Between ranks with a GPU on either side: through host memory (localise's legs), the last
-   * leg this node. */
-  if (src->device.rank != dst->device.rank && weft__tensor_dev(src).kind != WEFT_DEVICE_AUTO &&
+   * leg this node; between the GPUs of ranks on one host, one copy into a tensor of its own
+   * there (localise's, whose storage the sender can map), then this node. */
+  int direct = weft__tensor_dev(src).kind != WEFT_DEVICE_AUTO && weft__tensor_dev(dst).kind != WEFT_DEVICE_AUTO &&
+               weft__gpu_direct(g->rt, src->device, dst->device);
+  if (direct && *out != NULL && (rc = localise(&c, &src, dst->device, "src")) != WEFT_OK) return call_fail(&c, rc);
+  if (!direct && src->device.rank != dst->device.rank && weft__tensor_dev(src).kind != WEFT_DEVICE_AUTO &&
       weft__tensor_dev(dst).kind != WEFT_DEVICE_AUTO &&
       (src->device.kind != WEFT_DEVICE_CPU || dst->device.kind != WEFT_DEVICE_CPU)) {
     if (src->device.kind != WEFT_DEVICE_CPU &&

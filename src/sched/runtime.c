@@ -87,6 +87,12 @@ static void made(weft_runtime *rt, const char *what, uint64_t *t0) {
   *t0 = rec.t1;
 }
 
+int weft__gpu_direct(const weft_runtime *rt, weft_device s, weft_device d) {
+  const weft__place_facts *f = &rt->place_facts;
+  return f->ipc && s.rank != d.rank && s.kind == WEFT_DEVICE_CUDA && d.kind == WEFT_DEVICE_CUDA &&
+         f->per_host > 0 && s.rank / f->per_host == d.rank / f->per_host;
+}
+
 /* What auto placement takes of this machine, and under MPI rank 0's for every rank (a
  * collective: every rank makes its runtime). */
 static int place_facts(weft_runtime *rt) {
@@ -97,6 +103,11 @@ static int place_facts(weft_runtime *rt) {
   f->per_host = weft__ranks_per_host(rt);
   const weft__backend *gb = rt->by_kind[WEFT_DEVICE_CUDA];
   f->peer = f->gpus > 1 && gb != NULL && gb->vt->can_access_peer(gb, 0, 1);
+  /* Copies between the GPUs of ranks on one host go directly (the transport's CUDA IPC, or the
+   * simulated machine's peer links) unless WEFT_GPU_IPC=0 says not to: through the hosts. */
+  const char *ipc = getenv("WEFT_GPU_IPC");
+  f->ipc = f->gpus > 0 && f->per_host > 1 && (rt->remote != NULL || rt->all_ranks) && gb != NULL &&
+           gb->vt->ipc_capable != NULL && gb->vt->ipc_capable(gb) && !(ipc != NULL && strcmp(ipc, "0") == 0);
   weft_device_info info;
   if (f->gpus > 0 && weft_device_info_get(rt, weft_cuda(0), &info) == WEFT_OK) f->gpu_bytes = (double)info.memory_bytes;
   if (!weft__ranks_apart(rt)) return WEFT_OK;

@@ -58,6 +58,8 @@ typedef struct weft__place_facts {
   int lanes;        /* CPU workers a rank, as placement counts them */
   int per_host;     /* ranks a host (ranks fill hosts in order: rank r on host r / per_host) */
   int peer;         /* a rank's GPUs copy to each other over the peer link */
+  int ipc;          /* the GPUs of ranks on one host copy to each other directly (CUDA IPC,
+                       the transport's GPU copies): weft__gpu_direct */
   double gpu_bytes; /* a GPU's memory (0: no GPU) */
 } weft__place_facts;
 

@@ -15,7 +15,10 @@
 
 enum { SMALL = 256 };
 
-static void mark_pinned(weft_graph *g) {
+/* Storage that copies ask of their ends: pinned host memory for a CPU tensor a GPU copies to
+ * or from; for a GPU tensor another rank's GPU copies into, memory the host's other processes
+ * can map (weft__gpu_direct). */
+static void mark_copy_ends(weft_graph *g) {
   if (g->rt->pinned == NULL) return;
   weft_node **nodes = g->nodes.data;
   for (size_t i = 0; i < g->nodes.len; i++) {
@@ -29,6 +32,7 @@ static void mark_pinned(weft_graph *g) {
       src->flags |= WEFT__T_PINNED;
     if (dst->device.kind == WEFT_DEVICE_CPU && src->device.kind != WEFT_DEVICE_CPU)
       dst->flags |= WEFT__T_PINNED;
+    if (weft__gpu_direct(g->rt, src->device, dst->device)) dst->ipc = 1;
   }
 }
 
@@ -195,7 +199,7 @@ enum { SETUP_ALONE = 64 << 10 };
 
 int weft__storage_materialise(weft_graph *g, weft__vec *setup) {
   if (g->materialised == g->tensors.len) return WEFT_OK;
-  mark_pinned(g);
+  mark_copy_ends(g);
   weft_tensor **ts = g->tensors.data;
   uint64_t start = setup != NULL ? weft__clock_now() : 0, small_bytes = 0;
   uint32_t small = 0;
@@ -251,7 +255,8 @@ void weft__storage_release(weft_tensor *t) {
       case WEFT__S_PINNED:
         g->rt->pinned->vt->host_free(g->rt->pinned, t->data);
         break;
-      case WEFT__S_DEVICE: {
+      case WEFT__S_DEVICE:
+      case WEFT__S_IPC: {
         weft__backend *b = weft__backend_for(g->rt, t->device);
         b->vt->free(b, t);
         break;

@@ -305,7 +305,8 @@ static int device_init(cu_state *st, cu_device *d, int ordinal, int ncompute) {
       (rc = stream_init(&d->streams[d->peer], ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK ||
       (rc = stream_init(&d->sync, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK ||
       (rc = stream_init(&d->join, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK ||
-      (rc = stream_init(&d->clk, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK)
+      (rc = stream_init(&d->clk, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK ||
+      (rc = stream_init(&d->ipc, ordinal, CU_S_PEER, 0, math, 0)) != WEFT_OK)
     return rc;
   if ((rc = weft__mutex_init(&d->qlock)) != WEFT_OK) return rc;
   d->have_qlock = 1;
@@ -321,6 +322,7 @@ static void device_fini(cu_device *d) {
   stream_fini(&d->sync);
   stream_fini(&d->join);
   stream_fini(&d->clk);
+  stream_fini(&d->ipc);
   if (d->pool != NULL) cudaMemPoolDestroy(d->pool);
   if (d->have_qcond) weft__cond_destroy(&d->qcond);
   if (d->have_qlock) weft__mutex_destroy(&d->qlock);
@@ -374,6 +376,7 @@ static void cu_fini(weft__backend *b) {
   cu_state *st = b->state;
   if (st == NULL) return;
   weft__cu_threads_stop(st);
+  weft__cu_ipc_fini(st);
   for (int i = 0; i < st->ndev; i++) device_fini(&st->dev[i]);
   pinned_destroy(st->pinned);
   weft__free(st->dev);
@@ -410,6 +413,7 @@ static int cu_init(weft__backend *b, const weft_runtime_options *o) {
   }
   /* The first GPU: the option's, else this rank's share of a host shared by local ranks. */
   int first = o->first_gpu, rank, ranks, rc;
+  if ((rc = weft__cu_ipc_init(st)) != WEFT_OK) goto fail;
   weft__runtime_local(b->rt, &rank, &ranks);
   if (first < 0 && ranks > 1 && count >= ranks) {
     first = rank * (count / ranks);
@@ -563,6 +567,7 @@ int weft__cu_alloc_storage(cu_state *st, weft_tensor *t) {
   cu_device *d = NULL;
   int rc = device_of(st, t, &d);
   if (rc != WEFT_OK) return rc;
+  if (t->ipc) return weft__cu_ipc_alloc(d, t);
   void *p = NULL;
   weft__cu_lock(&d->sync);
   cudaError_t e = weft__cu_pool_alloc(d, &p, t->bytes, d->sync.s);
@@ -588,6 +593,10 @@ static void cu_free(weft__backend *b, weft_tensor *t) {
   cu_state *st = b->state;
   cu_device *d = NULL;
   if (t->data == NULL || device_of(st, t, &d) != WEFT_OK) return;
+  if (t->storage_kind == WEFT__S_IPC) {
+    weft__cu_ipc_free(d, t);
+    return;
+  }
   weft__cu_lock(&d->sync);
   if (cudaFreeAsync(t->data, d->sync.s) != cudaSuccess) cudaGetLastError();
   weft__cu_unlock(&d->sync);
@@ -740,6 +749,10 @@ const weft__backend_vtable weft__cuda_backend = {
     .device_info = cu_device_info,
     .can_access_peer = cu_can_access_peer,
     .memory_usage = cu_memory_usage,
+    .ipc_capable = weft__cu_ipc_capable,
+    .ipc_export = weft__cu_ipc_export,
+    .ipc_put = weft__cu_ipc_put,
+    .ipc_test = weft__cu_ipc_test,
     .alloc = cu_alloc,
     .free = cu_free,
     .read = cu_read,

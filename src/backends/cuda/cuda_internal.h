@@ -9,6 +9,7 @@
  *   cuda_complete.c  the completion threads and run_drain
  *   cuda_replay.c    capturing a plan into a CUDA graph and replaying it
  *   cuda_timing.c    device-side node times from CUDA events, and the memory track
+ *   cuda_ipc.c       GPU memory shared with the host's other processes (the transport's copies)
  *   cuda_kernels.cu  elementwise, reduction, fill and bias kernels
  *
  * Lock order: a stream's lock is taken alone (never two at once); a device's queue lock and
@@ -126,6 +127,7 @@ typedef struct cu_device {
   cu_stream sync;            /* synchronous reads, writes, allocations and initialisers */
   cu_stream join;            /* run drains: waits for every stream, frees leftovers */
   cu_stream clk;             /* always idle: the reference events of node timing */
+  cu_stream ipc;             /* the transport's copies into other processes' GPUs (cuda_ipc.c) */
   int h2d, d2h, peer;        /* indices of the copy streams */
   uint8_t peer_ok[CU_MAX_DEVICES];
   /* The completion thread: a queue of items, taken in batches. */
@@ -156,6 +158,7 @@ typedef struct cu_state {
   size_t window_bytes_min;    /* memory plan: frees left unclaimed, at least this many bytes */
   int window_count;           /*   ... and at least this many of the largest temporaries */
   cu_pinned *pinned;
+  struct cu_ipc_maps *ipc;    /* other processes' GPU memory mapped here (cuda_ipc.c) */
   int device_timing;          /* 0: WEFT_CUDA_TIMING=0, GPU nodes keep host-side times */
   uint64_t group_ns;          /* replays: a tick per this much estimated device time (ns) */
   uint64_t eager_group_ns;    /* eager runs: likewise (small nodes only; 0: a tick per node) */
@@ -347,6 +350,19 @@ cudaError_t weft__cu_timing_tick(cu_plan *cp, uint32_t i, cudaStream_t s, int ca
 void weft__cu_timing_node(cu_plan *cp, uint32_t i, weft_run *run);
 /* Reports every node's device interval and the memory track, once the run's work is done. */
 void weft__cu_timing_run(cu_plan *cp, weft_run *run);
+
+/* cuda_ipc.c (backend.h, version 8) */
+int weft__cu_ipc_capable(const weft__backend *b);
+int weft__cu_ipc_init(cu_state *st);
+/* Storage other processes of the host can map, for a tensor flagged `ipc` (storage kind
+ * WEFT__S_IPC); freed by weft__cu_ipc_free. */
+int weft__cu_ipc_alloc(cu_device *d, weft_tensor *t);
+void weft__cu_ipc_free(cu_device *d, weft_tensor *t);
+int weft__cu_ipc_export(weft__backend *b, const weft_tensor *t, weft__ipc_handle *out);
+int weft__cu_ipc_put(weft__backend *b, const weft_tensor *src, const weft__ipc_handle *to, void **token);
+int weft__cu_ipc_test(weft__backend *b, void *token);
+/* Unmaps what this process mapped (the backend's end). */
+void weft__cu_ipc_fini(cu_state *st);
 
 /* cuda_replay.c */
 int weft__cu_run_begin(weft__backend *b, weft__plan *p, weft_run *run);

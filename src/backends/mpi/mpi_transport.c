@@ -18,6 +18,13 @@
  * A tile of a distributed tensor (strided) goes as one message of a vector type, from its rows
  * in place.
  *
+ * Between the GPUs of two ranks on one host (weft__gpu_direct) a copy is one copy of the
+ * sender's GPU into the receiver's tensor, through the GPU backend's shared memory (CUDA IPC,
+ * backend.h version 8), and two small messages tagged like any: the receiver, once its node may
+ * overwrite the tensor, sends its handle ("ready"); the sender then copies, and once the copy is
+ * done sends "done" (one byte; none: not computed). A side that skips the node still sends its
+ * message and takes the other's ("ready" saying: do not copy), so no rank waits.
+ *
  * Agreement, so that no rank waits for one that will not send:
  *   - at a launch that planned anew, every rank meets the others once (mpi_launch_agree), even
  *     when its launch failed: a failure anywhere is every rank's; then the ranks compare a hash
@@ -45,7 +52,16 @@ enum { MAX_CHUNKS = 64 };
 
 /* What the progress thread tests: a node's messages, a skipped node's, or a step of a run's
  * agreement on its outcome. */
-enum { P_SEND, P_RECV, P_SKIPPED, P_AGREE, P_AGREE_TEXT };
+enum { P_SEND, P_RECV, P_SKIPPED, P_AGREE, P_AGREE_TEXT, P_IPC_SEND, P_IPC_RECV };
+
+/* "Ready" of a copy between GPUs: where to copy, or skip (do not: the receiver will not use it). */
+typedef struct ready_msg {
+  weft__ipc_handle at;
+  int32_t skip;
+} ready_msg;
+
+/* The stages of a copy between GPUs on the sender: waiting for "ready", copying, sending "done". */
+enum { IPC_READY, IPC_COPY, IPC_DONE };
 
 typedef struct outcome {
   int32_t status;
@@ -67,13 +83,24 @@ typedef struct pending {
   struct plan_state *ps;     /* an agreement's plan */
   uint64_t key, first;       /* P_AGREE: this rank's failure key, the lowest of all */
   outcome *text;             /* P_AGREE_TEXT: the first failing rank's outcome (P_AGREE's room) */
+  /* A copy between GPUs (P_IPC_*, and its skipped sides). */
+  ready_msg ready;           /* the receiver's "ready", sent or received */
+  int stage;                 /* the sender's IPC_* */
+  int peer;
+  const weft_tensor *src;    /* the sender's tensor */
+  void *token;               /* the GPU backend's copy in flight */
+  char done;                 /* "done"'s byte */
+  int fail;                  /* a failure of this side (weft status), reported with `msg` */
+  char *msg;
   struct pending *next;
 } pending;
 
-/* A zeroed pending of kind with room for the messages of bytes (at least one), in one block:
- * one is allocated for every message, so it is no larger than its messages need. */
-static pending *pending_new(int kind, size_t bytes) {
-  size_t n = bytes <= CHUNK ? 1 : (bytes + CHUNK - 1) / CHUNK;
+/* The messages of a tensor of `bytes` between hosts (at least one). */
+static size_t messages(size_t bytes) { return bytes <= CHUNK ? 1 : (bytes + CHUNK - 1) / CHUNK; }
+
+/* A zeroed pending of kind with room for n messages (at least one), in one block: one is
+ * allocated for every message, so it is no larger than its messages need. */
+static pending *pending_new(int kind, size_t n) {
   size_t text = kind == P_AGREE ? sizeof(outcome) : 0;
   pending *x = calloc(1, sizeof *x + n * (sizeof(MPI_Status) + sizeof(MPI_Request)) + text + n * sizeof(int));
   if (x == NULL) return NULL;
@@ -95,6 +122,7 @@ typedef struct mpi_state {
   atomic_int sleeping;         /* the progress thread waits on cond (under lock) */
   atomic_int stop;             /* the runtime ends: the thread returns at its next turn */
   int started;
+  weft__backend *gpu; /* the GPU backend: copies between the GPUs of ranks on one host */
 } mpi_state;
 
 typedef struct plan_state {
@@ -174,6 +202,67 @@ static int received(const pending *x) {
   return WEFT_OK;
 }
 
+/* ---- copies between the GPUs of ranks on one host ------------------------------------------ */
+
+/* A receive between GPUs whose messages are done: WEFT_OK when "done" brought its byte, else
+ * WEFT__UPSTREAM (the sender did not copy: its input failed there, or its run was cancelled). */
+static int ipc_received(const pending *x) {
+  int count = 0;
+  MPI_Get_count(&x->status[1], MPI_BYTE, &count);
+  return count == 1 ? WEFT_OK : WEFT__UPSTREAM;
+}
+
+/* The sender's side failed (status, the GPU backend's message): reported when its messages are
+ * done; the receiver is told "not copied". */
+static void ipc_failed(pending *x, int status) {
+  if (x->fail != WEFT_OK) return;
+  x->fail = status;
+  const char *m = weft_last_error();
+  x->msg = malloc(strlen(m) + 1);
+  if (x->msg != NULL) memcpy(x->msg, m, strlen(m) + 1);
+}
+
+/* Sends "done": one byte when the copy is in the receiver's tensor, none when it was not made. */
+static int send_done(pending *x, int copied) {
+  x->stage = IPC_DONE;
+  x->done = 1;
+  return MPI_Isend(&x->done, copied ? 1 : 0, MPI_BYTE, x->peer, (int)x->index, x->ps->comm, &x->req[0]);
+}
+
+/* One step of the sender's copy between GPUs, from any thread that holds x: 1 when it is over
+ * (x->err and x->fail say how), else 0. */
+static int ipc_step(mpi_state *st, pending *x) {
+  int flag = 0, rc = x->err;
+  if (rc != MPI_SUCCESS) return 1;
+  if (x->stage == IPC_READY) {
+    if ((rc = MPI_Test(&x->req[0], &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS) goto out;
+    if (!flag) return 0;
+    int copy = !x->ready.skip && x->fail == WEFT_OK, put;
+    if (copy && (put = st->gpu->vt->ipc_put(st->gpu, x->src, &x->ready.at, &x->token)) != WEFT_OK) {
+      ipc_failed(x, put);
+      copy = 0;
+    }
+    if (copy)
+      x->stage = IPC_COPY;
+    else if ((rc = send_done(x, 0)) != MPI_SUCCESS)
+      goto out;
+  }
+  if (x->stage == IPC_COPY) {
+    int done = st->gpu->vt->ipc_test(st->gpu, x->token);
+    if (done == 0) return 0;
+    if (done < 0) ipc_failed(x, done);
+    if ((rc = send_done(x, done == 1)) != MPI_SUCCESS) goto out;
+  }
+  flag = 0;
+  rc = MPI_Test(&x->req[0], &flag, MPI_STATUS_IGNORE);
+out:
+  if (rc != MPI_SUCCESS) {
+    x->err = rc;
+    return 1;
+  }
+  return flag;
+}
+
 /* Requests of x are done (rc: MPI's answer): report what they mean. */
 static void finished(mpi_state *st, pending *x, int rc) {
   char msg[MPI_MAX_ERROR_STRING + 128];
@@ -188,6 +277,17 @@ static void finished(mpi_state *st, pending *x, int rc) {
       int status = rc != MPI_SUCCESS ? WEFT_EIO : x->upstream ? WEFT__UPSTREAM : received(x);
       if (status == WEFT__UPSTREAM) atomic_store_explicit(&x->ps->upstream, 1, memory_order_relaxed);
       weft__sched_complete_here(x->run, x->index, status, msg);
+      break;
+    }
+    case P_IPC_SEND:
+    case P_IPC_RECV: {
+      int status = rc != MPI_SUCCESS ? WEFT_EIO : x->fail != WEFT_OK ? x->fail : WEFT_OK;
+      if (status == WEFT_OK && x->kind == P_IPC_RECV && ipc_received(x) != WEFT_OK) {
+        status = WEFT__UPSTREAM;
+        atomic_store_explicit(&x->ps->upstream, 1, memory_order_relaxed);
+      }
+      weft__sched_complete_here(x->run, x->index, status, x->fail != WEFT_OK && rc == MPI_SUCCESS ? x->msg : msg);
+      free(x->msg);
       break;
     }
     case P_SKIPPED:
@@ -262,8 +362,13 @@ static void *progress_main(void *arg) {
     pending *done = NULL;
     int streaming = 0;
     for (pending **p = &list; *p != NULL;) {
-      int flag = 0;
-      int rc = MPI_Testall((*p)->nreq, (*p)->req, &flag, (*p)->status);
+      int flag = 0, rc;
+      if ((*p)->kind == P_IPC_SEND) {
+        flag = ipc_step(st, *p);
+        rc = (*p)->err;
+      } else {
+        rc = MPI_Testall((*p)->nreq, (*p)->req, &flag, (*p)->status);
+      }
       if (rc != MPI_SUCCESS || flag) {
         pending *x = *p;
         *p = x->next;
@@ -271,7 +376,8 @@ static void *progress_main(void *arg) {
         done = x;
         x->err = rc;
       } else {
-        streaming |= (*p)->nreq > 0 && (*p)->len[0] >= STREAM_BYTES;
+        streaming |= ((*p)->nreq > 0 && (*p)->len[0] >= STREAM_BYTES) || (*p)->kind == P_IPC_SEND ||
+                     (*p)->kind == P_IPC_RECV;
         p = &(*p)->next;
       }
     }
@@ -460,13 +566,22 @@ static int check_same_graph(mpi_state *st, weft__plan *p) {
 static int mpi_plan(weft__backend *b, weft__plan *p) {
   mpi_state *st = b->state;
   /* Messages carry host memory: a GPU tensor crossing ranks is staged through host memory by
-   * the graph (ops.c, localise: a copy node a leg), so no copy between ranks has a GPU end. A
-   * guard: every rank finds the same node, so every rank fails the same way. */
+   * the graph (ops.c, localise: a copy node a leg), so no copy between ranks has a GPU end, but
+   * those between the GPUs of ranks on one host (weft__gpu_direct: the GPU backend's shared
+   * memory). A guard: every rank finds the same node, so every rank fails the same way. */
+  st->gpu = weft__runtime_backend(b->rt, WEFT_DEVICE_CUDA);
+  int ipc = st->gpu != NULL && st->gpu->vt->ipc_put != NULL;
   for (uint32_t i = 0; i < p->n; i++) {
     const weft_node *n = p->x[i].node;
     if (n->kind != WEFT__OP_COPY) continue;
     const weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
     if (src->device.rank == dst->device.rank) continue;
+    if (ipc && weft__gpu_direct(b->rt, src->device, dst->device)) {
+      if (!weft__tensor_contiguous(dst))
+        return weft__err(WEFT_ENOTSUP, "rank %d: node %u copies %s into a strided tile of another rank's GPU; weft "
+                         "copies into a contiguous tensor there", st->rank, i, weft__tensor_name(src));
+      continue;
+    }
     if (src->device.kind != WEFT_DEVICE_CPU || dst->device.kind != WEFT_DEVICE_CPU) {
       char a[40], c[40];
       return weft__err(WEFT_ENOTSUP,
@@ -576,6 +691,46 @@ static int post_messages(plan_state *ps, pending *x, int sending, int peer, char
   return MPI_SUCCESS;
 }
 
+/* A copy between the GPUs of this rank and another of its host: "ready" and "done" (above). */
+static int ipc_launch(mpi_state *st, weft_kernel_ctx *ctx, int sending, int peer) {
+  pending *x = pending_new(sending ? P_IPC_SEND : P_IPC_RECV, 2);
+  if (x == NULL) return weft_ctx_fail(ctx, "out of memory for a message");
+  x->run = ctx->run;
+  x->index = ctx->index;
+  x->ps = ctx->plan->bstate[ctx->backend->index];
+  x->peer = peer;
+  int rc, tag = (int)ctx->index;
+  if (sending) {
+    x->src = ctx->node->args[0].t;
+    x->nreq = 1;
+    x->len[0] = (int)sizeof x->ready;
+    rc = MPI_Irecv(&x->ready, (int)sizeof x->ready, MPI_BYTE, peer, tag, x->ps->comm, &x->req[0]);
+    if (rc == MPI_SUCCESS) ipc_step(st, x); /* "ready" may be in: the copy starts on this worker */
+  } else {
+    int ex = st->gpu->vt->ipc_export(st->gpu, ctx->node->args[1].t, &x->ready.at);
+    if (ex != WEFT_OK) { /* the sender is told to skip; this node fails once it has answered */
+      x->ready.skip = 1;
+      ipc_failed(x, ex);
+    }
+    x->len[1] = 1;
+    rc = MPI_Isend(&x->ready, (int)sizeof x->ready, MPI_BYTE, peer, tag, x->ps->comm, &x->req[0]);
+    if (rc == MPI_SUCCESS) x->nreq = 1;
+    if (rc == MPI_SUCCESS && (rc = MPI_Irecv(&x->done, 1, MPI_BYTE, peer, tag, x->ps->comm, &x->req[1])) == MPI_SUCCESS)
+      x->nreq = 2;
+  }
+  if (rc != MPI_SUCCESS) { /* MPI is broken: the run's agreement reports it on every rank */
+    char msg[MPI_MAX_ERROR_STRING];
+    error_text(rc, msg, sizeof msg);
+    for (int k = 0; k < x->nreq; k++) MPI_Cancel(&x->req[k]);
+    free(x->msg);
+    free(x);
+    return weft_ctx_fail(ctx, "rank %d: %s rank %d failed: %s", st->rank, sending ? "copying to" : "receiving from",
+                         peer, msg);
+  }
+  post(st, x);
+  return WEFT__PENDING;
+}
+
 static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
   mpi_state *st = b->state;
   const weft_node *n = ctx->node;
@@ -585,11 +740,12 @@ static int mpi_launch(weft__backend *b, weft_kernel_ctx *ctx) {
     return WEFT_OK;
   }
   const weft_tensor *src = n->args[0].t, *dst = n->args[1].t;
+  if (src->device.kind == WEFT_DEVICE_CUDA && dst->device.kind == WEFT_DEVICE_CUDA) return ipc_launch(st, ctx, sending, peer);
   size_t bytes = src->bytes;
   if (bytes > CHUNK * MAX_CHUNKS)
     return weft_ctx_fail(ctx, "a tensor of %zu bytes between ranks %d and %d; the transport moves up to %zu",
                          bytes, src->device.rank, dst->device.rank, CHUNK * MAX_CHUNKS);
-  pending *x = pending_new(sending ? P_SEND : P_RECV, bytes);
+  pending *x = pending_new(sending ? P_SEND : P_RECV, messages(bytes));
   if (x == NULL) return weft_ctx_fail(ctx, "out of memory for a message");
   x->run = ctx->run;
   x->index = ctx->index;
@@ -644,9 +800,34 @@ static void mpi_skip(weft__backend *b, weft_run *run, uint32_t index) {
   weft__plan *p = weft__run_plan(run);
   const weft_node *n = p->x[index].node;
   int sending, peer;
-  if (!copy_peer(st, n, &sending, &peer) || n->args[0].t->bytes > CHUNK * MAX_CHUNKS) return;
+  if (!copy_peer(st, n, &sending, &peer)) return;
+  if (n->args[0].t->device.kind == WEFT_DEVICE_CUDA && n->args[1].t->device.kind == WEFT_DEVICE_CUDA) {
+    /* Between GPUs: the sender takes "ready" and says "not copied"; the receiver says "do not
+     * copy" and takes "done". */
+    pending *x = pending_new(P_SKIPPED, 2);
+    if (x == NULL) {
+      fprintf(stderr, "weft: rank %d: out of memory skipping node %u; aborting the job\n", st->rank, index);
+      MPI_Abort(st->world, 1);
+    }
+    x->index = index;
+    x->ready.skip = 1;
+    MPI_Comm comm = ((plan_state *)p->bstate[b->index])->comm;
+    int tag = (int)index, rc;
+    if (sending)
+      rc = MPI_Irecv(&x->ready, (int)sizeof x->ready, MPI_BYTE, peer, tag, comm, &x->req[0]);
+    else
+      rc = MPI_Isend(&x->ready, (int)sizeof x->ready, MPI_BYTE, peer, tag, comm, &x->req[0]);
+    if (rc == MPI_SUCCESS) x->nreq = 1;
+    if (rc == MPI_SUCCESS)
+      rc = sending ? MPI_Isend(&x->done, 0, MPI_BYTE, peer, tag, comm, &x->req[1])
+                   : MPI_Irecv(&x->done, 1, MPI_BYTE, peer, tag, comm, &x->req[1]);
+    if (rc == MPI_SUCCESS) x->nreq = 2;
+    post(st, x); /* an MPI failure: the run's agreement reports it */
+    return;
+  }
+  if (n->args[0].t->bytes > CHUNK * MAX_CHUNKS) return;
   size_t bytes = n->args[0].t->bytes;
-  pending *x = pending_new(P_SKIPPED, bytes);
+  pending *x = pending_new(P_SKIPPED, messages(bytes));
   void *scratch = sending ? NULL : malloc(bytes);
   if (x == NULL || (!sending && scratch == NULL)) {
     /* Nothing can be posted: the other rank would wait for ever. */
@@ -680,7 +861,7 @@ static int mpi_run_begin(weft__backend *b, weft__plan *p, weft_run *run) {
  * outcome broadcast (agreed_key). Nonblocking: the progress thread completes it. */
 static int mpi_run_drain(weft__backend *b, weft__plan *p, weft_run *run) {
   mpi_state *st = b->state;
-  pending *x = pending_new(P_AGREE, 0);
+  pending *x = pending_new(P_AGREE, 1);
   if (x == NULL) {
     weft__sched_drained(run, UINT32_MAX, WEFT_ENOMEM, "out of memory for the ranks' agreement on the run's outcome");
     return WEFT__PENDING;

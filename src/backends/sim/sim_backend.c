@@ -126,9 +126,15 @@ static int sim_device_info(const weft__backend *b, int index, weft_device_info *
 }
 
 static int sim_can_access_peer(const weft__backend *b, int a, int c) {
-  const weft__sim *m = machine(b); /* a and c are the plan's slots: peers within one rank */
-  return a != c && m->cost.prof.peer_access && (m->rank_gpus <= 0 || a / m->rank_gpus == c / m->rank_gpus);
+  /* a and c are the plan's slots: peers on one host (the GPUs of ranks on one host copy to
+   * each other directly: weft__gpu_direct) */
+  const weft__sim *m = machine(b);
+  int host = m->rank_gpus * m->per_host;
+  return a != c && m->cost.prof.peer_access && (host <= 0 || a / host == c / host);
 }
+
+/* The simulated host's GPUs are peers to every rank on it (sim_can_access_peer). */
+static int sim_ipc_capable(const weft__backend *b) { return machine(b)->cost.prof.peer_access; }
 
 /* ---- storage: host memory in compute mode, nothing otherwise ------------------------------ */
 
@@ -573,6 +579,7 @@ const weft__backend_vtable weft__sim_backend = {
     .device_count = sim_device_count,
     .device_info = sim_device_info,
     .can_access_peer = sim_can_access_peer,
+    .ipc_capable = sim_ipc_capable,
     .alloc = sim_alloc,
     .free = sim_free,
     .read = sim_read,

@@ -48,6 +48,7 @@ typedef struct space {
   int ndev;     /* the ranks' devices in all */
   int per_host; /* ranks a host: messages between hosts take the network */
   int peer;     /* a rank's GPUs copy to each other over the peer link */
+  int ipc;      /* ... and the GPUs of ranks on one host (weft__gpu_direct) */
   int lanes;    /* a rank's CPU workers */
   double gpu_bytes; /* a GPU's memory */
 } space;
@@ -55,6 +56,11 @@ typedef struct space {
 static int is_gpu(const space *sp, int k) { return k % sp->per != 0; }
 static int host_of(const space *sp, int k) { return k - k % sp->per; }
 static int rank_of(const space *sp, int k) { return k / sp->per; }
+/* A copy from GPU s to GPU k of another rank on the same host: one copy (weft__gpu_direct). */
+static int direct(const space *sp, int s, int k) {
+  return sp->ipc && is_gpu(sp, s) && is_gpu(sp, k) && rank_of(sp, s) != rank_of(sp, k) &&
+         rank_of(sp, s) / sp->per_host == rank_of(sp, k) / sp->per_host;
+}
 static int dev_index(const space *sp, weft_device d) {
   return d.rank * sp->per + (d.kind == WEFT_DEVICE_CUDA ? 1 + d.index : 0);
 }
@@ -212,6 +218,8 @@ int weft__place_model_load(weft_runtime *rt) {
 static double transfer_s(const weft__cost_model *m, const space *sp, size_t bytes, int s, int d) {
   const weft__sim_profile *p = &m->prof;
   if (s == d) return 0;
+  if (direct(sp, s, d)) /* the peer link, after the ranks' two messages (ready, done) */
+    return 2 * p->ranks.latency_s + p->peer.latency_s + (double)bytes / p->peer.bandwidth;
   if (rank_of(sp, s) != rank_of(sp, d)) {
     const weft__sim_link *l = weft__sim_rank_link(p, sp->per_host, rank_of(sp, s), rank_of(sp, d));
     return transfer_s(m, sp, bytes, s, host_of(sp, s)) + l->latency_s + (double)bytes / l->bandwidth +
@@ -728,6 +736,8 @@ static int source_of(const lctx *c, dmask valid, int k) {
   if (valid >> h & 1) return h;
   for (int s = h; s < h + sp->per; s++)
     if (valid >> s & 1) return s;
+  for (int s = 0; s < c->ndev && is_gpu(sp, k) && !c->tight[k]; s++)
+    if ((valid >> s & 1) && direct(sp, s, k)) return s;
   for (int s = 0; s < c->ndev; s += sp->per)
     if (valid >> s & 1) return s;
   for (int s = 0; s < c->ndev; s++)
@@ -756,18 +766,20 @@ static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor *
     snprintf(name, sizeof name, "stage %s %s %u (%s %lldx%lld)", out == 2 ? "from another rank into" : out ? "from" : "to",
              weft_device_str(dev_of(c->sp, k), d, sizeof d), i, weft_dtype_name(t->dtype), (long long)t->shape[0],
              (long long)t->shape[1]);
-    int rc = weft__tensor_new(c->pg, name, t->dtype, 2, t->shape, dev_of(c->sp, host_of(c->sp, k)), weft_zeros(),
-                              WEFT__T_INSERTED, &r->t[i]);
+    /* On k's host; from another rank's GPU straight onto GPU k (direct). */
+    int on = out == 2 && is_gpu(c->sp, k) ? k : host_of(c->sp, k);
+    int rc = weft__tensor_new(c->pg, name, t->dtype, 2, t->shape, dev_of(c->sp, on), weft_zeros(), WEFT__T_INSERTED,
+                              &r->t[i]);
     if (rc != WEFT_OK) return rc;
   }
   *st = r->t[i];
   return WEFT_OK;
 }
 
-/* The copy of `from` (t's on device s) into `to` (on device k): on the GPU's side, between hosts
- * (ranks) on the receiver's, as any copy between ranks; a strided tile on a host that a GPU
- * reads or writes, or that receives from another rank, goes through a staging tensor (above),
- * the second copy flagged `flags`. */
+/* The copy of `from` (t's on device s) into `to` (on device k): on the GPU's side (the sender's
+ * between GPUs), between hosts (ranks) on the receiver's, as any copy between ranks; a strided
+ * tile on a host that a GPU reads or writes, or that receives from another rank, goes through a
+ * staging tensor (above), the second copy flagged `flags`. */
 static int copy_legs(lctx *c, const weft_tensor *t, weft_tensor *from, weft_tensor *to, int s, int k, unsigned flags) {
   const space *sp = c->sp;
   const weft_tensor *host = !is_gpu(sp, s) ? from : !is_gpu(sp, k) ? to : NULL;
@@ -777,7 +789,8 @@ static int copy_legs(lctx *c, const weft_tensor *t, weft_tensor *from, weft_tens
   int rc;
   if (!into_rank && !gpu_leg) return weft__copy_node(c->pg, from, to, dev_of(sp, is_gpu(sp, s) ? s : k), flags);
   if ((rc = stage_of(c, t, into_rank ? k : is_gpu(sp, s) ? s : k, into_rank ? 2 : is_gpu(sp, s), &st)) != WEFT_OK) return rc;
-  if ((rc = weft__copy_node(c->pg, from, st, dev_of(sp, into_rank ? k : s), WEFT__N_INSERTED)) != WEFT_OK) return rc;
+  if ((rc = weft__copy_node(c->pg, from, st, dev_of(sp, into_rank && !is_gpu(sp, s) ? k : s), WEFT__N_INSERTED)) != WEFT_OK)
+    return rc;
   return weft__copy_node(c->pg, st, to, dev_of(sp, k), flags);
 }
 
@@ -786,8 +799,10 @@ static int transfer(struct lctx *c, weft_tensor *t, int s, int k) {
   const space *sp = c->sp;
   int rc = WEFT_OK;
   /* Between ranks: through their hosts, a copy a leg (the transport carries host memory):
-   * the sender's GPU to its host, the message, the receiver's host to its GPU. */
-  if (rank_of(sp, s) != rank_of(sp, k) && (is_gpu(sp, s) || is_gpu(sp, k))) {
+   * the sender's GPU to its host, the message, the receiver's host to its GPU; between GPUs of
+   * one host, one copy, unless the receiver's memory is tight: what another rank's GPU copies
+   * in is kept to the end of the run (the transport's landing memory, docs/distributed.md). */
+  if (rank_of(sp, s) != rank_of(sp, k) && (is_gpu(sp, s) || is_gpu(sp, k)) && !(direct(sp, s, k) && !c->tight[k])) {
     int hs = host_of(sp, s), hk = host_of(sp, k);
     if (is_gpu(sp, s) && !(c->valid[t->id] >> hs & 1)) rc = transfer(c, t, s, hs);
     if (rc == WEFT_OK && !(c->valid[t->id] >> hk & 1)) rc = transfer(c, t, hs, hk);
@@ -1111,7 +1126,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
       src = (c.valid[x->id] >> to & 1) ? to : (c.valid[x->id] >> k & 1) ? k : source_of(&c, c.valid[x->id], to);
       /* Between ranks the transport carries host memory: a GPU end's leg to or from its host
        * first; the node's own copy is then the last leg (into a GPU) or the message. */
-      if (rank_of(sp, src) != rank_of(sp, to) && (is_gpu(sp, src) || is_gpu(sp, to))) {
+      if (rank_of(sp, src) != rank_of(sp, to) && (is_gpu(sp, src) || is_gpu(sp, to)) && !(direct(sp, src, to) && !c.tight[to])) {
         int via = is_gpu(sp, to) ? host_of(sp, to) : host_of(sp, src);
         if (!(c.valid[x->id] >> via & 1) && (rc = transfer(&c, x, src, via)) != WEFT_OK) break;
         src = via;
@@ -1236,6 +1251,7 @@ int weft__place(weft_graph *g, weft_graph **out) {
   sp.ndev = sp.per * rt->nranks;
   sp.per_host = pf->per_host > 0 ? pf->per_host : 1;
   sp.peer = pf->peer;
+  sp.ipc = pf->ipc;
   sp.lanes = pf->lanes;
   sp.gpu_bytes = pf->gpu_bytes;
   size_t nt = g->tensors.len, nn = g->nodes.len;
