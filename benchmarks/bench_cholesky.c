@@ -63,6 +63,9 @@
 
 #include <dlfcn.h>
 #include <math.h>
+#if WEFT_BENCH_MPI
+#include <mpi.h>
+#endif
 #include <string.h>
 #include <unistd.h>
 
@@ -286,6 +289,11 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   for (int r = -1; r < reps; r++) {
     if (a != NULL) BCHECK(weft_tensor_write(x, a, bytes));
     if (large && simulate == NULL) write_large(x, n, es);
+#if WEFT_BENCH_MPI
+    /* Ranks: each writes its own tiles first, some far slower than others (pageable memory to a
+     * GPU); the run is timed from when all are ready, not from rank 0's start. */
+    if (nranks > 1 && simulate == NULL) MPI_Barrier(MPI_COMM_WORLD);
+#endif
     double t0 = bench_now_ms();
     weft_run *run;
     BCHECK(weft_graph_launch(g, &run));

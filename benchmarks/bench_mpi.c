@@ -214,6 +214,7 @@ static void gpu_bandwidth(void) {
     double t0 = bench_now_ms();
     if (me == 0) {
       CUDA_OK(cudaMemcpy(peer, buf, bytes, cudaMemcpyDeviceToDevice));
+      CUDA_OK(cudaDeviceSynchronize()); /* a copy between devices returns before it is done */
       MPI_Send(&done, 1, MPI_BYTE, 1, 0, comm);
     }
     if (me == 1) MPI_Recv(&done, 1, MPI_BYTE, 0, 0, comm, MPI_STATUS_IGNORE);

@@ -154,14 +154,19 @@ typedef struct weft__backend_vtable {
   /* Version 8 (above). NULL for a backend without GPUs. `ipc_capable`: every two GPUs of
    * this host map each other's memory, so ranks sharing the host may copy between them
    * directly. `ipc_export`: tensor t's storage (a GPU tensor given storage the host's other
-   * processes can map: weft_tensor.ipc) as a handle. `ipc_put`: maps the handle (once a
-   * process) and enqueues the copy of `src` (this process's GPU tensor, a strided tile too)
-   * into it; *token then names the copy for `ipc_test`, which answers 1 once it is done (the
-   * token freed), 0 while it runs, or an error (the token freed). Callable from any thread; they
-   * never wait for the device. */
+   * processes can map: weft_tensor.ipc) as a handle. `ipc_map`: the handle's memory mapped for
+   * this process's GPU `index` (*base: the allocation's start), a reference the caller gives
+   * back with `ipc_unmap` (the mapping closes with the last: before the other process frees
+   * the memory, or its next allocation there cannot be mapped). `ipc_put`: enqueues the copy of
+   * `src` (this process's GPU tensor, a strided tile too) to `dst` (in a mapping); *token then
+   * names the copy for `ipc_test`, which answers 1 once it is done (the token freed), 0 while
+   * it runs, or an error (the token freed). Callable from any thread; they never wait for the
+   * device. */
   int (*ipc_capable)(const struct weft__backend *b);
   int (*ipc_export)(struct weft__backend *b, const weft_tensor *t, weft__ipc_handle *out);
-  int (*ipc_put)(struct weft__backend *b, const weft_tensor *src, const weft__ipc_handle *to, void **token);
+  int (*ipc_map)(struct weft__backend *b, int index, const weft__ipc_handle *h, void **base);
+  void (*ipc_unmap)(struct weft__backend *b, void *base);
+  int (*ipc_put)(struct weft__backend *b, const weft_tensor *src, void *dst, void **token);
   int (*ipc_test)(struct weft__backend *b, void *token);
 } weft__backend_vtable;
 

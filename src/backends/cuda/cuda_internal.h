@@ -359,7 +359,9 @@ int weft__cu_ipc_init(cu_state *st);
 int weft__cu_ipc_alloc(cu_device *d, weft_tensor *t);
 void weft__cu_ipc_free(cu_device *d, weft_tensor *t);
 int weft__cu_ipc_export(weft__backend *b, const weft_tensor *t, weft__ipc_handle *out);
-int weft__cu_ipc_put(weft__backend *b, const weft_tensor *src, const weft__ipc_handle *to, void **token);
+int weft__cu_ipc_map(weft__backend *b, int index, const weft__ipc_handle *h, void **base);
+void weft__cu_ipc_unmap(weft__backend *b, void *base);
+int weft__cu_ipc_put(weft__backend *b, const weft_tensor *src, void *dst, void **token);
 int weft__cu_ipc_test(weft__backend *b, void *token);
 /* Unmaps what this process mapped (the backend's end). */
 void weft__cu_ipc_fini(cu_state *st);

@@ -6,9 +6,10 @@
  * its own cudaMalloc: memory of the stream-ordered pool cannot be exported by the legacy IPC
  * calls, and the pool's own export needs a file descriptor passed between the processes. Its
  * rank exports it (a 64-byte handle) in the message that says it is ready to receive; the
- * sending rank maps it once (cudaIpcOpenMemHandle, kept until the backend ends: mapping costs
- * far more than a copy's setup) and copies into it on its device's `ipc` stream, over the peer
- * link, a strided tile as one 2-D copy; an event says when the copy is done, and the transport
+ * sending rank maps it (cudaIpcOpenMemHandle, once a process: the transport's plans that use a
+ * mapping hold it, and the last one's end closes it, before the receiver's memory can be given
+ * to another tensor, which a stale mapping would refuse with cudaErrorAlreadyMapped) and copies
+ * into it on its device's `ipc` stream, over the peer link, a strided tile as one 2-D copy; an event says when the copy is done, and the transport
  * then tells the receiver. The receiver's kernels that read the tensor start after that message,
  * so they see the whole copy. Why not a CUDA-aware MPI: the GPU hosts' Open MPI is not one, and
  * this moves a tile in one copy engine pass with no staging (docs/distributed.md). */
@@ -23,6 +24,7 @@ typedef struct cu_ipc_map {
   unsigned char handle[64];
   int ordinal;
   void *base;
+  int refs; /* the transport's plans that use it (ipc_map, ipc_unmap) */
 } cu_ipc_map;
 
 /* A copy in flight (ipc_put's token). */
@@ -107,55 +109,79 @@ int weft__cu_ipc_export(weft__backend *b, const weft_tensor *t, weft__ipc_handle
   return WEFT_OK;
 }
 
-/* The mapping of h on device d, made at its first use. Call with the maps' lock held. */
-static int map_of(cu_state *st, cu_device *d, const unsigned char *h, void **base) {
+int weft__cu_ipc_map(weft__backend *b, int index, const weft__ipc_handle *h, void **base) {
+  cu_state *st = b->state;
+  if (index < 0 || index >= st->ndev)
+    return weft__err(WEFT_EDEVICE, "mapping another rank's GPU memory: this runtime has no cuda:%d", index);
+  cu_device *d = &st->dev[index];
   cu_ipc_maps *m = st->ipc;
+  int rc = WEFT_OK;
+  weft__mutex_lock(&m->lock);
   for (size_t i = 0; i < m->n; i++)
-    if (m->v[i].ordinal == d->ordinal && memcmp(m->v[i].handle, h, sizeof m->v[i].handle) == 0) {
+    if (m->v[i].ordinal == d->ordinal && memcmp(m->v[i].handle, h->handle, sizeof m->v[i].handle) == 0) {
+      m->v[i].refs++;
       *base = m->v[i].base;
-      return WEFT_OK;
+      goto out;
     }
   if (m->n == m->cap) {
     size_t cap = m->cap ? 2 * m->cap : 16;
     cu_ipc_map *v = weft__realloc(m->v, cap * sizeof *v);
-    if (v == NULL) return weft__oom("the GPU memory mapped from other processes");
+    if (v == NULL) {
+      rc = weft__oom("the GPU memory mapped from other processes");
+      goto out;
+    }
     m->v = v;
     m->cap = cap;
   }
+  if ((rc = weft__cu_set_device(d)) != WEFT_OK) goto out;
   cudaIpcMemHandle_t ch;
-  memcpy(&ch, h, sizeof ch);
+  memcpy(&ch, h->handle, sizeof ch);
   cudaError_t e = cudaIpcOpenMemHandle(base, ch, cudaIpcMemLazyEnablePeerAccess);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return weft__err(WEFT_ECUDA, "mapping another rank's GPU memory on cuda:%d failed: %s (%s); WEFT_GPU_IPC=0 "
-                     "sends GPU tensors between ranks through host memory", d->ordinal, cudaGetErrorName(e),
-                     cudaGetErrorString(e));
+    rc = weft__err(WEFT_ECUDA, "mapping another rank's GPU memory on cuda:%d failed: %s (%s); WEFT_GPU_IPC=0 "
+                   "sends GPU tensors between ranks through host memory", d->ordinal, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+    goto out;
   }
   cu_ipc_map *x = &m->v[m->n++];
-  memcpy(x->handle, h, sizeof x->handle);
+  memcpy(x->handle, h->handle, sizeof x->handle);
   x->ordinal = d->ordinal;
   x->base = *base;
-  return WEFT_OK;
+  x->refs = 1;
+out:
+  weft__mutex_unlock(&m->lock);
+  return rc;
 }
 
-int weft__cu_ipc_put(weft__backend *b, const weft_tensor *src, const weft__ipc_handle *to, void **token) {
+/* Closes mapping i (the maps' lock held). */
+static void unmap_at(cu_ipc_maps *m, size_t i) {
+  if (cudaSetDevice(m->v[i].ordinal) != cudaSuccess || cudaIpcCloseMemHandle(m->v[i].base) != cudaSuccess)
+    cudaGetLastError();
+  m->v[i] = m->v[--m->n];
+}
+
+void weft__cu_ipc_unmap(weft__backend *b, void *base) {
+  cu_state *st = b->state;
+  cu_ipc_maps *m = st->ipc;
+  weft__mutex_lock(&m->lock);
+  for (size_t i = 0; i < m->n; i++)
+    if (m->v[i].base == base) {
+      if (--m->v[i].refs == 0) unmap_at(m, i);
+      break;
+    }
+  weft__mutex_unlock(&m->lock);
+}
+
+int weft__cu_ipc_put(weft__backend *b, const weft_tensor *src, void *dst, void **token) {
   cu_state *st = b->state;
   char dev[32];
   if (src->device.kind != WEFT_DEVICE_CUDA || src->device.index >= st->ndev)
     return weft__err(WEFT_EDEVICE, "tensor %s lives on %s, which this runtime does not have", weft__tensor_name(src),
                      weft_device_str(src->device, dev, sizeof dev));
-  if (to->bytes != src->bytes)
-    return weft__err(WEFT_ESHAPE, "tensor %s has %zu bytes; the other rank receives %llu", weft__tensor_name(src),
-                     src->bytes, (unsigned long long)to->bytes);
   cu_device *d = &st->dev[src->device.index];
   int rc = weft__cu_set_device(d);
   if (rc != WEFT_OK) return rc;
-  void *base = NULL;
-  weft__mutex_lock(&st->ipc->lock);
-  rc = map_of(st, d, to->handle, &base);
-  weft__mutex_unlock(&st->ipc->lock);
-  if (rc != WEFT_OK) return rc;
-  char *dst = (char *)base + to->offset;
   cu_ipc_copy *c = weft__malloc(sizeof *c);
   if (c == NULL) return weft__oom("a copy into another rank's GPU");
   c->ordinal = d->ordinal;
@@ -203,9 +229,7 @@ int weft__cu_ipc_test(weft__backend *b, void *token) {
 void weft__cu_ipc_fini(cu_state *st) {
   cu_ipc_maps *m = st->ipc;
   if (m == NULL) return;
-  for (size_t i = 0; i < m->n; i++)
-    if (cudaSetDevice(m->v[i].ordinal) == cudaSuccess && cudaIpcCloseMemHandle(m->v[i].base) != cudaSuccess)
-      cudaGetLastError();
+  while (m->n > 0) unmap_at(m, m->n - 1);
   weft__mutex_destroy(&m->lock);
   weft__free(m->v);
   weft__free(m);

@@ -125,9 +125,20 @@ typedef struct mpi_state {
   weft__backend *gpu; /* the GPU backend: copies between the GPUs of ranks on one host */
 } mpi_state;
 
+/* Another rank's GPU memory this plan's copies map (the GPU backend's ipc_map), held to the plan's
+ * end. */
+typedef struct plan_map {
+  unsigned char handle[64];
+  int index; /* this process's GPU */
+  void *base;
+} plan_map;
+
 typedef struct plan_state {
   MPI_Comm comm;     /* the plan's messages and agreements */
   atomic_int upstream; /* this run received a message another rank did not compute */
+  pthread_mutex_t lock; /* maps: the progress thread's and the workers' copies */
+  plan_map *maps;
+  size_t nmaps, cap;
 } plan_state;
 
 static void error_text(int code, char *buf, size_t size) {
@@ -229,6 +240,34 @@ static int send_done(pending *x, int copied) {
   return MPI_Isend(&x->done, copied ? 1 : 0, MPI_BYTE, x->peer, (int)x->index, x->ps->comm, &x->req[0]);
 }
 
+/* Where the receiver's "ready" says to copy, mapped for this process's GPU `index` (once a
+ * plan). */
+static int plan_dst(mpi_state *st, plan_state *ps, int index, const weft__ipc_handle *at, void **dst) {
+  int rc = WEFT_OK;
+  void *base = NULL;
+  pthread_mutex_lock(&ps->lock);
+  for (size_t i = 0; i < ps->nmaps && base == NULL; i++)
+    if (ps->maps[i].index == index && memcmp(ps->maps[i].handle, at->handle, sizeof at->handle) == 0)
+      base = ps->maps[i].base;
+  if (base == NULL && ps->nmaps == ps->cap) {
+    size_t cap = ps->cap ? 2 * ps->cap : 16;
+    plan_map *v = realloc(ps->maps, cap * sizeof *v);
+    if (v == NULL)
+      rc = weft__err(WEFT_ENOMEM, "out of memory for the GPU memory of other ranks");
+    else
+      ps->maps = v, ps->cap = cap;
+  }
+  if (base == NULL && rc == WEFT_OK && (rc = st->gpu->vt->ipc_map(st->gpu, index, at, &base)) == WEFT_OK) {
+    plan_map *m = &ps->maps[ps->nmaps++];
+    memcpy(m->handle, at->handle, sizeof m->handle);
+    m->index = index;
+    m->base = base;
+  }
+  pthread_mutex_unlock(&ps->lock);
+  *dst = (char *)base + at->offset;
+  return rc;
+}
+
 /* One step of the sender's copy between GPUs, from any thread that holds x: 1 when it is over
  * (x->err and x->fail say how), else 0. */
 static int ipc_step(mpi_state *st, pending *x) {
@@ -237,8 +276,14 @@ static int ipc_step(mpi_state *st, pending *x) {
   if (x->stage == IPC_READY) {
     if ((rc = MPI_Test(&x->req[0], &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS) goto out;
     if (!flag) return 0;
-    int copy = !x->ready.skip && x->fail == WEFT_OK, put;
-    if (copy && (put = st->gpu->vt->ipc_put(st->gpu, x->src, &x->ready.at, &x->token)) != WEFT_OK) {
+    int copy = !x->ready.skip && x->fail == WEFT_OK, put = WEFT_OK;
+    void *dst = NULL;
+    if (copy && x->ready.at.bytes != x->src->bytes)
+      put = weft__err(WEFT_ESHAPE, "rank %d: tensor %s has %zu bytes, and rank %d receives %llu", st->rank,
+                      weft__tensor_name(x->src), x->src->bytes, x->peer, (unsigned long long)x->ready.at.bytes);
+    if (copy && put == WEFT_OK) put = plan_dst(st, x->ps, x->src->device.index, &x->ready.at, &dst);
+    if (copy && put == WEFT_OK) put = st->gpu->vt->ipc_put(st->gpu, x->src, dst, &x->token);
+    if (put != WEFT_OK) {
       ipc_failed(x, put);
       copy = 0;
     }
@@ -570,7 +615,7 @@ static int mpi_plan(weft__backend *b, weft__plan *p) {
    * those between the GPUs of ranks on one host (weft__gpu_direct: the GPU backend's shared
    * memory). A guard: every rank finds the same node, so every rank fails the same way. */
   st->gpu = weft__runtime_backend(b->rt, WEFT_DEVICE_CUDA);
-  int ipc = st->gpu != NULL && st->gpu->vt->ipc_put != NULL;
+  int ipc = st->gpu != NULL && st->gpu->vt->ipc_map != NULL;
   for (uint32_t i = 0; i < p->n; i++) {
     const weft_node *n = p->x[i].node;
     if (n->kind != WEFT__OP_COPY) continue;
@@ -596,6 +641,7 @@ static int mpi_plan(weft__backend *b, weft__plan *p) {
   plan_state *ps = calloc(1, sizeof *ps);
   if (ps == NULL) return weft__oom("the MPI transport's plan");
   ps->comm = MPI_COMM_NULL; /* made when the ranks agree on the launch */
+  pthread_mutex_init(&ps->lock, NULL);
   p->bstate[b->index] = ps;
   return WEFT_OK;
 }
@@ -639,6 +685,10 @@ static void mpi_plan_free(weft__backend *b, weft__plan *p) {
   plan_state *ps = p->bstate[b->index];
   if (ps == NULL) return;
   if (ps->comm != MPI_COMM_NULL) MPI_Comm_free(&ps->comm);
+  mpi_state *st = b->state;
+  for (size_t i = 0; i < ps->nmaps; i++) st->gpu->vt->ipc_unmap(st->gpu, ps->maps[i].base);
+  free(ps->maps);
+  pthread_mutex_destroy(&ps->lock);
   free(ps);
   p->bstate[b->index] = NULL;
 }
