@@ -230,6 +230,19 @@ static void fan_in_to_rank_zero(void **state) {
 }
 
 /* A runtime with the GPUs, or the test skipped on every rank alike (no GPU, or one rank). */
+/* After a run failed on a 4 x 4 potrf of m (zeros), its owner makes m diag(4, 9, 16, 25): the
+ * graph runs again, and `twice` (2 x its factor, on any rank) is diag(4, 6, 8, 10). */
+static void runs_once_positive_definite(weft_graph *g, weft_tensor *m, int owner, weft_tensor *twice) {
+  if (me == owner) {
+    double spd[16] = {4, 0, 0, 0, 0, 9, 0, 0, 0, 0, 16, 0, 0, 0, 0, 25};
+    CHECK(weft_tensor_write(m, spd, sizeof spd));
+  }
+  CHECK(weft_graph_run(g));
+  double got[16];
+  CHECK(weft_tensor_read_all(twice, got, sizeof got));
+  for (int i = 0; i < 16; i++) assert_true(got[i] == (i % 5 == 0 ? 2.0 * (2 + i / 5) : 0.0));
+}
+
 /* A runtime with this rank's share of its host's GPUs; its copies between the GPUs of ranks on
  * one host go through the hosts when !direct (WEFT_GPU_IPC=0, on every rank alike). Skips the
  * test without a GPU or a second rank (every rank alike). */
@@ -353,14 +366,7 @@ static void gpu_tensors_cross_ranks_directly(void **state) {
   assert_true(tu_contains(weft_run_error(run), "not positive definite"));
   assert_int_equal(weft_node_id(weft_run_failed_node(run)), 0);
   weft_run_destroy(run);
-  if (me == 0) { /* made positive definite, the next run goes through */
-    double spd[16] = {4, 0, 0, 0, 0, 9, 0, 0, 0, 0, 16, 0, 0, 0, 0, 25};
-    CHECK(weft_tensor_write(m, spd, sizeof spd));
-  }
-  CHECK(weft_graph_run(g));
-  double l[16];
-  CHECK(weft_tensor_read_all(out, l, sizeof l));
-  for (int i = 0; i < 16; i++) assert_true(l[i] == (i % 5 == 0 ? 2.0 * (2 + i / 5) : 0.0));
+  runs_once_positive_definite(g, m, 0, out);
   weft_graph_destroy(g);
   weft_runtime_destroy(grt);
 }
@@ -524,14 +530,7 @@ static void a_failure_on_one_rank_fails_every_rank(void **state) {
   assert_int_equal(weft_node_id(weft_run_failed_node(r)), 0); /* the potrf, the same node everywhere */
   weft_run_destroy(r);
 
-  if (me == last) {
-    double spd[16] = {4, 0, 0, 0, 0, 9, 0, 0, 0, 0, 16, 0, 0, 0, 0, 25};
-    CHECK(weft_tensor_write(a, spd, sizeof spd));
-  }
-  CHECK(weft_graph_run(g));
-  double got[16];
-  CHECK(weft_tensor_read_all(b, got, sizeof got));
-  for (int i = 0; i < 16; i++) assert_true(got[i] == (i % 5 == 0 ? 2.0 * (2 + i / 5) : 0.0));
+  runs_once_positive_definite(g, a, last, b);
   weft_graph_destroy(g);
 }
 

@@ -1124,8 +1124,9 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
       int to = (y->flags & WEFT__T_AUTODEV) ? k : ts[y->id].home, src;
       if (x->grid != NULL && !(c.valid[x->id] >> ts[x->id].home & 1) && (rc = gather(&c, x)) != WEFT_OK) break;
       src = (c.valid[x->id] >> to & 1) ? to : (c.valid[x->id] >> k & 1) ? k : source_of(&c, c.valid[x->id], to);
-      /* Between ranks the transport carries host memory: a GPU end's leg to or from its host
-       * first; the node's own copy is then the last leg (into a GPU) or the message. */
+      /* Between ranks the transport carries host memory (but between the GPUs of one host): a
+       * GPU end's leg to or from its host first; the node's own copy is then the last leg (into
+       * a GPU) or the message. */
       if (rank_of(sp, src) != rank_of(sp, to) && (is_gpu(sp, src) || is_gpu(sp, to)) && !(direct(sp, src, to) && !c.tight[to])) {
         int via = is_gpu(sp, to) ? host_of(sp, to) : host_of(sp, src);
         if (!(c.valid[x->id] >> via & 1) && (rc = transfer(&c, x, src, via)) != WEFT_OK) break;
