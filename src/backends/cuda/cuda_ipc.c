@@ -81,12 +81,13 @@ int weft__cu_ipc_alloc(cu_device *d, weft_tensor *t) {
   }
   t->data = p;
   t->storage_kind = WEFT__S_IPC;
+  atomic_fetch_add_explicit(&d->ipc_bytes, t->bytes, memory_order_relaxed);
   return WEFT_OK;
 }
 
 void weft__cu_ipc_free(cu_device *d, weft_tensor *t) {
-  (void)d; /* the caller made it current */
-  if (cudaFree(t->data) != cudaSuccess) cudaGetLastError();
+  if (cudaFree(t->data) != cudaSuccess) cudaGetLastError(); /* the caller made d current */
+  atomic_fetch_sub_explicit(&d->ipc_bytes, t->bytes, memory_order_relaxed);
 }
 
 int weft__cu_ipc_export(weft__backend *b, const weft_tensor *t, weft__ipc_handle *out) {
