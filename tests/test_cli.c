@@ -252,6 +252,25 @@ static void test_run_simulated_ranks(void **state) {
   r = tp_cmd(0, NULL, TP_ARGS("explain", "--simulate", "h200x2", "--ranks", "2", "ranks_gpu.weft"));
   assert_true(tp_has(r->out, "lane   rank 1 cuda:0 stream 0"));
   assert_true(tp_has(r->out, "lane   rank 1 cuda:0 copy d2h"));
+  /* The tiled Cholesky on auto, computed over 4 simulated ranks' GPUs on one host (copies between
+   * their GPUs directly) and over 2 hosts of 2 ranks: the residual one CPU process prints. */
+  char chol[4200];
+  snprintf(chol, sizeof chol, "%s/examples/cholesky.weft", WEFT_SOURCE_DIR);
+  if (access(chol, R_OK) == 0) {
+    char want[128] = "";
+    r = tp_cmd(0, NULL, TP_ARGS("run", "-D", "N=1024", "-D", "B=128", chol));
+    const char *at = strstr(r->out, "residual = ");
+    assert_non_null(at);
+    snprintf(want, sizeof want, "%.*s", (int)strcspn(at, "\n"), at);
+    setenv("WEFT_SIM_COMPUTE", "1", 1);
+    r = tp_cmd(0, NULL, TP_ARGS("run", "--simulate", "h200x4", "--ranks", "4", "--stats", "-D", "N=1024", "-D", "B=128", chol));
+    assert_true(tp_has(r->out, want));
+    assert_false(tp_has(r->out, " 0.0 MB to and from other ranks")); /* it did spread */
+    r = tp_cmd(0, NULL, TP_ARGS("run", "--simulate", "h200x4", "--ranks", "4", "--ranks-per-host", "2", "-D", "N=1024",
+                                "-D", "B=128", chol));
+    assert_true(tp_has(r->out, want));
+    unsetenv("WEFT_SIM_COMPUTE");
+  }
   r = tp_cmd(2, NULL, TP_ARGS("run", "ranks.weft")); /* one process: rank 1 does not exist */
   assert_true(tp_has(r->err, "rank"));
   r = tp_cmd(2, NULL, TP_ARGS("run", "--ranks", "2", "ranks.weft"));

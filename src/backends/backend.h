@@ -184,6 +184,9 @@ weft__backend *weft__runtime_backend(const weft_runtime *rt, int kind);
 void weft__runtime_local(const weft_runtime *rt, int *rank, int *ranks);
 /* The transport sets the process's rank and the number of ranks (1 and 0 without one). */
 void weft__runtime_set_ranks(weft_runtime *rt, int rank, int nranks);
+/* The transport says each rank's host (host[r]: the same number for ranks sharing one; nranks
+ * of them, the same on every rank), after weft__runtime_set_ranks. */
+int weft__runtime_set_hosts(weft_runtime *rt, const int *host);
 
 /* What a backend may know of a run besides its plan. */
 /* The plan the run executes. */

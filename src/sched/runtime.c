@@ -90,7 +90,16 @@ static void made(weft_runtime *rt, const char *what, uint64_t *t0) {
 int weft__gpu_direct(const weft_runtime *rt, weft_device s, weft_device d) {
   const weft__place_facts *f = &rt->place_facts;
   return f->ipc && s.rank != d.rank && s.kind == WEFT_DEVICE_CUDA && d.kind == WEFT_DEVICE_CUDA &&
-         f->per_host > 0 && s.rank / f->per_host == d.rank / f->per_host;
+         weft__same_host(rt, f->per_host, s.rank, d.rank);
+}
+
+int weft__runtime_set_hosts(weft_runtime *rt, const int *host) {
+  int *h = weft__malloc((size_t)(rt->nranks > 0 ? rt->nranks : 1) * sizeof *h);
+  if (h == NULL) return weft__oom("the ranks' hosts");
+  memcpy(h, host, (size_t)rt->nranks * sizeof *h);
+  weft__free(rt->rank_host);
+  rt->rank_host = h;
+  return WEFT_OK;
 }
 
 /* What auto placement takes of this machine, and under MPI rank 0's for every rank (a
@@ -273,6 +282,7 @@ fail:
   weft__blockpool_destroy(rt->blocks);
   weft__free(rt->place_model);
   weft__free(rt->place_profile);
+  weft__free(rt->rank_host);
   weft__learned_free(rt);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->ops);
@@ -300,6 +310,7 @@ void weft_runtime_destroy(weft_runtime *rt) {
   weft__blockpool_destroy(rt->blocks);
   weft__free(rt->place_model);
   weft__free(rt->place_profile);
+  weft__free(rt->rank_host);
   weft__learned_free(rt);
   weft__mutex_destroy(&rt->ops_lock);
   weft__vec_fini(&rt->setup);

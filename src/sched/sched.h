@@ -78,6 +78,8 @@ struct weft_runtime {
   int rank_lanes;            /* ... the report's CPU lanes of each of its ranks (workers, messages) */
   int rank_gpus;             /* ... the GPUs of each of its ranks (the plan's slots: weft__gpu_slot) */
   int local_rank, local_ranks; /* among the ranks on this host (0 of 1 without a transport) */
+  int *rank_host;            /* under MPI: each rank's host, as the transport found them (the
+                                lowest rank on it); NULL: ranks fill hosts in order (per_host) */
   const struct weft__policy *policy; /* placement (src/sched/plan/policy.h) */
   weft__pool *pool;
   weft__blockpool *blocks;
@@ -122,6 +124,13 @@ static inline int weft__sim_ranks_per_host(const weft_runtime_options *o) {
 static inline int weft__ranks_per_host(const weft_runtime *rt) {
   if (rt->all_ranks) return weft__sim_ranks_per_host(&rt->opts);
   return rt->local_ranks > 0 ? rt->local_ranks : 1;
+}
+
+/* Whether ranks a and b share a host: as the transport found them, else ranks filling hosts in
+ * order, per_host a host. */
+static inline int weft__same_host(const weft_runtime *rt, int per_host, int a, int b) {
+  if (rt->rank_host != NULL) return rt->rank_host[a] == rt->rank_host[b];
+  return per_host > 0 && a / per_host == b / per_host;
 }
 
 /* Whether the job's ranks are other processes (a gather is then collective). */

@@ -500,10 +500,11 @@ static void mem_stats(cu_device *d, weft_cuda_memory_stats *out) {
     out->workspace += WEFT__CU_WORKSPACE(i) + WEFT__CU_REDUCE_BLOCKS * sizeof(double);
   /* Tensors other ranks copy into: memory of their own, outside the pool (cuda_ipc.c). */
   size_t ipc = atomic_load_explicit(&d->ipc_bytes, memory_order_relaxed);
+  size_t ipc_peak = atomic_load_explicit(&d->ipc_peak, memory_order_relaxed);
   out->allocated += ipc;
   out->reserved += ipc;
-  out->peak += ipc;
-  out->reserved_peak += ipc;
+  out->peak += ipc_peak; /* the two peaks' sum: at most that */
+  out->reserved_peak += ipc_peak;
 }
 
 void weft__cu_mem_query(cu_device *d, size_t *used, size_t *peak, size_t *reserved) {

@@ -128,7 +128,7 @@ typedef struct cu_device {
   cu_stream join;            /* run drains: waits for every stream, frees leftovers */
   cu_stream clk;             /* always idle: the reference events of node timing */
   cu_stream ipc;             /* the transport's copies into other processes' GPUs (cuda_ipc.c) */
-  atomic_size_t ipc_bytes;   /* ... and the storage of tensors they copy into here */
+  atomic_size_t ipc_bytes, ipc_peak; /* ... and the storage of tensors they copy into here */
   int h2d, d2h, peer;        /* indices of the copy streams */
   uint8_t peer_ok[CU_MAX_DEVICES];
   /* The completion thread: a queue of items, taken in batches. */

@@ -81,7 +81,10 @@ int weft__cu_ipc_alloc(cu_device *d, weft_tensor *t) {
   }
   t->data = p;
   t->storage_kind = WEFT__S_IPC;
-  atomic_fetch_add_explicit(&d->ipc_bytes, t->bytes, memory_order_relaxed);
+  size_t now = atomic_fetch_add_explicit(&d->ipc_bytes, t->bytes, memory_order_relaxed) + t->bytes;
+  size_t peak = atomic_load_explicit(&d->ipc_peak, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak(&d->ipc_peak, &peak, now)) {
+  }
   return WEFT_OK;
 }
 

@@ -49,6 +49,7 @@ typedef struct space {
   int per_host; /* ranks a host: messages between hosts take the network */
   int peer;     /* a rank's GPUs copy to each other over the peer link */
   int ipc;      /* ... and the GPUs of ranks on one host (weft__gpu_direct) */
+  const weft_runtime *rt; /* which ranks share a host (weft__same_host) */
   int lanes;    /* a rank's CPU workers */
   double gpu_bytes; /* a GPU's memory */
 } space;
@@ -59,7 +60,7 @@ static int rank_of(const space *sp, int k) { return k / sp->per; }
 /* A copy from GPU s to GPU k of another rank on the same host: one copy (weft__gpu_direct). */
 static int direct(const space *sp, int s, int k) {
   return sp->ipc && is_gpu(sp, s) && is_gpu(sp, k) && rank_of(sp, s) != rank_of(sp, k) &&
-         rank_of(sp, s) / sp->per_host == rank_of(sp, k) / sp->per_host;
+         weft__same_host(sp->rt, sp->per_host, rank_of(sp, s), rank_of(sp, k));
 }
 static int dev_index(const space *sp, weft_device d) {
   return d.rank * sp->per + (d.kind == WEFT_DEVICE_CUDA ? 1 + d.index : 0);
@@ -745,6 +746,14 @@ static int source_of(const lctx *c, dmask valid, int k) {
   return -1;
 }
 
+/* Whether t goes from GPU s straight to GPU k of another rank: on one host (direct), into memory
+ * kept for the graph's life, so not onto a GPU data streams through (tight); into its home (the
+ * program's tensor, whose storage another process may not map) only through a staging tensor,
+ * which 2-D tensors have (copy_legs), else through the hosts. */
+static int direct_into(const lctx *c, const weft_tensor *t, int s, int k) {
+  return direct(c->sp, s, k) && !c->tight[k] && (k != c->ts[t->id].home || t->ndim == 2);
+}
+
 /* The next staging tensor for a strided tile like t moving to GPU k (out = 0), from GPU k (1),
  * or into host k from another rank (2: the transport receives contiguous tensors only). */
 static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor **st) {
@@ -783,7 +792,11 @@ static int stage_of(lctx *c, const weft_tensor *t, int k, int out, weft_tensor *
 static int copy_legs(lctx *c, const weft_tensor *t, weft_tensor *from, weft_tensor *to, int s, int k, unsigned flags) {
   const space *sp = c->sp;
   const weft_tensor *host = !is_gpu(sp, s) ? from : !is_gpu(sp, k) ? to : NULL;
-  int into_rank = rank_of(sp, s) != rank_of(sp, k) && to->ndim == 2 && !weft__tensor_contiguous(to);
+  /* From another rank: a strided tile through a staging tensor; from another rank's GPU, a twin
+   * too (the program's tensor, whose storage may already be the pool's, which another process
+   * cannot map), as every 2-D shape (the ring's). */
+  int into_rank = rank_of(sp, s) != rank_of(sp, k) && to->ndim == 2 &&
+                  (!weft__tensor_contiguous(to) || (direct(sp, s, k) && weft__storage_owner(to) != to));
   int gpu_leg = is_gpu(sp, s) != is_gpu(sp, k) && host->ndim == 2 && !weft__tensor_contiguous(host);
   weft_tensor *st;
   int rc;
@@ -802,7 +815,7 @@ static int transfer(struct lctx *c, weft_tensor *t, int s, int k) {
    * the sender's GPU to its host, the message, the receiver's host to its GPU; between GPUs of
    * one host, one copy, unless the receiver's memory is tight: what another rank's GPU copies
    * in is kept to the end of the run (the transport's landing memory, docs/distributed.md). */
-  if (rank_of(sp, s) != rank_of(sp, k) && (is_gpu(sp, s) || is_gpu(sp, k)) && !(direct(sp, s, k) && !c->tight[k])) {
+  if (rank_of(sp, s) != rank_of(sp, k) && (is_gpu(sp, s) || is_gpu(sp, k)) && !direct_into(c, t, s, k)) {
     int hs = host_of(sp, s), hk = host_of(sp, k);
     if (is_gpu(sp, s) && !(c->valid[t->id] >> hs & 1)) rc = transfer(c, t, s, hs);
     if (rc == WEFT_OK && !(c->valid[t->id] >> hk & 1)) rc = transfer(c, t, hs, hk);
@@ -1127,7 +1140,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
       /* Between ranks the transport carries host memory (but between the GPUs of one host): a
        * GPU end's leg to or from its host first; the node's own copy is then the last leg (into
        * a GPU) or the message. */
-      if (rank_of(sp, src) != rank_of(sp, to) && (is_gpu(sp, src) || is_gpu(sp, to)) && !(direct(sp, src, to) && !c.tight[to])) {
+      if (rank_of(sp, src) != rank_of(sp, to) && (is_gpu(sp, src) || is_gpu(sp, to)) && !direct_into(&c, y, src, to)) {
         int via = is_gpu(sp, to) ? host_of(sp, to) : host_of(sp, src);
         if (!(c.valid[x->id] >> via & 1) && (rc = transfer(&c, x, src, via)) != WEFT_OK) break;
         src = via;
@@ -1253,6 +1266,7 @@ int weft__place(weft_graph *g, weft_graph **out) {
   sp.per_host = pf->per_host > 0 ? pf->per_host : 1;
   sp.peer = pf->peer;
   sp.ipc = pf->ipc;
+  sp.rt = rt;
   sp.lanes = pf->lanes;
   sp.gpu_bytes = pf->gpu_bytes;
   size_t nt = g->tensors.len, nn = g->nodes.len;
