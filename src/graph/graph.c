@@ -246,6 +246,7 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   t->bytes = (size_t)numel * dtype_bytes(dtype);
   t->device = device;
   t->initialised = 0;
+  t->ipc = 0;
   t->numel = numel;
   t->init = init;
   t->init.seed = seed;
