@@ -208,10 +208,11 @@ static size_t resident_pages(const void *b, size_t size) {
 
 /* A first request of a class finds nothing to recycle (its block comes from the allocator); an
  * idle worker then warms blocks of that class, so the next requests get blocks whose every page
- * is in memory before anyone writes them. Recycling them afterwards warms nothing more. */
+ * is in memory before anyone writes them. Recycling them afterwards warms nothing more. At most
+ * a worker fewer than the pool has warm at once. */
 static void blocks_warmed_ahead(void **state) {
   (void)state;
-  weft_runtime *rt = tu_runtime_cpu(2);
+  weft_runtime *rt = tu_runtime_cpu(3); /* two warm-ups at once: a worker fewer than the pool has */
   const weft__mem *mem = weft__blockpool_mem(rt->blocks);
   size_t size = (size_t)1 << 20, pages = size / (size_t)sysconf(_SC_PAGESIZE);
   void *first = weft__mem_get(mem, size);
@@ -241,6 +242,19 @@ static void blocks_warmed_ahead(void **state) {
   }
   usleep(20000); /* a warm-up started by mistake would have listed its block by now */
   assert_int_equal(weft__blockpool_cached(rt->blocks), held);
+  weft_runtime_destroy(rt);
+
+  /* Two workers: one warm-up at a time (the builder keeps a core), so a first request leaves
+   * one block warmed, not two. */
+  rt = tu_runtime_cpu(2);
+  mem = weft__blockpool_mem(rt->blocks);
+  first = weft__mem_get(mem, size);
+  assert_non_null(first);
+  t0 = now_s();
+  while (weft__blockpool_cached(rt->blocks) < size && now_s() - t0 < DEADLINE_S) usleep(1000);
+  usleep(20000); /* a second warm-up would have listed its block by now */
+  assert_int_equal(weft__blockpool_cached(rt->blocks), size);
+  weft__mem_put(mem, first, size);
   weft_runtime_destroy(rt);
 }
 
