@@ -336,12 +336,13 @@ static void finished(mpi_state *st, pending *x, int rc) {
     }
     case P_IPC_SEND:
     case P_IPC_RECV: {
-      int status = rc != MPI_SUCCESS ? WEFT_EIO : x->fail != WEFT_OK ? x->fail : WEFT_OK;
+      if (rc != MPI_SUCCESS) ipc_abort(st, x->index, "taking \"done\"", rc); /* it may still come */
+      int status = x->fail != WEFT_OK ? x->fail : WEFT_OK;
       if (status == WEFT_OK && x->kind == P_IPC_RECV && ipc_received(x) != WEFT_OK) {
         status = WEFT__UPSTREAM;
         atomic_store_explicit(&x->ps->upstream, 1, memory_order_relaxed);
       }
-      weft__sched_complete_here(x->run, x->index, status, x->fail != WEFT_OK && rc == MPI_SUCCESS ? x->msg : msg);
+      weft__sched_complete_here(x->run, x->index, status, x->msg);
       free(x->msg);
       break;
     }
