@@ -48,8 +48,7 @@ typedef struct space {
   int ndev;     /* the ranks' devices in all */
   int per_host; /* ranks a host: messages between hosts take the network */
   int peer;     /* a rank's GPUs copy to each other over the peer link */
-  int ipc;      /* ... and the GPUs of ranks on one host (weft__gpu_direct) */
-  const weft_runtime *rt; /* which ranks share a host (weft__same_host) */
+  const weft_runtime *rt; /* which GPUs of two ranks copy to each other directly (weft__gpu_direct) */
   int lanes;    /* a rank's CPU workers */
   double gpu_bytes; /* a GPU's memory */
 } space;
@@ -57,17 +56,19 @@ typedef struct space {
 static int is_gpu(const space *sp, int k) { return k % sp->per != 0; }
 static int host_of(const space *sp, int k) { return k - k % sp->per; }
 static int rank_of(const space *sp, int k) { return k / sp->per; }
-/* A copy from GPU s to GPU k of another rank on the same host: one copy (weft__gpu_direct). */
-static int direct(const space *sp, int s, int k) {
-  return sp->ipc && is_gpu(sp, s) && is_gpu(sp, k) && rank_of(sp, s) != rank_of(sp, k) &&
-         weft__same_host(sp->rt, sp->per_host, rank_of(sp, s), rank_of(sp, k));
-}
 static int dev_index(const space *sp, weft_device d) {
   return d.rank * sp->per + (d.kind == WEFT_DEVICE_CUDA ? 1 + d.index : 0);
 }
 static weft_device dev_of(const space *sp, int k) {
   return weft_on_rank(is_gpu(sp, k) ? weft_cuda(k % sp->per - 1) : weft_cpu(), rank_of(sp, k));
 }
+
+/* A copy from GPU s to GPU k of another rank on the same host: one copy (weft__gpu_direct; its
+ * first test here, as the pricing asks for every pair of devices). */
+static int direct(const space *sp, int s, int k) {
+  return sp->rt->place_facts.ipc && weft__gpu_direct(sp->rt, dev_of(sp, s), dev_of(sp, k));
+}
+
 /* Every rank's CPU. */
 static dmask hosts(const space *sp) {
   dmask m = 0;
@@ -1265,7 +1266,6 @@ int weft__place(weft_graph *g, weft_graph **out) {
   sp.ndev = sp.per * rt->nranks;
   sp.per_host = pf->per_host > 0 ? pf->per_host : 1;
   sp.peer = pf->peer;
-  sp.ipc = pf->ipc;
   sp.rt = rt;
   sp.lanes = pf->lanes;
   sp.gpu_bytes = pf->gpu_bytes;
