@@ -28,10 +28,10 @@
  * distributed untimed), loaded at run time and skipped where the library is missing.
  *
  * --panel inverse (both: each tile size both ways):
- * each step inverts its diagonal factor once (a trsm of the identity) and solves each panel
- * tile with a triangular product (trmm) by that inverse, instead of a trsm a tile: cuBLAS's trsm runs at a
- * fraction of its GEMM's rate (docs/benchmarks.md), and a step has one where it had one a
- * panel tile. Same factor to rounding (not bit for bit: another sum).
+ * each step inverts its diagonal factor once (a trtri) and solves each panel tile with a
+ * triangular product (trmm) by that inverse, instead of a trsm a tile: cuBLAS's trsm runs at a
+ * fraction of its GEMM's rate (docs/benchmarks.md). Same factor to rounding (not bit for bit:
+ * another sum).
  *
  * Usage: bench_cholesky [--device cpu|cuda|auto] [--n N] [--tile B[,B...]] [--dtype f64|f32]
  *                       [--reps R] [--workers W] [--openblas FILE] [--policy fixed|heft] [--gpus G]
@@ -252,7 +252,7 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
   BCHECK(weft_tensor_tiles(g, x, b, b));
   if (grid_p > 0) BCHECK(weft_tensor_distribute(g, x, grid_p, grid_q));
   int64_t t = weft_tensor_tile_count(x, 0);
-  /* --panel inverse: W[k] = L_kk^-1 (a trsm of the identity, where the diagonal tile is), then
+  /* --panel inverse: W[k] = L_kk^-1 (a trtri, where the diagonal tile is), then
    * each panel tile is one triangular product in place, A_ik = A_ik W[k]^T. --uplo upper: the
    * same on the transposes (the panel is row k, A_ki = W[k]^T A_ki, W[k] = U_kk^-1), so that
    * the updates are column-major N,T products (faster in f32 on an H100: docs/benchmarks.md). */
@@ -268,8 +268,7 @@ static bench_figure time_weft(weft_runtime *rt, weft_device dev, int dtype, cons
       int64_t bk = weft_tensor_dim(akk, 0);
       weft_device wd = grid_p > 0 ? weft_tensor_device(akk) : dev;
       BCHECK(weft_tensor_create(g, NULL, (weft_dtype)dtype, 2, (int64_t[]){bk, bk}, wd, weft_zeros(), &w[k]));
-      BCHECK(weft_fill(g, w[k], weft_eye(1)));
-      BCHECK(weft_trsm(g, WEFT_LEFT, uplo, 0, 1.0, akk, w[k]));
+      BCHECK(weft_trtri(g, uplo, akk, w[k]));
       for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trmm(g, side, uplo, 1, 1.0, w[k], PANEL(k, i)));
     } else {
       for (int64_t i = k + 1; i < t; i++) BCHECK(weft_trsm(g, side, uplo, 1, 1.0, akk, PANEL(k, i)));

@@ -72,7 +72,7 @@ for part in "$@"; do
         echo "== weft calibrate on $g GPUs"
         CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) timeout 300 "$here/bin/weft" calibrate --quiet --name "${model}x$g" \
           -o "$logs/${model}x$g.json" || status=1
-        grep -E '"(potrf|trsm|syrk)_f64_flops"' -A1 "$logs/${model}x$g.json" 2>/dev/null | head -12
+        grep -E '"(potrf|trsm|syrk|trtri)_f64_flops"' -A1 "$logs/${model}x$g.json" 2>/dev/null | head -16
       done
       ;;
     cholesky)

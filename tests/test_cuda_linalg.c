@@ -1,8 +1,8 @@
-/* test_cuda_linalg.c — the dense linear-algebra ops on a GPU (cuBLAS, cuSOLVER) on whole
- * matrices and strided tiles: each against the CPU's (OpenBLAS) result, a tiled Cholesky
- * against its residual, the same graph run again (eager each time: a potrf's result is checked
- * by the host after every run), and a potrf of a matrix that is not positive definite, which
- * must fail the run naming the node and the tile. */
+/* test_cuda_linalg.c — the dense linear-algebra ops on a GPU (cuBLAS, cuSOLVER, weft's own
+ * trtri) on whole matrices and strided tiles: each against the CPU's (OpenBLAS) result, a tiled
+ * Cholesky against its residual, the same graph run again (eager each time: a potrf's result is
+ * checked by the host after every run), and a potrf of a matrix that is not positive definite
+ * and a trtri of a singular one, which must fail the run naming the node and the tile. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +215,45 @@ static void test_potrf_not_spd(void **state) {
   }
 }
 
+/* trtri on the GPU (the diagonal blocks' kernel, then the batched products of each level,
+ * with a shorter pair at the end for n = 300 and n = 200), lower and upper, f64 and f32, from a
+ * strided tile into another: T W = I, W's other strict triangle zero, and W against the CPU's
+ * (LAPACK's). A zero on the diagonal (row 131, in the third diagonal block) fails the run,
+ * naming the node, the tile and the row. */
+static void test_trtri_against_cpu(void **state) {
+  GT_NEED_GPUS(1);
+  tu_fixture *f = *state;
+  static const int64_t sizes[] = {300, 256, 200, 40};
+  for (int s = 0; s < 4; s++)
+    for (int upper = 0; upper < 2; upper++)
+      for (int dt = 0; dt < 2; dt++) {
+        int64_t n = sizes[s];
+        int st_gpu, st_cpu;
+        int dtype = dt ? WEFT_F64 : WEFT_F32;
+        double *wg = tu_trtri(f->rt, weft_cuda(0), dtype, n, upper, -1, &st_gpu);
+        double *wc = tu_trtri(f->rt, weft_cpu(), dtype, n, upper, -1, &st_cpu);
+        assert_int_equal(st_gpu, WEFT_OK);
+        assert_int_equal(st_cpu, WEFT_OK);
+        double eg = tu_trtri_error(wg, n, upper), ec = tu_trtri_error(wc, n, upper), diff = 0, big = 0;
+        for (int64_t i = 0; i < n * n; i++) {
+          diff = fmax(diff, fabs(wg[i] - wc[i]));
+          big = fmax(big, fabs(wc[i]));
+        }
+        if (eg >= (dt ? 1e-13 : 1e-5) || diff / big >= (dt ? 1e-13 : 1e-5))
+          fail_msg("n %lld, %s, %s: |T W - I| %.3g on the GPU, %.3g on the CPU; W differs by %.3g of %.3g", (long long)n,
+                   upper ? "upper" : "lower", dt ? "f64" : "f32", eg, ec, diff, big);
+        free(wg);
+        free(wc);
+      }
+  int st;
+  free(tu_trtri(f->rt, weft_cuda(0), WEFT_F64, 300, 1, 130, &st));
+  assert_int_equal(st, WEFT_EKERNEL);
+  const char *e = weft_last_error();
+  assert_non_null(strstr(e, "trtri"));
+  assert_non_null(strstr(e, "T[1,0]"));
+  assert_non_null(strstr(e, "singular: its diagonal element 131 is zero"));
+}
+
 /* An operand on another device is copied to the result's, as for every op (a copy node, then
  * the op); in strict device mode it is an error naming the device. */
 static void test_operands_are_copied(void **state) {
@@ -292,6 +331,7 @@ int main(void) {
       cmocka_unit_test(test_cholesky_over_gpus),
       cmocka_unit_test(test_ops_against_cpu),
       cmocka_unit_test_setup_teardown(test_potrf_not_spd, gt_setup, gt_teardown),
+      cmocka_unit_test_setup_teardown(test_trtri_against_cpu, gt_setup, gt_teardown),
       cmocka_unit_test_setup_teardown(test_operands_are_copied, gt_setup, gt_teardown),
       cmocka_unit_test_setup_teardown(auto_tiles_move_to_the_gpu, gt_setup, gt_teardown),
   };

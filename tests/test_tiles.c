@@ -1,5 +1,5 @@
 /* test_tiles.c — tiles (views of a 2-D tensor tracked one by one) and the dense linear-algebra
- * ops (gemm, potrf, trsm, syrk) on the CPU: results against plain loops, a tiled Cholesky
+ * ops (gemm, potrf, trsm, trmm, trtri, syrk) on the CPU: results against plain loops, a tiled Cholesky
  * against its residual and bit for bit across worker counts, dependencies between tiles and the
  * whole tensor, and every bad input with the error it must give. */
 #include <math.h>
@@ -372,6 +372,30 @@ static void test_trmm(void **state) {
       }
 }
 
+/* trtri, lower and upper, f64 and f32, from a strided tile into another (its other strict
+ * triangle holding values that must not be read; W's tile full of 7 before): T W = I, W's other
+ * strict triangle zero. A zero on the diagonal fails the run, naming the node, the tile and the
+ * row; the same graph runs again once it is fixed. */
+static void test_trtri(void **state) {
+  tu_fixture *f = *state;
+  const int64_t n = 150;
+  for (int upper = 0; upper < 2; upper++)
+    for (int dt = 0; dt < 2; dt++) {
+      int status;
+      double *w = tu_trtri(f->rt, weft_cpu(), dt ? WEFT_F64 : WEFT_F32, n, upper, -1, &status);
+      assert_int_equal(status, WEFT_OK);
+      assert_true(tu_trtri_error(w, n, upper) < (dt ? 1e-13 : 1e-5));
+      free(w);
+    }
+  int status;
+  free(tu_trtri(f->rt, weft_cpu(), WEFT_F64, n, 0, 70, &status));
+  assert_int_equal(status, WEFT_EKERNEL);
+  const char *e = weft_last_error();
+  assert_non_null(strstr(e, "trtri"));
+  assert_non_null(strstr(e, "T[1,0]"));
+  assert_non_null(strstr(e, "singular: its diagonal element 71 is zero"));
+}
+
 /* Tiles of one tensor are independent; the whole tensor orders after (and before) each. */
 static void test_tile_dependencies(void **state) {
   tu_fixture *f = *state;
@@ -433,6 +457,18 @@ static void test_bad_input(void **state) {
   assert_int_equal(weft_trsm(g, (weft_side)7, WEFT_LOWER, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 0)), WEFT_EINVAL);
   assert_int_equal(weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 0, 1, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 1)), WEFT_ESHAPE);
   assert_int_equal(weft_potrf(g, WEFT_LOWER, cube), WEFT_ESHAPE);
+  /* trtri: W must have T's shape, T be square, the two apart, one dtype. */
+  assert_int_equal(weft_trtri(g, WEFT_LOWER, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 1, 1)), WEFT_ESHAPE);
+  assert_non_null(strstr(weft_last_error(), "w must have t's shape"));
+  assert_int_equal(weft_trtri(g, WEFT_LOWER, weft_tensor_tile(x, 1, 0), weft_tensor_tile(x, 0, 1)), WEFT_ESHAPE);
+  assert_non_null(strstr(weft_last_error(), "square"));
+  assert_int_equal(weft_trtri(g, WEFT_UPPER, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 0, 0)), WEFT_EINVAL);
+  assert_non_null(strstr(weft_last_error(), "share elements"));
+  assert_int_equal(weft_trtri(g, (weft_uplo)5, weft_tensor_tile(x, 0, 0), weft_tensor_tile(x, 0, 0)), WEFT_EINVAL);
+  weft_tensor *y22;
+  CHECK(weft_tensor_create(g, "Y22", WEFT_F32, 2, (int64_t[]){2, 2}, weft_cpu(), weft_zeros(), &y22));
+  assert_int_equal(weft_trtri(g, WEFT_LOWER, weft_tensor_tile(x, 1, 1), y22), WEFT_EDTYPE);
+  assert_int_equal(weft_trtri(NULL, WEFT_LOWER, x, x), WEFT_EINVAL);
   assert_int_equal(weft_potrf(g, (weft_uplo)2, weft_tensor_tile(x, 0, 0)), WEFT_EINVAL);
   assert_non_null(strstr(weft_last_error(), "uplo 2 is neither WEFT_LOWER nor WEFT_UPPER"));
   assert_int_equal(weft_syrk(g, (weft_uplo)-1, 0, 1, weft_tensor_tile(x, 0, 1), 1, weft_tensor_tile(x, 0, 0)), WEFT_EINVAL);
@@ -471,6 +507,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gemm_tiles, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_trsm_syrk, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_trmm, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(test_trtri, tu_setup, tu_teardown),
       cmocka_unit_test(test_tiles_take_their_parents_memory),
       cmocka_unit_test_setup_teardown(test_tile_dependencies, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(test_bad_input, tu_setup, tu_teardown),

@@ -278,8 +278,7 @@ static weft_tensor *panel_tile(weft_tensor *x, int64_t k, int64_t i, int upper) 
 }
 
 /* Step k's panel, the tiles below (upper: right of) the diagonal one, already factored: a trsm
- * each, or (inverse) a triangular product each with W = L_kk^-1 (a fill of the identity, a
- * trsm). */
+ * each, or (inverse) a triangular product each with W = L_kk^-1 (a trtri). */
 static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft_device *inverse_on, int upper) {
   weft_tensor *akk = weft_tensor_tile(x, k, k), *w = NULL;
   weft_uplo uplo = upper ? WEFT_UPPER : WEFT_LOWER;
@@ -291,9 +290,8 @@ static int panel(weft_graph *g, weft_tensor *x, int64_t k, int64_t t, const weft
   }
   weft_dtype dt = weft_tensor_dtype(x);
   int64_t bk = weft_tensor_dim(akk, 0);
-  if ((rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, *inverse_on, weft_zeros(), &w)) == WEFT_OK &&
-      (rc = weft_fill(g, w, weft_eye(1))) == WEFT_OK)
-    rc = weft_trsm(g, WEFT_LEFT, uplo, 0, 1.0, akk, w);
+  if ((rc = weft_tensor_create(g, NULL, dt, 2, (int64_t[]){bk, bk}, *inverse_on, weft_zeros(), &w)) == WEFT_OK)
+    rc = weft_trtri(g, uplo, akk, w);
   for (int64_t i = k + 1; i < t && rc == WEFT_OK; i++) rc = weft_trmm(g, side, uplo, 1, 1.0, w, panel_tile(x, k, i, upper));
   return rc;
 }
@@ -368,4 +366,66 @@ const char *tu_find_chromium(void) {
     }
   }
   return NULL;
+}
+
+double *tu_triangle(int64_t n, int upper) {
+  double *t = malloc((size_t)(n * n) * sizeof *t);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int in = upper ? j >= i : j <= i;
+      double u = (double)((i * 7919 + j * 104729) % 2001) / 1000.0 - 1.0; /* in [-1, 1] */
+      t[i * n + j] = !in ? 1e30 : i == j ? 1.0 + 0.25 * (double)(i % 5) : 0.5 * u / sqrt((double)n);
+    }
+  return t;
+}
+
+double *tu_trtri(weft_runtime *rt, weft_device dev, int dtype, int64_t n, int upper, int64_t zero_at, int *status) {
+  weft_graph *g = tu_graph(rt);
+  size_t es = dtype == WEFT_F32 ? 4 : 8;
+  double *t = tu_triangle(n, upper), *w = malloc((size_t)(n * n) * sizeof *w);
+  if (zero_at >= 0) t[zero_at * n + zero_at] = 0;
+  void *buf = malloc((size_t)(4 * n * n) * es);
+  weft_tensor *tm, *wm;
+  CHECK(weft_tensor_create(g, "T", (weft_dtype)dtype, 2, (int64_t[]){2 * n, 2 * n}, dev, weft_zeros(), &tm));
+  CHECK(weft_tensor_create(g, "W", (weft_dtype)dtype, 2, (int64_t[]){2 * n, 2 * n}, dev, weft_full(7), &wm));
+  CHECK(weft_tensor_tiles(g, tm, n, n));
+  CHECK(weft_tensor_tiles(g, wm, n, n));
+  for (int64_t i = 0; i < 2 * n; i++) /* T's tile (1, 0): rows n.., columns 0..n */
+    for (int64_t j = 0; j < 2 * n; j++) {
+      double v = i >= n && j < n ? t[(i - n) * n + j] : 3;
+      if (dtype == WEFT_F32)
+        ((float *)buf)[i * 2 * n + j] = (float)v;
+      else
+        ((double *)buf)[i * 2 * n + j] = v;
+    }
+  CHECK(weft_tensor_write(tm, buf, (size_t)(4 * n * n) * es));
+  CHECK(weft_trtri(g, upper ? WEFT_UPPER : WEFT_LOWER, weft_tensor_tile(tm, 1, 0), weft_tensor_tile(wm, 0, 1)));
+  *status = weft_graph_run(g);
+  if (*status == WEFT_OK) {
+    CHECK(weft_tensor_read(wm, buf, (size_t)(4 * n * n) * es));
+    for (int64_t i = 0; i < n; i++) /* W's tile (0, 1) */
+      for (int64_t j = 0; j < n; j++)
+        w[i * n + j] = dtype == WEFT_F32 ? ((float *)buf)[i * 2 * n + n + j] : ((double *)buf)[i * 2 * n + n + j];
+  }
+  free(buf);
+  free(t);
+  weft_graph_destroy(g);
+  return w;
+}
+
+double tu_trtri_error(const double *w, int64_t n, int upper) {
+  double *t = tu_triangle(n, upper), worst = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int in = upper ? j >= i : j <= i;
+      if (!in && w[i * n + j] != 0) worst = INFINITY; /* the other strict triangle: exactly zero */
+      double s = 0;
+      for (int64_t k = 0; k < n; k++) {
+        int tin = upper ? k >= i : k <= i;
+        if (tin) s += t[i * n + k] * w[k * n + j];
+      }
+      worst = fmax(worst, fabs(s - (i == j ? 1.0 : 0.0)));
+    }
+  free(t);
+  return worst;
 }

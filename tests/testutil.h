@@ -115,12 +115,23 @@ int tu_cholesky(weft_graph *g, weft_tensor *x, int64_t b);
 /* The same on x's tiles as they are (partitioned, perhaps distributed, already). */
 int tu_cholesky_tiled(weft_graph *g, weft_tensor *x);
 /* The same with each panel solved by products with the inverse of its diagonal factor: W =
- * L_kk^-1 (a fill of the identity, a trsm) on `dev`, then A_ik = A_ik W^T (a trmm). */
+ * L_kk^-1 (a trtri) on `dev`, then A_ik = A_ik W^T (a trmm). */
 int tu_cholesky_inverse(weft_graph *g, weft_tensor *x, weft_device dev);
 /* Adds the tiled right-looking Cholesky of x's upper triangle (A = U^T U), tiles of b x b. */
 int tu_cholesky_upper(weft_graph *g, weft_tensor *x, int64_t b);
 /* The same on x's tiles as they are. */
 int tu_cholesky_upper_tiled(weft_graph *g, weft_tensor *x);
+/* An n x n triangular f64 matrix (malloc'd), well conditioned: upper (else lower); the other
+ * strict triangle holds 1e30, which no op may read. */
+double *tu_triangle(int64_t n, int upper);
+/* W = T^-1 by weft_trtri on `dev` of rt, T = tu_triangle(n, upper) in `dtype` (with a zero on
+ * the diagonal at row zero_at, if >= 0), as strided tiles: T tile (1, 0) of a 2n x 2n matrix,
+ * W tile (0, 1) of another, full of 7 before. Returns W (n x n, in double, malloc'd; unset if
+ * the run failed); *status gets the run's status. */
+double *tu_trtri(weft_runtime *rt, weft_device dev, int dtype, int64_t n, int upper, int64_t zero_at, int *status);
+/* max |T W - I| for w from tu_trtri (T = tu_triangle(n, upper)); infinite if W's other strict
+ * triangle is not all zero. */
+double tu_trtri_error(const double *w, int64_t n, int upper);
 /* a^T (n x n, malloc'd). */
 double *tu_transpose(const double *a, int64_t n);
 /* max |L L^T - A| / max |A| over the lower triangle, L the lower triangle of l (n x n). */

@@ -582,11 +582,12 @@ WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init i
 
 /* Dense linear algebra in place, for tiled factorisations: cuBLAS/cuSOLVER on a GPU, OpenBLAS
  * (BLAS and its LAPACK) on the CPU, f32 and f64, on whole 2-D tensors or tiles (strided tiles
- * included). The updated tensor is read and written; the others are read. All operands must
- * share the dtype. The node runs on the updated tensor's device; an operand on another device
- * gets a copy node as for every op (a strided tile a 2-D copy into a contiguous replica; in
- * strict mode: WEFT_EDEVICE); an operand on auto beside a fixed one is WEFT_EDEVICE. Row-major,
- * as every weft tensor. `uplo` names the triangle used, as in LAPACK: WEFT_LOWER or WEFT_UPPER.
+ * included). The updated tensor is read and written (trtri's W only written); the others are
+ * read. All operands must share the dtype. The node runs on the updated tensor's device; an
+ * operand on another device gets a copy node as for every op (a strided tile a 2-D copy into a
+ * contiguous replica; in strict mode: WEFT_EDEVICE); an operand on auto beside a fixed one is
+ * WEFT_EDEVICE. Row-major, as every weft tensor. `uplo` names the triangle used, as in LAPACK:
+ * WEFT_LOWER or WEFT_UPPER.
  *
  * weft_gemm:  C = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T (trans_a, trans_b).
  * weft_potrf: the Cholesky factor of the symmetric positive definite A, in A's `uplo` triangle
@@ -598,6 +599,10 @@ WEFT_NODISCARD WEFT_API int weft_fill(weft_graph *g, weft_tensor *t, weft_init i
  *             diagonal; the other strict triangle is not read).
  * weft_trmm:  B = alpha * B * op(T) (right) or B = alpha * op(T) * B (left), T as for trsm:
  *             with T the inverse of a factor, a panel solve as a product (docs/placement.md).
+ * weft_trtri: W = T^-1, T triangular (its `uplo` triangle with the diagonal; the other strict
+ *             triangle is not read); W (T's shape, apart from T) is written whole, its other
+ *             strict triangle zero: the inverted diagonal factor of a panel solved by trmm. A
+ *             zero on T's diagonal fails the node, naming it and the row.
  * weft_syrk:  C = alpha * A * A^T + beta * C (trans 0) or alpha * A^T * A + beta * C (trans 1),
  *             on C's `uplo` triangle (the other strict triangle is left as it was). */
 typedef enum weft_side { WEFT_LEFT = 0, WEFT_RIGHT = 1 } weft_side;
@@ -609,6 +614,7 @@ WEFT_NODISCARD WEFT_API int weft_trsm(weft_graph *g, weft_side side, weft_uplo u
                                       double alpha, weft_tensor *t, weft_tensor *b);
 WEFT_NODISCARD WEFT_API int weft_trmm(weft_graph *g, weft_side side, weft_uplo uplo, int trans,
                                       double alpha, weft_tensor *t, weft_tensor *b);
+WEFT_NODISCARD WEFT_API int weft_trtri(weft_graph *g, weft_uplo uplo, weft_tensor *t, weft_tensor *w);
 WEFT_NODISCARD WEFT_API int weft_syrk(weft_graph *g, weft_uplo uplo, int trans, double alpha,
                                       weft_tensor *a, double beta, weft_tensor *c);
 

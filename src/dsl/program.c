@@ -537,18 +537,19 @@ static const char *op_signature(int kind) {
     case WEFT__OP_POTRF: return "potrf(a, upper=0)";
     case WEFT__OP_TRSM: return "trsm(t, b, side=left, trans=0, alpha=1, upper=0)";
     case WEFT__OP_TRMM: return "trmm(t, b, side=left, trans=0, alpha=1, upper=0)";
+    case WEFT__OP_TRTRI: return "trtri(t, w, upper=0)";
     case WEFT__OP_SYRK: return "syrk(a, c, alpha=1, beta=1, trans=0, upper=0)";
     default: return "?";
   }
 }
 
 static const char *const op_list =
-    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill, gemm, potrf, trsm, trmm, syrk, tiles, distribute or "
-    "a user op registered by the program that embeds weft";
+    "mm, add, sub, mul, scale, relu, sum, norm, linear, copy, fill, gemm, potrf, trsm, trmm, trtri, syrk, tiles, "
+    "distribute or a user op registered by the program that embeds weft";
 
 static int is_linear_algebra(int kind) {
   return kind == WEFT__OP_GEMM || kind == WEFT__OP_POTRF || kind == WEFT__OP_TRSM || kind == WEFT__OP_TRMM ||
-         kind == WEFT__OP_SYRK;
+         kind == WEFT__OP_TRTRI || kind == WEFT__OP_SYRK;
 }
 
 /* y = op(...) with a built-in op. `out` is the existing target or NULL. */
@@ -915,7 +916,8 @@ static int la_args(ctx *c, const weft__dsl_expr *call, const char *const *names,
   return OK;
 }
 
-/* gemm, potrf, trsm, trmm, syrk: statements that update their last tensor in place. */
+/* gemm, potrf, trsm, trmm, trtri, syrk: statements that update their last tensor in place
+ * (trtri writes it whole). */
 static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
   static const char *const gemm_keys[] = {"alpha", "beta", "trans_a", "trans_b", NULL};
   static const char *const trsm_keys[] = {"side", "trans", "alpha", "upper", NULL};
@@ -925,10 +927,10 @@ static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
   const char *const *keys = kind == WEFT__OP_GEMM ? gemm_keys : triangular ? trsm_keys
                             : kind == WEFT__OP_SYRK ? syrk_keys : potrf_keys;
   /* gemm: alpha, beta, trans_a, trans_b; trsm, trmm: side, trans, alpha, upper; syrk: alpha,
-   * beta, trans, upper; potrf: upper. */
+   * beta, trans, upper; potrf, trtri: upper. */
   double v[4] = {1, 1, 0, 0};
   if (triangular) v[0] = 0, v[1] = 0, v[2] = 1;
-  if (kind == WEFT__OP_POTRF) v[0] = 0;
+  if (kind == WEFT__OP_POTRF || kind == WEFT__OP_TRTRI) v[0] = 0;
   int npos, want = kind == WEFT__OP_GEMM ? 3 : kind == WEFT__OP_POTRF ? 1 : 2;
   if (la_args(c, call, keys, v, &npos) != OK) return FAIL;
   if (npos != want)
@@ -950,6 +952,7 @@ static int exec_linear_algebra(ctx *c, int kind, const weft__dsl_expr *call) {
       rc = weft_trmm(c->g, v[0] != 0 ? WEFT_RIGHT : WEFT_LEFT, v[3] != 0 ? WEFT_UPPER : WEFT_LOWER, (int)v[1], v[2], t[0],
                      t[1]);
       break;
+    case WEFT__OP_TRTRI: rc = weft_trtri(c->g, v[0] != 0 ? WEFT_UPPER : WEFT_LOWER, t[0], t[1]); break;
     default: rc = weft_syrk(c->g, v[3] != 0 ? WEFT_UPPER : WEFT_LOWER, (int)v[2], v[0], t[0], v[1], t[1]); break;
   }
   return rc == WEFT_OK ? OK : api_err(c, rc, call->line, call->col);

@@ -377,13 +377,14 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
+    case WEFT__OP_TRTRI:
     case WEFT__OP_SYRK: {
       char num2[40];
       const weft__la *la = n->params;
       if (n->kind == WEFT__OP_TRSM || n->kind == WEFT__OP_TRMM)
         weft__strbuf_printf(b, ", side=%s, trans=%d, alpha=%s", la->side == WEFT_RIGHT ? "right" : "left", la->trans_a,
                             weft__dsl_fmt_double(num, la->alpha));
-      else if (n->kind != WEFT__OP_POTRF)
+      else if (n->kind != WEFT__OP_POTRF && n->kind != WEFT__OP_TRTRI)
         weft__strbuf_printf(b, ", alpha=%s, beta=%s", weft__dsl_fmt_double(num, la->alpha),
                             weft__dsl_fmt_double(num2, la->beta));
       if (n->kind == WEFT__OP_GEMM) weft__strbuf_printf(b, ", trans_a=%d, trans_b=%d", la->trans_a, la->trans_b);

@@ -30,6 +30,7 @@ typedef enum weft__op_kind {
   WEFT__OP_TRSM,
   WEFT__OP_SYRK,
   WEFT__OP_TRMM,
+  WEFT__OP_TRTRI,
   WEFT__OP_USER,
   WEFT__OP_COUNT
 } weft__op_kind;

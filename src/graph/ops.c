@@ -12,7 +12,7 @@
 
 static const char *const kind_names[WEFT__OP_COUNT] = {
     "mm",   "add",  "sub",   "mul",  "scale", "relu", "sum",  "norm",
-    "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk", "trmm", "user"};
+    "linear", "copy", "fill", "gemm", "potrf", "trsm", "syrk", "trmm", "trtri", "user"};
 
 const char *weft__op_kind_name(int kind) {
   return (kind >= 0 && kind < WEFT__OP_COUNT) ? kind_names[kind] : "?";
@@ -562,9 +562,10 @@ static int overlap(const weft_tensor *a, const weft_tensor *b) {
   return a == b || (pa == pb && (a->view == NULL || b->view == NULL));
 }
 
-/* Checks the operands of a linear-algebra op (the last one is updated in place: read and
- * written) and appends its node on their device. */
-static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, weft__la la) {
+/* Checks the operands of a linear-algebra op and appends its node on their device. The last
+ * operand is updated in place (read and written), or with `out_mode` WEFT_WRITE written whole
+ * (trtri). */
+static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, weft__la la, weft_access out_mode) {
   char d1[32], d2[32];
   int rc;
   for (int i = 0; i < nts; i++) {
@@ -605,7 +606,7 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   p->side = la.side;
   p->uplo = la.uplo;
   weft__arg args[3];
-  for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? WEFT_READ_WRITE : WEFT_READ};
+  for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? out_mode : WEFT_READ};
   weft_device dev = weft__tensor_dev(out);
   weft_node *n;
   if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nts, 0, &n)) != WEFT_OK) return rc;
@@ -624,6 +625,7 @@ double weft__la_flops(const weft_node *n) {
     case WEFT__OP_GEMM:
       return 2.0 * r * c * (double)a->shape[la->trans_a ? 0 : 1];
     case WEFT__OP_POTRF:
+    case WEFT__OP_TRTRI:
       return r * r * r / 3.0;
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
@@ -665,7 +667,8 @@ int weft_gemm(weft_graph *g, weft_tensor *a, int trans_a, weft_tensor *b, int tr
                      shape_str(cm, s3, sizeof s3));
   weft_tensor *ts[3] = {a, b, cm};
   static const char *const names[3] = {"a", "b", "c"};
-  return la_op(&c, ts, names, 3, (weft__la){alpha, beta, (uint8_t)(trans_a != 0), (uint8_t)(trans_b != 0), 0, 0});
+  return la_op(&c, ts, names, 3, (weft__la){alpha, beta, (uint8_t)(trans_a != 0), (uint8_t)(trans_b != 0), 0, 0},
+               WEFT_READ_WRITE);
 }
 
 static int check_uplo(const call *c, weft_uplo uplo) {
@@ -683,7 +686,7 @@ int weft_potrf(weft_graph *g, weft_uplo uplo, weft_tensor *a) {
   if (a->ndim == 2 && (rc = square(&c, a, "a"))) return rc;
   weft_tensor *ts[1] = {a};
   static const char *const names[1] = {"a"};
-  return la_op(&c, ts, names, 1, (weft__la){1, 0, 0, 0, 0, (uint8_t)uplo});
+  return la_op(&c, ts, names, 1, (weft__la){1, 0, 0, 0, 0, (uint8_t)uplo}, WEFT_READ_WRITE);
 }
 
 /* trsm and trmm: the same operands (a triangular t applied to b from one side). */
@@ -705,7 +708,8 @@ static int triangular_op(weft_graph *g, int kind, const char *name, weft_side si
                      (long long)t->shape[0]);
   weft_tensor *ts[2] = {t, b};
   static const char *const names[2] = {"t", "b"};
-  return la_op(&c, ts, names, 2, (weft__la){alpha, 0, (uint8_t)(trans != 0), 0, (uint8_t)side, (uint8_t)uplo});
+  return la_op(&c, ts, names, 2, (weft__la){alpha, 0, (uint8_t)(trans != 0), 0, (uint8_t)side, (uint8_t)uplo},
+               WEFT_READ_WRITE);
 }
 
 int weft_trsm(weft_graph *g, weft_side side, weft_uplo uplo, int trans, double alpha, weft_tensor *t, weft_tensor *b) {
@@ -714,6 +718,23 @@ int weft_trsm(weft_graph *g, weft_side side, weft_uplo uplo, int trans, double a
 
 int weft_trmm(weft_graph *g, weft_side side, weft_uplo uplo, int trans, double alpha, weft_tensor *t, weft_tensor *b) {
   return triangular_op(g, WEFT__OP_TRMM, "trmm", side, uplo, trans, alpha, t, b);
+}
+
+int weft_trtri(weft_graph *g, weft_uplo uplo, weft_tensor *t, weft_tensor *w) {
+  char s1[96], s2[96];
+  if (g == NULL) return weft__err(WEFT_EINVAL, "weft_trtri: graph is NULL");
+  call c;
+  call_begin(&c, g, WEFT__OP_TRTRI, "trtri");
+  int rc;
+  if ((rc = check_tensor(&c, t, "t")) || (rc = check_tensor(&c, w, "w")) || (rc = check_uplo(&c, uplo))) return rc;
+  if (t->ndim == 2 && (rc = square(&c, t, "t"))) return rc;
+  if (t->ndim == 2 && w->ndim == 2 && (w->shape[0] != t->shape[0] || w->shape[1] != t->shape[1]))
+    return weft__err(WEFT_ESHAPE, "node %u 'trtri': t (%s) is %s but w (%s) is %s: w must have t's shape", c.id,
+                     weft__tensor_name(t), shape_str(t, s1, sizeof s1), weft__tensor_name(w),
+                     shape_str(w, s2, sizeof s2));
+  weft_tensor *ts[2] = {t, w};
+  static const char *const names[2] = {"t", "w"};
+  return la_op(&c, ts, names, 2, (weft__la){1, 0, 0, 0, 0, (uint8_t)uplo}, WEFT_WRITE);
 }
 
 int weft_syrk(weft_graph *g, weft_uplo uplo, int trans, double alpha, weft_tensor *a, double beta, weft_tensor *cm) {
@@ -730,7 +751,7 @@ int weft_syrk(weft_graph *g, weft_uplo uplo, int trans, double alpha, weft_tenso
                      shape_str(cm, s2, sizeof s2), (long long)cm->shape[0], trans ? "columns (trans)" : "rows");
   weft_tensor *ts[2] = {a, cm};
   static const char *const names[2] = {"a", "c"};
-  return la_op(&c, ts, names, 2, (weft__la){alpha, beta, (uint8_t)(trans != 0), 0, 0, (uint8_t)uplo});
+  return la_op(&c, ts, names, 2, (weft__la){alpha, beta, (uint8_t)(trans != 0), 0, 0, (uint8_t)uplo}, WEFT_READ_WRITE);
 }
 
 /* ---- the planner's lowering (sched/plan/place.c) ------------------------------------------ */

@@ -115,6 +115,33 @@ static int gemm(weft_kernel_ctx *ctx, int dtype, int64_t m, int64_t n, int64_t k
  * LAPACK and its own parallel potrf; docs/architecture.md, "Dense linear algebra"). */
 void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
 void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info);
+void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda, int *info);
+void dtrtri_(const char *uplo, const char *diag, const int *n, double *a, const int *lda, int *info);
+
+/* W = T^-1 (trtri): T's `uplo` triangle into W, the other strict triangle zero, then LAPACK's
+ * trtri in place there (row-major lower is column-major upper, as for potrf). */
+static int trtri(weft_kernel_ctx *ctx, const weft_tensor *t, int upper, int n, const void *tp, int ldt, void *wp,
+                 int ldw) {
+  size_t es = t->dtype == WEFT_F32 ? 4 : 8;
+  for (int r = 0; r < n; r++) {
+    char *row = (char *)wp + (size_t)r * (size_t)ldw * es;
+    const char *from = (const char *)tp + (size_t)r * (size_t)ldt * es;
+    int b = upper ? r : 0, e = upper ? n : r + 1; /* the triangle's columns of row r */
+    memset(row, 0, (size_t)n * es);
+    memcpy(row + (size_t)b * es, from + (size_t)b * es, (size_t)(e - b) * es);
+  }
+  int info = 0, locked = weft__cpu_blas_enter();
+  const char *cm = upper ? "L" : "U";
+  if (t->dtype == WEFT_F32)
+    strtri_(cm, "N", &n, wp, &ldw, &info);
+  else
+    dtrtri_(cm, "N", &n, wp, &ldw, &info);
+  weft__cpu_blas_leave(locked);
+  if (info > 0)
+    return weft_ctx_fail(ctx, "%s is singular: its diagonal element %d is zero", weft__tensor_name(t), info);
+  if (info < 0) return weft_ctx_fail(ctx, "LAPACK trtri refused argument %d", -info);
+  return WEFT_OK;
+}
 
 /* The dense linear-algebra ops on row-major (possibly strided) matrices. */
 static int linear_algebra(weft_kernel_ctx *ctx) {
@@ -167,6 +194,8 @@ static int linear_algebra(weft_kernel_ctx *ctx) {
       weft__cpu_blas_leave(locked);
       return WEFT_OK;
     }
+    case WEFT__OP_TRTRI:
+      return trtri(ctx, a, la->uplo == WEFT_UPPER, n, d[0], lda, d[1], ldc);
     case WEFT__OP_SYRK: {
       int k = (int)a->shape[la->trans_a ? 0 : 1], locked = weft__cpu_blas_enter();
       enum CBLAS_UPLO u = la->uplo == WEFT_UPPER ? CblasUpper : CblasLower;
@@ -476,6 +505,7 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
+    case WEFT__OP_TRTRI:
     case WEFT__OP_SYRK:
       return linear_algebra(ctx);
     default:

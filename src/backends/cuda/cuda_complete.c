@@ -88,16 +88,20 @@ static void fault_message(cu_device *d, cu_plan *cp, cudaError_t e, char *msg, s
            d->ordinal, cudaGetErrorName(e), cudaGetErrorString(e), desc);
 }
 
-/* The first potrf (in the plan's order) whose matrix was not positive definite, from the info
- * each copied back after it; UINT32_MAX if none. The run's work is done when this is asked. */
-static uint32_t failed_potrf(const cu_plan *cp, char *msg, size_t size) {
-  if (cp->potrf_info == NULL) return UINT32_MAX;
+/* The first potrf or trtri (in the plan's order) that failed on its matrix (not positive
+ * definite; singular), from the info each copied back after it; UINT32_MAX if none. The run's
+ * work is done when this is asked. */
+static uint32_t failed_la(const cu_plan *cp, char *msg, size_t size) {
+  if (cp->la_info == NULL) return UINT32_MAX;
   for (uint32_t k = 0; k < cp->n; k++) {
     uint32_t i = cp->order[k];
     const weft_node *nd = cp->p->x[i].node;
-    int info = cp->potrf_info[i];
-    if (nd->kind != WEFT__OP_POTRF || cp->x[i].dev < 0 || info == 0) continue;
-    if (info > 0)
+    int info = cp->la_info[i];
+    if ((nd->kind != WEFT__OP_POTRF && nd->kind != WEFT__OP_TRTRI) || cp->x[i].dev < 0 || info == 0) continue;
+    if (nd->kind == WEFT__OP_TRTRI) /* n - r for the first zero at row r (cuda_kernels.h) */
+      snprintf(msg, size, "%s is singular: its diagonal element %lld is zero", weft_tensor_name(nd->args[0].t),
+               (long long)(nd->args[0].t->shape[0] - info + 1));
+    else if (info > 0)
       snprintf(msg, size, "%s is not positive definite: its leading minor of order %d is not positive",
                weft_tensor_name(nd->args[0].t), info);
     else
@@ -130,7 +134,7 @@ static void report(cu_device *d, const cu_item *it, cudaError_t e) {
   int st = atomic_load_explicit(&cp->drain_status, memory_order_acquire);
   if (st == WEFT_OK) {
     if (cp->tm != NULL) weft__cu_timing_run(cp, it->run);
-    uint32_t bad = failed_potrf(cp, msg, sizeof msg);
+    uint32_t bad = failed_la(cp, msg, sizeof msg);
     weft__sched_drained(it->run, bad, bad == UINT32_MAX ? WEFT_OK : WEFT_EKERNEL, bad == UINT32_MAX ? NULL : msg);
     return;
   }

@@ -51,8 +51,9 @@ struct cu_defer;
 typedef struct cu_stream {
   cudaStream_t s;
   cublasHandle_t blas;   /* compute streams only */
-  /* cuSOLVER (potrf), made at the stream's first potrf: its handle and parameters, its info
-   * word on the device, a host workspace (LAPACK's potrf asks for none today). */
+  /* cuSOLVER (potrf), made at the stream's first potrf or trtri: its handle and parameters,
+   * its info word on the device (trtri's too), a host workspace (LAPACK's potrf asks for none
+   * today). */
   cusolverDnHandle_t solver;
   cusolverDnParams_t solver_params;
   int *solver_info;
@@ -236,8 +237,8 @@ typedef struct cu_plan {
   int all_cuda;              /* every node of the plan is a CUDA node */
   cu_timing *tm;             /* node timing; NULL when timing is off */
   int eager_only;            /* never replayed (plan.h's weft__gpu_plan.eager_only) */
-  int *potrf_info;           /* per node, pinned: a potrf's LAPACK info, copied back after it;
-                                NULL when the plan has none */
+  int *la_info;              /* per node, pinned: a potrf's LAPACK info or a trtri's (cuda_kernels.h),
+                                copied back after it; NULL when the plan has neither */
   cu_defer *defer;           /* per node: its record when it is left to its stream's holder */
   /* Turns (cuda_launch.c): the nodes that take their stream in the plan's order. */
   uint32_t *parked;          /* per turn (turn_base + turn): this run's node parked there, or

@@ -274,7 +274,63 @@ __global__ void transpose_of(int64_t n, const T *__restrict__ src, int64_t lds, 
   }
 }
 
+/* The inverses of the TRTRI_NB x TRTRI_NB diagonal blocks of a column-major triangular matrix
+ * (ld ldt) into W's (ld ldw), one block of TRTRI_NB threads a block. The block is read into
+ * shared memory as a lower triangle (an upper one transposed: inv(U) = inv(U^T)^T); thread j
+ * then computes column j of its inverse by forward substitution, in registers (the loops are
+ * unrolled), and the block is written back through shared memory, a column at a time. A zero
+ * on the diagonal at row r sets *info to at least n - r (so the first zero wins; 0: none). */
+constexpr int TRTRI_NB = WEFT__CU_TRTRI_NB;
+
+template <typename T>
+__global__ void __launch_bounds__(TRTRI_NB) trtri_diagonal(int64_t n, int upper, const T *__restrict__ t,
+                                                             int64_t ldt, T *__restrict__ w, int64_t ldw, int *info) {
+  pdl_enter();
+  __shared__ T sl[TRTRI_NB][TRTRI_NB + 1]; /* sl[row][col], lower */
+  int64_t o = (int64_t)blockIdx.x * TRTRI_NB;
+  int j = threadIdx.x, m = (int)(n - o < TRTRI_NB ? n - o : TRTRI_NB);
+  for (int c = 0; c < TRTRI_NB; c++) { /* element (o + j, o + c): thread j reads row j, a column at a time */
+    T v = j < m && c < m ? t[(o + c) * ldt + o + j] : T(0);
+    if (upper)
+      sl[c][j] = v;
+    else
+      sl[j][c] = v;
+  }
+  __syncthreads();
+  if (j < m && sl[j][j] == T(0)) atomicMax(info, (int)(n - o - j));
+  T x[TRTRI_NB];
+#pragma unroll
+  for (int i = 0; i < TRTRI_NB; i++) {
+    T s = i == j ? T(1) : T(0);
+#pragma unroll
+    for (int k = 0; k < i; k++) s -= sl[i][k] * x[k];
+    x[i] = i < j || i >= m ? T(0) : s / sl[i][i];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < TRTRI_NB; i++) sl[i][j] = x[i]; /* column j of the lower inverse */
+  __syncthreads();
+  if (j >= m) return;
+  for (int c = 0; c < m; c++) /* W's element (o + j, o + c) */
+    w[(o + c) * ldw + o + j] = upper ? sl[c][j] : sl[j][c];
+}
+
 }  // namespace
+
+extern "C" int weft__cu_trtri_diagonal(int dtype, int upper, int64_t n, const void *t, int64_t ldt, void *w,
+                                       int64_t ldw, int *info, cudaStream_t stream) {
+  if (n <= 0) return (int)cudaSuccess;
+  size_t es = dtype == WEFT_F32 ? 4 : 8;
+  cudaError_t e = cudaMemset2DAsync(w, (size_t)ldw * es, 0, (size_t)n * es, (size_t)n, stream);
+  if (e == cudaSuccess) e = cudaMemsetAsync(info, 0, sizeof(int), stream);
+  if (e != cudaSuccess) return (int)e;
+  unsigned g = (unsigned)((n + TRTRI_NB - 1) / TRTRI_NB);
+  if (dtype == WEFT_F32)
+    return (int)launch(trtri_diagonal<float>, g, TRTRI_NB, stream, n, upper, (const float *)t, ldt, (float *)w, ldw,
+                       info);
+  return (int)launch(trtri_diagonal<double>, g, TRTRI_NB, stream, n, upper, (const double *)t, ldt, (double *)w, ldw,
+                     info);
+}
 
 extern "C" int weft__cu_elementwise(int kind, int dtype, int64_t n, const void *a, const void *b,
                                     void *c, double alpha, cudaStream_t stream) {

@@ -52,6 +52,14 @@ int weft__cu_add_bias(int dtype, int64_t rows, int64_t cols, void *out, const vo
  * (diagonal included) is written. */
 int weft__cu_transpose(int dtype, int64_t n, const void *src, int64_t lds, void *dst, int64_t ldd, int lower,
                        struct CUstream_st *stream);
+/* The first step of a triangular inverse (cuda_launch.c, trtri): W (n x n, column-major, ld
+ * ldw) set to zero but for the inverses of the triangular matrix T's diagonal blocks of
+ * WEFT__CU_TRTRI_NB (the last may be smaller); T is column-major upper (`upper`) or lower, its
+ * other strict triangle not read. *info (device memory) becomes 0, or n - r for the first zero
+ * on T's diagonal, at row r. */
+#define WEFT__CU_TRTRI_NB 64
+int weft__cu_trtri_diagonal(int dtype, int upper, int64_t n, const void *t, int64_t ldt, void *w, int64_t ldw,
+                            int *info, struct CUstream_st *stream);
 /* Turns programmatic dependent launch of these kernels on or off (process-wide; on by
  * default, WEFT_CUDA_PDL=0 turns it off at runtime creation). */
 void weft__cu_set_pdl(int on);

@@ -106,11 +106,11 @@ int weft__cu_plan(weft__backend *b, weft__plan *p) {
   cp->parked = weft__malloc((cp->nturns ? cp->nturns : 1) * sizeof *cp->parked);
   if (!cp->ev || !cp->defer || !cp->tptr || !cp->parked) return weft__oom("the CUDA plan");
   if ((rc = make_batches(cp)) != WEFT_OK) return rc;
-  for (uint32_t i = 0; i < cp->n && cp->potrf_info == NULL; i++)
-    if (cp->x[i].dev >= 0 && p->x[i].node->kind == WEFT__OP_POTRF) {
-      if ((cp->potrf_info = weft__cu_pinned_alloc(st, nn * sizeof(int))) == NULL)
-        return weft__err(WEFT_ENOMEM, "no pinned host memory for the results of the plan's potrf nodes");
-      memset(cp->potrf_info, 0, nn * sizeof(int));
+  for (uint32_t i = 0; i < cp->n && cp->la_info == NULL; i++)
+    if (cp->x[i].dev >= 0 && (p->x[i].node->kind == WEFT__OP_POTRF || p->x[i].node->kind == WEFT__OP_TRTRI)) {
+      if ((cp->la_info = weft__cu_pinned_alloc(st, nn * sizeof(int))) == NULL)
+        return weft__err(WEFT_ENOMEM, "no pinned host memory for the results of the plan's potrf and trtri nodes");
+      memset(cp->la_info, 0, nn * sizeof(int));
     }
   for (uint32_t i = 0; i < cp->n; i++) {
     const weft__gnode *x = &cp->x[i];
@@ -159,7 +159,7 @@ void weft__cu_plan_free(weft__backend *b, weft__plan *p) {
     for (int s = 0; s < CU_MAX_COMPUTE + 3; s++) destroy_event(&st->dev[d], &cp->tail[d][s]);
     destroy_event(&st->dev[d], &cp->drained[d]);
   }
-  weft__cu_pinned_free(st, cp->potrf_info);
+  weft__cu_pinned_free(st, cp->la_info);
   cudaGetLastError();
   if (cp->have_msg_lock) weft__mutex_destroy(&cp->msg_lock);
   weft__free(cp->ev);

@@ -69,16 +69,20 @@ static double product_side(const weft_node *n) {
   return cbrt((double)n->args[0].t->shape[0] * (double)cols * (double)n->args[0].t->shape[1]);
 }
 
-/* The curve of a potrf, trsm or syrk node's op and dtype in table la (a GPU's, or the host's
- * wide ones), or NULL. */
-static const weft__sim_curve *la_curve(const weft__sim_curve la[3][2], const weft_node *n) {
-  int op = n->kind == WEFT__OP_POTRF ? 0 : n->kind == WEFT__OP_TRSM ? 1 : n->kind == WEFT__OP_SYRK ? 2 : -1;
+/* The curve of a potrf, trsm, syrk or trtri node's op and dtype in table la (a GPU's, or the
+ * host's wide ones), or NULL. */
+static const weft__sim_curve *la_curve(const weft__sim_curve la[WEFT__SIM_LA_OPS][2], const weft_node *n) {
+  int op = n->kind == WEFT__OP_POTRF ? 0
+           : n->kind == WEFT__OP_TRSM ? 1
+           : n->kind == WEFT__OP_SYRK ? 2
+           : n->kind == WEFT__OP_TRTRI ? 3
+                                       : -1;
   if (op < 0) return NULL;
   const weft__sim_curve *c = &la[op][dtype_index(n)];
   return c->n > 0 ? c : NULL;
 }
 
-/* The tile side a potrf, trsm or syrk curve is read at: the triangular tile's (potrf, trsm),
+/* The tile side a linear-algebra curve is read at: the triangular tile's (potrf, trsm, trtri),
  * the updated tile's (syrk). */
 static int64_t la_side(const weft_node *n) {
   return n->kind == WEFT__OP_SYRK ? n->args[n->nargs - 1].t->shape[0] : n->args[0].t->shape[0];
@@ -137,10 +141,11 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
+    case WEFT__OP_TRTRI:
     case WEFT__OP_SYRK: {
-      /* potrf, trsm and syrk at their own measured rates by tile side where the profile has
-       * them (they run far below a product's rate on the GPU: potrf and trsm are chains of
-       * panel kernels); else (and gemm, trmm) as the product of the same flops, which measured
+      /* potrf, trsm, syrk and trtri at their own measured rates by tile side where the profile
+       * has them (they run far below a product's rate on the GPU: potrf, trsm and trtri are
+       * chains of panel kernels); else (and gemm, trmm) as the product of the same flops, which measured
        * times refine. potrf's share of the device is what its rate leaves of its peak (its panel kernels
        * are small). A trsm whose result has a 128 x 128 tile for every SM takes the whole
        * device however slowly it goes: cuBLAS's trsm launches a full grid, and beside other
@@ -211,6 +216,7 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
+    case WEFT__OP_TRTRI:
     case WEFT__OP_SYRK: {
       t = la_s(&h->gemm[dtype_index(n)], m->blas_threads, weft__la_flops(n));
       break;
@@ -252,6 +258,7 @@ double weft__cost_cpu_wide(const weft__cost_model *m, const weft_node *n) {
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
+    case WEFT__OP_TRTRI:
     case WEFT__OP_SYRK: {
       const weft__sim_curve *lc = la_curve(h->la_wide, n);
       double f = weft__la_flops(n);

@@ -75,6 +75,8 @@ static const field host_fields[] = {
     {"trsm_f64_wide_flops", F_CURVE, OFF(host.la_wide[1][1]), 0, 1, BIG, 0},
     {"syrk_f32_wide_flops", F_CURVE, OFF(host.la_wide[2][0]), 0, 1, BIG, 0},
     {"syrk_f64_wide_flops", F_CURVE, OFF(host.la_wide[2][1]), 0, 1, BIG, 0},
+    {"trtri_f32_wide_flops", F_CURVE, OFF(host.la_wide[3][0]), 0, 1, BIG, 0},
+    {"trtri_f64_wide_flops", F_CURVE, OFF(host.la_wide[3][1]), 0, 1, BIG, 0},
     {"memory_bandwidth", F_NUM, OFF(host.memory_bandwidth), 1, 1, BIG, 0},
     {"fill_rate", F_NUM, OFF(host.fill_rate), 1, 1, BIG, 0},
     {"node_s", F_NUM, OFF(host.node_s), 1, 0, 1, 0},
@@ -107,6 +109,8 @@ static const field gpu_fields[] = {
     {"trsm_f64_flops", F_CURVE, OFF(gpu.la[1][1]), 0, 1, BIG, 0},
     {"syrk_f32_flops", F_CURVE, OFF(gpu.la[2][0]), 0, 1, BIG, 0},
     {"syrk_f64_flops", F_CURVE, OFF(gpu.la[2][1]), 0, 1, BIG, 0},
+    {"trtri_f32_flops", F_CURVE, OFF(gpu.la[3][0]), 0, 1, BIG, 0},
+    {"trtri_f64_flops", F_CURVE, OFF(gpu.la[3][1]), 0, 1, BIG, 0},
     {"temp_s", F_NUM, OFF(gpu.temp_s), 0, 0, 1, 0},
     {"replay_temp_s", F_NUM, OFF(gpu.replay_temp_s), 0, 0, 1, 0},
     {"launch_lanes", F_NUM, OFF(gpu.launch_lanes), 0, 0, 64, 0},
@@ -450,13 +454,15 @@ static void put_opt_curve(FILE *f, const char *key, const weft__sim_curve *c) {
   put_curve(f, key, c);
 }
 
-/* The potrf, trsm and syrk curves of table la, keyed op_dtype{infix}_flops. */
-static void put_la_curves(FILE *f, const weft__sim_curve la[3][2], const char *infix) {
-  static const char *const ops[3] = {"potrf", "trsm", "syrk"}, *const dts[2] = {"f32", "f64"};
+const char *const weft__sim_la_ops[WEFT__SIM_LA_OPS] = {"potrf", "trsm", "syrk", "trtri"};
+
+/* The linear-algebra curves of table la, keyed op_dtype{infix}_flops. */
+static void put_la_curves(FILE *f, const weft__sim_curve la[WEFT__SIM_LA_OPS][2], const char *infix) {
+  static const char *const dts[2] = {"f32", "f64"};
   char key[48];
-  for (int op = 0; op < 3; op++)
+  for (int op = 0; op < WEFT__SIM_LA_OPS; op++)
     for (int d = 0; d < 2; d++) {
-      snprintf(key, sizeof key, "%s_%s%s_flops", ops[op], dts[d], infix);
+      snprintf(key, sizeof key, "%s_%s%s_flops", weft__sim_la_ops[op], dts[d], infix);
       put_opt_curve(f, key, &la[op][d]);
     }
 }

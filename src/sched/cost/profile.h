@@ -24,6 +24,10 @@
 
 #define WEFT__SIM_CURVE_MAX 32
 #define WEFT__SIM_MAX_GPUS 4096
+/* The linear-algebra ops with rate curves of their own, in the order of the profile's la
+ * tables: potrf, trsm, syrk, trtri (their names in weft__sim_la_ops). */
+#define WEFT__SIM_LA_OPS 4
+extern const char *const weft__sim_la_ops[WEFT__SIM_LA_OPS];
 
 typedef struct weft__sim_curve {
   int n;
@@ -45,7 +49,7 @@ typedef struct weft__sim_host {
   weft__sim_curve gemm_wide[2]; /* optional (empty: not priced): flop/s of one worker while
                               * every worker runs a product of its own (many independent
                               * ones), which a tiled program's products run at */
-  weft__sim_curve la_wide[3][2]; /* optional: potrf, trsm, syrk ([0] f32, [1] f64), flop/s of
+  weft__sim_curve la_wide[WEFT__SIM_LA_OPS][2]; /* optional: potrf, trsm, syrk, trtri ([0] f32, [1] f64), flop/s of
                               * one worker while every worker runs its own, by tile side (as the
                               * GPU's la curves); empty: priced as wide products */
   double memory_bandwidth;   /* bytes/s one thread streams (elementwise ops, copies) */
@@ -75,7 +79,7 @@ typedef struct weft__sim_gpu {
   /* Optional figures (0 or an empty curve: not priced, or computed): */
   weft__sim_curve gemm_share; /* f32 products that do not fill the device: the part of it one
                                * occupies (K independent products over a chain of K) */
-  weft__sim_curve la[3][2];   /* potrf, trsm, syrk ([0] f32, [1] f64): flop/s by tile side (the
+  weft__sim_curve la[WEFT__SIM_LA_OPS][2]; /* potrf, trsm, syrk, trtri ([0] f32, [1] f64): flop/s by tile side (the
                                * triangular tile's, the updated tile's for syrk). Empty: priced
                                * as products of the same flops, which they run far slower than */
   weft__sim_curve gemm_wide_s; /* ... the same products, in an eager run with many ready: the

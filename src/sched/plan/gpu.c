@@ -126,7 +126,7 @@ int weft__plan_gpu(weft__plan *p, const weft__gpu_target *t, weft__vec *extra) {
      * panel's trmm across two GPU ranks hung so). */
     if (nd->device.kind != WEFT_DEVICE_CUDA || p->x[i].backend != t->backend) continue;
     gp->nnodes++;
-    if (nd->kind == WEFT__OP_USER || nd->kind == WEFT__OP_POTRF) gp->eager_only = 1;
+    if (nd->kind == WEFT__OP_USER || nd->kind == WEFT__OP_POTRF || nd->kind == WEFT__OP_TRTRI) gp->eager_only = 1;
     weft__lanes_classify(&bd, i);
   }
   if ((rc = data_csr(&bd)) != WEFT_OK) goto done;

@@ -36,6 +36,7 @@ double weft__plan_work(const weft_node *nd) {
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
     case WEFT__OP_TRMM:
+    case WEFT__OP_TRTRI:
     case WEFT__OP_SYRK:
       return weft__la_flops(nd);
     case WEFT__OP_USER:
@@ -62,6 +63,7 @@ int weft__plan_fills_device(const weft_node *nd, int sms) {
       return ((out->shape[0] + 127) / 128) * ((out->shape[1] + 127) / 128) >= sms;
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:
+    case WEFT__OP_TRTRI:
       /* Chains of panel kernels, each far smaller than the device: they go to a side stream,
        * whose priority lets them through beside the large updates (measured on a tiled
        * Cholesky, docs/benchmarks.md). */

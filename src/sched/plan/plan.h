@@ -133,7 +133,8 @@ typedef struct weft__gpu_plan {
   uint8_t *temp;         /* per tensor: 1 if its storage is made and freed in each run */
   uint32_t nnodes;       /* GPU nodes */
   int eager_only;        /* a node a captured replay cannot hold: a user op (its kernel may do
-                            host work) or a potrf (the host checks its result after each run) */
+                            host work) or a potrf or trtri (the host checks its result
+                            after each run) */
   weft__gbatch *batches;
   uint32_t nbatches;
   /* Turns: per device and stream, the number of turns and where the stream's first turn is

@@ -49,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sched/cost/profile.h"
 #include "weft/report.h"
 #include "weft/sim.h"
 #if WEFT_HAVE_CUDA
@@ -261,13 +262,14 @@ static int build_gemm(weft_graph *g, const void *p, int k) {
   return WEFT_OK;
 }
 
-/* A chain of k potrf, trsm or syrk nodes on n x n tiles whose values stay put, so that any
- * chain length runs on a real GPU: the identity is its own Cholesky factor (potrf), solving
- * with it leaves B as it is (trsm), and adding A A^T of a zero A leaves C (syrk). */
+/* A chain of k potrf, trsm, syrk or trtri nodes on n x n tiles whose values stay put, so that
+ * any chain length runs on a real GPU: the identity is its own Cholesky factor (potrf) and
+ * inverse (trtri, each writing B), solving with it leaves B as it is (trsm), and adding A A^T
+ * of a zero A leaves C (syrk). */
 typedef struct la_arg {
   weft_device dev;
   int64_t n;
-  int dtype, op; /* 0 potrf, 1 trsm, 2 syrk */
+  int dtype, op; /* 0 potrf, 1 trsm, 2 syrk, 3 trtri (weft__sim_la_ops) */
   int wide;      /* k independent nodes, each on tiles of its own (the host's wide curves) */
 } la_arg;
 
@@ -286,7 +288,10 @@ static int build_la(weft_graph *g, const void *p, int k) {
         (rc = weft_tensor_create(g, NULL, a->dtype, 2, shape, a->dev, a->op == 1 ? weft_full(1.0) : weft_eye(1.0),
                                  a->op == 0 ? &l : &b)) != WEFT_OK)
       return rc;
-    rc = a->op == 0 ? weft_potrf(g, WEFT_LOWER, l) : a->op == 1 ? weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, l, b) : weft_syrk(g, WEFT_LOWER, 0, -1.0, l, 1.0, b);
+    rc = a->op == 0   ? weft_potrf(g, WEFT_LOWER, l)
+         : a->op == 1 ? weft_trsm(g, WEFT_RIGHT, WEFT_LOWER, 1, 1.0, l, b)
+         : a->op == 2 ? weft_syrk(g, WEFT_LOWER, 0, -1.0, l, 1.0, b)
+                      : weft_trtri(g, WEFT_LOWER, l, b);
     if (rc != WEFT_OK) return rc;
   }
   return WEFT_OK;
@@ -697,14 +702,18 @@ static int gemm_curve(const cal *c, weft_device dev, int dtype, const int64_t *s
   return WEFT_OK;
 }
 
-/* The GPU rates of potrf, trsm and syrk by tile side (flops as weft counts them: n^3 / 3 for
- * potrf, n^3 for trsm and syrk), into the profile's potrf_*, trsm_*, syrk_* curves. */
+/* Flops of a linear-algebra op of the profile's tables on n x n tiles, as weft counts them:
+ * n^3 / 3 for potrf and trtri, n^3 for trsm and syrk. */
+static double la_op_flops(int op, double n) { return op == 0 || op == 3 ? n * n * n / 3 : n * n * n; }
+
+/* The GPU rates of potrf, trsm, syrk and trtri by tile side, into the profile's potrf_*,
+ * trsm_*, syrk_*, trtri_* curves. */
 static int la_curves(const cal *c, weft_device dev, json_t *gpu) {
   static const int64_t full[] = {256, 1024, 4096}, quick[] = {1024};
-  static const char *const names[3] = {"potrf", "trsm", "syrk"};
+  const char *const *names = weft__sim_la_ops;
   const int64_t *sizes = c->quick ? quick : full;
   int nsizes = c->quick ? 1 : 3;
-  for (int op = 0; op < 3; op++)
+  for (int op = 0; op < WEFT__SIM_LA_OPS; op++)
     for (int d = 0; d < 2; d++) {
       curve out = {0};
       for (int i = 0; i < nsizes; i++) {
@@ -713,7 +722,7 @@ static int la_curves(const cal *c, weft_device dev, json_t *gpu) {
         int rc = per_node(c, build_la, &a, 0, 0.2, &t);
         if (rc != WEFT_OK) return rc;
         out.x[out.n] = n;
-        out.y[out.n++] = (op == 0 ? n * n * n / 3 : n * n * n) / t;
+        out.y[out.n++] = la_op_flops(op, n) / t;
         say(c, "cuda:0 %s %s %lld: %.3g s a node, %.4g GFLOP/s", names[op], d ? "f64" : "f32", (long long)sizes[i], t,
             out.y[out.n - 1] * 1e-9);
       }
@@ -823,27 +832,24 @@ static int wide_curve(const cal *c, int dtype, const int64_t *sizes, int nsizes,
   return WEFT_OK;
 }
 
-/* The host's wide curves of potrf, trsm and syrk by tile side, as wide_curve's products: many
- * independent nodes, each on tiles of its own, every worker running one. */
+/* The host's wide curves of the linear-algebra ops by tile side, as wide_curve's products:
+ * many independent nodes, each on tiles of its own, every worker running one. */
 static int la_wide_curves(const cal *c, double overhead, json_t *host) {
   static const int64_t full[] = {128, 256, 512, 1024}, quick[] = {256};
-  static const char *const keys[3][2] = {{"potrf_f32_wide_flops", "potrf_f64_wide_flops"},
-                                         {"trsm_f32_wide_flops", "trsm_f64_wide_flops"},
-                                         {"syrk_f32_wide_flops", "syrk_f64_wide_flops"}};
   const int64_t *sizes = c->quick ? quick : full;
   int nsizes = c->quick ? 1 : 4, rc;
-  for (int op = 0; op < 3; op++)
+  for (int op = 0; op < WEFT__SIM_LA_OPS; op++)
     for (int d = 0; d < 2; d++) {
+      char key[48];
+      snprintf(key, sizeof key, "%s_%s_wide_flops", weft__sim_la_ops[op], d ? "f64" : "f32");
       curve out = {0};
       for (int i = 0; i < nsizes; i++) {
         la_arg a = {weft_cpu(), sizes[i], d ? WEFT_F64 : WEFT_F32, op, 1};
         double t, n = (double)sizes[i];
-        if ((rc = wide_point(c, build_la, &a, overhead, n, op == 0 ? n * n * n / 3 : n * n * n, &out, &t)) != WEFT_OK)
-          return rc;
-        say(c, "cpu %s, every worker its own: %.3g s a node, %.4g GFLOP/s a worker", keys[op][d], t,
-            out.y[out.n - 1] * 1e-9);
+        if ((rc = wide_point(c, build_la, &a, overhead, n, la_op_flops(op, n), &out, &t)) != WEFT_OK) return rc;
+        say(c, "cpu %s, every worker its own: %.3g s a node, %.4g GFLOP/s a worker", key, t, out.y[out.n - 1] * 1e-9);
       }
-      if ((rc = put_curve(host, keys[op][d], &out)) != WEFT_OK) return rc;
+      if ((rc = put_curve(host, key, &out)) != WEFT_OK) return rc;
     }
   return WEFT_OK;
 }
