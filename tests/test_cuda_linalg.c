@@ -218,8 +218,8 @@ static void test_potrf_not_spd(void **state) {
 /* trtri on the GPU (the diagonal blocks' kernel, then the batched products of each level,
  * with a shorter pair at the end for n = 300 and n = 200), lower and upper, f64 and f32, from a
  * strided tile into another: T W = I, W's other strict triangle zero, and W against the CPU's
- * (LAPACK's). A zero on the diagonal (row 131, in the third diagonal block) fails the run,
- * naming the node, the tile and the row. */
+ * (LAPACK's). Zeros on the diagonal (rows 131 and 251, 1-based) fail each of two runs, naming
+ * the node, the tile and the first zero's row. */
 static void test_trtri_against_cpu(void **state) {
   GT_NEED_GPUS(1);
   tu_fixture *f = *state;
@@ -230,8 +230,8 @@ static void test_trtri_against_cpu(void **state) {
         int64_t n = sizes[s];
         int st_gpu, st_cpu;
         int dtype = dt ? WEFT_F64 : WEFT_F32;
-        double *wg = tu_trtri(f->rt, weft_cuda(0), dtype, n, upper, -1, &st_gpu);
-        double *wc = tu_trtri(f->rt, weft_cpu(), dtype, n, upper, -1, &st_cpu);
+        double *wg = tu_trtri(f->rt, weft_cuda(0), dtype, n, upper, -1, 1, &st_gpu);
+        double *wc = tu_trtri(f->rt, weft_cpu(), dtype, n, upper, -1, 1, &st_cpu);
         assert_int_equal(st_gpu, WEFT_OK);
         assert_int_equal(st_cpu, WEFT_OK);
         double eg = tu_trtri_error(wg, n, upper), ec = tu_trtri_error(wc, n, upper), diff = 0, big = 0;
@@ -245,13 +245,15 @@ static void test_trtri_against_cpu(void **state) {
         free(wg);
         free(wc);
       }
-  int st;
-  free(tu_trtri(f->rt, weft_cuda(0), WEFT_F64, 300, 1, 130, &st));
-  assert_int_equal(st, WEFT_EKERNEL);
-  const char *e = weft_last_error();
-  assert_non_null(strstr(e, "trtri"));
-  assert_non_null(strstr(e, "T[1,0]"));
-  assert_non_null(strstr(e, "singular: its diagonal element 131 is zero"));
+  for (int upper = 0; upper < 2; upper++) {
+    int st; /* zeros at rows 130 and 250, in the third and fourth diagonal blocks; two runs */
+    free(tu_trtri(f->rt, weft_cuda(0), WEFT_F64, 300, upper, 130, 2, &st));
+    assert_int_equal(st, WEFT_EKERNEL);
+    const char *e = weft_last_error();
+    assert_non_null(strstr(e, "trtri"));
+    assert_non_null(strstr(e, "T[1,0]"));
+    assert_non_null(strstr(e, "singular: its diagonal element 131 is zero"));
+  }
 }
 
 /* An operand on another device is copied to the result's, as for every op (a copy node, then

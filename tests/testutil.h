@@ -124,11 +124,13 @@ int tu_cholesky_upper_tiled(weft_graph *g, weft_tensor *x);
 /* An n x n triangular f64 matrix (malloc'd), well conditioned: upper (else lower); the other
  * strict triangle holds 1e30, which no op may read. */
 double *tu_triangle(int64_t n, int upper);
-/* W = T^-1 by weft_trtri on `dev` of rt, T = tu_triangle(n, upper) in `dtype` (with a zero on
- * the diagonal at row zero_at, if >= 0), as strided tiles: T tile (1, 0) of a 2n x 2n matrix,
- * W tile (0, 1) of another, full of 7 before. Returns W (n x n, in double, malloc'd; unset if
- * the run failed); *status gets the run's status. */
-double *tu_trtri(weft_runtime *rt, weft_device dev, int dtype, int64_t n, int upper, int64_t zero_at, int *status);
+/* W = T^-1 by weft_trtri on `dev` of rt, T = tu_triangle(n, upper) in `dtype` (with zeros on
+ * the diagonal at row zero_at and at row n - 50 after it, if zero_at >= 0), as strided tiles: T
+ * tile (1, 0) of a 2n x 2n matrix, W tile (0, 1) of another, full of 7 before; the graph run
+ * `runs` times (a failing run must fail the same way again). Returns W (n x n, in double,
+ * malloc'd; unset if the run failed); *status gets the last run's status. */
+double *tu_trtri(weft_runtime *rt, weft_device dev, int dtype, int64_t n, int upper, int64_t zero_at, int runs,
+                 int *status);
 /* max |T W - I| for w from tu_trtri (T = tu_triangle(n, upper)); infinite if W's other strict
  * triangle is not all zero. */
 double tu_trtri_error(const double *w, int64_t n, int upper);

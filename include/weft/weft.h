@@ -160,7 +160,8 @@ enum {
   /* Synchronise after every GPU node so that an asynchronous fault is reported at its node
    * (the environment variable WEFT_LAUNCH_BLOCKING=1 sets it too). */
   WEFT_RUNTIME_LAUNCH_BLOCKING = 1u << 1,
-  /* Allow TF32 tensor-core math for fp32 matrix products on the GPU (default: exact fp32). */
+  /* Allow TF32 tensor-core math for fp32 matrix products on the GPU (default: exact fp32),
+   * the products inside the dense linear-algebra ops included (an f32 trtri's too). */
   WEFT_RUNTIME_ALLOW_TF32 = 1u << 2,
   /* Do not record when and where each node ran (weft/report.h then has no timeline to show).
    * Timing is on by default and costs one clock read a CPU node; docs/benchmarks.md, "What

@@ -290,7 +290,8 @@ __global__ void __launch_bounds__(TRTRI_NB) trtri_diagonal(int64_t n, int upper,
   int64_t o = (int64_t)blockIdx.x * TRTRI_NB;
   int j = threadIdx.x, m = (int)(n - o < TRTRI_NB ? n - o : TRTRI_NB);
   for (int c = 0; c < TRTRI_NB; c++) { /* element (o + j, o + c): thread j reads row j, a column at a time */
-    T v = j < m && c < m ? t[(o + c) * ldt + o + j] : T(0);
+    int in = upper ? j <= c : j >= c;    /* the other strict triangle is not read */
+    T v = j < m && c < m && in ? t[(o + c) * ldt + o + j] : T(0);
     if (upper)
       sl[c][j] = v;
     else
