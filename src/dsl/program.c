@@ -848,9 +848,9 @@ static int exec_assign(ctx *c, const weft__dsl_stmt *s) {
              "fill writes the tensor it is given and has no result; expected a statement of its own: "
              "fill(tensor, init)");
   } else if (is_linear_algebra(kind)) {
-    rc = err(c, WEFT_EPARSE, call->line, call->col,
-             "%s updates its last tensor in place and has no result; expected a statement of its own: %s",
-             call->text, op_signature(kind));
+    rc = err(c, WEFT_EPARSE, call->line, call->col, "%s %s and has no result; expected a statement of its own: %s",
+             call->text, kind == WEFT__OP_TRTRI ? "writes the inverse into its last tensor" : "updates its last tensor in place",
+             op_signature(kind));
   } else if (strcmp(call->text, "tiles") == 0) {
     rc = err(c, WEFT_EPARSE, call->line, call->col,
              "tiles partitions a tensor and has no result; expected a statement of its own: tiles(x, rows) or "
