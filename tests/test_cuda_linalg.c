@@ -114,6 +114,47 @@ static void test_cholesky_over_gpus(void **state) {
   free(l);
 }
 
+/* The matrix on auto over every GPU: only its tiles' nodes use it, so its tiles each live
+ * where their last writer ran (split over the GPUs, the whole on the host); the factor is the
+ * one GPU's to rounding, run after run (contents written in between go to the tiles' homes); a
+ * node that reads the whole joins it on the host at the next launch, the factor kept. */
+static void test_cholesky_auto_over_gpus(void **state) {
+  (void)state;
+  GT_NEED_GPUS(2);
+  const int64_t n = 2048, b = 512;
+  size_t bytes = (size_t)(n * n) * sizeof(double);
+  double *a = tu_spd(n, 17), *one = factor_on(weft_cuda(0), a, n, b, 1), *l = malloc(bytes);
+  weft_runtime *rt = gt_runtime(2, 0);
+  weft_graph *g = tu_graph(rt);
+  weft_tensor *x, *sum = NULL;
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_auto(), weft_zeros(), &x));
+  CHECK(tu_cholesky(g, x, b));
+  for (int r = 0; r < 3; r++) {
+    if (r == 2) CHECK(weft_sum(g, x, &sum)); /* the whole read: joined */
+    CHECK(weft_tensor_write(x, a, bytes));
+    CHECK(weft_graph_run(g));
+    memset(l, 0, bytes);
+    CHECK(weft_tensor_read(x, l, bytes));
+    assert_true(tu_residual(l, a, n) < 1e-13);
+    double worst = 0, want = 0, got;
+    for (int64_t k = 0; k < n * n; k++) worst = fmax(worst, fabs(l[k] - one[k])), want += l[k];
+    assert_true(worst < 1e-10);
+    weft_device d = weft_tensor_device(x), t = weft_tensor_device(weft_tensor_tile(x, 3, 3));
+    if (r < 2) {
+      assert_int_equal(d.kind, WEFT_DEVICE_CPU);
+    } else {
+      assert_true(weft_device_equal(t, d));
+      CHECK(weft_tensor_get(sum, 0, &got));
+      assert_true(fabs(got - want) <= 1e-9 * fabs(want));
+    }
+  }
+  weft_graph_destroy(g);
+  weft_runtime_destroy(rt);
+  free(a);
+  free(one);
+  free(l);
+}
+
 /* Each op on strided tiles of f32 and f64 matrices on the GPU, against the same graph on the
  * CPU: gemm with every pair of transposes, trsm and trmm on both sides with and without the transpose,
  * syrk. */
@@ -331,6 +372,7 @@ int main(void) {
       cmocka_unit_test(test_cholesky_f64),
       cmocka_unit_test(test_cholesky_upper_f64),
       cmocka_unit_test(test_cholesky_over_gpus),
+      cmocka_unit_test(test_cholesky_auto_over_gpus),
       cmocka_unit_test(test_ops_against_cpu),
       cmocka_unit_test_setup_teardown(test_potrf_not_spd, gt_setup, gt_teardown),
       cmocka_unit_test_setup_teardown(test_trtri_against_cpu, gt_setup, gt_teardown),

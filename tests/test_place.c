@@ -594,6 +594,101 @@ static void a_run_outlives_its_placement(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* The GPUs that partitioned tensor x's tiles (t x t) live on, as a mask; each tile must live
+ * where the last node that wrote it ran. */
+static unsigned tiles_at_last_writers(weft_graph *g, weft_tensor *x, int t) {
+  unsigned gpus = 0;
+  for (int q = 0; q < t * t; q++) {
+    weft_tensor *tile = weft_tensor_tile(x, q / t, q % t);
+    weft_device last = weft_auto(), d = weft_tensor_device(tile);
+    for (size_t i = 0; i < weft_graph_node_count(g); i++) {
+      weft_node *nd = weft_graph_node(g, i);
+      for (int k = 0; k < weft_node_nargs(nd); k++) {
+        weft_access mode;
+        weft_placement pl;
+        if (weft_node_arg(nd, k, &mode) != tile || !(mode & WEFT_WRITE)) continue;
+        CHECK(weft_node_placement(g, nd, &pl));
+        last = pl.device;
+      }
+    }
+    if (last.kind != WEFT_DEVICE_AUTO) assert_true(weft_device_equal(d, last));
+    if (d.kind == WEFT_DEVICE_CUDA) gpus |= 1u << d.index;
+  }
+  return gpus;
+}
+
+/* A matrix that only its tiles' nodes use, on several GPUs: its tiles each live where their
+ * last writer ran (the matrix is split over the GPUs, not gathered on one at every run), the
+ * whole on the host for the calls that take it; the factor is the CPU's bit for bit, run after
+ * run. A node that uses the whole joins it again at the next launch, its contents kept. At the
+ * size of the benchmark (simulated, nothing computed) the tiles live on all four GPUs. */
+static void tiles_live_where_they_are_written(void **state) {
+  (void)state;
+  const int64_t n = 1024, b = 256; /* 4 x 4 tiles */
+  size_t bytes = (size_t)(n * n) * sizeof(double);
+  double *a = tu_spd(n, 7), *lc = malloc(bytes), *la = malloc(bytes);
+  weft_runtime *ref = runtime(NULL), *rt = runtime("h200x4");
+  weft_graph *rg = tu_graph(ref), *g = tu_graph(rt);
+  weft_tensor *xc, *x;
+  CHECK(weft_tensor_create(rg, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_cpu(), weft_zeros(), &xc));
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){n, n}, weft_auto(), weft_zeros(), &x));
+  CHECK(weft_tensor_tiles(rg, xc, b, b));
+  CHECK(weft_tensor_tiles(g, x, b, b));
+  CHECK(tu_cholesky_inverse(rg, xc, weft_cpu()));
+  CHECK(tu_cholesky_inverse(g, x, weft_auto()));
+  CHECK(weft_tensor_write(xc, a, bytes));
+  CHECK(weft_graph_run(rg));
+  read_all(xc, lc);
+  assert_true(tu_residual(lc, a, n) < 1e-13);
+  for (int run = 0; run < 3; run++) {
+    memset(la, 0, bytes);
+    CHECK(weft_tensor_write(x, a, bytes));
+    CHECK(weft_graph_run(g));
+    read_all(x, la);
+    assert_memory_equal(la, lc, bytes);
+  }
+  assert_int_equal(weft_tensor_device(x).kind, WEFT_DEVICE_CPU);
+  assert_true(tiles_at_last_writers(g, x, 4) != 0);
+  /* The whole read by a node: joined on the host at the next launch, its contents the factor. */
+  weft_tensor *sum = NULL;
+  CHECK(weft_sum(g, x, &sum));
+  CHECK(weft_tensor_write(x, a, bytes));
+  CHECK(weft_graph_run(g));
+  read_all(x, la);
+  assert_memory_equal(la, lc, bytes);
+  weft_device home = weft_tensor_device(x);
+  for (int q = 0; q < 16; q++) assert_true(weft_device_equal(weft_tensor_device(weft_tensor_tile(x, q / 4, q % 4)), home));
+  double want = 0, got;
+  for (int64_t k = 0; k < n * n; k++) want += lc[k];
+  CHECK(weft_tensor_get(sum, 0, &got));
+  assert_true(fabs(got - want) <= 1e-9 * fabs(want));
+  free(a);
+  free(lc);
+  free(la);
+  weft_graph_destroy(rg);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(ref);
+  /* The benchmark's size, simulated: 8 x 8 tiles of 2048^2 over the four GPUs. */
+  weft_runtime_options o;
+  weft_runtime_options_init(&o);
+  o.flags = WEFT_RUNTIME_QUIET;
+  o.simulate = "h200x4";
+  o.max_gpus = -1;
+  weft_runtime *big = NULL;
+  CHECK(weft_runtime_create(&o, &big));
+  g = tu_graph(big);
+  CHECK(weft_tensor_create(g, "A", WEFT_F64, 2, (int64_t[]){16384, 16384}, weft_auto(), weft_zeros(), &x));
+  CHECK(weft_tensor_tiles(g, x, 2048, 2048));
+  CHECK(tu_cholesky_inverse(g, x, weft_auto()));
+  CHECK(weft_graph_run(g));
+  unsigned gpus = tiles_at_last_writers(g, x, 8);
+  print_message("the tiles of 2048^2 live on GPUs 0x%x\n", gpus);
+  assert_int_equal(gpus, 0xf);
+  weft_graph_destroy(g);
+  weft_runtime_destroy(big);
+  weft_runtime_destroy(rt);
+}
+
 /* A graph with a distributed tensor and auto devices: placement would move the distributed
  * tiles off their places, so the launch is refused, naming the tensor, and nothing runs. */
 static void auto_beside_a_distributed_tensor_is_refused(void **state) {
@@ -620,6 +715,7 @@ int main(void) {
       cmocka_unit_test(user_ops_go_where_their_kernel_is),
       cmocka_unit_test(tiles_are_placed_one_by_one),
       cmocka_unit_test(the_inverse_panel_on_auto),
+      cmocka_unit_test(tiles_live_where_they_are_written),
       cmocka_unit_test(auto_beside_a_distributed_tensor_is_refused),
       cmocka_unit_test(fixed_and_auto_mix),
       cmocka_unit_test(the_profile_is_chosen),

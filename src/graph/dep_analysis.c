@@ -361,7 +361,7 @@ int weft_graph_edge(const weft_graph *g, size_t i, weft_edge *out) {
  * storage excepted), on that device (auto on the host). */
 static int stored_on(const weft_tensor *t, weft_device device) {
   if (t->view != NULL && !weft__tile_owns_storage(t)) return 0;
-  if (weft__tensor_distributed(t)) return 0;
+  if (weft__tensor_tiles_own(t)) return 0;
   weft_device d = weft__tensor_dev(t);
   if (device.kind == WEFT_DEVICE_CUDA) return d.kind == WEFT_DEVICE_CUDA && d.index == device.index;
   return d.kind != WEFT_DEVICE_CUDA;

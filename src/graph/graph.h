@@ -125,6 +125,8 @@ typedef struct weft__grid {
   uint32_t first;
   int P, Q; /* distributed over a P x Q grid of places (weft_tensor_distribute); 0: not */
   int gpus; /* the places: the ranks' CPUs (0), or their GPUs, this many a rank */
+  int split; /* an auto tensor whose tiles each have a home of their own (placement decides:
+                sched/plan/place.c): its tiles have storage there, it has none */
 } weft__grid;
 
 /* The place that owns tile (i, j) of a grid distributed 2-D block-cyclically over P x Q places:
@@ -143,10 +145,18 @@ static inline const char *weft__grid_places(const weft__grid *g) { return g->gpu
  * storage: its tiles have their own, each on its rank). */
 static inline int weft__tensor_distributed(const weft_tensor *t) { return t->grid != NULL && t->grid->P > 0; }
 
-/* Whether t is a tile with storage of its own: a tile of a distributed tensor, contiguous, on
- * its rank (its `view` keeps its place in the whole, for initialisers and gathers). */
+/* Whether t is a partitioned tensor with no storage of its own: its tiles have theirs, each
+ * where it lives (a distributed tensor's on their places, a split auto tensor's at their
+ * homes). Reads and writes of the whole go tile by tile. */
+static inline int weft__tensor_tiles_own(const weft_tensor *t) {
+  return t->grid != NULL && (t->grid->P > 0 || t->grid->split);
+}
+
+/* Whether t is a tile with storage of its own: a tile of a distributed or split tensor,
+ * contiguous, where it lives (its `view` keeps its place in the whole, for initialisers and
+ * gathers). */
 static inline int weft__tile_owns_storage(const weft_tensor *t) {
-  return t->view != NULL && weft__tensor_distributed(t->view->parent);
+  return t->view != NULL && weft__tensor_tiles_own(t->view->parent);
 }
 
 /* The parameters of a dense linear-algebra node (weft_node.params). */
@@ -156,7 +166,7 @@ typedef struct weft__la {
 } weft__la;
 
 /* The tensor that owns t's storage: t, or the root of the views it is one of, or the tile of a
- * distributed tensor it is (or is a view of), which has storage of its own. */
+ * distributed or split tensor it is (or is a view of), which has storage of its own. */
 static inline const weft_tensor *weft__storage_owner(const weft_tensor *t) {
   while (t->view != NULL && !weft__tile_owns_storage(t)) t = t->view->parent;
   return t;

@@ -224,6 +224,13 @@ void weft__storage_release(weft_tensor *t);
  * whatever device it is on; no check of the graph's state. */
 int weft__storage_copy_out(weft_tensor *t, void *dst);
 int weft__storage_copy_in(weft_tensor *t, const void *src);
+/* Splits partitioned tensor x: tile q (in row-major order) gets storage of its own on homes[q],
+ * holding its part of x's contents (or its initialiser's values where x has none), and x
+ * releases its storage (it lives on this rank's CPU, for the calls that take the whole). On an
+ * error x is as it was. Joining is the reverse: x gets storage on this rank's CPU holding every
+ * tile's contents, and the tiles are views of it again. (Auto placement: sched/plan/place.c.) */
+int weft__storage_split(weft_tensor *x, const weft_device *homes);
+int weft__storage_join(weft_tensor *x);
 
 /* pool.c */
 int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out);

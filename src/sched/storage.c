@@ -150,8 +150,8 @@ int weft__storage_prepare(weft_tensor *t) {
   /* An auto tensor used before the planner gave it a home lives on the host until then, each
    * rank's on its own. */
   if (t->device.kind == WEFT_DEVICE_AUTO && t->view == NULL) t->device = weft_on_rank(weft_cpu(), g->rt->rank);
-  /* A distributed tensor has no storage: its tiles have theirs, each on its rank. */
-  if (weft__tensor_distributed(t)) {
+  /* A distributed or split tensor has no storage: its tiles have theirs, each where it lives. */
+  if (weft__tensor_tiles_own(t)) {
     t->initialised = 1;
     return WEFT_OK;
   }
@@ -354,9 +354,90 @@ int weft__storage_copy_in(weft_tensor *t, const void *src) {
   return b->vt->write(b, t, src);
 }
 
-/* The tiles of distributed tensor t that this rank owns (write), or all of them gathered from
- * their owners on every rank (read: collective), from or into a buffer of the whole. */
-static int distributed_io(weft_tensor *t, void *buf, int reading) {
+/* The tiles of partitioned tensor x, in row-major order. */
+#define EACH_TILE(x, q, tile)                                                                            \
+  for (uint32_t q = 0; q < (uint32_t)((x)->grid->rows * (x)->grid->cols); q++)                          \
+    for (weft_tensor *tile = WEFT__VEC_AT(&(x)->graph->tensors, weft_tensor *, (x)->grid->first + q); tile != NULL; \
+         tile = NULL)
+
+/* Back to views of x: each tile's own storage released. */
+static void tiles_unown(weft_tensor *x) {
+  x->grid->split = 0;
+  EACH_TILE(x, q, tile) {
+    weft__storage_release(tile);
+    tile->initialised = 0; /* a view again: its parent's contents (storage_prepare) */
+    tile->device = x->device;
+  }
+}
+
+int weft__storage_split(weft_tensor *x, const weft_device *homes) {
+  weft_runtime *rt = x->graph->rt;
+  int had = x->storage_kind != WEFT__S_NONE && x->storage_kind != WEFT__S_EMPTY, rc = WEFT_OK;
+  char *whole = had && x->device.kind == WEFT_DEVICE_CPU ? x->data : had ? weft__malloc(x->bytes) : NULL;
+  char *tmp = weft__malloc((size_t)(x->grid->tile[0] * x->grid->tile[1]) * weft_dtype_size(x->dtype));
+  if ((had && whole == NULL) || tmp == NULL) rc = weft__oom("splitting a tensor into its tiles");
+  if (rc == WEFT_OK && had && whole != x->data) rc = weft__storage_copy_out(x, whole);
+  if (rc == WEFT_OK) {
+    EACH_TILE(x, q, tile) {
+      tile->storage_kind = WEFT__S_NONE; /* a view of x until now */
+      tile->data = NULL;
+      tile->initialised = 0;
+    }
+    x->grid->split = 1;
+    EACH_TILE(x, q, tile) {
+      tile->device = homes[q];
+      tile->initialised = had; /* else its initialiser's values, made where it lives */
+      if (rc == WEFT_OK) rc = weft__storage_prepare(tile);
+      if (rc == WEFT_OK && had) {
+        tile_rows(tile, whole, tmp, 1);
+        rc = weft__storage_copy_in(tile, tmp);
+      }
+    }
+    if (rc != WEFT_OK) tiles_unown(x);
+  }
+  if (whole != x->data) weft__free(whole);
+  weft__free(tmp);
+  if (rc != WEFT_OK) return rc;
+  weft__storage_release(x);
+  x->device = weft_on_rank(weft_cpu(), rt->rank);
+  x->initialised = 1;
+  return WEFT_OK;
+}
+
+int weft__storage_join(weft_tensor *x) {
+  weft_runtime *rt = x->graph->rt;
+  char *whole = weft__malloc(x->bytes);
+  char *tmp = weft__malloc((size_t)(x->grid->tile[0] * x->grid->tile[1]) * weft_dtype_size(x->dtype));
+  int rc = whole == NULL || tmp == NULL ? weft__oom("joining a tensor's tiles") : WEFT_OK;
+  EACH_TILE(x, q, tile) {
+    if (rc == WEFT_OK) rc = weft__storage_prepare(tile);
+    if (rc == WEFT_OK) rc = weft__storage_copy_out(tile, tmp);
+    if (rc == WEFT_OK) tile_rows(tile, whole, tmp, 0);
+  }
+  if (rc == WEFT_OK) { /* storage of its own first: on an error the tiles keep theirs */
+    weft_device was = x->device;
+    x->grid->split = 0;
+    x->device = weft_on_rank(weft_cpu(), rt->rank);
+    x->initialised = 1; /* its contents are the tiles' */
+    rc = weft__storage_prepare(x);
+    if (rc == WEFT_OK) rc = weft__storage_copy_in(x, whole);
+    if (rc == WEFT_OK) {
+      tiles_unown(x);
+    } else {
+      weft__storage_release(x);
+      x->grid->split = 1;
+      x->device = was;
+    }
+  }
+  weft__free(whole);
+  weft__free(tmp);
+  return rc;
+}
+
+/* The tiles of t (distributed or split: tiles with storage of their own) that live on this rank
+ * (write), or all of them gathered from where they live, on every rank (read: collective), from
+ * or into a buffer of the whole. */
+static int tiles_io(weft_tensor *t, void *buf, int reading) {
   const weft__grid *gr = t->grid;
   weft_runtime *rt = t->graph->rt;
   char *tmp = weft__malloc((size_t)(gr->tile[0] * gr->tile[1]) * weft_dtype_size(t->dtype));
@@ -365,7 +446,7 @@ static int distributed_io(weft_tensor *t, void *buf, int reading) {
   for (int64_t i = 0; i < gr->rows; i++)
     for (int64_t j = 0; j < gr->cols; j++) {
       weft_tensor *tile = weft_tensor_tile(t, i, j);
-      if (!reading && !weft__rank_here(rt, weft__grid_place(gr, i, j).rank)) continue;
+      if (!reading && !weft__rank_here(rt, tile->device.rank)) continue;
       if (!reading) tile_rows(tile, buf, tmp, 1);
       /* A failed tile still takes part in the collective reads after it: the others wait. */
       int trc = reading ? weft_tensor_read_all(tile, tmp, tile->bytes) : weft_tensor_write(tile, tmp, tile->bytes);
@@ -387,7 +468,7 @@ int weft_tensor_read(weft_tensor *t, void *dst, size_t size) {
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
   if (dst == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_read: dst is NULL");
-  if (weft__tensor_distributed(t)) return distributed_io(t, dst, 1);
+  if (weft__tensor_tiles_own(t)) return tiles_io(t, dst, 1);
   if (!weft__tensor_contiguous(t)) return tile_io(t, dst, 1);
   return weft__storage_copy_out(t, dst);
 }
@@ -400,7 +481,7 @@ int weft_tensor_read_all(weft_tensor *t, void *dst, size_t size) {
   weft_runtime *rt = t->graph->rt;
   /* The owner reads it; then it goes to every rank. A failed read still takes part in the
    * broadcast (the others wait for it), and its error is returned after. */
-  if (weft__tensor_distributed(t)) return distributed_io(t, dst, 1);
+  if (weft__tensor_tiles_own(t)) return tiles_io(t, dst, 1);
   int mine = weft__rank_here(rt, t->device.rank);
   if (mine) rc = !weft__tensor_contiguous(t) ? tile_io(t, dst, 1) : weft__storage_copy_out(t, dst);
   if (rt->remote == NULL) return rc;
@@ -413,7 +494,7 @@ int weft_tensor_write(weft_tensor *t, const void *src, size_t size) {
   if (rc != WEFT_OK) return rc;
   if (size == 0) return WEFT_OK;
   if (src == NULL) return weft__err(WEFT_EINVAL, "weft_tensor_write: src is NULL");
-  if (weft__tensor_distributed(t)) return distributed_io(t, (void *)src, 0);
+  if (weft__tensor_tiles_own(t)) return tiles_io(t, (void *)src, 0);
   if (!weft__tensor_contiguous(t)) return tile_io(t, (void *)src, 0);
   return weft__storage_copy_in(t, src);
 }
@@ -427,7 +508,7 @@ int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
     return weft__err(WEFT_EINVAL, "weft_tensor_get: index %lld out of range for tensor %s (%lld elements)",
                      (long long)index, weft__tensor_name(t), (long long)t->numel);
   size_t es = weft_dtype_size(t->dtype);
-  if (t->device.kind == WEFT_DEVICE_CPU && !weft__tensor_distributed(t)) {
+  if (t->device.kind == WEFT_DEVICE_CPU && !weft__tensor_tiles_own(t)) {
     int rc = access_check(t, t->bytes, "weft_tensor_get", 1);
     if (rc != WEFT_OK) return rc;
     int64_t at = weft__tensor_contiguous(t) ? index : index / t->shape[1] * t->view->ld + index % t->shape[1];

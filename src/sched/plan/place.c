@@ -245,6 +245,12 @@ static double cost_on(const weft__cost_model *m, const space *sp, weft_node *n, 
 /* The tensor whose device decides t's: a tile's parent, else t. */
 static weft_tensor *group_of(weft_tensor *t) { return t->view != NULL ? t->view->parent : t; }
 
+/* Whether t has storage of its own: not a tile in its parent's, not a tensor split into its
+ * tiles' (split_ok). */
+static int stored(const weft_tensor *t) {
+  return weft__storage_owner(t) == t && !weft__tensor_tiles_own(t);
+}
+
 /* Whether node n may run on device k (a kernel there; built-ins have both). */
 static int runs_on(const space *sp, const weft_node *n, int k) {
   if (n->kind != WEFT__OP_USER) return 1;
@@ -258,7 +264,14 @@ typedef struct tstate {
   int last_writer;   /* device of its last writer, -1 if none */
   int spill;         /* an auto tensor too large to live on the GPU that first touched it: it
                         lives on the host, and GPUs hold replicas of it (or of its tiles) */
+  int split;         /* a partitioned auto tensor whose tiles each get a home (split_ok), or
+                        one of its tiles */
 } tstate;
+
+/* The tensor whose storage holds t in this placement: a split tensor's tile, else t's group. */
+static weft_tensor *unit_of(const tstate *ts, weft_tensor *t) {
+  return t->view != NULL && ts[t->id].split ? t : group_of(t);
+}
 
 /* The bytes auto placement may use on GPU k: the device's memory less what it needs beside the
  * planned tensors (its context, library handles and workspaces, the ops' scratch: a sixteenth,
@@ -311,9 +324,13 @@ static double *lane_of(freetimes *f, const space *sp, int k, int fills) {
 }
 
 /* Decides each auto node's device and each auto tensor's home (into at[] and the states; avail:
- * when each tensor's copy on each device is there, tensor t's on device k at t x ndev + k). */
+ * when each tensor's copy on each device is there, tensor t's on device k at t x ndev + k).
+ * owner (NULL: none): per tensor, the device where the nodes that write it run (a split
+ * tensor's tiles laid out over the GPUs: layouts, below), -1 where placement chooses; a node
+ * whose owner cannot run it or has no room for it is placed as any other. *span: the estimated
+ * end of the last node. */
 static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tstate *ts, double *avail,
-                  weft__node_place *at) {
+                  weft__node_place *at, const int *owner, double *span) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tens = g->tensors.data;
   int ndev = sp->ndev;
@@ -344,16 +361,21 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
     return weft__oom("the placement");
   }
   double need_min = 0; /* the smallest working set among the devices it did not fit */
+  *span = 0;
   int need_k = 1;
   for (size_t i = 0; i < g->nodes.len; i++) {
     weft_node *n = nodes[i];
     weft__node_place *pl = &at[i];
     double best = INFINITY, second = INFINITY, best_start = 0;
-    int bestk = -1, secondk = -1, forced = -1;
+    int bestk = -1, secondk = -1, forced = -1, only = -1;
     if (!(n->flags & WEFT__N_AUTO)) forced = dev_index(sp, n->device);
+    for (int a = 0; owner != NULL && forced < 0 && only < 0 && a < n->nargs; a++) {
+      int o = (n->args[a].mode & WEFT_WRITE) ? owner[n->args[a].t->id] : -1;
+      if (o >= 0 && runs_on(sp, n, o) && used[o] + working_set(n, o, resident) <= cap[o]) only = o;
+    }
     need_min = INFINITY;
     for (int k = 0; k < ndev; k++) {
-      if ((forced >= 0 && k != forced) || !runs_on(sp, n, k)) continue;
+      if ((forced >= 0 && k != forced) || (only >= 0 && k != only) || !runs_on(sp, n, k)) continue;
       if (is_gpu(sp, k) && n->flags & WEFT__N_AUTO) {
         double need = working_set(n, k, resident);
         if (used[k] + need > cap[k]) {
@@ -401,6 +423,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
       return weft__err(WEFT_EDEVICE, "%s: no device can run it", weft_node_describe(n, d, sizeof d));
     }
     pl->device = dev_of(sp, bestk);
+    *span = fmax(*span, best);
     pl->start_s = best_start;
     pl->finish_s = best;
     pl->auto_placed = (n->flags & WEFT__N_AUTO) != 0;
@@ -412,7 +435,7 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
     else
       *lane_of(&f, sp, bestk, 0) = best;
     for (int a = 0; a < n->nargs; a++) {
-      weft_tensor *t = n->args[a].t, *grp = group_of(t);
+      weft_tensor *t = n->args[a].t, *grp = unit_of(ts, t);
       tstate *s = &ts[t->id], *gs = &ts[grp->id];
       int first_touch = gs->first_dev < 0;
       if (s->first_dev < 0) s->first_dev = bestk;
@@ -456,13 +479,16 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
   weft__free(f.cpu);
   weft__free(resident);
   /* Homes: the last writer's device, else the first accessor's, else rank 0's CPU; a tile's
-   * its parent's. Fixed tensors keep theirs. */
+   * its parent's, a split tensor's tile its own (the split tensor itself: rank 0's CPU, where
+   * the calls that take the whole read and write it). Fixed tensors keep theirs. */
   for (size_t t = 0; t < g->tensors.len; t++) {
     weft_tensor *x = tens[t];
     tstate *s = &ts[t];
     if (!(group_of(x)->flags & WEFT__T_AUTODEV)) {
       s->home = dev_index(sp, x->device);
-    } else if (group_of(x) != x || x->grid != NULL) {
+    } else if (s->split && x->grid != NULL) {
+      s->home = 0;
+    } else if (!s->split && (group_of(x) != x || x->grid != NULL)) {
       int f0 = ts[group_of(x)->id].first_dev;
       s->home = f0 >= 0 ? f0 : 0;
     } else {
@@ -479,15 +505,18 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
 
 /* Moves auto tensor t to device `home`: sets its device, and moves existing contents (of
  * this rank: to another rank's home they do not go; placement keeps a tensor's contents on the
- * rank that has them, or every rank has them). */
-static int move_home(weft_tensor *t, weft_device home) {
+ * rank that has them, or every rank has them), unless `dead`: the program's first access to
+ * t writes it whole without reading it (it starts from its initialiser's values there). */
+static int move_home(weft_tensor *t, weft_device home, int dead) {
   t->flags = (uint8_t)((t->flags & ~WEFT__T_EVERY_RANK) | WEFT__T_PLACED);
   if (weft_device_equal(t->device, home)) return WEFT_OK;
-  int had = t->storage_kind != WEFT__S_NONE && t->storage_kind != WEFT__S_EMPTY && t->view == NULL;
+  int own = t->view == NULL || weft__tile_owns_storage(t);
+  int had = t->storage_kind != WEFT__S_NONE && t->storage_kind != WEFT__S_EMPTY && own;
   void *buf = NULL;
   int rc = WEFT_OK;
-  if (had && !weft__rank_here(t->graph->rt, home.rank)) {
+  if (had && (dead || !weft__rank_here(t->graph->rt, home.rank))) {
     weft__storage_release(t);
+    if (dead) t->initialised = 0;
     had = 0;
   } else if (had) {
     if ((buf = weft__malloc(t->bytes)) == NULL) return weft__oom("moving a tensor to its new home");
@@ -497,7 +526,7 @@ static int move_home(weft_tensor *t, weft_device home) {
     }
     weft__storage_release(t);
   }
-  if (t->view != NULL) t->storage_kind = WEFT__S_NONE; /* re-derived from the parent's */
+  if (!own) t->storage_kind = WEFT__S_NONE; /* re-derived from the parent's */
   t->device = home;
   if (had) {
     t->initialised = 1; /* the contents are what it held, not its initialiser */
@@ -726,13 +755,17 @@ static weft_tensor *on_device(lctx *c, weft_tensor *t, int k, int *rc) {
   return *r;
 }
 
-/* The device to copy t from onto k: on k's rank, another GPU over the peer link, else the
- * host (first, onto a GPU data streams through: transfer, below), else any of the rank's; then
+/* The device to copy t from onto k: on k's rank, another GPU over the peer link (t's home
+ * first: its readers on several GPUs then take their copies from where it was written, not
+ * all from the first GPU that got one, whose copy engine would queue them), else the host
+ * (first, onto a GPU data streams through: transfer, below), else any of the rank's; then
  * another rank's host, else any device. */
-static int source_of(const lctx *c, dmask valid, int k) {
+static int source_of(const lctx *c, const weft_tensor *t, int k) {
   const space *sp = c->sp;
-  int h = host_of(sp, k);
+  dmask valid = c->valid[t->id];
+  int h = host_of(sp, k), home = c->ts[t->id].home;
   if (is_gpu(sp, k) && c->tight[k] && (valid >> h & 1)) return h;
+  if (is_gpu(sp, k) && sp->peer && home > h && home < h + sp->per && (valid >> home & 1)) return home;
   for (int s = h + 1; s < h + sp->per && is_gpu(sp, k) && sp->peer; s++)
     if (valid >> s & 1) return s;
   if (valid >> h & 1) return h;
@@ -842,7 +875,10 @@ static int transfer(struct lctx *c, weft_tensor *t, int s, int k) {
 static int gather(lctx *c, weft_tensor *x) {
   int h = c->ts[x->id].home, rc = WEFT_OK;
   for (uint32_t q = x->grid->first; q < x->grid->first + (uint32_t)(x->grid->rows * x->grid->cols) && rc == WEFT_OK; q++)
-    if (!(c->valid[q] >> h & 1)) rc = transfer(c, WEFT__VEC_AT(&x->graph->tensors, weft_tensor *, q), source_of(c, c->valid[q], h), h);
+    if (!(c->valid[q] >> h & 1)) {
+      weft_tensor *tile = WEFT__VEC_AT(&x->graph->tensors, weft_tensor *, q);
+      rc = transfer(c, tile, source_of(c, tile, h), h);
+    }
   c->valid[x->id] |= BIT(h);
   return rc;
 }
@@ -853,7 +889,7 @@ static int bring(lctx *c, weft_tensor *t, int k) {
   if (t->grid != NULL && c->valid[t->id] == 0) rc = gather(c, t);
   if (rc != WEFT_OK || (c->valid[t->id] >> k & 1)) return rc;
   if (t->grid != NULL && !(c->valid[t->id] >> c->ts[t->id].home & 1) && (rc = gather(c, t)) != WEFT_OK) return rc;
-  return (c->valid[t->id] >> k & 1) ? WEFT_OK : transfer(c, t, source_of(c, c->valid[t->id], k), k);
+  return (c->valid[t->id] >> k & 1) ? WEFT_OK : transfer(c, t, source_of(c, t, k), k);
 }
 
 /* Records a write of t on device k. A tile's write leaves its parent valid only where the tile
@@ -1086,7 +1122,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
     weft_node **nd = g->nodes.data;
     for (int k = 0; k < ndev; k++) c.cap[k] = capacity_of(rt, sp, k);
     for (size_t t = 0; t < nt; t++)
-      if (tens[t]->view == NULL && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
+      if (stored(tens[t]) && !(tens[t]->flags & WEFT__T_TEMP)) c.homes[ts[t].home] += (double)tens[t]->bytes;
     if ((rc = tight_gpus(g, pl->at, ts, sp, c.cap, c.homes, c.tight)) != WEFT_OK) goto done;
     /* On a GPU data streams through, an eighth of its budget is slack for the copies in ahead
      * of need (the eviction edges below): measured best of 1/16, 1/8 and 1/6.7 on an H100. */
@@ -1105,7 +1141,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++) {
     weft_tensor *x = tens[t];
     c.valid[t] = BIT(ts[t].home);
-    if (x->view != NULL) continue; /* made with its parent's grid */
+    if (!stored(x)) continue; /* a tile in its parent's storage: made with its parent's grid */
     if (x->flags & WEFT__T_TEMP) {
       /* A temporary of the program (nobody may read it after the run): the placed graph's
        * own, so that its memory plan frees it after its last reader. */
@@ -1118,6 +1154,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
     if (rc == WEFT_OK && v == NULL) rc = WEFT_ENOMEM;
     if (rc != WEFT_OK) break;
     if (x->grid != NULL) { /* partitioned before it becomes a view (tiles of tiles are refused) */
+      /* (A split tensor has no storage and no twin: its tiles have theirs.) */
       if ((rc = weft_tensor_tiles(pg, c.twin[t], x->grid->tile[0], x->grid->tile[1])) != WEFT_OK) break;
       for (int64_t k = 0; k < x->grid->rows * x->grid->cols; k++)
         c.twin[x->grid->first + (size_t)k] = weft_tensor_tile(c.twin[t], k / x->grid->cols, k % x->grid->cols);
@@ -1137,7 +1174,7 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
       weft_tensor *x = n->args[0].t, *y = n->args[1].t;
       int to = (y->flags & WEFT__T_AUTODEV) ? k : ts[y->id].home, src;
       if (x->grid != NULL && !(c.valid[x->id] >> ts[x->id].home & 1) && (rc = gather(&c, x)) != WEFT_OK) break;
-      src = (c.valid[x->id] >> to & 1) ? to : (c.valid[x->id] >> k & 1) ? k : source_of(&c, c.valid[x->id], to);
+      src = (c.valid[x->id] >> to & 1) ? to : (c.valid[x->id] >> k & 1) ? k : source_of(&c, x, to);
       /* Between ranks the transport carries host memory (but between the GPUs of one host): a
        * GPU end's leg to or from its host first; the node's own copy is then the last leg (into
        * a GPU) or the message. */
@@ -1195,11 +1232,11 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
   /* Every tensor valid at home when the run ends: tiles first (into their parents), then the
    * rest. */
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++)
-    if (tens[t]->grid != NULL && !(c.valid[t] >> ts[t].home & 1)) rc = gather(&c, tens[t]);
+    if (tens[t]->grid != NULL && stored(tens[t]) && !(c.valid[t] >> ts[t].home & 1)) rc = gather(&c, tens[t]);
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++) {
     int h = ts[t].home;
-    if (tens[t]->view != NULL || (c.valid[t] >> h & 1)) continue;
-    rc = transfer(&c, tens[t], source_of(&c, c.valid[t], h), h);
+    if (!stored(tens[t]) || (c.valid[t] >> h & 1)) continue;
+    rc = transfer(&c, tens[t], source_of(&c, tens[t], h), h);
   }
   if (rc == WEFT_OK && c.made.len > 0) rc = eviction_edges(&c);
   /* The program's explicit edges, between the nodes that stand for its nodes. */
@@ -1220,6 +1257,110 @@ done:
   weft__vec_fini(&c.rings);
   weft__free(ord);
   weft__free(args);
+  return rc;
+}
+
+/* The GPU (a device index) that owns tile (i, j) when tiles are laid out 2-D block-cyclically
+ * over P x (G / P) GPUs. */
+static int layout_owner(int64_t i, int64_t j, int P, int gpus) {
+  return 1 + (int)(i % P) * (gpus / P) + (int)(j % (gpus / P));
+}
+
+/* The first argument node n writes that is a split tensor's tile, or NULL. */
+static const weft_tensor *writes_tile(const weft_node *n, const tstate *ts) {
+  for (int a = 0; a < n->nargs; a++)
+    if ((n->args[a].mode & WEFT_WRITE) && n->args[a].t->view != NULL && ts[n->args[a].t->id].split) return n->args[a].t;
+  return NULL;
+}
+
+/* Where a split tensor's tiles live and their writers run, on several GPUs. Node by node
+ * (earliest finish) first; if that puts most of the writes to the tiles on GPUs, the tiles are
+ * laid out over the GPUs 2-D block-cyclically instead, tile (i, j) on GPU (i mod P) Q + (j mod
+ * Q), P x Q = G, and each node that writes a tile runs on its GPU (owner computes: a tile moves
+ * only to be read), with the P x Q whose busiest GPU has the least work by the model (for a
+ * lower triangle, 1 x G: its columns share the work out evenly). Node by node, a tiled
+ * Cholesky on 4 H200s moved its tiles from GPU to GPU step after step (31 GB, against 8 GB laid
+ * out: the model prices a copy by its link, not by the queue on the copy engine) and took 1.2 x
+ * as long as the same program laid out 1 x 4. */
+static int decide_layout(weft_graph *g, const weft__cost_model *m, const space *sp, tstate *ts, double *avail,
+                         weft__node_place *at) {
+  size_t nt = g->tensors.len, nn = g->nodes.len;
+  weft_tensor **tens = g->tensors.data;
+  weft_node **nodes = g->nodes.data;
+  int gpus = sp->per - 1, any = 0;
+  for (size_t t = 0; t < nt; t++) any |= ts[t].split && tens[t]->grid != NULL;
+  double span;
+  if (!any || gpus < 2) return decide(g, m, sp, ts, avail, at, NULL, &span);
+  int *owner = weft__malloc(nt * sizeof *owner);
+  tstate *ts0 = weft__malloc(nt * sizeof *ts0);
+  double *work = weft__malloc(nn ? nn * sizeof *work : sizeof *work);
+  int rc = owner == NULL || ts0 == NULL || work == NULL ? weft__oom("the placement") : WEFT_OK;
+  if (rc == WEFT_OK) {
+    memcpy(ts0, ts, nt * sizeof *ts0);
+    rc = decide(g, m, sp, ts, avail, at, NULL, &span);
+  }
+  size_t writes = 0, on_gpus = 0;
+  for (size_t i = 0; i < nn && rc == WEFT_OK; i++) {
+    work[i] = -1;
+    if (!(nodes[i]->flags & WEFT__N_AUTO) || writes_tile(nodes[i], ts0) == NULL) continue;
+    writes++;
+    on_gpus += at[i].device.kind == WEFT_DEVICE_CUDA;
+    work[i] = cost_on(m, sp, nodes[i], 1);
+  }
+  if (rc == WEFT_OK && writes > 0 && 2 * on_gpus > writes) {
+    int best_p = 1;
+    double best = INFINITY;
+    for (int P = 1; P <= gpus; P++) {
+      if (gpus % P != 0) continue;
+      double load[MAXD] = {0}, busiest = 0;
+      for (size_t i = 0; i < nn; i++) {
+        if (work[i] < 0) continue;
+        const weft_tensor *t = writes_tile(nodes[i], ts0);
+        int o = layout_owner(t->view->i, t->view->j, P, gpus);
+        busiest = fmax(busiest, load[o] += work[i]);
+      }
+      if (busiest < best) best = busiest, best_p = P;
+    }
+    for (size_t t = 0; t < nt; t++)
+      owner[t] = tens[t]->view != NULL && ts0[t].split ? layout_owner(tens[t]->view->i, tens[t]->view->j, best_p, gpus) : -1;
+    memcpy(ts, ts0, nt * sizeof *ts);
+    memset(avail, 0, nt * (size_t)sp->ndev * sizeof *avail);
+    memset(at, 0, nn * sizeof *at);
+    rc = decide(g, m, sp, ts, avail, at, owner, &span);
+  }
+  weft__free(owner);
+  weft__free(ts0);
+  weft__free(work);
+  return rc;
+}
+
+/* Which partitioned auto tensors split (into ts[].split, the tensor's and its tiles'): each
+ * tile gets a home of its own, the device of its last writer as any tensor's, so that a matrix
+ * whose tiles several GPUs work on lives spread over them and no one GPU gathers it at every
+ * run (a tiled Cholesky on 4 H200s moved 34 GB through one GPU's links that way, against 8 GB
+ * with the tiles distributed). On one rank with several GPUs, where no node uses the tensor
+ * whole (such a node reads or writes one storage) and it fits in half of what placement may
+ * fill of the GPUs (a larger one lives on the host and streams through them: out of core). A
+ * split tensor that no longer qualifies (the program changed) is joined again here. */
+static int splits(weft_graph *g, const space *sp, tstate *ts) {
+  size_t nt = g->tensors.len;
+  weft_tensor **tens = g->tensors.data;
+  weft_node **nodes = g->nodes.data;
+  double room = 0;
+  for (int k = 1; k < sp->per; k++) room += capacity_of(g->rt, sp, k);
+  for (size_t i = 0; i < g->nodes.len; i++)
+    for (int a = 0; a < nodes[i]->nargs; a++) ts[nodes[i]->args[a].t->id].split = -1; /* used whole */
+  int rc = WEFT_OK;
+  for (size_t t = 0; t < nt && rc == WEFT_OK; t++) {
+    weft_tensor *x = tens[t];
+    if (x->grid == NULL || weft__tensor_distributed(x)) continue;
+    int ok = (x->flags & WEFT__T_AUTODEV) && sp->ndev == sp->per && sp->per >= 3 && ts[t].split == 0 &&
+             (double)x->bytes <= room / 2;
+    ts[t].split = ok;
+    for (int64_t q = 0; q < x->grid->rows * x->grid->cols; q++) ts[x->grid->first + (size_t)q].split = ok;
+    if (!ok && x->grid->split) rc = weft__storage_join(x);
+  }
+  for (size_t t = 0; t < nt; t++) ts[t].split = ts[t].split > 0;
   return rc;
 }
 
@@ -1284,8 +1425,14 @@ int weft__place(weft_graph *g, weft_graph **out) {
     return weft__oom("the placement");
   }
   weft_tensor **tens = g->tensors.data;
+  for (size_t t = 0; t < nt; t++) memset(&ts[t], 0, sizeof ts[t]);
+  if ((rc = splits(g, &sp, ts)) != WEFT_OK) {
+    placement_free(pl);
+    weft__free(ts);
+    weft__free(avail);
+    return rc;
+  }
   for (size_t t = 0; t < nt; t++) {
-    memset(&ts[t], 0, sizeof ts[t]);
     ts[t].first_dev = ts[t].last_writer = ts[t].home = -1;
     weft_tensor *x = tens[t];
     /* Where the data is: a fixed tensor on its device; an auto one nowhere yet (its first
@@ -1293,13 +1440,13 @@ int weft__place(weft_graph *g, weft_graph **out) {
      * or every rank's host where the program gave it contents before its first placement.
      * What every rank knows alike (not whether this rank holds its storage): they must place
      * alike. */
-    const weft_tensor *gx = group_of(x);
+    const weft_tensor *gx = group_of(x), *at = weft__tile_owns_storage(x) ? x : gx;
     if (gx->flags & WEFT__T_EVERY_RANK)
       ts[t].valid = hosts(&sp);
     else if (!(gx->flags & WEFT__T_AUTODEV) || (gx->flags & WEFT__T_PLACED))
-      ts[t].valid = BIT(dev_index(&sp, gx->device));
+      ts[t].valid = BIT(dev_index(&sp, at->device));
   }
-  rc = decide(g, m, &sp, ts, avail, pl->at);
+  rc = decide_layout(g, m, &sp, ts, avail, pl->at);
   weft__free(avail);
   if (rc == WEFT_OK) {
     pl->decided = weft__malloc((nn ? nn : 1) * sizeof *pl->decided);
@@ -1324,9 +1471,36 @@ int weft__place(weft_graph *g, weft_graph **out) {
     *out = old->pg;
     return WEFT_OK;
   }
-  /* Homes into the program's tensors (contents moved where they exist), then the lowering. */
+  /* Homes into the program's tensors (contents moved where they exist; a tensor split now
+   * into its tiles' homes), then the lowering. */
+  for (size_t t = 0; t < nt && rc == WEFT_OK; t++) {
+    weft_tensor *x = tens[t];
+    if (!ts[t].split || x->grid == NULL || x->grid->split) continue;
+    weft_device *at = weft__malloc((size_t)(x->grid->rows * x->grid->cols) * sizeof *at);
+    if (at == NULL) {
+      rc = weft__oom("the placement");
+      break;
+    }
+    for (int64_t q = 0; q < x->grid->rows * x->grid->cols; q++) at[q] = dev_of(&sp, ts[x->grid->first + (size_t)q].home);
+    rc = weft__storage_split(x, at);
+    weft__free(at);
+  }
+  uint8_t *first = rc == WEFT_OK ? weft__calloc(nt ? nt : 1, 1) : NULL; /* 1: read first, 2: written whole first */
+  if (rc == WEFT_OK && first == NULL) rc = weft__oom("the placement");
+  for (size_t i = 0; i < nn && rc == WEFT_OK; i++) {
+    const weft_node *n = ((weft_node **)g->nodes.data)[i];
+    for (int a = 0; a < n->nargs; a++) {
+      uint32_t t = n->args[a].t->id;
+      /* A tile's access touches part of its parent: the parent's contents live from then on. */
+      if (n->args[a].t->view != NULL && first[n->args[a].t->view->parent->id] == 0) first[n->args[a].t->view->parent->id] = 1;
+      int reads = 0;
+      for (int q = 0; q < n->nargs; q++) reads |= n->args[q].t->id == t && (n->args[q].mode & WEFT_READ);
+      if (first[t] == 0) first[t] = reads ? 1 : 2;
+    }
+  }
   for (size_t t = 0; t < nt && rc == WEFT_OK; t++)
-    if (group_of(tens[t])->flags & WEFT__T_AUTODEV) rc = move_home(tens[t], dev_of(&sp, ts[t].home));
+    if (group_of(tens[t])->flags & WEFT__T_AUTODEV) rc = move_home(tens[t], dev_of(&sp, ts[t].home), first[t] == 2);
+  weft__free(first);
   if (rc == WEFT_OK) rc = lower(g, pl, ts, &sp);
   weft__free(ts);
   if (rc != WEFT_OK) {
