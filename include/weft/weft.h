@@ -132,7 +132,10 @@ WEFT_API weft_device weft_cpu(void);
  * chosen at the first launch: the device of its last writer, or of its first reader when no
  * node writes it), and has a copy wherever a node reads it; an op whose result is auto runs on
  * the device where it would finish first (docs/placement.md, "auto"). weft_tensor_device then
- * tells the home; weft_tensor_is_auto that it was chosen. */
+ * tells the home; weft_tensor_is_auto that it was chosen. On several GPUs a partitioned auto
+ * tensor that only its tiles' nodes use is split: each tile has a home of its own (its
+ * weft_tensor_device), the whole is read and written tile by tile, and weft_tensor_device
+ * gives the host for it. */
 WEFT_API weft_device weft_auto(void);
 /* The device cuda:index (which may or may not exist: see weft_device_exists). */
 WEFT_API weft_device weft_cuda(int index);

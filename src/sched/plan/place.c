@@ -11,7 +11,9 @@
  * them (so a run ends with every tensor valid at home and starts from there); a tensor whose
  * first access chose a device may be placed there for free (its initialiser, or its contents
  * moved there once). A partitioned auto tensor and its tiles stay together on one device (its
- * first accessor's): strided tiles do not move between devices.
+ * first accessor's), its tiles moving as contiguous replicas; on several GPUs, one that only
+ * its tiles' nodes use is split instead: each tile has a home and storage of its own, laid out
+ * over the GPUs when most of their writes go there (splits, decide_layout).
  *
  * Lower: the placed graph has a *twin* of every tensor of the program on its home (a view of
  * the program's tensor: same storage, so the program reads its results where they are) and,
@@ -246,7 +248,7 @@ static double cost_on(const weft__cost_model *m, const space *sp, weft_node *n, 
 static weft_tensor *group_of(weft_tensor *t) { return t->view != NULL ? t->view->parent : t; }
 
 /* Whether t has storage of its own: not a tile in its parent's, not a tensor split into its
- * tiles' (split_ok). */
+ * tiles' (splits). */
 static int stored(const weft_tensor *t) {
   return weft__storage_owner(t) == t && !weft__tensor_tiles_own(t);
 }
@@ -264,7 +266,7 @@ typedef struct tstate {
   int last_writer;   /* device of its last writer, -1 if none */
   int spill;         /* an auto tensor too large to live on the GPU that first touched it: it
                         lives on the host, and GPUs hold replicas of it (or of its tiles) */
-  int split;         /* a partitioned auto tensor whose tiles each get a home (split_ok), or
+  int split;         /* a partitioned auto tensor whose tiles each get a home (splits), or
                         one of its tiles */
 } tstate;
 
