@@ -1171,6 +1171,13 @@ static void test_calibrate_roundtrip(void **state) {
   for (int op = 0; op < 3; op++)
     for (int d = 0; d < 2; d++)
       want.gpu.la[op][d] = (weft__sim_curve){.n = 2, .x = {256, 4096}, .y = {(1 + op) * 2e11 * (1 + d), (1 + op) * 6e12 * (1 + d)}};
+  /* Products with a transposed operand 0.8 x the others' rate. */
+  for (int d = 0; d < 2; d++) {
+    weft__sim_curve *t = &want.gpu.gemm_t[d];
+    const weft__sim_curve *n = &want.gpu.gemm[d];
+    *t = (weft__sim_curve){.n = 2, .x = {256, 4096}};
+    for (int i = 0; i < 2; i++) t->y[i] = 0.8 * weft__sim_curve_at(n, t->x[i]);
+  }
   weft_runtime *rt = sim_runtime_of(&want, 1);
   weft_calibrate_options o;
   weft_calibrate_options_init(&o);
@@ -1207,6 +1214,11 @@ static void test_calibrate_roundtrip(void **state) {
         assert_true(near(got.host.la_wide[op][d].y[i],
                          weft__sim_curve_at(&want.host.la_wide[op][d], got.host.la_wide[op][d].x[i]), 0.02));
     }
+  }
+  for (int d = 0; d < 2; d++) { /* measured at their own rate (the model prices them so) */
+    assert_true(got.gpu.gemm_t[d].n >= 1);
+    for (int i = 0; i < got.gpu.gemm_t[d].n; i++)
+      assert_true(near(got.gpu.gemm_t[d].y[i], weft__sim_curve_at(&want.gpu.gemm_t[d], got.gpu.gemm_t[d].x[i]), 0.02));
   }
   for (int op = 0; op < 3; op++)
     for (int d = 0; d < 2; d++) {

@@ -101,6 +101,8 @@ static const field gpu_fields[] = {
     {"event_s", F_NUM, OFF(gpu.event_s), 1, 0, 1, 0},
     {"notify_s", F_NUM, OFF(gpu.notify_s), 1, 0, 1, 0},
     {"replay_node_s", F_NUM, OFF(gpu.replay_node_s), 0, 0, 1, 0},
+    {"gemm_t_f32_flops", F_CURVE, OFF(gpu.gemm_t[0]), 0, 1, BIG, 0},
+    {"gemm_t_f64_flops", F_CURVE, OFF(gpu.gemm_t[1]), 0, 1, BIG, 0},
     {"gemm_f32_share", F_CURVE, OFF(gpu.gemm_share), 0, 1e-6, 1, 0},
     {"gemm_f32_wide_s", F_CURVE, OFF(gpu.gemm_wide_s), 0, 1e-9, 1, 0},
     {"potrf_f32_flops", F_CURVE, OFF(gpu.la[0][0]), 0, 1, BIG, 0},
@@ -515,6 +517,8 @@ int weft__sim_profile_write(const weft__sim_profile *p, const char *path) {
     fprintf(f, ",\n    \"batch_node_s\": %.4g,\n    \"batch_op_s\": %.4g", g->batch_node_s, g->batch_op_s);
   if (g->run_s > 0 || g->replay_run_s > 0)
     fprintf(f, ",\n    \"run_s\": %.4g,\n    \"replay_run_s\": %.4g", g->run_s, g->replay_run_s);
+  put_opt_curve(f, "gemm_t_f32_flops", &g->gemm_t[0]);
+  put_opt_curve(f, "gemm_t_f64_flops", &g->gemm_t[1]);
   put_opt_curve(f, "gemm_f32_share", &g->gemm_share);
   put_opt_curve(f, "gemm_f32_wide_s", &g->gemm_wide_s);
   put_la_curves(f, g->la, "");

@@ -68,6 +68,8 @@ typedef struct weft__sim_gpu {
   int compute_streams;       /* streams the plan spreads independent chains over */
   int copy_engines;          /* 1..3: H2D, D2H and peer copies share them in that order */
   weft__sim_curve gemm[2];   /* flop/s; [0] f32, [1] f64 */
+  weft__sim_curve gemm_t[2]; /* optional: gemm with a transposed operand (a tiled Cholesky's
+                              * updates) on random values, flop/s by side; empty: gemm[] */
   double memory_bandwidth;   /* bytes/s an elementwise kernel moves */
   double fill_bandwidth;     /* bytes/s a random fill writes */
   double kernel_s;           /* the shortest a kernel takes, back to back on a stream */
