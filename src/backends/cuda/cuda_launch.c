@@ -218,15 +218,25 @@ static int fail_solver(weft_kernel_ctx *ctx, cusolverStatus_t s, const char *wha
   return s == CUSOLVER_STATUS_ALLOC_FAILED ? WEFT_EDEVMEM : WEFT_ECUBLAS;
 }
 
-/* The stream's cuSOLVER handle and info word, made at its first potrf or trtri (under the
- * stream's lock). */
+/* The stream's info word (a potrf's or trtri's result code on the device), made at its first
+ * potrf or trtri (under the stream's lock). */
+static int info_of(weft_kernel_ctx *ctx, lane *l) {
+  cu_stream *s = l->own;
+  cudaError_t e;
+  if (s->solver_info == NULL && (e = cudaMalloc((void **)&s->solver_info, sizeof(int))) != cudaSuccess) {
+    s->solver_info = NULL;
+    return FAIL_CUDA(ctx, e, "cudaMalloc (a potrf's or trtri's info word)");
+  }
+  return WEFT_OK;
+}
+
+/* The stream's cuSOLVER handle and info word, made at its first potrf (under the stream's
+ * lock). */
 static int solver_of(weft_kernel_ctx *ctx, lane *l) {
   cu_stream *s = l->own;
-  if (s->solver != NULL) return WEFT_OK;
+  int rc = info_of(ctx, l);
+  if (rc != WEFT_OK || s->solver != NULL) return rc;
   cusolverStatus_t cs;
-  cudaError_t e;
-  if ((e = cudaMalloc((void **)&s->solver_info, sizeof(int))) != cudaSuccess)
-    return FAIL_CUDA(ctx, e, "cudaMalloc (potrf's info)");
   if ((cs = cusolverDnCreate(&s->solver)) != CUSOLVER_STATUS_SUCCESS) {
     s->solver = NULL;
     return fail_solver(ctx, cs, "cusolverDnCreate");
@@ -355,7 +365,7 @@ static cublasStatus_t gemm_batched(lane *l, int f32, int64_t m, int64_t n, int64
  * on an H200, 2026-11-27). A pair at the end may be shorter (s2 < s). */
 static int trtri(weft_kernel_ctx *ctx, cu_plan *cp, lane *l, int dtype, int upper, int64_t n, const void *t,
                  int64_t ldt, void *w, int64_t ldw) {
-  int rc = solver_of(ctx, l); /* the stream's info word */
+  int rc = info_of(ctx, l); /* no cuSOLVER handle: the kernels are ours and cuBLAS's */
   if (rc != WEFT_OK) return rc;
   int f32 = dtype == WEFT_F32;
   size_t es = f32 ? 4 : 8;
