@@ -329,10 +329,9 @@ static double *lane_of(freetimes *f, const space *sp, int k, int fills) {
  * when each tensor's copy on each device is there, tensor t's on device k at t x ndev + k).
  * owner (NULL: none): per tensor, the device where the nodes that write it run (a split
  * tensor's tiles laid out over the GPUs: layouts, below), -1 where placement chooses; a node
- * whose owner cannot run it or has no room for it is placed as any other. *span: the estimated
- * end of the last node. */
+ * whose owner cannot run it or has no room for it is placed as any other. */
 static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tstate *ts, double *avail,
-                  weft__node_place *at, const int *owner, double *span) {
+                  weft__node_place *at, const int *owner) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tens = g->tensors.data;
   int ndev = sp->ndev;
@@ -363,7 +362,6 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
     return weft__oom("the placement");
   }
   double need_min = 0; /* the smallest working set among the devices it did not fit */
-  *span = 0;
   int need_k = 1;
   for (size_t i = 0; i < g->nodes.len; i++) {
     weft_node *n = nodes[i];
@@ -425,7 +423,6 @@ static int decide(weft_graph *g, const weft__cost_model *m, const space *sp, tst
       return weft__err(WEFT_EDEVICE, "%s: no device can run it", weft_node_describe(n, d, sizeof d));
     }
     pl->device = dev_of(sp, bestk);
-    *span = fmax(*span, best);
     pl->start_s = best_start;
     pl->finish_s = best;
     pl->auto_placed = (n->flags & WEFT__N_AUTO) != 0;
@@ -1291,15 +1288,14 @@ static int decide_layout(weft_graph *g, const weft__cost_model *m, const space *
   weft_node **nodes = g->nodes.data;
   int gpus = sp->per - 1, any = 0;
   for (size_t t = 0; t < nt; t++) any |= ts[t].split && tens[t]->grid != NULL;
-  double span;
-  if (!any || gpus < 2) return decide(g, m, sp, ts, avail, at, NULL, &span);
+  if (!any || gpus < 2) return decide(g, m, sp, ts, avail, at, NULL);
   int *owner = weft__malloc(nt * sizeof *owner);
   tstate *ts0 = weft__malloc(nt * sizeof *ts0);
   double *work = weft__malloc(nn ? nn * sizeof *work : sizeof *work);
   int rc = owner == NULL || ts0 == NULL || work == NULL ? weft__oom("the placement") : WEFT_OK;
   if (rc == WEFT_OK) {
     memcpy(ts0, ts, nt * sizeof *ts0);
-    rc = decide(g, m, sp, ts, avail, at, NULL, &span);
+    rc = decide(g, m, sp, ts, avail, at, NULL);
   }
   size_t writes = 0, on_gpus = 0;
   for (size_t i = 0; i < nn && rc == WEFT_OK; i++) {
@@ -1328,7 +1324,7 @@ static int decide_layout(weft_graph *g, const weft__cost_model *m, const space *
     memcpy(ts, ts0, nt * sizeof *ts);
     memset(avail, 0, nt * (size_t)sp->ndev * sizeof *avail);
     memset(at, 0, nn * sizeof *at);
-    rc = decide(g, m, sp, ts, avail, at, owner, &span);
+    rc = decide(g, m, sp, ts, avail, at, owner);
   }
   weft__free(owner);
   weft__free(ts0);
