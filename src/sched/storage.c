@@ -354,16 +354,17 @@ int weft__storage_copy_in(weft_tensor *t, const void *src) {
   return b->vt->write(b, t, src);
 }
 
-/* The tiles of partitioned tensor x, in row-major order. */
-#define EACH_TILE(x, q, tile)                                                                            \
-  for (uint32_t q = 0; q < (uint32_t)((x)->grid->rows * (x)->grid->cols); q++)                          \
-    for (weft_tensor *tile = WEFT__VEC_AT(&(x)->graph->tensors, weft_tensor *, (x)->grid->first + q); tile != NULL; \
-         tile = NULL)
+/* Partitioned tensor x's tile count, and its tile q in row-major order. */
+static uint32_t tile_count(const weft_tensor *x) { return (uint32_t)(x->grid->rows * x->grid->cols); }
+static weft_tensor *tile_at(const weft_tensor *x, uint32_t q) {
+  return WEFT__VEC_AT(&x->graph->tensors, weft_tensor *, x->grid->first + q);
+}
 
 /* Back to views of x: each tile's own storage released. */
 static void tiles_unown(weft_tensor *x) {
   x->grid->split = 0;
-  EACH_TILE(x, q, tile) {
+  for (uint32_t q = 0; q < tile_count(x); q++) {
+    weft_tensor *tile = tile_at(x, q);
     weft__storage_release(tile);
     tile->initialised = 0; /* a view again: its parent's contents (storage_prepare) */
     tile->device = x->device;
@@ -378,13 +379,13 @@ int weft__storage_split(weft_tensor *x, const weft_device *homes) {
   if ((had && whole == NULL) || tmp == NULL) rc = weft__oom("splitting a tensor into its tiles");
   if (rc == WEFT_OK && had && whole != x->data) rc = weft__storage_copy_out(x, whole);
   if (rc == WEFT_OK) {
-    EACH_TILE(x, q, tile) {
-      tile->storage_kind = WEFT__S_NONE; /* a view of x until now */
-      tile->data = NULL;
-      tile->initialised = 0;
+    for (uint32_t q = 0; q < tile_count(x); q++) { /* views of x until now */
+      tile_at(x, q)->storage_kind = WEFT__S_NONE;
+      tile_at(x, q)->data = NULL;
     }
     x->grid->split = 1;
-    EACH_TILE(x, q, tile) {
+    for (uint32_t q = 0; q < tile_count(x); q++) {
+      weft_tensor *tile = tile_at(x, q);
       tile->device = homes[q];
       tile->initialised = had; /* else its initialiser's values, made where it lives */
       if (rc == WEFT_OK) rc = weft__storage_prepare(tile);
@@ -409,8 +410,9 @@ int weft__storage_join(weft_tensor *x) {
   char *whole = weft__malloc(x->bytes);
   char *tmp = weft__malloc((size_t)(x->grid->tile[0] * x->grid->tile[1]) * weft_dtype_size(x->dtype));
   int rc = whole == NULL || tmp == NULL ? weft__oom("joining a tensor's tiles") : WEFT_OK;
-  EACH_TILE(x, q, tile) {
-    if (rc == WEFT_OK) rc = weft__storage_prepare(tile);
+  for (uint32_t q = 0; q < tile_count(x) && rc == WEFT_OK; q++) {
+    weft_tensor *tile = tile_at(x, q);
+    rc = weft__storage_prepare(tile);
     if (rc == WEFT_OK) rc = weft__storage_copy_out(tile, tmp);
     if (rc == WEFT_OK) tile_rows(tile, whole, tmp, 0);
   }

@@ -88,6 +88,16 @@ static int64_t la_side(const weft_node *n) {
   return n->kind == WEFT__OP_SYRK ? n->args[n->nargs - 1].t->shape[0] : n->args[0].t->shape[0];
 }
 
+/* The GPU rate a linear-algebra node priced as a product runs at: a gemm with a transposed
+ * operand at its own where the profile has it (on an H200, 4096^2 f64 on random values ran at
+ * 53 TFLOP/s transposed, T,N in cuBLAS's terms, against 60 not and 63 for the calibration's
+ * chain of constant values), else the GEMM curve. */
+static const weft__sim_curve *product_curve(const weft__sim_gpu *g, const weft_node *n) {
+  const weft__la *la = n->params;
+  const weft__sim_curve *t = &g->gemm_t[dtype_index(n)];
+  return n->kind == WEFT__OP_GEMM && (la->trans_a || la->trans_b) && t->n > 0 ? t : &g->gemm[dtype_index(n)];
+}
+
 /* The cost of a node on a GPU (or on a copy engine), without the host's submission. *share
  * receives the part of the device a kernel needs to run at full speed (des.c shares the device
  * in start order): a product's from the profile's measured gemm_f32_share where it has one,
@@ -155,14 +165,7 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
       /* A GPU's trmm runs out of place at about 0.8 x a product's rate, then a copy (cuda_launch.c). */
       if (n->kind == WEFT__OP_TRMM) f *= 1.25;
       const weft__sim_curve *lc = la_curve(g->la, n);
-      /* A product with a transposed operand at its own rate where the profile has it: on an
-       * H200, 4096^2 f64 on random values ran at 53 TFLOP/s transposed (T,N in cuBLAS's terms)
-       * against 60 not and 63 for the calibration's chain of constant values. */
-      const weft__la *pa = n->params;
-      if (n->kind == WEFT__OP_GEMM && (pa->trans_a || pa->trans_b) && g->gemm_t[dtype_index(n)].n > 0)
-        lc = &g->gemm_t[dtype_index(n)];
-      t = lc != NULL ? (n->kind == WEFT__OP_GEMM ? la_s(lc, 1, f) : f / weft__sim_curve_at(lc, (double)la_side(n)))
-                     : la_s(gc, 1, f);
+      t = lc != NULL ? f / weft__sim_curve_at(lc, (double)la_side(n)) : la_s(product_curve(g, n), 1, f);
       tpeak = f / peak_of(gc);
       if (n->kind == WEFT__OP_TRMM) t += (double)(2 * n->args[1].t->bytes) / g->memory_bandwidth;
       if (n->kind == WEFT__OP_TRSM) {
