@@ -115,7 +115,8 @@ typedef struct weft_setup_step {
   size_t count;           /* tensor: the tensors of the step: 1, or all those under 64 KiB
                              together (their step comes after the larger ones') */
   weft_device device;     /* tensor: its device (the CPU for the small ones) */
-  uint64_t bytes;         /* tensor: its bytes, or theirs */
+  uint64_t bytes;         /* tensor: its bytes, or theirs; runtime: the memory the step
+                             readied, where it has some (the block pool's), else 0 */
   int pinned;             /* tensor: 1 if in pinned host memory (copies to GPUs are asynchronous) */
   double start_s, end_s;  /* from the setup's start (the runtime's steps laid end to end before
                              the launch call) */

@@ -8,22 +8,36 @@
  * hook. One mutex guards the lists (a leaf lock); blocks are taken a few times per graph, not
  * per node.
  *
- * The first graph of a runtime finds no block to recycle, and its build spends most of its time
- * in the kernel giving it fresh pages (1.8-2 us a 4 KiB page, zeroed, on the development VM and
- * on the GPU hosts alike: a Task Bench graph of 16 000 tasks built in 8.5-9 ms on fresh memory,
- * 2.3-3.4 ms on recycled). So the pool warms blocks ahead of demand: when a request of a class
- * up to WARM_MAX_CLASS leaves fewer than `ahead_max` blocks of it on the list or warming (2; 4
- * with 8 workers or more: a builder fills fresh memory about as fast as one thread can fault it
- * in), idle workers (weft__pool_background) take as many blocks of that class from the
- * allocator as make up the difference, touch their pages and put them on the list, at most a
- * worker fewer than the pool has at once (the difference is then made up by later requests): the
- * builder keeps a core (2 warm-ups at once on 2 cores took a first Task Bench run of 2000 tasks
- * from 1.7 to 3.2 ms; 1 left it at 1.6-1.7). The builder's next chunk is then warm; warming
- * happens only where requests run the list low, so the pool holds at most `ahead_max` blocks a
- * class beyond what the graphs took at once (a server whose graphs recycle blocks warms none). */
+ * A fresh page costs 1.8-3 us to fault in, zeroed, on the development VM and on the GPU hosts
+ * alike: a Task Bench graph of 16 000 tasks built in 8.5-9 ms on fresh memory, 2.3-3.4 ms on
+ * recycled, and a 2000-task first run took 1.5-1.7 ms against 0.4-0.5 for a second graph. So
+ * the runtime's first graph finds warm blocks too:
+ *
+ * - Primed at creation (weft__blockpool_prime): 1 + W/4 blocks of each class from 64 KiB to
+ *   2 MiB for W workers, W counted up to 32 (4 MiB with 2 workers, 20 with 16, 36 from 32 on),
+ *   touched by every worker and the creating thread at once before weft_runtime_create returns
+ *   (a setup step it reports, with the bytes). A graph's arenas, vectors and plan double through those classes, several
+ *   of each: a Task Bench graph of width W and 1000 steps took 1-5 blocks of each class up to
+ *   1 MiB and 4 of 2 MiB with W = 16 (14 MiB in all), 4-10 and 7 with W = 32 (31 MiB). A first
+ *   graph that fits in what is primed builds as fast as a second graph does.
+ * - Warmed ahead of demand: a graph larger than any before asks for 2 MiB (arena chunks) and
+ *   4 MiB blocks again and again; when a request of those classes leaves fewer than `ahead_max`
+ *   blocks of it on the list or warming (2; 4 with 8 workers or more: a builder fills fresh
+ *   memory about as fast as one thread can fault it in), idle workers (weft__pool_background)
+ *   take as many blocks of that class from the allocator as make up the difference, touch their
+ *   pages and put them on the list, at most a worker fewer than the pool has at once (the
+ *   builder keeps a core: 2 warm-ups at once on 2 cores took a first Task Bench run of 2000
+ *   tasks from 1.7 to 3.2 ms; 1 left it at 1.6-1.7). The smaller classes, asked for once each
+ *   as a graph's vectors double, are not warmed ahead: a block warmed for a class that is not
+ *   asked for again took a worker from the graph for nothing.
+ *
+ * A server whose graphs recycle blocks warms none after the prime. Warm-ups still queued when
+ * the runtime ends touch nothing. */
 #include "sched/sched.h"
 
-enum { MIN_CLASS = 16, MAX_CLASS = 40, WARM_MAX_CLASS = 22 };
+/* Classes warmed ahead of demand: AHEAD_MIN_CLASS (2 MiB, an arena's chunk once it stops
+ * doubling) to WARM_MAX_CLASS. */
+enum { MIN_CLASS = 16, MAX_CLASS = 40, AHEAD_MIN_CLASS = 21, WARM_MAX_CLASS = 22 };
 #define CACHE_CAP ((size_t)256 << 20)
 
 struct weft__blockpool {
@@ -61,8 +75,14 @@ static void warm(weft__bgtask *t) {
   warm_task *w = (warm_task *)t;
   weft__blockpool *p = w->pool;
   int c = w->c;
+  weft__mutex_lock(&p->lock);
+  int live = p->workers != NULL;
+  weft__mutex_unlock(&p->lock);
   volatile char *b = (volatile char *)w;
-  for (size_t off = 4096; off < (size_t)1 << c; off += 4096) b[off] = 0;
+  if (live) { /* every page the block spans: it need not start on one */
+    for (size_t off = 4096; off < (size_t)1 << c; off += 4096) b[off] = 0;
+    b[((size_t)1 << c) - 1] = 0;
+  }
   weft__mutex_lock(&p->lock);
   p->warming[c]--;
   p->warming_all--;
@@ -95,6 +115,34 @@ void weft__blockpool_warm_with(weft__blockpool *p, weft__pool *workers) {
   weft__mutex_unlock(&p->lock);
 }
 
+size_t weft__blockpool_prime(weft__blockpool *p) {
+  weft__mutex_lock(&p->lock);
+  weft__pool *workers = p->workers;
+  int n[AHEAD_MIN_CLASS + 1] = {0};
+  size_t bytes = 0;
+  if (workers != NULL)
+    for (int c = MIN_CLASS; c <= AHEAD_MIN_CLASS; c++) {
+      n[c] = 1 + (weft__pool_size(workers) < 32 ? weft__pool_size(workers) : 32) / 4;
+      p->warming[c] += n[c];
+      p->warming_all += n[c];
+      bytes += (size_t)n[c] << c;
+    }
+  weft__mutex_unlock(&p->lock);
+  if (workers == NULL) return 0;
+  /* Largest first, so that the last to start are the quick ones. */
+  for (int c = AHEAD_MIN_CLASS; c >= MIN_CLASS; c--)
+    for (int k = 0; k < n[c]; k++) start_warming(p, workers, c);
+  weft__pool_run_background(workers);
+  for (;;) {
+    weft__mutex_lock(&p->lock);
+    int left = p->warming_all;
+    weft__mutex_unlock(&p->lock);
+    if (left == 0) break;
+    weft__thread_yield();
+  }
+  return bytes;
+}
+
 static int class_of(size_t size) {
   int c = MIN_CLASS;
   while (c < MAX_CLASS && ((size_t)1 << c) < size) c++;
@@ -113,7 +161,7 @@ static void *pool_get(void *ctx, size_t size) {
     p->listed[c]--;
   }
   weft__pool *workers = p->workers;
-  int more = c <= WARM_MAX_CLASS && workers != NULL ? p->ahead_max - p->listed[c] - p->warming[c] : 0;
+  int more = c >= AHEAD_MIN_CLASS && c <= WARM_MAX_CLASS && workers != NULL ? p->ahead_max - p->listed[c] - p->warming[c] : 0;
   if (more > p->warm_max - p->warming_all) more = p->warm_max - p->warming_all;
   if (more > 0) {
     p->warming[c] += more;

@@ -231,6 +231,12 @@ static weft__bgtask *pop_background(weft__pool *p) {
   return t;
 }
 
+int weft__pool_run_background(weft__pool *p) {
+  int n = 0;
+  for (weft__bgtask *t; (t = pop_background(p)) != NULL; n++) t->fn(t);
+  return n;
+}
+
 /* Joins a published job with tiles left and runs its tiles, else runs a background task;
  * returns 1 if it ran anything. */
 static int help(weft__pool *p) {
@@ -458,7 +464,7 @@ void weft__pool_destroy(weft__pool *p) {
   weft__cond_broadcast(&p->sleep_cond);
   for (int i = 0; i < p->nq; i++)
     if (p->w[i].started) weft__thread_join(p->w[i].thread);
-  for (weft__bgtask *t; (t = pop_background(p)) != NULL;) t->fn(t);
+  weft__pool_run_background(p);
   /* Workers that never started still own a deque. */
   for (int i = 0; i < p->nq; i++) weft__wsq_fini(&p->w[i].q);
   weft__aligned_free(p->w);

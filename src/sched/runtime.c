@@ -79,13 +79,15 @@ static int add_backend(weft_runtime *rt, const weft__backend_vtable *vt, const w
 
 /* A step of the runtime's creation from *t0 to now (its first run shows them); *t0 becomes now.
  * On a failed allocation the step goes unrecorded: it is a report, not a result. */
-static void made(weft_runtime *rt, const char *what, uint64_t *t0) {
+static void made_bytes(weft_runtime *rt, const char *what, uint64_t bytes, uint64_t *t0) {
   weft__setup_rec rec = {.t0 = *t0, .t1 = weft__clock_now(), .kind = WEFT__SETUP_RUNTIME, .tensor = UINT32_MAX,
-                         .what = what};
+                         .what = what, .bytes = bytes};
   int rc = weft__vec_push(&rt->setup, &rec);
   (void)rc;
   *t0 = rec.t1;
 }
+
+static void made(weft_runtime *rt, const char *what, uint64_t *t0) { made_bytes(rt, what, 0, t0); }
 
 int weft__gpu_direct(const weft_runtime *rt, weft_device s, weft_device d) {
   const weft__place_facts *f = &rt->place_facts;
@@ -274,6 +276,8 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   weft__blockpool_warm_with(rt->blocks, rt->pool);
   made(rt, "the CPU worker pool", &t0);
+  made_bytes(rt, "the block pool: blocks for the first graphs, their pages touched", weft__blockpool_prime(rt->blocks),
+             &t0);
   *out = rt;
   return WEFT_OK;
 fail:

@@ -24,6 +24,9 @@ void weft__blockpool_destroy(weft__blockpool *p);
 const weft__mem *weft__blockpool_mem(weft__blockpool *p);
 /* From now on, the idle workers of `workers` warm blocks ahead of demand (blockpool.c). */
 void weft__blockpool_warm_with(weft__blockpool *p, weft__pool *workers);
+/* Warms the blocks a runtime's first graph takes (blockpool.c) on every worker and the calling
+ * thread, and returns when they are on the lists; the bytes primed (0 without workers). */
+size_t weft__blockpool_prime(weft__blockpool *p);
 /* The bytes of the blocks on the lists now. */
 size_t weft__blockpool_cached(weft__blockpool *p);
 
@@ -42,7 +45,7 @@ typedef struct weft__bgtask {
 enum { WEFT__SETUP_RUNTIME, WEFT__SETUP_PLACE, WEFT__SETUP_PLAN, WEFT__SETUP_TENSOR, WEFT__SETUP_BACKENDS };
 typedef struct weft__setup_rec {
   uint64_t t0, t1;    /* weft__clock_now() when recorded; ns from the setup's start in a run */
-  uint64_t bytes;     /* TENSOR: its bytes */
+  uint64_t bytes;     /* TENSOR: its bytes; RUNTIME: what the step readied (the block pool) */
   uint32_t tensor;    /* TENSOR: its id in the run's graph (UINT32_MAX: `count` small ones) */
   uint32_t count;     /* TENSOR: tensors in the step */
   uint8_t kind;
@@ -252,6 +255,8 @@ int weft__pool_is_worker(const weft__pool *p);
 /* Queues t for a worker that finds nothing else to run (after its deque, the injection list,
  * roots, steals and parallel jobs), and wakes one. Thread-safe: yes. */
 void weft__pool_background(weft__pool *p, weft__bgtask *t);
+/* Runs the queued background tasks on the calling thread until none is left; how many ran. */
+int weft__pool_run_background(weft__pool *p);
 /* The pool's counts since it was created (steals, injections, sleeps, wake-ups), summed over
  * its workers; a run keeps the difference between its launch and its end. Thread-safe: yes
  * (each count is read atomically; the sum is not a snapshot). */

@@ -77,7 +77,10 @@ void weft__arena_fini(weft__arena *a) {
   a->head = NULL;
 }
 
-enum { ARENA_CHUNK_MAX = (2u << 20) - 4096 };
+/* Chunks are blocks of a power-of-two size, header and alignment slack inside, so that each is
+ * exactly one size class of the runtime's block pool (blockpool.c): a chunk of 64 KiB plus its
+ * header took a block of 128 KiB, whose warm-up touched twice the pages the chunk uses. */
+enum { ARENA_BLOCK_MAX = 2u << 20 };
 
 void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   /* No block that large can exist, and the offset and chunk arithmetic below would wrap. */
@@ -96,17 +99,16 @@ void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
       return c->mem + off;
     }
   }
-  size_t cap = a->chunk_size;
-  if (size + align > cap) cap = size + align;
-  /* Up to a chunk that, with its header, fills a 2 MiB block of the runtime's pool. */
-  if (a->chunk_size < ARENA_CHUNK_MAX) a->chunk_size = a->chunk_size * 2 < ARENA_CHUNK_MAX ? a->chunk_size * 2 : ARENA_CHUNK_MAX;
-  /* Room to align the first object by hand: the block need not be 64-aligned. */
-  c = weft__mem_get(a->mem, sizeof *c + cap + 64);
+  /* Room to align the first object by hand: the block need not be aligned as the object is. */
+  size_t block = a->chunk_size;
+  if (sizeof *c + size + align > block) block = sizeof *c + size + align;
+  if (a->chunk_size < ARENA_BLOCK_MAX) a->chunk_size = a->chunk_size * 2 < ARENA_BLOCK_MAX ? a->chunk_size * 2 : ARENA_BLOCK_MAX;
+  c = weft__mem_get(a->mem, block);
   if (c == NULL) {
     weft__oom("graph storage");
     return NULL;
   }
-  c->size = cap + 64;
+  c->size = block - sizeof *c;
   c->next = a->head;
   a->head = c;
   uintptr_t base = (uintptr_t)c->mem;

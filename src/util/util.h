@@ -118,7 +118,7 @@ static inline int weft__vec_push(weft__vec *v, const void *item) {
 /* Bump arena: many small allocations freed together. Chunks come from weft__malloc. */
 typedef struct weft__arena {
   struct weft__arena_chunk *head;
-  size_t chunk_size; /* the next chunk's size; doubles up to 1 MiB */
+  size_t chunk_size; /* the next chunk's block size (header included); doubles up to 2 MiB */
   const weft__mem *mem;
 } weft__arena;
 

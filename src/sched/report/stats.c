@@ -390,7 +390,7 @@ static int build_setup(weft_run_stats *st, const weft_run *run) {
   for (size_t i = 0; i < run->nsetup_runtime; i++) { /* end to end from 0 */
     const weft__setup_rec *x = &run->setup_runtime[i];
     uint64_t d = x->t1 - x->t0;
-    st->setup[st->nsetup++] = (weft_setup_step){kinds[WEFT__SETUP_RUNTIME], x->what, 0, weft_cpu(), 0, 0, sec(at), sec(at + d)};
+    st->setup[st->nsetup++] = (weft_setup_step){kinds[WEFT__SETUP_RUNTIME], x->what, 0, weft_cpu(), x->bytes, 0, sec(at), sec(at + d)};
     at += d;
   }
   const weft__setup_rec *recs = run->setup.data;
