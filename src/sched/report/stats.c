@@ -863,6 +863,8 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
     if (x->kind[0] == 't')
       fprintf(f, ", \"count\": %zu, \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s", x->count,
               weft_device_str(x->device, dev, sizeof dev), (unsigned long long)x->bytes, x->pinned ? "true" : "false");
+    else if (x->bytes > 0)
+      fprintf(f, ", \"bytes\": %llu", (unsigned long long)x->bytes);
     fputc('}', f);
   }
   fputs("]}", f);

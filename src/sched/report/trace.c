@@ -142,6 +142,8 @@ static void setup(const weft_run_stats *st, tw *w) {
     if (x->kind[0] == 't')
       fprintf(f, ", \"count\": %zu, \"device\": \"%s\", \"bytes\": %llu, \"pinned\": %s", x->count,
               weft_device_str(x->device, dev, sizeof dev), (unsigned long long)x->bytes, x->pinned ? "true" : "false");
+    else if (x->bytes > 0)
+      fprintf(f, ", \"bytes\": %llu", (unsigned long long)x->bytes);
     fputs("}}", f);
   }
 }
