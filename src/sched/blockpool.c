@@ -14,12 +14,16 @@
  * the runtime's first graph finds warm blocks too:
  *
  * - Primed at creation (weft__blockpool_prime): 1 + W/4 blocks of each class from 64 KiB to
- *   2 MiB for W workers, W counted up to 32 (4 MiB with 2 workers, 20 with 16, 36 from 32 on),
- *   touched by every worker and the creating thread at once before weft_runtime_create returns
- *   (a setup step it reports, with the bytes). A graph's arenas, vectors and plan double through those classes, several
- *   of each: a Task Bench graph of width W and 1000 steps took 1-5 blocks of each class up to
- *   1 MiB and 4 of 2 MiB with W = 16 (14 MiB in all), 4-10 and 7 with W = 32 (31 MiB). A first
- *   graph that fits in what is primed builds as fast as a second graph does.
+ *   2 MiB and W/16 of 4 MiB for W workers, W counted up to 32 (4 MiB with 2 workers, 24 with
+ *   16, 44 from 32 on), touched by every worker and the creating thread at once before
+ *   weft_runtime_create returns (a setup step it reports, with the bytes). A graph's arenas,
+ *   vectors and plan double through those classes, several of each: a Task Bench graph of width
+ *   W and 1000 steps took 1-5 blocks of each class up to 1 MiB and 4 of 2 MiB with W = 16
+ *   (14 MiB in all); 4-9 of each class up to 1 MiB, 7 of 2 MiB and 2 of 4 MiB (its plan's node
+ *   records, its edges) with W = 32 (31 MiB). A first graph that fits in what is primed builds
+ *   about as fast as a second graph does: on 32 cores that graph's first run took 12.5 ms, 18.4
+ *   before (medians of 10), and with 5 inputs a task 17.5 ms with the 4 MiB blocks primed, 19.4
+ *   without, 21.4 before.
  * - Warmed ahead of demand: a graph larger than any before asks for 2 MiB (arena chunks) and
  *   4 MiB blocks again and again; when a request of those classes leaves fewer than `ahead_max`
  *   blocks of it on the list or warming (2; 4 with 8 workers or more: a builder fills fresh
@@ -35,9 +39,9 @@
  * the runtime ends touch nothing. */
 #include "sched/sched.h"
 
-/* Classes warmed ahead of demand: AHEAD_MIN_CLASS (2 MiB, an arena's chunk once it stops
- * doubling) to WARM_MAX_CLASS. */
-enum { MIN_CLASS = 16, MAX_CLASS = 40, AHEAD_MIN_CLASS = 21, WARM_MAX_CLASS = 22 };
+/* Classes primed: MIN_CLASS to PRIME_MAX_CLASS (4 MiB); warmed ahead of demand: AHEAD_MIN_CLASS
+ * (2 MiB, an arena's chunk once it stops doubling) to WARM_MAX_CLASS. */
+enum { MIN_CLASS = 16, MAX_CLASS = 40, AHEAD_MIN_CLASS = 21, WARM_MAX_CLASS = 22, PRIME_MAX_CLASS = 22 };
 #define CACHE_CAP ((size_t)256 << 20)
 
 struct weft__blockpool {
@@ -118,11 +122,12 @@ void weft__blockpool_warm_with(weft__blockpool *p, weft__pool *workers) {
 size_t weft__blockpool_prime(weft__blockpool *p) {
   weft__mutex_lock(&p->lock);
   weft__pool *workers = p->workers;
-  int n[AHEAD_MIN_CLASS + 1] = {0};
+  int w = workers == NULL ? 0 : weft__pool_size(workers) < 32 ? weft__pool_size(workers) : 32;
+  int n[PRIME_MAX_CLASS + 1] = {0};
   size_t bytes = 0;
   if (workers != NULL)
-    for (int c = MIN_CLASS; c <= AHEAD_MIN_CLASS; c++) {
-      n[c] = 1 + (weft__pool_size(workers) < 32 ? weft__pool_size(workers) : 32) / 4;
+    for (int c = MIN_CLASS; c <= PRIME_MAX_CLASS; c++) {
+      n[c] = c < PRIME_MAX_CLASS ? 1 + w / 4 : w / 16;
       p->warming[c] += n[c];
       p->warming_all += n[c];
       bytes += (size_t)n[c] << c;
@@ -130,7 +135,7 @@ size_t weft__blockpool_prime(weft__blockpool *p) {
   weft__mutex_unlock(&p->lock);
   if (workers == NULL) return 0;
   /* Largest first, so that the last to start are the quick ones. */
-  for (int c = AHEAD_MIN_CLASS; c >= MIN_CLASS; c--)
+  for (int c = PRIME_MAX_CLASS; c >= MIN_CLASS; c--)
     for (int k = 0; k < n[c]; k++) start_warming(p, workers, c);
   weft__pool_run_background(workers);
   for (;;) {
