@@ -1,7 +1,8 @@
 /* test_topology.c — src/sched/topology.c: the CPU topology hwloc reports (counts that agree with
  * each other and with the process's CPUs), workers bound to one core each with WEFT_BIND_CORES
- * (seen from inside a kernel through the thread's affinity), not bound with WEFT_BIND_NONE, and
- * a bad option or WEFT_BIND value refused with a message naming it. */
+ * (seen from inside a kernel through the thread's affinity), not bound with WEFT_BIND_NONE, bound
+ * by default when the pool has a worker a hardware thread (or the machine several NUMA nodes),
+ * and a bad option or WEFT_BIND value refused with a message naming it. */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdlib.h>
@@ -73,6 +74,25 @@ static void workers_bound_to_one_core_each(void **state) {
   }
 }
 
+/* WEFT_BIND_AUTO: bound when the pool has a worker for every hardware thread the process may
+ * use (the default pool, cpu_workers 0), or on a machine of several NUMA nodes; a smaller pool
+ * is left to the system on one NUMA node. */
+static void auto_binds_a_pool_that_fills_the_cpu(void **state) {
+  (void)state;
+  weft_runtime *rt = runtime(0, WEFT_BIND_AUTO);
+  weft_cpu_topology t;
+  CHECK(weft_runtime_cpu_topology(rt, &t));
+  assert_int_equal(t.workers, t.pus);
+  assert_int_equal(t.bound, 1);
+  int multi_numa = t.numa_nodes > 1, pus = t.pus;
+  weft_runtime_destroy(rt);
+  if (pus < 2) return; /* no smaller pool to try */
+  rt = runtime(pus - 1, WEFT_BIND_AUTO);
+  CHECK(weft_runtime_cpu_topology(rt, &t));
+  assert_int_equal(t.bound, multi_numa);
+  weft_runtime_destroy(rt);
+}
+
 static void bad_binding_is_refused(void **state) {
   (void)state;
   weft_runtime_options o;
@@ -102,6 +122,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(topology_is_consistent),
       cmocka_unit_test(workers_bound_to_one_core_each),
+      cmocka_unit_test(auto_binds_a_pool_that_fills_the_cpu),
       cmocka_unit_test(bad_binding_is_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

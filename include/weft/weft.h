@@ -210,8 +210,9 @@ typedef struct weft_runtime_options {
    * core: docs/placement.md), its buffers there within the budget in any order of the plan. */
   size_t device_memory_limit;
   /* Whether each CPU worker is bound to a core (weft_bind): WEFT_BIND_AUTO (the default: bound
-   * on a machine of several NUMA nodes, else not), WEFT_BIND_CORES or WEFT_BIND_NONE. The
-   * environment variable WEFT_BIND (auto, cores, none) overrides it. */
+   * when the pool has a worker for every hardware thread the process may use, as the default
+   * pool does, or on a machine of several NUMA nodes; else not), WEFT_BIND_CORES or
+   * WEFT_BIND_NONE. The environment variable WEFT_BIND (auto, cores, none) overrides it. */
   int bind;
   /* The first GPU to use: weft's cuda:0 is that GPU of those visible, cuda:1 the next, ...
    * (max_gpus then counts from it). -1 (default): the first, except in an MPI run whose ranks

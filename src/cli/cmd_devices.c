@@ -93,10 +93,10 @@ int cli_devices_write(weft_runtime *rt, int json, weft__strbuf *b) {
       if (!info.simulated) {
         weft__strbuf_printf(b,
                             "         topology: %d package%s, %d NUMA node%s, %d cores, %d hardware threads; "
-                            "caches L1d %zu KiB, L2 %zu KiB, L3 %.1f MiB; workers %s (WEFT_BIND)\n",
+                            "caches L1d %zu KiB, L2 %zu KiB, L3 %.1f MiB; %d workers %s (WEFT_BIND)\n",
                             topo.packages, topo.packages == 1 ? "" : "s", topo.numa_nodes,
                             topo.numa_nodes == 1 ? "" : "s", topo.cores, topo.pus, topo.l1d_bytes >> 10,
-                            topo.l2_bytes >> 10, (double)topo.l3_bytes / (1 << 20),
+                            topo.l2_bytes >> 10, (double)topo.l3_bytes / (1 << 20), topo.workers,
                             topo.bound ? "bound to cores" : "not bound");
         blas_lines(b, &blas);
       }
@@ -136,7 +136,8 @@ int cli_cmd_devices(int argc, char **argv) {
 
   weft_runtime_options o;
   weft_runtime_options_init(&o);
-  o.cpu_workers = 1; /* listing devices needs no parallelism */
+  /* The default pool (a worker a hardware thread): the topology line says whether a default
+   * runtime binds its workers. */
   o.flags |= WEFT_RUNTIME_QUIET;
   o.simulate = simulate;
   weft_runtime *rt = NULL;
