@@ -501,8 +501,9 @@ static void many_arguments(void **state) {
 }
 
 /* Products large enough to be computed in tiles (several GFLOP), with edge tiles, the
- * transposed B of linear, and a result that aliases its input: the same bits with 1, 2 and 3
- * workers (the tiles depend on the shape alone), and within float rounding of one BLAS call. */
+ * transposed B of linear, and a result that aliases its input: the same bits with 1 worker (one
+ * BLAS call each), 2 and 3 (tiles fixed by the shape alone), and within float rounding of a
+ * BLAS call made here. */
 static void large_products_are_tiled_the_same_on_any_workers(void **state) {
   (void)state;
   enum { M = 1500, N = 700, K = 1100 };

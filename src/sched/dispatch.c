@@ -107,9 +107,14 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
   }
 }
 
+int weft__ctx_threads(const weft_kernel_ctx *ctx) {
+  const weft_runtime *rt = ctx->run != NULL ? ctx->graph->rt : NULL;
+  return rt != NULL && rt->intra > 1 && weft__pool_is_worker(rt->pool) ? rt->intra : 1;
+}
+
 void weft__ctx_parallel(weft_kernel_ctx *ctx, uint32_t ntiles, void (*fn)(void *arg, uint32_t tile), void *arg) {
   weft_runtime *rt = ctx->run != NULL ? ctx->graph->rt : NULL;
-  if (rt != NULL && ntiles > 1 && rt->intra > 1 && weft__pool_is_worker(rt->pool)) {
+  if (ntiles > 1 && weft__ctx_threads(ctx) > 1) {
     uint32_t helpers = (uint32_t)rt->intra - 1;
     weft__pool_parallel(rt->pool, ntiles, helpers < ntiles - 1 ? helpers : ntiles - 1, fn, arg);
     return;
