@@ -122,6 +122,56 @@ static void arena_failure_returns_null_with_message(void **state) {
   weft__arena_fini(&a);
 }
 
+/* A block source that records the sizes asked for and the sizes given back. */
+typedef struct size_log {
+  size_t got[64], put[64];
+  int ngot, nput;
+} size_log;
+
+static void *log_get(void *ctx, size_t size) {
+  size_log *l = ctx;
+  if (l->ngot < 64) l->got[l->ngot++] = size;
+  return malloc(size);
+}
+
+static void log_put(void *ctx, void *p, size_t size) {
+  size_log *l = ctx;
+  if (l->nput < 64) l->put[l->nput++] = size;
+  free(p);
+}
+
+/* An arena's chunks are blocks of a power-of-two size up to 2 MiB, header included, so that each
+ * is exactly one size class of the runtime's block pool (a chunk one header larger took the
+ * next class, whose warm-up touched twice the pages used); an object larger than a chunk gets a
+ * block of its own size. Every block goes back with the size it was asked for. */
+static void arena_chunks_fill_power_of_two_blocks(void **state) {
+  (void)state;
+  size_log log = {0};
+  weft__mem mem = {log_get, log_put, &log};
+  weft__arena a;
+  weft__arena_init(&a, 64 * 1024, &mem);
+  for (int i = 0; i < 100000; i++) assert_non_null(weft__arena_alloc(&a, 100, 8));
+  assert_non_null(weft__arena_alloc(&a, 3u << 20, 64)); /* larger than any chunk */
+  int big = 0;
+  for (int i = 0; i < log.ngot; i++) {
+    size_t z = log.got[i];
+    if (z > (2u << 20)) {
+      big++;
+      assert_true(z >= (3u << 20) && z <= (3u << 20) + 128);
+      continue;
+    }
+    assert_true(z >= 64 * 1024 && (z & (z - 1)) == 0);
+    if (i > 0 && log.got[i - 1] <= (1u << 20)) assert_int_equal(z, 2 * log.got[i - 1]); /* doubling */
+  }
+  assert_int_equal(big, 1);
+  assert_true(log.ngot >= 7); /* 64 KiB ... 2 MiB, then more of 2 MiB: 10 MB of objects */
+  weft__arena_fini(&a);
+  assert_int_equal(log.nput, log.ngot);
+  size_t sum_got = 0, sum_put = 0;
+  for (int i = 0; i < log.ngot; i++) sum_got += log.got[i], sum_put += log.put[i];
+  assert_int_equal(sum_put, sum_got);
+}
+
 /* ---- status codes ------------------------------------------------------------------------- */
 
 typedef struct status_row {
@@ -353,6 +403,7 @@ int main(void) {
       cmocka_unit_test(vec_growth_failure_is_clean),
       cmocka_unit_test(arena_alignment_and_disjointness),
       cmocka_unit_test(arena_failure_returns_null_with_message),
+      cmocka_unit_test(arena_chunks_fill_power_of_two_blocks),
       cmocka_unit_test(status_map_generates_names_and_messages),
       cmocka_unit_test(err_formats_and_truncates),
       cmocka_unit_test(last_error_is_per_thread),
