@@ -245,9 +245,9 @@ void weft__pool_submit_roots(weft__pool *p, weft_run *run);
 void weft__pool_push(weft__pool *p, weft__xnode *x);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
-/* Runs fn(arg, t) for every t in [0, ntiles) on the calling worker and on up to `helpers` idle
- * workers of p (pool.c, "Parallel jobs"); returns when every tile is done. The caller must be
- * one of p's workers. */
+/* Runs fn(arg, t) for every t in [0, ntiles) on the calling thread and on up to `helpers` idle
+ * workers of p (pool.c, "Parallel jobs"); returns when every tile is done. The caller is one of
+ * p's workers (a node's kernel), or a thread launching a run (the plan's node records). */
 void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void (*fn)(void *arg, uint32_t tile),
                          void *arg);
 /* Whether the calling thread is one of p's workers. */

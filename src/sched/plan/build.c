@@ -121,6 +121,72 @@ static int plan_gpus(weft__plan *p, int any, weft__vec *extra) {
   return rc;
 }
 
+/* The node records, RECORD_TILE nodes a tile. */
+enum { RECORD_TILE = 4096 };
+
+typedef struct records_job {
+  weft__plan *p;
+  weft_node **nodes;
+  uint8_t *gpu;  /* per tile: a GPU node among its nodes */
+  size_t *room;  /* per tile: the argument slots its nodes need beyond the inline ones */
+} records_job;
+
+/* Tile t's records: the one pass over its nodes (each a cache miss in a large graph built a
+ * while ago): what the plan needs of a node is read here, and its record written whole. */
+static void records_tile(void *arg, uint32_t t) {
+  records_job *j = arg;
+  weft__plan *p = j->p;
+  weft_runtime *rt = p->graph->rt;
+  uint32_t lo = t * RECORD_TILE, hi = p->n - lo < RECORD_TILE ? p->n : lo + RECORD_TILE;
+  size_t room = 0;
+  int gpu = 0;
+  for (uint32_t i = lo; i < hi; i++) {
+    const weft_node *nd = j->nodes[i];
+    if (i + WEFT__AHEAD < hi) WEFT__PREFETCH(j->nodes[i + WEFT__AHEAD]);
+    p->x[i] = (weft__xnode){.node = j->nodes[i], .plan = p, .id = i, .backend = weft__node_backend(rt, nd)};
+    gpu |= nd->device.kind == WEFT_DEVICE_CUDA;
+    if (nd->nargs > WEFT__CTX_INLINE) room += nd->nargs;
+  }
+  j->gpu[t] = (uint8_t)gpu;
+  j->room[t] = room;
+}
+
+/* Writes every node's record and says whether any runs on a GPU and how many argument slots
+ * the nodes need beyond the inline ones. A large graph's records are shared with the pool's
+ * idle workers (weft__pool_parallel from the launching thread): at the first launch of a
+ * 32 000-node graph they were about a third of the launch, which the launching thread made
+ * alone while the workers waited for the first node. Each record is its node's alone, so
+ * who writes it does not matter. */
+static int node_records(weft__plan *p, weft_node **nodes, int *gpu, size_t *room) {
+  uint32_t tiles = (p->n + RECORD_TILE - 1) / RECORD_TILE;
+  uint8_t gpu1;
+  size_t room1;
+  records_job j = {p, nodes, &gpu1, &room1};
+  if (tiles > 1) {
+    j.gpu = weft__malloc(tiles);
+    j.room = weft__malloc(tiles * sizeof *j.room);
+    if (j.gpu == NULL || j.room == NULL) {
+      weft__free(j.gpu);
+      weft__free(j.room);
+      return weft__oom("a plan");
+    }
+    weft__pool *pool = p->graph->rt->pool;
+    uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1; /* the launching thread takes a core */
+    weft__pool_parallel(pool, tiles, helpers < tiles - 1 ? helpers : tiles - 1, records_tile, &j);
+  } else if (tiles == 1) {
+    records_tile(&j, 0);
+  }
+  for (uint32_t t = 0; t < tiles; t++) {
+    *gpu |= j.gpu[t];
+    *room += j.room[t];
+  }
+  if (tiles > 1) {
+    weft__free(j.gpu);
+    weft__free(j.room);
+  }
+  return WEFT_OK;
+}
+
 int weft__plan_build(weft_graph *g) {
   if (g->plan != NULL && g->plan->version == g->version) return WEFT_OK;
   int rc = weft__graph_analyse(g);
@@ -148,15 +214,7 @@ int weft__plan_build(weft_graph *g) {
   weft_node **nodes = g->nodes.data;
   size_t room = 0;
   int gpu = 0;
-  /* The one pass over the nodes (each a cache miss in a large graph that was built a while
-   * ago): what the plan needs of a node is read here, and its record written whole. */
-  for (uint32_t i = 0; i < n; i++) {
-    const weft_node *nd = nodes[i];
-    if (i + WEFT__AHEAD < n) WEFT__PREFETCH(nodes[i + WEFT__AHEAD]);
-    p->x[i] = (weft__xnode){.node = nodes[i], .plan = p, .id = i, .backend = weft__node_backend(rt, nd)};
-    gpu |= nd->device.kind == WEFT_DEVICE_CUDA;
-    if (nd->nargs > WEFT__CTX_INLINE) room += nd->nargs;
-  }
+  if ((rc = node_records(p, nodes, &gpu, &room)) != WEFT_OK) goto fail;
   if (room > 0) {
     if ((p->args_room = weft__mem_get(p->mem, room * sizeof(void *))) == NULL) {
       rc = weft__oom("a plan");
