@@ -166,7 +166,8 @@ static void *pool_get(void *ctx, size_t size) {
     p->listed[c]--;
   }
   weft__pool *workers = p->workers;
-  int more = c >= AHEAD_MIN_CLASS && c <= WARM_MAX_CLASS && workers != NULL ? p->ahead_max - p->listed[c] - p->warming[c] : 0;
+  int ahead = c >= AHEAD_MIN_CLASS && c <= WARM_MAX_CLASS && workers != NULL;
+  int more = ahead ? p->ahead_max - p->listed[c] - p->warming[c] : 0;
   if (more > p->warm_max - p->warming_all) more = p->warm_max - p->warming_all;
   if (more > 0) {
     p->warming[c] += more;

@@ -93,8 +93,8 @@ int weft__topology_load(int bind_option, int workers, weft__topology **out) {
   in->l1d_bytes = cache_size(tp->topo, tp->allowed, HWLOC_OBJ_L1CACHE);
   in->l2_bytes = cache_size(tp->topo, tp->allowed, HWLOC_OBJ_L2CACHE);
   in->l3_bytes = cache_size(tp->topo, tp->allowed, HWLOC_OBJ_L3CACHE);
-  in->bound = in->cores > 0 && (bind == WEFT_BIND_CORES ||
-                                 (bind == WEFT_BIND_AUTO && (in->numa_nodes > 1 || (in->pus > 0 && workers >= in->pus))));
+  int fills = in->pus > 0 && workers >= in->pus; /* a worker for every hardware thread */
+  in->bound = in->cores > 0 && (bind == WEFT_BIND_CORES || (bind == WEFT_BIND_AUTO && (in->numa_nodes > 1 || fills)));
   in->workers = workers;
   *out = tp;
   return WEFT_OK;

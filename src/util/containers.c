@@ -102,7 +102,7 @@ void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   /* Room to align the first object by hand: the block need not be aligned as the object is. */
   size_t block = a->chunk_size;
   if (sizeof *c + size + align > block) block = sizeof *c + size + align;
-  if (a->chunk_size < ARENA_BLOCK_MAX) a->chunk_size = a->chunk_size * 2 < ARENA_BLOCK_MAX ? a->chunk_size * 2 : ARENA_BLOCK_MAX;
+  if (a->chunk_size < ARENA_BLOCK_MAX) a->chunk_size = a->chunk_size < ARENA_BLOCK_MAX / 2 ? a->chunk_size * 2 : ARENA_BLOCK_MAX;
   c = weft__mem_get(a->mem, block);
   if (c == NULL) {
     weft__oom("graph storage");
