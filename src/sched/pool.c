@@ -231,10 +231,8 @@ static weft__bgtask *pop_background(weft__pool *p) {
   return t;
 }
 
-int weft__pool_run_background(weft__pool *p) {
-  int n = 0;
-  for (weft__bgtask *t; (t = pop_background(p)) != NULL; n++) t->fn(t);
-  return n;
+void weft__pool_run_background(weft__pool *p) {
+  for (weft__bgtask *t; (t = pop_background(p)) != NULL;) t->fn(t);
 }
 
 /* Joins a published job with tiles left and runs its tiles, else runs a background task;

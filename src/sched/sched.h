@@ -255,8 +255,8 @@ int weft__pool_is_worker(const weft__pool *p);
 /* Queues t for a worker that finds nothing else to run (after its deque, the injection list,
  * roots, steals and parallel jobs), and wakes one. Thread-safe: yes. */
 void weft__pool_background(weft__pool *p, weft__bgtask *t);
-/* Runs the queued background tasks on the calling thread until none is left; how many ran. */
-int weft__pool_run_background(weft__pool *p);
+/* Runs the queued background tasks on the calling thread until none is left. */
+void weft__pool_run_background(weft__pool *p);
 /* The pool's counts since it was created (steals, injections, sleeps, wake-ups), summed over
  * its workers; a run keeps the difference between its launch and its end. Thread-safe: yes
  * (each count is read atomically; the sum is not a snapshot). */
