@@ -79,7 +79,8 @@ static void record_failure(weft_run *r, weft__xnode *x, int status, const char *
  * RELEASE_ALL for every edge of a node that finished synchronously (one pass over its
  * successors, not two). The first successor to become ready (of backend `only`, when not NULL)
  * is returned in *next when next is not NULL; others are queued (pushed on this worker's deque,
- * or injected when `only` says this thread is not a worker). */
+ * with one wake-up call for all of them after the loop, or injected when `only` says this
+ * thread is not a worker). */
 enum { RELEASE_LATE = 0, RELEASE_EARLY = 1, RELEASE_ALL = 2 };
 
 /* Inlined at every call (as it was while the workers were its only callers): out of line, the
@@ -89,6 +90,7 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
                                                           const weft__backend *only) {
   atomic_uint *pending = pl->exec->pending;
   atomic_uchar *poison = pl->exec->poison;
+  int queued = 0;
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
     if (which != RELEASE_ALL && pl->succ_early[k] != which) continue;
     uint32_t s = pl->succ[k];
@@ -99,12 +101,13 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
       if (next != NULL && *next == NULL && (only == NULL || xs->backend == only))
         *next = xs;
       else if (next != NULL && only == NULL)
-        weft__pool_push(pool, xs);
+        queued += weft__pool_queue(pool, xs);
       else /* from a completion or a report of issue: first in, first out (the order matters
             * to a run of copies: a deque's owner would take the newest first) */
         weft__pool_inject(pool, xs);
     }
   }
+  if (queued > 0) weft__pool_wake(pool, queued);
 }
 
 int weft__ctx_threads(const weft_kernel_ctx *ctx) {

@@ -241,8 +241,12 @@ void weft__pool_destroy(weft__pool *p);
 int weft__pool_size(const weft__pool *p);
 /* Makes a run's roots available to the workers. */
 void weft__pool_submit_roots(weft__pool *p, weft_run *run);
-/* Queues a ready node: the calling worker's deque, else the injection list. */
-void weft__pool_push(weft__pool *p, weft__xnode *x);
+/* Queues a ready node on the calling worker's deque and returns 1: the caller then wakes
+ * workers for what it queued (weft__pool_wake), once for a batch. Where it cannot (not a
+ * worker of p, or the deque cannot grow), injects the node (which wakes a worker) and returns 0. */
+int weft__pool_queue(weft__pool *p, weft__xnode *x);
+/* Wakes sleeping workers for k nodes just queued: k less the workers searching for work. */
+void weft__pool_wake(weft__pool *p, int k);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
 /* Runs fn(arg, t) for every t in [0, ntiles) on the calling thread and on up to `helpers` idle
