@@ -15,13 +15,17 @@
  * compared under the sleep lock, so a signal between the look and the sleep is not lost.
  * Before sleeping a worker spins briefly, which keeps it awake through the short gaps of
  * fine-grained graphs and saves the futex round trip. While it spins it counts as searching,
- * and a node pushed while any worker searches wakes nobody: the searcher will take it. The last
- * searcher to find work wakes a sleeping worker to search in its place, since the pushes it
- * covered may have left more (the protocol of Go's spinning threads and Tokio's searching
- * workers). A searcher that stops decrements the count before its last look (the sleep path's
- * fence), so a push that saw it searching is seen. Without the count every push made while any
- * worker slept took the sleep lock and signalled: a first run of a 32-wide stencil of 5 us tasks
- * on 32 cores woke workers 2600-5500 times for 16 000 nodes and took 1.5-2.5 x its replay.
+ * and nodes queued while workers search wake that many fewer workers: a searcher will take each.
+ * A worker that takes a node from where any worker may (another's deque, the injection list,
+ * roots) wakes a sleeping worker unless one is searching already, since pushes it covered may
+ * have left more: the protocol of Go's spinning threads (a thread that stops spinning with work
+ * in hand wakes another to spin). A searcher that gives up decrements the count before its last
+ * look (the sleep path's fence), and a thief that loses a race for a node tries that deque
+ * again, so a node whose pusher saw it searching is seen. Without the count every push made
+ * while any worker slept took the sleep lock and signalled: a first run of a 32-wide stencil of
+ * 5 us tasks on 32 cores woke workers 2600-5500 times for 16 000 nodes. (A first version let
+ * only searchers wake the next, not a worker just woken that stole at once: nodes were left
+ * queued with a worker asleep, which test_pool's 16-worker stencil of barriers catches.)
  * And one worker at a time, the lookout,
  * then watches for LOOKOUT_NS more, yielding its core between looks: a program that launches
  * run after run finds a worker awake for the next one. Otherwise every run long enough for the
@@ -178,7 +182,7 @@ static weft__xnode *pop_inject(weft__pool *p) {
 
 /* Claims a chunk of roots from the first run that has some; keeps one to run now and queues
  * the rest on the worker's own deque, where idle workers can steal them. */
-static weft__xnode *claim_roots(weft__pool *p, weft__worker *w, int *more) {
+static weft__xnode *claim_roots(weft__pool *p, weft__worker *w) {
   if (atomic_load_explicit(&p->roots_count, memory_order_relaxed) == 0) return NULL;
   weft__xnode *chunk[ROOT_CHUNK_MAX];
   uint32_t got = 0;
@@ -198,11 +202,10 @@ static weft__xnode *claim_roots(weft__pool *p, weft__worker *w, int *more) {
   if (got == 0) return NULL;
   for (uint32_t i = got - 1; i >= 1; i--)
     if (weft__wsq_push(&w->q, chunk[i]) != WEFT_OK) weft__pool_inject(p, chunk[i]);
-  if (got > 1) *more = 1;
   return chunk[0];
 }
 
-static weft__xnode *steal(weft__pool *p, weft__worker *w, int *more) {
+static weft__xnode *steal(weft__pool *p, weft__worker *w) {
   if (p->n < 2) return NULL;
   for (int round = 0; round < 2; round++) {
     w->rng = w->rng * 1664525u + 1013904223u;
@@ -210,10 +213,14 @@ static weft__xnode *steal(weft__pool *p, weft__worker *w, int *more) {
     for (int k = 0; k < p->n; k++) {
       int v = (start + k) % p->n;
       if (v == w->index) continue;
-      void *x = weft__wsq_steal(&p->w[v].q);
-      if (x != WEFT__WSQ_EMPTY && x != WEFT__WSQ_ABORT) {
+      /* Lost a race for the oldest node: another thief took it, and the deque may hold more.
+       * Try again: a searcher's last look before it sleeps must not miss a node (the worker
+       * that queued it may have woken nobody, this one searching). */
+      void *x;
+      while ((x = weft__wsq_steal(&p->w[v].q)) == WEFT__WSQ_ABORT) {
+      }
+      if (x != WEFT__WSQ_EMPTY) {
         atomic_fetch_add_explicit(&w->steals, 1, memory_order_relaxed);
-        if (!weft__wsq_empty(&p->w[v].q)) *more = 1;
         return x;
       }
     }
@@ -324,24 +331,24 @@ void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void 
   }
 }
 
-/* The next node for worker w, or NULL; *more is set when what it took from is left with work
- * that another worker could take. */
-static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *more) {
+/* The next node for worker w, or NULL: from its own deque, else (*shared set) from where any
+ * worker may take work. */
+static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared) {
   void *x = weft__wsq_take(&w->q);
   if (x != WEFT__WSQ_EMPTY) return x;
-  if ((x = pop_inject(p)) != NULL) {
-    if (atomic_load_explicit(&p->inject_count, memory_order_relaxed) > 0) *more = 1;
-    return x;
-  }
-  if ((x = claim_roots(p, w, more)) != NULL) return x;
-  return steal(p, w, more);
+  *shared = 1;
+  if ((x = pop_inject(p)) != NULL) return x;
+  if ((x = claim_roots(p, w)) != NULL) return x;
+  return steal(p, w);
 }
 
-/* A searching worker stops searching, having found x (or not). The last searcher to find work
- * wakes a sleeping worker to search in its place: pushes made while it searched woke nobody,
- * and some of that work may be left. */
-static void stop_searching(weft__pool *p, weft__xnode *x) {
-  atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
+/* Worker w took x from where any worker may take work (x != NULL), or stopped searching
+ * (searching: it counted as a searcher until now). A worker that takes shared work wakes a
+ * sleeping worker to look for more unless another is searching already: pushes made while a
+ * worker searched woke nobody, and some of that work may be left (the protocol of Go's spinning
+ * threads: a thread that stops spinning with work in hand wakes another to spin). */
+static void found_shared(weft__pool *p, weft__xnode *x, int searching) {
+  if (searching) atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
   if (x != NULL) notify(p, 1);
 }
 
@@ -351,16 +358,16 @@ static void *worker_main(void *arg) {
   self = w;
   weft__topology_bind_worker(p->rt->topology, w->index);
   for (;;) {
-    int more = 0;
-    weft__xnode *x = find_work(p, w, &more);
-    if (x != NULL && more) notify(p, 1);
+    int shared = 0;
+    weft__xnode *x = find_work(p, w, &shared);
+    if (x != NULL && shared) found_shared(p, x, 0);
     if (x == NULL && help(p)) continue;
     if (x == NULL) {
       weft__dispatch_flush();
       atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
       for (int i = 0; i < SPIN_ROUNDS && x == NULL; i++) {
         for (int k = 0; k < 32; k++) weft__cpu_relax();
-        x = find_work(p, w, &more);
+        x = find_work(p, w, &shared);
         if (x == NULL && (atomic_load_explicit(&p->njobs, memory_order_relaxed) != 0 ||
                           atomic_load_explicit(&p->nbg, memory_order_relaxed) != 0)) {
           /* Running a job's tiles is not searching. */
@@ -369,18 +376,18 @@ static void *worker_main(void *arg) {
           atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
         }
       }
-      stop_searching(p, x);
+      found_shared(p, x, 1);
     }
     if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
       uint64_t t0 = weft__now_ns();
-      while ((x = find_work(p, w, &more)) == NULL && weft__now_ns() - t0 < LOOKOUT_NS &&
+      while ((x = find_work(p, w, &shared)) == NULL && weft__now_ns() - t0 < LOOKOUT_NS &&
              !atomic_load_explicit(&p->stop, memory_order_acquire))
         if (help(p))
           t0 = weft__now_ns();
         else
           weft__thread_yield();
       atomic_store_explicit(&p->lookout, 0, memory_order_relaxed);
-      if (x != NULL && more) notify(p, 1);
+      if (x != NULL) found_shared(p, x, 0);
     }
     if (x == NULL) {
       atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
@@ -389,7 +396,7 @@ static void *worker_main(void *arg) {
        * without the fence the second look could miss work whose notifier saw no waiter. */
       WEFT__FENCE();
       uint_fast64_t key = atomic_load_explicit(&p->epoch, memory_order_seq_cst);
-      x = find_work(p, w, &more);
+      x = find_work(p, w, &shared);
       /* A job published after the count went up wakes this worker (its notify sees it). */
       if (x == NULL && help(p)) {
         atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
@@ -409,7 +416,7 @@ static void *worker_main(void *arg) {
         continue;
       }
       atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
-      if (more) notify(p, 1);
+      found_shared(p, x, 0);
     }
     weft__dispatch_chain(p, w->index, x);
   }
