@@ -23,14 +23,13 @@
  * look (the sleep path's fence), and a thief that loses a race for a node tries that deque
  * again, so a node whose pusher saw it searching is seen. Without the count every push made
  * while any worker slept took the sleep lock and signalled: a first run of a 32-wide stencil of
- * 5 us tasks on 32 cores woke workers 2600-5500 times for 16 000 nodes. (A first version let
- * only searchers wake the next, not a worker just woken that stole at once: nodes were left
- * queued with a worker asleep, which test_pool's 16-worker stencil of barriers catches.)
- * And one worker at a time, the lookout,
- * then watches for LOOKOUT_NS more, yielding its core between looks: a program that launches
- * run after run finds a worker awake for the next one. Otherwise every run long enough for the
- * workers to fall asleep would start with a wake-up, which delays its first node and adds to a
- * short run's fixed cost (docs/benchmarks.md, "Diagnostics").
+ * 5 us tasks on 32 cores woke workers 2600-5500 times for 16 000 nodes. (Without the rule for
+ * a worker just woken that steals at once, nodes stayed queued with workers asleep: test_pool's
+ * 16-worker stencil of barriers hangs.) And one worker at a time, the lookout, then watches for
+ * LOOKOUT_NS more, yielding its core between looks: a program that launches run after run finds
+ * a worker awake for the next one. Otherwise every run long enough for the workers to fall
+ * asleep would start with a wake-up, which delays its first node and adds to a short run's
+ * fixed cost (docs/benchmarks.md, "Diagnostics").
  *
  * Parallel jobs (intra-op parallelism). A worker running a node whose kernel splits its work
  * into tiles (a large product) publishes a job: a tile counter that anyone may advance. It runs
@@ -342,15 +341,11 @@ static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared) {
   return steal(p, w);
 }
 
-/* Worker w took x from where any worker may take work (x != NULL), or stopped searching
- * (searching: it counted as a searcher until now). A worker that takes shared work wakes a
- * sleeping worker to look for more unless another is searching already: pushes made while a
- * worker searched woke nobody, and some of that work may be left (the protocol of Go's spinning
- * threads: a thread that stops spinning with work in hand wakes another to spin). */
-static void found_shared(weft__pool *p, weft__xnode *x, int searching) {
-  if (searching) atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
-  if (x != NULL) notify(p, 1);
-}
+/* A worker took a node from where any worker may take work: it wakes a sleeping worker to look
+ * for more, unless one is searching already. Pushes made while a worker searched woke nobody,
+ * and some of that work may be left (Go's rule: a thread that stops spinning with work in hand
+ * wakes another to spin). */
+static void took_shared(weft__pool *p) { notify(p, 1); }
 
 static void *worker_main(void *arg) {
   weft__worker *w = arg;
@@ -360,7 +355,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     int shared = 0;
     weft__xnode *x = find_work(p, w, &shared);
-    if (x != NULL && shared) found_shared(p, x, 0);
+    if (x != NULL && shared) took_shared(p);
     if (x == NULL && help(p)) continue;
     if (x == NULL) {
       weft__dispatch_flush();
@@ -376,7 +371,8 @@ static void *worker_main(void *arg) {
           atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
         }
       }
-      found_shared(p, x, 1);
+      atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
+      if (x != NULL) took_shared(p);
     }
     if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
       uint64_t t0 = weft__now_ns();
@@ -387,7 +383,7 @@ static void *worker_main(void *arg) {
         else
           weft__thread_yield();
       atomic_store_explicit(&p->lookout, 0, memory_order_relaxed);
-      if (x != NULL) found_shared(p, x, 0);
+      if (x != NULL && shared) took_shared(p);
     }
     if (x == NULL) {
       atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
@@ -416,7 +412,7 @@ static void *worker_main(void *arg) {
         continue;
       }
       atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
-      found_shared(p, x, 0);
+      if (shared) took_shared(p);
     }
     weft__dispatch_chain(p, w->index, x);
   }
