@@ -118,6 +118,12 @@ static void two_equal_chains_keep_two_workers_busy(void **state) {
   }
   assert_true(fabs(sum - s.critical_path_s) < 1e-9);
   assert_true(s.critical_path_s >= 6 * 8000e-6);
+  /* Every node but the two chains' first had a predecessor: its wait is counted. */
+  assert_int_equal(s.ready_wait_nodes, 10);
+  assert_true(s.ready_wait_p50_s <= s.ready_wait_p99_s && s.ready_wait_p99_s <= s.ready_wait_max_s);
+  char *text = render(st, WEFT_REPORT_TEXT, &(size_t){0});
+  assert_true(tu_contains(text, "waits for a worker, ready to start: median "));
+  free(text);
   /* Both workers: one chain each, at the same time. A worker's utilisation is its chain's time
    * over the longer chain's, and an 8 ms sleep can overrun by milliseconds on a loaded machine
    * (CI's TSan build runs the tests two at a time on two cores), so the test asserts that the
@@ -318,6 +324,11 @@ static void stats_json_has_the_documented_keys(void **state) {
   assert_true(json_is_integer(json_object_get(j, "edges")));
   assert_true(json_is_integer(json_object_get(j, "events")));
   assert_true(json_is_integer(json_object_get(j, "inserted_copies")));
+  json_t *rw = json_object_get(j, "ready_wait");
+  assert_true(json_is_object(rw));
+  assert_int_equal(json_integer_value(json_object_get(rw, "nodes")), s.ready_wait_nodes);
+  assert_true(json_number_value(json_object_get(rw, "p50_s")) <= json_number_value(json_object_get(rw, "p99_s")));
+  assert_true(json_number_value(json_object_get(rw, "p99_s")) <= json_number_value(json_object_get(rw, "max_s")));
   json_t *moved = json_object_get(j, "bytes_moved");
   assert_true(json_is_object(moved));
   assert_int_equal(json_integer_value(json_object_get(moved, "h2d")) + json_integer_value(json_object_get(moved, "d2h")) +
@@ -911,6 +922,36 @@ static void critical_path_is_the_longest_by_duration(void **state) {
   weft__rep_free(r);
 }
 
+/* A CPU node's wait runs from the end of the last of its predecessors that ran to its start;
+ * roots, nodes on device lanes and nodes whose predecessors did not run are left out. */
+static void ready_waits_from_the_last_predecessor(void **state) {
+  (void)state;
+  mb *b = mb_new(8, 3);
+  b->r->lanes[2].code = WEFT__LANE(WEFT__LANE_COMPUTE, 0, 0);
+  uint32_t a = mb_node(b, 0, 10, 0, CPU);
+  uint32_t x = mb_node(b, 10, 20, 0, CPU); /* right after a on a's worker: 0 */
+  uint32_t y = mb_node(b, 25, 30, 1, CPU); /* a ended at 10: 15 */
+  uint32_t z = mb_node(b, 40, 50, 1, CPU); /* x ended at 20, y at 30: 10 */
+  uint32_t g = mb_node(b, 12, 14, 2, GPU); /* a device's node: left out */
+  uint32_t w = mb_node(b, 60, 70, 0, CPU); /* after g, 14: 46 */
+  uint32_t f = mb_node(b, 0, 0, WEFT__REP_NONE, CPU); /* did not run */
+  uint32_t h = mb_node(b, 80, 90, 1, CPU); /* its only predecessor did not run: left out */
+  mb_edge(b, a, x, WEFT_HAZARD_RAW);
+  mb_edge(b, a, y, WEFT_HAZARD_RAW);
+  mb_edge(b, x, z, WEFT_HAZARD_RAW);
+  mb_edge(b, y, z, WEFT_HAZARD_RAW);
+  mb_edge(b, a, g, WEFT_HAZARD_RAW);
+  mb_edge(b, g, w, WEFT_HAZARD_RAW);
+  mb_edge(b, a, f, WEFT_HAZARD_RAW);
+  mb_edge(b, f, h, WEFT_HAZARD_RAW);
+  weft__rep *r = mb_done(b);
+  assert_int_equal(r->nwaits, 4); /* x, y, z, w: 0, 15, 10, 46 */
+  assert_int_equal(r->wait_p50, 10);
+  assert_int_equal(r->wait_p99, 46);
+  assert_int_equal(r->wait_max, 46);
+  weft__rep_free(r);
+}
+
 /* The reasons, one hand-made timeline each: nodes (interval, lane, compute 'k' or copy 'c'
  * with its ends, pageable or not), edges with their hazards, the copy to judge, and what it
  * must be told. Lanes: 0 the GPU's compute stream, 1 and 2 copy streams or the host. */
@@ -1095,6 +1136,7 @@ int main(void) {
       cmocka_unit_test(hidden_time_is_the_part_under_compute),
       cmocka_unit_test(busy_time_is_a_union),
       cmocka_unit_test(critical_path_is_the_longest_by_duration),
+      cmocka_unit_test(ready_waits_from_the_last_predecessor),
       cmocka_unit_test(each_reason_on_its_timeline),
       cmocka_unit_test(serialised_copy_accounting),
       cmocka_unit_test(host_side_nodes_are_left_out_of_the_overlap),

@@ -11,7 +11,8 @@
  * set of graphs (app_report_timing):
  *   first   build the weft graph (graph, tensors, nodes) and run it, the runtime already made;
  *           the line also gives the run's setup before its first node (the plan, the tensors'
- *           storage and initial values), from the run's statistics, taken untimed;
+ *           storage and initial values) and how long ready tasks waited for a worker, from the
+ *           run's statistics, taken untimed;
  *   replay  run the same graph again (the median of --replays runs). Every output is zeroed
  *           before each replay, untimed, so that the checks see the replay's order too.
  * Outside the timed part: the runtime, the op registration, the expansion of Task Bench's
@@ -280,8 +281,10 @@ int main(int argc, char **argv) {
     }
     weft_run_stats_destroy(st);
     printf("Timing: first (build %.6e s: graph, tensors, nodes; run %.6e s: setup %.6e s (plan "
-           "%.6e s, tensors %.6e s), then the nodes)\n",
-           built - t0, first - (built - t0), su.setup_s, plan, tensors);
+           "%.6e s, tensors %.6e s), then the nodes; waits for a worker, ready to start: median "
+           "%.3e s, p99 %.3e s, max %.3e s)\n",
+           built - t0, first - (built - t0), su.setup_s, plan, tensors, su.ready_wait_p50_s,
+           su.ready_wait_p99_s, su.ready_wait_max_s);
     app_report_timing(app, first);
   }
   weft_run_destroy(run);

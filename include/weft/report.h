@@ -102,6 +102,14 @@ typedef struct weft_stats_summary {
   double setup_tensors_s;      /* tensors given storage or initialised */
   size_t setup_tensors;        /* ... how many */
   uint64_t setup_bytes;        /* ... their bytes */
+  /* How long CPU nodes waited for a worker: from ready (the end of the last of their
+   * predecessors) to their start, over the CPU nodes with a predecessor that ran (roots are left
+   * out); nearest-rank percentiles. A node its predecessor's worker runs next waits 0 (the
+   * dispatcher's work between two nodes counts in the second's duration); a wait is a queue, a
+   * steal or a sleeping worker's wake-up. Long waits with busy workers mean too little
+   * parallelism; with idle ones, slow hand-offs. */
+  double ready_wait_p50_s, ready_wait_p99_s, ready_wait_max_s;
+  size_t ready_wait_nodes;
 } weft_stats_summary;
 
 /* Fills *out. Thread-safe: yes (the snapshot is read-only). */

@@ -694,9 +694,51 @@ done:
   return rc;
 }
 
+/* ---- waits for a worker ------------------------------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* A node's start is its worker's previous end when it follows a node there directly (one clock
+ * reading a node, dispatch.c), so a successor its predecessor's worker runs next waits 0, and
+ * what the dispatcher does between two nodes counts in the second's duration: a wait is time in
+ * which the node was ready and no worker had taken it (a queue, a steal, a wake-up). */
+int weft__rep_ready_waits(weft__rep *r) {
+  r->nwaits = 0;
+  r->wait_p50 = r->wait_p99 = r->wait_max = 0;
+  uint64_t *w = weft__malloc((r->n ? r->n : 1) * sizeof *w);
+  if (w == NULL) return weft__oom("run statistics");
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < r->n; i++) {
+    const weft__rnode *x = &r->node[i];
+    if (!ran(x) || WEFT__LANE_ROLE(r->lanes[x->lane].code) != WEFT__LANE_CPU) continue;
+    uint64_t ready = 0;
+    int any = 0;
+    for (uint32_t e = r->pred_off[i]; e < r->pred_off[i + 1]; e++) {
+      const weft__rnode *p = &r->node[r->pred[e]];
+      if (!ran(p)) continue;
+      any = 1;
+      if (p->end > ready) ready = p->end;
+    }
+    if (any) w[k++] = x->start > ready ? x->start - ready : 0;
+  }
+  if (k > 0) {
+    qsort(w, k, sizeof *w, cmp_u64);
+    r->nwaits = k;
+    r->wait_p50 = w[(k + 1) / 2 - 1];                        /* nearest rank: ceil(k / 2) */
+    r->wait_p99 = w[(uint32_t)(((uint64_t)k * 99 + 99) / 100) - 1]; /* ceil(0.99 k) */
+    r->wait_max = w[k - 1];
+  }
+  weft__free(w);
+  return WEFT_OK;
+}
+
 int weft__rep_analyse(weft__rep *r) {
   weft__rep_lanes(r);
   int rc = weft__rep_critical_path(r);
   if (rc == WEFT_OK) rc = weft__rep_overlap(r);
+  if (rc == WEFT_OK) rc = weft__rep_ready_waits(r);
   return rc;
 }

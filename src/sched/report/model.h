@@ -98,6 +98,10 @@ typedef struct weft__rep {
   weft__rcopy *copies;
   uint32_t ncopies;
   uint64_t copy_total, copy_hidden;
+  /* The CPU nodes (on a worker's lane) with a predecessor that ran: how long each waited from
+   * ready (its last predecessor's end) to its start, over them; nearest-rank percentiles. */
+  uint32_t nwaits;
+  uint64_t wait_p50, wait_p99, wait_max;
 } weft__rep;
 
 /* Allocates a model for n nodes, `nlanes` lanes and m edges (arrays zeroed; every node's
@@ -113,7 +117,8 @@ int weft__rep_mirror_edges(weft__rep *r, int from_succ);
 void weft__rep_lanes(weft__rep *r);           /* span, and each lane's busy time */
 int weft__rep_critical_path(weft__rep *r);     /* longest path by duration over the edges */
 int weft__rep_overlap(weft__rep *r);           /* hidden copy time and the reasons */
-/* All three. */
+int weft__rep_ready_waits(weft__rep *r);       /* CPU nodes' waits from ready to start */
+/* All four. */
 int weft__rep_analyse(weft__rep *r);
 
 /* The nodes that ran, by lane and then start: lane l's are order[begin[l] .. begin[l + 1]).

@@ -529,6 +529,10 @@ void weft_run_stats_summary(const weft_run_stats *st, weft_stats_summary *out) {
   out->lanes = r->nlanes;
   out->mem_samples_dropped = st->dropped;
   out->host_timed_nodes = st->hostside;
+  out->ready_wait_p50_s = sec(r->wait_p50);
+  out->ready_wait_p99_s = sec(r->wait_p99);
+  out->ready_wait_max_s = sec(r->wait_max);
+  out->ready_wait_nodes = r->nwaits;
   out->setup_s = sec(st->setup_ns);
   for (size_t i = 0; i < st->nsetup; i++) {
     const weft_setup_step *x = &st->setup[i];
@@ -743,6 +747,13 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
   fprintf(f, "workers: %llu steals, %llu sleeps, %llu wake-ups, %llu nodes queued from outside\n",
           (unsigned long long)st->pool.steals, (unsigned long long)st->pool.sleeps,
           (unsigned long long)st->pool.wakeups, (unsigned long long)st->pool.injected);
+  if (s.ready_wait_nodes > 0) {
+    weft__fmt_time(a, sizeof a, s.ready_wait_p50_s);
+    weft__fmt_time(b, sizeof b, s.ready_wait_p99_s);
+    weft__fmt_time(c, sizeof c, s.ready_wait_max_s);
+    fprintf(f, "waits for a worker, ready to start: median %s, p99 %s, max %s (%zu CPU nodes)\n", a, b, c,
+            s.ready_wait_nodes);
+  }
   if (s.host_timed_nodes > 0)
     fprintf(f, "note: %zu device nodes have host-side times only (their backend reports no device "
                "times); they are left out of the copy overlap\n",
@@ -830,6 +841,13 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   fprintf(f, ", \"nodes\": %zu, \"nodes_run\": %zu, \"edges\": %zu, \"events\": %zu, "
              "\"copies\": %zu, \"inserted_copies\": %zu",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
+  fputs(", \"ready_wait\": {\"p50_s\": ", f);
+  weft__json_fput_num(f, s.ready_wait_p50_s);
+  fputs(", \"p99_s\": ", f);
+  weft__json_fput_num(f, s.ready_wait_p99_s);
+  fputs(", \"max_s\": ", f);
+  weft__json_fput_num(f, s.ready_wait_max_s);
+  fprintf(f, ", \"nodes\": %zu}", s.ready_wait_nodes);
   fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu, \"ranks\": %llu",
           (unsigned long long)s.bytes_h2d, (unsigned long long)s.bytes_d2h, (unsigned long long)s.bytes_peer,
           (unsigned long long)s.bytes_local, (unsigned long long)s.bytes_ranks);
