@@ -816,23 +816,24 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
 
 /* ---- JSON ----------------------------------------------------------------------------------- */
 
+/* Writes `key` (with its separator and colon) and the number v. */
+static void key_num(FILE *f, const char *key, double v) {
+  fputs(key, f);
+  weft__json_fput_num(f, v);
+}
+
 int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   int rc = WEFT_OK;
   weft_stats_summary s;
   weft_run_stats_summary(st, &s);
   char dev[32];
-  fputs("{\"wall_s\": ", f);
-  weft__json_fput_num(f, s.wall_s);
-  fputs(", \"makespan_s\": ", f);
-  weft__json_fput_num(f, s.makespan_s);
-  fputs(", \"critical_path_s\": ", f);
-  weft__json_fput_num(f, s.critical_path_s);
+  key_num(f, "{\"wall_s\": ", s.wall_s);
+  key_num(f, ", \"makespan_s\": ", s.makespan_s);
+  key_num(f, ", \"critical_path_s\": ", s.critical_path_s);
   fputs(", \"critical_path\": [", f);
   for (uint32_t i = 0; i < st->rep->ncritical; i++) fprintf(f, "%s%u", i ? ", " : "", st->rep->critical[i]);
-  fputs("], \"copy_s\": ", f);
-  weft__json_fput_num(f, s.copy_s);
-  fputs(", \"hidden_copy_s\": ", f);
-  weft__json_fput_num(f, s.hidden_copy_s);
+  key_num(f, "], \"copy_s\": ", s.copy_s);
+  key_num(f, ", \"hidden_copy_s\": ", s.hidden_copy_s);
   fputs(", \"hidden_copy_fraction\": ", f);
   if (s.hidden_copy_fraction < 0)
     fputs("null", f);
@@ -841,12 +842,9 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   fprintf(f, ", \"nodes\": %zu, \"nodes_run\": %zu, \"edges\": %zu, \"events\": %zu, "
              "\"copies\": %zu, \"inserted_copies\": %zu",
           s.nodes, s.nodes_run, s.edges, s.events, s.copies, s.inserted_copies);
-  fputs(", \"ready_wait\": {\"p50_s\": ", f);
-  weft__json_fput_num(f, s.ready_wait_p50_s);
-  fputs(", \"p99_s\": ", f);
-  weft__json_fput_num(f, s.ready_wait_p99_s);
-  fputs(", \"max_s\": ", f);
-  weft__json_fput_num(f, s.ready_wait_max_s);
+  key_num(f, ", \"ready_wait\": {\"p50_s\": ", s.ready_wait_p50_s);
+  key_num(f, ", \"p99_s\": ", s.ready_wait_p99_s);
+  key_num(f, ", \"max_s\": ", s.ready_wait_max_s);
   fprintf(f, ", \"nodes\": %zu}", s.ready_wait_nodes);
   fprintf(f, ", \"bytes_moved\": {\"h2d\": %llu, \"d2h\": %llu, \"peer\": %llu, \"local\": %llu, \"ranks\": %llu",
           (unsigned long long)s.bytes_h2d, (unsigned long long)s.bytes_d2h, (unsigned long long)s.bytes_peer,
@@ -860,20 +858,16 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
             (unsigned long long)in);
   }
   fputs("]}", f);
-  fputs(", \"setup\": {\"total_s\": ", f);
-  weft__json_fput_num(f, s.setup_s);
-  fputs(", \"runtime_s\": ", f);
-  weft__json_fput_num(f, s.setup_runtime_s);
-  fputs(", \"tensors_s\": ", f);
-  weft__json_fput_num(f, s.setup_tensors_s);
+  key_num(f, ", \"setup\": {\"total_s\": ", s.setup_s);
+  key_num(f, ", \"runtime_s\": ", s.setup_runtime_s);
+  key_num(f, ", \"tensors_s\": ", s.setup_tensors_s);
   fprintf(f, ", \"tensors\": %zu, \"bytes\": %llu, \"steps\": [", s.setup_tensors,
           (unsigned long long)s.setup_bytes);
   for (size_t i = 0; i < st->nsetup; i++) {
     const weft_setup_step *x = &st->setup[i];
     fprintf(f, "%s{\"kind\": \"%s\", \"start_s\": ", i ? ", " : "", x->kind);
     weft__json_fput_num(f, x->start_s);
-    fputs(", \"end_s\": ", f);
-    weft__json_fput_num(f, x->end_s);
+    key_num(f, ", \"end_s\": ", x->end_s);
     if (x->what != NULL) {
       fputs(", \"what\": ", f);
       weft__json_fput_str(f, x->what, &rc);
@@ -895,8 +889,7 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
     fprintf(f, ", \"kind\": \"%s\", \"device\": \"%s\", \"busy_s\": ", ls.kind,
             weft_device_str(ls.device, dev, sizeof dev));
     weft__json_fput_num(f, ls.busy_s);
-    fputs(", \"utilisation\": ", f);
-    weft__json_fput_num(f, ls.utilisation);
+    key_num(f, ", \"utilisation\": ", ls.utilisation);
     fprintf(f, ", \"nodes\": %zu}", ls.nodes);
   }
   fputs("], \"peak_bytes\": {", f);
