@@ -17,7 +17,7 @@
  *          of 10 first runs of a 2-wide stencil of 2 us tasks on 2 cores one worker ran all
  *          or nearly all of the 1000 nodes (perf sched: the other waited 2.2 ms to run); bound,
  *          0 of 10. On 16 cores (Task Bench, 500 steps, medians of 3) binding took the first
- *          run of empty stencil_1d / nearest tasks from 6.78 / 12.0 to 5.2 / 8.91 us a step. 
+ *          run of empty stencil_1d / nearest tasks from 6.78 / 12.0 to 5.2 / 8.91 us a step.
  * Host tensors are first touched where they are initialised: a large one in chunks by the
  * workers that share its initialisation (storage.c), so its pages spread over the NUMA nodes
  * of the bound workers rather than all landing on the launching thread's node. */
