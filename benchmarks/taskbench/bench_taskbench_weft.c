@@ -32,8 +32,12 @@
  * WEFT_MAX_CALL_ARGS: all_to_all at width W reads W tensors. A graph whose tasks read more is
  * refused before anything is timed.
  *
+ * --stats prints where each timed run's time went (details(): the workers' busy share, node
+ * times, ready waits, steals, sleeps, wake-ups); --trace PREFIX saves its timeline.
+ *
  * Usage: taskbench_weft [Task Bench options] [-worker N | --workers N]
- *                       [--timing first|replay|both] [--replays N] [--no-warmup] [--no-node-timing] */
+ *                       [--timing first|replay|both] [--replays N] [--no-warmup] [--no-node-timing]
+ *                       [--stats] [--trace PREFIX] */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdio.h>
@@ -207,6 +211,50 @@ static void warm_up(weft_runtime *rt) {
   weft_graph_destroy(g);
 }
 
+/* --stats and --trace: where a run's time went, from its statistics (taken untimed). The line:
+ * the makespan (first node start to last node end), how busy the workers were over it (the sum
+ * of their node time over workers x makespan), the median and longest node, the waits of ready
+ * nodes for a worker, and the pool's steals, sleeps and wake-ups during the run. */
+static void details(const weft_run_stats *st, const tb_flags *f, const char *which) {
+  if (f->stats) {
+    weft_stats_summary su;
+    weft_pool_counts pc;
+    weft_run_stats_summary(st, &su);
+    weft_run_stats_pool(st, &pc);
+    double busy = 0;
+    size_t workers = 0;
+    for (size_t i = 0; i < weft_run_stats_lane_count(st); i++) {
+      weft_lane_stats l;
+      if (weft_run_stats_lane(st, i, &l) == WEFT_OK && strcmp(l.kind, "cpu") == 0) {
+        busy += l.busy_s;
+        workers++;
+      }
+    }
+    double *dur = malloc(sizeof *dur * (su.nodes > 0 ? su.nodes : 1));
+    size_t n = 0;
+    for (size_t i = 0; dur != NULL && i < su.nodes; i++) {
+      weft_node_timing nt;
+      if (weft_run_stats_node(st, i, &nt) == WEFT_OK && nt.ran) dur[n++] = nt.end_s - nt.start_s;
+    }
+    double med = n > 0 ? tb_median(dur, (int)n) : 0, max = 0;
+    for (size_t i = 0; i < n; i++) max = dur[i] > max ? dur[i] : max;
+    free(dur);
+    printf("Stats: %s: makespan %.6e s, workers busy %.1f%% of it (%zu workers), node median "
+           "%.3e s, max %.3e s; ready waits median %.3e s, p99 %.3e s, max %.3e s; steals %llu, "
+           "sleeps %llu, wake-ups %llu\n",
+           which, su.makespan_s,
+           su.makespan_s > 0 && workers > 0 ? 100.0 * busy / ((double)workers * su.makespan_s) : 0,
+           workers, med, max, su.ready_wait_p50_s, su.ready_wait_p99_s, su.ready_wait_max_s,
+           (unsigned long long)pc.steals, (unsigned long long)pc.sleeps,
+           (unsigned long long)pc.wakeups);
+  }
+  if (f->trace != NULL) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s-%s.json", f->trace, which);
+    CHECK(weft_run_stats_save(st, WEFT_REPORT_TRACE, path));
+  }
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -279,25 +327,34 @@ int main(int argc, char **argv) {
       if (strcmp(steps[i].kind, "plan") == 0) plan += dt;
       if (strcmp(steps[i].kind, "tensor") == 0) tensors += dt;
     }
-    weft_run_stats_destroy(st);
     printf("Timing: first (build %.6e s: graph, tensors, nodes; run %.6e s: setup %.6e s (plan "
            "%.6e s, tensors %.6e s), then the nodes; waits for a worker, ready to start: median "
            "%.3e s, p99 %.3e s, max %.3e s)\n",
            built - t0, first - (built - t0), su.setup_s, plan, tensors, su.ready_wait_p50_s,
            su.ready_wait_p99_s, su.ready_wait_max_s);
+    details(st, &f, "first");
+    weft_run_stats_destroy(st);
     app_report_timing(app, first);
   }
   weft_run_destroy(run);
   if (f.timing & TB_REPLAY) {
     double *r = malloc(sizeof *r * (size_t)f.replays);
     if (r == NULL) exit(1);
+    weft_run_stats *st = NULL;
     for (int i = 0; i < f.replays; i++) {
       poison(&d);
       t0 = now_s();
-      CHECK(weft_graph_run(g));
+      CHECK(weft_graph_launch(g, &run));
+      CHECK(weft_run_wait(run));
       r[i] = now_s() - t0;
+      if (i == f.replays - 1 && (f.stats || f.trace != NULL)) CHECK(weft_run_stats_create(run, &st));
+      weft_run_destroy(run);
     }
     printf("Timing: replay\n");
+    if (st != NULL) {
+      details(st, &f, "replay");
+      weft_run_stats_destroy(st);
+    }
     app_report_timing(app, tb_median(r, f.replays));
     free(r);
   }

@@ -125,12 +125,14 @@ typedef struct tb_flags {
   int replays;   /* --replays N: replay N times, report the median */
   int no_timing; /* --no-node-timing (weft only) */
   int no_warmup; /* --no-warmup: no untimed run of a one-task graph before the first run */
+  int stats;     /* --stats (weft only): a line of the run's statistics after each timing */
+  const char *trace; /* --trace PREFIX (weft only): PREFIX-first.json, PREFIX-replay.json */
 } tb_flags;
 
 /* Reads the drivers' own flags; Task Bench's App ignores what it does not know, so argv goes
  * to app_create unchanged. Exits 2 on a bad value. */
 static inline tb_flags tb_parse_flags(int argc, char **argv, const char *prog) {
-  tb_flags f = {0, TB_FIRST | TB_REPLAY, 1, 0, 0};
+  tb_flags f = {0, TB_FIRST | TB_REPLAY, 1, 0, 0, 0, NULL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     int has = i + 1 < argc;
@@ -157,6 +159,10 @@ static inline tb_flags tb_parse_flags(int argc, char **argv, const char *prog) {
       }
     } else if (!strcmp(a, "--no-node-timing")) {
       f.no_timing = 1;
+    } else if (!strcmp(a, "--stats")) {
+      f.stats = 1;
+    } else if (!strcmp(a, "--trace") && has) {
+      f.trace = argv[++i];
     } else if (!strcmp(a, "--no-warmup")) {
       f.no_warmup = 1;
     } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -166,8 +172,13 @@ static inline tb_flags tb_parse_flags(int argc, char **argv, const char *prog) {
              "  -iter N [-output BYTES] [-scratch BYTES] [-and ...next graph...]; -h after\n"
              "  these lists them all (Task Bench's own help).\n"
              "Each timing is printed as 'Timing: first' or 'Timing: replay' followed by\n"
-             "Task Bench's report (Elapsed Time, FLOP/s) over the whole set of graphs.\n",
-             prog, strstr(prog, "weft") ? " [--no-node-timing]" : "");
+             "Task Bench's report (Elapsed Time, FLOP/s) over the whole set of graphs.\n"
+             "%s",
+             prog, strstr(prog, "weft") ? " [--no-node-timing]\n          [--stats] [--trace PREFIX]" : "",
+             strstr(prog, "weft") ? "--stats: a line after each timing: the workers' busy share, node times, ready\n"
+                                    "  waits, steals, sleeps, wake-ups (a replay's: the last one's).\n"
+                                    "--trace PREFIX: PREFIX-first.json and PREFIX-replay.json, the runs' timelines.\n"
+                                  : "");
       if (!strcmp(a, "--help")) exit(0);
     }
   }
