@@ -632,7 +632,8 @@ static void large_elementwise_ops_are_split_the_same_on_any_workers(void **state
 /* The vectorised generator (cpu_fill.c: AVX-512, AVX2 or scalar, by the CPU) writes the
  * documented formula's bits for any span of a tensor: starts not on a batch, short and long
  * spans, indices past 2^32 (the counter's upper word), both dtypes, uniform and normal; every
- * variant this CPU can run. */
+ * variant this CPU can run. uniform(0, 1) writes u1 itself, so its f64 checks every bit of
+ * the uniform loops' u1; its seed's words wrap the key schedule. */
 static void random_fills_match_the_formula_anywhere(void **state) {
   (void)state;
   enum { M = 300 };
@@ -644,8 +645,10 @@ static void random_fills_match_the_formula_anywhere(void **state) {
   float f[M];
   for (int v = 0; v < 3; v++) {
     if (!weft__cpu_fill_select(variants[v])) continue; /* not on this CPU */
-    for (int kind = 0; kind < 2; kind++) {
-      weft_init in = kind == 0 ? weft_uniform(-2.5, 7, 0x1234567890abcdefull) : weft_normal(0.25, 3, 99);
+    for (int kind = 0; kind < 3; kind++) {
+      weft_init in = kind == 0   ? weft_uniform(-2.5, 7, 0x1234567890abcdefull)
+                     : kind == 1 ? weft_uniform(0, 1, 0xfffffffffffffffeull)
+                                 : weft_normal(0.25, 3, 99);
       for (size_t a = 0; a < sizeof firsts / sizeof firsts[0]; a++)
         for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
           int64_t first = firsts[a], n = counts[c];
@@ -654,12 +657,13 @@ static void random_fills_match_the_formula_anywhere(void **state) {
           for (int64_t k = 0; k < n; k++) {
             double u1, u2;
             weft__philox_uniform2((uint64_t)(first + k), in.seed, &u1, &u2);
-            double want = kind == 0 ? in.a + (in.b - in.a) * u1
-                                    : in.a + in.b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
+            double want = in.kind == WEFT_INIT_UNIFORM
+                              ? in.a + (in.b - in.a) * u1
+                              : in.a + in.b * sqrt(-2.0 * log(1.0 - u1)) * cos(6.283185307179586 * u2);
             if (d[k] != want || f[k] != (float)want)
               fail_msg("%s fill (%s generator), element %lld: %.17g / %.9g, want %.17g",
-                       kind == 0 ? "uniform" : "normal", variants[v], (long long)(first + k), d[k], (double)f[k],
-                       want);
+                       in.kind == WEFT_INIT_UNIFORM ? "uniform" : "normal", variants[v], (long long)(first + k),
+                       d[k], (double)f[k], want);
           }
         }
     }

@@ -13,7 +13,13 @@
  * operations, in the same order, as the scalar code (no fused multiply-add: C11
  * mode turns contraction off), so every variant writes the scalar code's bits —
  * which are the CUDA kernels' bits. The normal initialiser's logarithm and
- * cosine stay libm's scalar calls (a vector libm would round differently). */
+ * cosine stay libm's scalar calls (a vector libm would round differently).
+ *
+ * The uniform initialiser reads only u1, the block's words 0 and 1, so it has
+ * its own loops: they drop what feeds words 2 and 3 alone (the last round's
+ * other product) and write each value straight to the tensor, where the
+ * normal initialiser's generator stores both uniforms for the passes after
+ * it. */
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -33,6 +39,9 @@
  * exact, so every variant gives philox.h's doubles. */
 enum { BATCH = 64 };
 typedef void (*bits_fn)(uint64_t first, uint64_t seed, double *u1, double *u2);
+/* lo + span u1 of elements first .. first + n - 1 (n a multiple of BATCH) into dst, rounded to
+ * f32 if f32 is set, else f64. */
+typedef void (*uniform_fn)(void *dst, int f32, uint64_t first, int64_t n, uint64_t seed, double lo, double span);
 
 static void bits_scalar(uint64_t first, uint64_t seed, double *u1, double *u2) {
   for (int k = 0; k < BATCH; k++) weft__philox_uniform2(first + (uint64_t)k, seed, &u1[k], &u2[k]);
@@ -132,6 +141,194 @@ __attribute__((target("avx2"))) static void bits_avx2(uint64_t first, uint64_t s
     }
   }
 }
+
+/* The uniform initialiser's loops. Philox's first round meets c2 = c3 = 0, so its second
+ * product is 0: c0 = c1 ^ k0, c1 = 0, c2 = hi(p0) ^ k1, c3 = lo(p0). Where the G groups'
+ * counters share their upper word c1 (unless they straddle a multiple of 2^32), that c0 is the
+ * same in every lane, and so is the second round's p0: one scalar product, which leaves that
+ * round's c2 an exclusive or with a constant. Of the last round only p1 = m1 c2 reaches u1
+ * (words 0 and 1: hi(p1) ^ c1 ^ k0 and lo(p1)); p0 feeds words 2 and 3, u2, alone. (The
+ * first two rounds' shortcuts save 5% of the AVX-512 loop's time on a Zen 4; most of the gain
+ * over the generator and its passes is the u2 and the stores these loops do not make.) */
+__attribute__((target("avx512f,avx512dq"), always_inline)) static inline void
+round_avx512(__m512i *c, __m512i m0, __m512i m1, __m512i key0, __m512i key1) {
+  __m512i p0 = _mm512_mul_epu32(c[0], m0), p1 = _mm512_mul_epu32(c[2], m1);
+  /* A product's upper half into its lower: a swap of the lane's halves (a shuffle, which runs
+   * beside the products; a shift would queue behind them). */
+  __m512i h1 = _mm512_shuffle_epi32(p1, _MM_PERM_CDAB), h0 = _mm512_shuffle_epi32(p0, _MM_PERM_CDAB);
+  c[0] = _mm512_ternarylogic_epi64(h1, c[1], key0, 0x96); /* a ^ b ^ c */
+  c[2] = _mm512_ternarylogic_epi64(h0, c[3], key1, 0x96);
+  c[1] = p1;
+  c[3] = p0;
+}
+
+__attribute__((target("avx512f,avx512dq"), always_inline)) static inline void
+uniform_avx512_loop(void *dst, int f32, uint64_t first, int64_t n, uint64_t seed, double lo, double span) {
+  const __m512i m0 = _mm512_set1_epi64(0xD2511F53), m1 = _mm512_set1_epi64(0xCD9E8D57);
+  const __m512i step = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512d scale = _mm512_set1_pd(TWO_M53), vlo = _mm512_set1_pd(lo), vspan = _mm512_set1_pd(span);
+  for (int64_t k = 0; k < n; k += 8 * G) {
+    __m512i c[G][4];
+    uint64_t at = first + (uint64_t)k;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    __m512i key1 = _mm512_set1_epi64(k1);
+    if (at >> 32 == (at + 8 * G - 1) >> 32) {
+      uint64_t q = (uint64_t)0xD2511F53u * ((uint32_t)(at >> 32) ^ k0);
+      __m512i b0 = _mm512_set1_epi64((uint32_t)(k0 + 0x9E3779B9u));
+      __m512i b2 = _mm512_set1_epi64((uint32_t)(q >> 32) ^ (uint32_t)(k1 + 0xBB67AE85u));
+      __m512i b3 = _mm512_set1_epi64((uint32_t)q);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; g++) {
+        __m512i p0 = _mm512_mul_epu32(_mm512_add_epi64(_mm512_set1_epi64((long long)(at + 8u * g)), step), m0);
+        __m512i p1 = _mm512_mul_epu32(_mm512_xor_si512(_mm512_shuffle_epi32(p0, _MM_PERM_CDAB), key1), m1);
+        c[g][0] = _mm512_xor_si512(_mm512_shuffle_epi32(p1, _MM_PERM_CDAB), b0);
+        c[g][1] = p1;
+        c[g][2] = _mm512_xor_si512(p0, b2);
+        c[g][3] = b3;
+      }
+    } else {
+      __m512i key0 = _mm512_set1_epi64(k0);
+      __m512i b0 = _mm512_set1_epi64((uint32_t)(k0 + 0x9E3779B9u));
+      __m512i b1 = _mm512_set1_epi64((uint32_t)(k1 + 0xBB67AE85u));
+#pragma GCC unroll 4
+      for (int g = 0; g < G; g++) {
+        __m512i ctr = _mm512_add_epi64(_mm512_set1_epi64((long long)(at + 8u * g)), step);
+        __m512i p0 = _mm512_mul_epu32(ctr, m0);
+        c[g][0] = _mm512_xor_si512(_mm512_srli_epi64(ctr, 32), key0);
+        c[g][1] = _mm512_setzero_si512();
+        c[g][2] = _mm512_xor_si512(_mm512_shuffle_epi32(p0, _MM_PERM_CDAB), key1);
+        c[g][3] = p0;
+        round_avx512(c[g], m0, m1, b0, b1);
+      }
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+    for (int r = 2; r < 9; r++) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+      __m512i key0 = _mm512_set1_epi64(k0);
+      key1 = _mm512_set1_epi64(k1);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; g++) round_avx512(c[g], m0, m1, key0, key1);
+    }
+    __m512i key0 = _mm512_set1_epi64((uint32_t)(k0 + 0x9E3779B9u));
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) {
+      /* The swapped product is (lo(p1) << 32 | hi(p1)): the exclusive or of its lower halves
+       * alone makes it word 1 << 32 | word 0. */
+      __m512i p1 = _mm512_mul_epu32(c[g][2], m1);
+      __m512i w = _mm512_mask_ternarylogic_epi32(_mm512_shuffle_epi32(p1, _MM_PERM_CDAB), 0x5555, c[g][1], key0, 0x96);
+      __m512d u = _mm512_mul_pd(_mm512_cvtepi64_pd(_mm512_srli_epi64(w, 11)), scale);
+      __m512d v = _mm512_add_pd(vlo, _mm512_mul_pd(vspan, u));
+      if (f32)
+        _mm256_storeu_ps((float *)dst + k + 8 * g, _mm512_cvtpd_ps(v));
+      else
+        _mm512_storeu_pd((double *)dst + k + 8 * g, v);
+    }
+  }
+}
+
+/* One copy per dtype, so that the loop has no branch. */
+__attribute__((target("avx512f,avx512dq"))) static void uniform_avx512(void *dst, int f32, uint64_t first, int64_t n,
+                                                                       uint64_t seed, double lo, double span) {
+  if (f32)
+    uniform_avx512_loop(dst, 1, first, n, seed, lo, span);
+  else
+    uniform_avx512_loop(dst, 0, first, n, seed, lo, span);
+}
+
+/* u1 without a conversion: with w = word 1 << 32 | word 0, u1 = (w >> 11) 2^-53 is
+ * word 1 2^-32 + (word 0 >> 11) 2^-53. Under the exponent of 2^20 word 1 is the mantissa of
+ * 2^20 + word 1 2^-32; under that of 2^-12, word 0 less its 11 low bits is the mantissa of
+ * 2^-12 + (word 0 >> 11) 2^-53. The first less 2^20 + 2^-12 is exact (a multiple of 2^-32
+ * below 1 in magnitude), and so is the sum with the second: it is u1, which has 53 bits.
+ * The rounds are AVX-512's less the ternary logic, and a shift, not a swap, moves a product's
+ * upper half: in ymm registers a Zen 4 runs the loop 20% faster so (in zmm, as fast). */
+__attribute__((target("avx2"), always_inline)) static inline void round_avx2(__m256i *c, __m256i m0, __m256i m1,
+                                                                              __m256i key0, __m256i key1) {
+  __m256i p0 = _mm256_mul_epu32(c[0], m0), p1 = _mm256_mul_epu32(c[2], m1);
+  c[0] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c[1]), key0);
+  c[2] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), c[3]), key1);
+  c[1] = p1;
+  c[3] = p0;
+}
+
+__attribute__((target("avx2"), always_inline)) static inline void
+uniform_avx2_loop(void *dst, int f32, uint64_t first, int64_t n, uint64_t seed, double lo, double span) {
+  const __m256i m0 = _mm256_set1_epi64x(0xD2511F53), m1 = _mm256_set1_epi64x(0xCD9E8D57);
+  const __m256i step = _mm256_set_epi64x(3, 2, 1, 0);
+  const __m256i mant0 = _mm256_set1_epi64x(0xFFFFF800), exp0 = _mm256_set1_epi64x(0x3F30000000000000LL);
+  const __m256i exp1 = _mm256_set1_epi64x(0x4130000000000000LL);
+  const __m256d bias = _mm256_set1_pd(1048576.0 + 1.0 / 4096);
+  const __m256d vlo = _mm256_set1_pd(lo), vspan = _mm256_set1_pd(span);
+  for (int64_t k = 0; k < n; k += 4 * G) {
+    __m256i c[G][4];
+    uint64_t at = first + (uint64_t)k;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    __m256i key1 = _mm256_set1_epi64x(k1);
+    if (at >> 32 == (at + 4 * G - 1) >> 32) {
+      uint64_t q = (uint64_t)0xD2511F53u * ((uint32_t)(at >> 32) ^ k0);
+      __m256i b0 = _mm256_set1_epi64x((uint32_t)(k0 + 0x9E3779B9u));
+      __m256i b2 = _mm256_set1_epi64x((uint32_t)(q >> 32) ^ (uint32_t)(k1 + 0xBB67AE85u));
+      __m256i b3 = _mm256_set1_epi64x((uint32_t)q);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; g++) {
+        __m256i p0 = _mm256_mul_epu32(_mm256_add_epi64(_mm256_set1_epi64x((long long)(at + 4u * g)), step), m0);
+        __m256i p1 = _mm256_mul_epu32(_mm256_xor_si256(_mm256_srli_epi64(p0, 32), key1), m1);
+        c[g][0] = _mm256_xor_si256(_mm256_srli_epi64(p1, 32), b0);
+        c[g][1] = p1;
+        c[g][2] = _mm256_xor_si256(p0, b2);
+        c[g][3] = b3;
+      }
+    } else {
+      __m256i key0 = _mm256_set1_epi64x(k0);
+      __m256i b0 = _mm256_set1_epi64x((uint32_t)(k0 + 0x9E3779B9u));
+      __m256i b1 = _mm256_set1_epi64x((uint32_t)(k1 + 0xBB67AE85u));
+#pragma GCC unroll 4
+      for (int g = 0; g < G; g++) {
+        __m256i ctr = _mm256_add_epi64(_mm256_set1_epi64x((long long)(at + 4u * g)), step);
+        __m256i p0 = _mm256_mul_epu32(ctr, m0);
+        c[g][0] = _mm256_xor_si256(_mm256_srli_epi64(ctr, 32), key0);
+        c[g][1] = _mm256_setzero_si256();
+        c[g][2] = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), key1);
+        c[g][3] = p0;
+        round_avx2(c[g], m0, m1, b0, b1);
+      }
+    }
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+    for (int r = 2; r < 9; r++) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+      __m256i key0 = _mm256_set1_epi64x(k0);
+      key1 = _mm256_set1_epi64x(k1);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; g++) round_avx2(c[g], m0, m1, key0, key1);
+    }
+    __m256i key0 = _mm256_set1_epi64x((uint32_t)(k0 + 0x9E3779B9u));
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) {
+      __m256i p1 = _mm256_mul_epu32(c[g][2], m1);
+      __m256i w0 = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(p1, 32), c[g][1]), key0);
+      __m256d d0 = _mm256_castsi256_pd(_mm256_or_si256(_mm256_and_si256(w0, mant0), exp0));
+      __m256d d1 = _mm256_castsi256_pd(_mm256_blend_epi32(p1, exp1, 0xAA));
+      __m256d u = _mm256_add_pd(_mm256_sub_pd(d1, bias), d0);
+      __m256d v = _mm256_add_pd(vlo, _mm256_mul_pd(vspan, u));
+      if (f32)
+        _mm_storeu_ps((float *)dst + k + 4 * g, _mm256_cvtpd_ps(v));
+      else
+        _mm256_storeu_pd((double *)dst + k + 4 * g, v);
+    }
+  }
+}
+
+__attribute__((target("avx2"))) static void uniform_avx2(void *dst, int f32, uint64_t first, int64_t n, uint64_t seed,
+                                                         double lo, double span) {
+  if (f32)
+    uniform_avx2_loop(dst, 1, first, n, seed, lo, span);
+  else
+    uniform_avx2_loop(dst, 0, first, n, seed, lo, span);
+}
 #endif
 
 static int has_avx512(void) {
@@ -149,6 +346,16 @@ static bits_fn pick_bits(void) {
   if (__builtin_cpu_supports("avx2")) return bits_avx2;
 #endif
   return bits_scalar;
+}
+
+/* The uniform initialiser's loop that goes with a generator; NULL: the generator's, then the
+ * affine pass. */
+static uniform_fn uniform_variant(bits_fn f) {
+#ifdef WEFT__X86
+  if (f == bits_avx512) return uniform_avx512;
+  if (f == bits_avx2) return uniform_avx2;
+#endif
+  return NULL;
 }
 
 static _Atomic(bits_fn) chosen;
@@ -243,9 +450,15 @@ static void narrow(float *out, const double *v, int m) {
 /* Elements first .. first + n - 1 of a random tensor into dst[0 .. n - 1]. */
 static void fill_random(void *dst, int dtype, int64_t first, int64_t n, weft_init init) {
   bits_fn bits = bits_variant();
+  uniform_fn uniform = uniform_variant(bits);
   double u1[BATCH], u2[BATCH], v[BATCH];
   double lo = init.a, span = init.b - init.a;
-  for (int64_t k0 = 0; k0 < n; k0 += BATCH) {
+  int64_t done = 0;
+  if (init.kind == WEFT_INIT_UNIFORM && uniform != NULL) {
+    done = n / BATCH * BATCH;
+    uniform(dst, dtype == WEFT_F32, (uint64_t)first, done, init.seed, lo, span);
+  }
+  for (int64_t k0 = done; k0 < n; k0 += BATCH) {
     int m = n - k0 < BATCH ? (int)(n - k0) : BATCH;
     if (m == BATCH)
       bits((uint64_t)(first + k0), init.seed, u1, u2);
