@@ -153,6 +153,9 @@ static void every_worker_every_step(void **state) {
     weft_runtime *rt = tu_runtime_cpu(widths[w]);
     run_barrier_graph(rt, widths[w], 20);
     run_barrier_graph(rt, widths[w], 20); /* a second graph in the same runtime */
+    /* A graph large enough that its launch wakes the workers before it is planned, and they
+     * watch for its roots (weft__pool_launch_begin): none may miss them or the steps after. */
+    run_barrier_graph(rt, widths[w], 1100 / widths[w] + 1);
     weft_runtime_destroy(rt);
   }
 }

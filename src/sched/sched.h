@@ -247,6 +247,10 @@ void weft__pool_submit_roots(weft__pool *p, weft_run *run);
 int weft__pool_queue(weft__pool *p, weft__xnode *x);
 /* Wakes sleeping workers for k nodes just queued: k less the workers searching for work. */
 void weft__pool_wake(weft__pool *p, int k);
+/* Around the setup of a large run: wakes the sleeping workers, who watch for its roots until
+ * the matching end (pool.c). */
+void weft__pool_launch_begin(weft__pool *p);
+void weft__pool_launch_end(weft__pool *p);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
 /* Runs fn(arg, t) for every t in [0, ntiles) on the calling thread and on up to `helpers` idle
