@@ -220,6 +220,7 @@ static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, sta
  * its tiles. Then the explicit edges into it, which the one stamp dedupes with the rest. */
 static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efrom, size_t nexplicit, state *s) {
   uint32_t id = n->id;
+  size_t before = s->nedges;
   for (int a = 0; a < n->nargs; a++) {
     if (!(n->args[a].mode & WEFT_READ)) continue;
     weft_tensor *t = n->args[a].t;
@@ -233,6 +234,7 @@ static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efr
     if (t->grid != NULL) FOR_TILES(t, k) write_access(s, id, s->tensors[k]);
   }
   for (size_t k = 0; k < nexplicit; k++) add_edge(s, efrom[k], id, NONE, WEFT_HAZARD_EXPLICIT);
+  if (s->nedges == before) g->dep_roots++;
   g->edges.len = s->nedges;
   g->dep_readers.len = s->nreaders;
 }
@@ -266,7 +268,7 @@ static int analyse_all(weft_graph *g) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tensors = g->tensors.data;
   for (size_t t = 0; t < g->tensors.len; t++) tensors[t]->dep_writer = tensors[t]->dep_head = NONE;
-  g->edges.len = g->dep_readers.len = g->dep_stamp.len = 0;
+  g->edges.len = g->dep_readers.len = g->dep_stamp.len = g->dep_roots = 0;
   if (weft__vec_reserve(&g->dep_stamp, nn) != WEFT_OK) return weft__oom("the dependency analysis");
   memset(g->dep_stamp.data, 0xff, nn * sizeof(uint32_t));
   g->dep_stamp.len = nn;

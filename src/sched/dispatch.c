@@ -484,7 +484,13 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   weft__pool *pool = program->rt->pool;
   int prewake = program->nodes.len >= PREWAKE_MIN_NODES && weft__pool_size(pool) >= PREWAKE_MIN_WORKERS &&
                 (program->nauto > 0 || program->plan == NULL || program->plan->version != program->version);
-  if (prewake) weft__pool_launch_begin(pool);
+  if (prewake) {
+    /* As many as the analysis found roots, if it is current: a chain needs one worker at
+     * first, and the others would only take cores from the setup. */
+    int current = program->inc_version == program->version && program->explicit_edges.len == 0;
+    size_t roots = current && program->dep_roots > 0 ? program->dep_roots : (size_t)weft__pool_size(pool);
+    weft__pool_launch_begin(pool, roots < (size_t)weft__pool_size(pool) ? (int)roots : weft__pool_size(pool));
+  }
   if ((rc = weft__place(program, &g)) != WEFT_OK) goto fail;
   if (g != program) {
     atomic_store_explicit(&g->busy, 1, memory_order_relaxed);

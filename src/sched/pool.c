@@ -99,7 +99,7 @@ struct weft__pool {
   atomic_int searching; /* workers looking for work, awake (worker_main) */
   atomic_int lookout; /* 1 while a worker keeps watch (worker_main) */
   atomic_int launching; /* launches preparing a large run (weft__pool_launch_begin) */
-  atomic_int wake_all;  /* 1: the next idle worker wakes every sleeper (weft__pool_launch_begin) */
+  atomic_int wake_more; /* sleepers the next idle worker wakes for a launch (weft__pool_launch_begin) */
   weft__mutex sleep_lock;
   weft__cond sleep_cond;
   atomic_int stop;
@@ -168,20 +168,25 @@ void weft__pool_wake(weft__pool *p, int k) { notify(p, k); }
  * wake-up overlaps the setup instead of following it. On the 32-core GPU host the first node
  * of a 16 000-node run started 0.13-0.37 ms after the roots were published, and the launching
  * thread spent 0.2-0.5 ms more signalling 31 sleepers one by one; the setup before took
- * 0.7-1 ms. The launching thread wakes one worker; that one wakes the rest (wake_all, see
+ * 0.7-1 ms. The launching thread wakes one worker; that one wakes the rest (wake_more, see
  * worker_main), so the signalling is not the setup's either: signalled from the launching
- * thread, the 15 wake-ups of the 16-core host added 0.1 ms to its setup. */
-void weft__pool_launch_begin(weft__pool *p) {
+ * thread, the 15 wake-ups of the 16-core host added 0.1 ms to its setup. As many as the run
+ * has roots: the others would only take cores from the setup, and the run's own wake-ups
+ * bring them when its nodes spread (a chain of 100 000 nodes planned while all 31 watched
+ * took 1.7-5.5 ms longer on 32 cores, in three calls out of three). */
+void weft__pool_launch_begin(weft__pool *p, int workers) {
   atomic_fetch_add_explicit(&p->launching, 1, memory_order_seq_cst);
-  atomic_store_explicit(&p->wake_all, 1, memory_order_relaxed);
+  if (workers > 1) atomic_store_explicit(&p->wake_more, workers - 1, memory_order_relaxed);
   notify(p, 1);
 }
 
-/* An idle worker that finds wake_all set wakes every sleeper (weft__pool_launch_begin). */
+/* An idle worker that finds wake_more set wakes that many more sleepers, less the searchers
+ * (weft__pool_launch_begin). */
 static void wake_for_launch(weft__pool *p) {
-  if (atomic_load_explicit(&p->wake_all, memory_order_relaxed) &&
-      atomic_exchange_explicit(&p->wake_all, 0, memory_order_relaxed))
-    notify(p, p->n);
+  if (atomic_load_explicit(&p->wake_more, memory_order_relaxed) != 0) {
+    int k = atomic_exchange_explicit(&p->wake_more, 0, memory_order_relaxed);
+    if (k > 0) notify(p, k);
+  }
 }
 
 void weft__pool_launch_end(weft__pool *p) { atomic_fetch_sub_explicit(&p->launching, 1, memory_order_release); }
@@ -518,7 +523,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   atomic_init(&p->searching, 0);
   atomic_init(&p->lookout, 0);
   atomic_init(&p->launching, 0);
-  atomic_init(&p->wake_all, 0);
+  atomic_init(&p->wake_more, 0);
   atomic_init(&p->stop, 0);
   int have_inject = 0, have_sleep = 0, have_cond = 0, have_jobs = 0;
   if ((rc = weft__mutex_init(&p->inject_lock)) != WEFT_OK) goto fail;

@@ -247,9 +247,9 @@ void weft__pool_submit_roots(weft__pool *p, weft_run *run);
 int weft__pool_queue(weft__pool *p, weft__xnode *x);
 /* Wakes sleeping workers for k nodes just queued: k less the workers searching for work. */
 void weft__pool_wake(weft__pool *p, int k);
-/* Around the setup of a large run: wakes the sleeping workers, who watch for its roots until
- * the matching end (pool.c). */
-void weft__pool_launch_begin(weft__pool *p);
+/* Around the setup of a large run: wakes up to `workers` sleeping workers, who watch for its
+ * roots until the matching end (pool.c). */
+void weft__pool_launch_begin(weft__pool *p, int workers);
 void weft__pool_launch_end(weft__pool *p);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
