@@ -1,9 +1,9 @@
 /* test_dep_analysis.c — src/graph/dep_analysis.c: the exact RAW, WAR and WAW edges of small
  * programs, dedupe of (pred, succ) pairs, read-write accesses, explicit edges (listed once,
  * respected by the scheduler, backward ones too), cycles reported naming their nodes in
- * order, temporaries, re-analysis after a change (the edges and the count of roots alike),
- * and a property check on random programs against a naive reference of the edge rule plus a
- * check that every conflicting pair of nodes is ordered. */
+ * order, temporaries, re-analysis after a change (the edges and the widths of the first
+ * levels alike), and a property check on random programs against a naive reference of the
+ * edge rule plus a check that every conflicting pair of nodes is ordered. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -487,20 +487,27 @@ static void appends_and_whole_analysis_agree(void **state) {
             (a.tensor != NULL && weft_tensor_id(a.tensor) != weft_tensor_id(b.tensor)))
           fail_msg("seed %llu round %d: edge %zu differs", (unsigned long long)seed, round, i);
       }
-      /* The roots the analysis counts (how many workers a launch wakes early): the nodes no
-       * edge goes into, counted as appends come and by the whole analysis alike. */
-      size_t nn = g[0]->nodes.len, roots = 0;
-      char *has_in = calloc(nn > 0 ? nn : 1, 1);
-      assert_non_null(has_in);
-      for (size_t i = 0; i < m; i++) {
-        weft_edge e;
-        CHECK(weft_graph_edge(g[0], i, &e));
-        has_in[weft_node_id(e.to)] = 1;
+      /* The widths of the first levels the analysis counts (how many workers a launch wakes
+       * early), as appends come and by the whole analysis alike, against levels computed from
+       * the edges: a node's is one more than its deepest predecessor's (edges go forward). */
+      size_t nn = g[0]->nodes.len, width[8] = {0};
+      unsigned *lv = calloc(nn > 0 ? nn : 1, sizeof *lv);
+      assert_non_null(lv);
+      for (size_t to = 0; to < nn; to++)
+        for (size_t i = 0; i < m; i++) {
+          weft_edge e;
+          CHECK(weft_graph_edge(g[0], i, &e));
+          if (weft_node_id(e.to) != to) continue;
+          assert_true(weft_node_id(e.from) < to);
+          if (lv[weft_node_id(e.from)] + 1 > lv[to]) lv[to] = lv[weft_node_id(e.from)] + 1;
+        }
+      for (size_t i = 0; i < nn; i++)
+        if (lv[i] < 8) width[lv[i]]++;
+      free(lv);
+      for (int l = 0; l < 8; l++) {
+        assert_int_equal(g[0]->dep_width[l], width[l]);
+        assert_int_equal(g[1]->dep_width[l], width[l]);
       }
-      for (size_t i = 0; i < nn; i++) roots += !has_in[i];
-      free(has_in);
-      assert_int_equal(g[0]->dep_roots, roots);
-      assert_int_equal(g[1]->dep_roots, roots);
       assert_int_equal(g[0]->tensors.len, g[1]->tensors.len);
       for (size_t t = 0; t < g[0]->tensors.len; t++)
         assert_int_equal(WEFT__VEC_AT(&g[0]->tensors, weft_tensor *, t)->flags,

@@ -32,8 +32,9 @@ typedef struct reader {
 
 /* The state lives in the graph, so that appends can follow one another (weft__graph_analyse_append):
  * per tensor its last writer and the head of its readers since (dep_writer, dep_head), per
- * node the successor its last edge went to (dep_stamp, for dedupe), the readers' list
- * (dep_readers) and the edges (g->edges). */
+ * node the successor its last edge went to (dep_stamp, for dedupe) and its level (dep_level,
+ * with the widths of the first levels), the readers' list (dep_readers) and the edges
+ * (g->edges). */
 typedef struct state {
   weft_tensor **tensors;
   uint32_t *stamp;
@@ -206,6 +207,10 @@ static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, sta
     uint32_t none = NONE;
     if ((rc = weft__vec_push(&g->dep_stamp, &none)) != WEFT_OK) return rc;
   }
+  if (g->dep_level.len <= n->id) {
+    uint8_t zero = 0;
+    if ((rc = weft__vec_push(&g->dep_level, &zero)) != WEFT_OK) return rc;
+  }
   s->tensors = g->tensors.data;
   s->stamp = g->dep_stamp.data;
   s->readers = g->dep_readers.data;
@@ -234,7 +239,16 @@ static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efr
     if (t->grid != NULL) FOR_TILES(t, k) write_access(s, id, s->tensors[k]);
   }
   for (size_t k = 0; k < nexplicit; k++) add_edge(s, efrom[k], id, NONE, WEFT_HAZARD_EXPLICIT);
-  if (s->nedges == before) g->dep_roots++;
+  /* Its level: one more than its deepest predecessor's (an explicit edge from a later node
+   * finds that one's level not yet known: the widths are then not used, see dispatch.c). */
+  uint8_t *level = g->dep_level.data;
+  unsigned lv = 0;
+  for (size_t e = before; e < s->nedges; e++) {
+    unsigned l = level[s->edges[e].from] + 1u;
+    lv = l > lv ? l : lv;
+  }
+  level[id] = (uint8_t)(lv < 255 ? lv : 255);
+  if (lv < sizeof g->dep_width / sizeof g->dep_width[0]) g->dep_width[lv]++;
   g->edges.len = s->nedges;
   g->dep_readers.len = s->nreaders;
 }
@@ -268,10 +282,14 @@ static int analyse_all(weft_graph *g) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tensors = g->tensors.data;
   for (size_t t = 0; t < g->tensors.len; t++) tensors[t]->dep_writer = tensors[t]->dep_head = NONE;
-  g->edges.len = g->dep_readers.len = g->dep_stamp.len = g->dep_roots = 0;
-  if (weft__vec_reserve(&g->dep_stamp, nn) != WEFT_OK) return weft__oom("the dependency analysis");
+  g->edges.len = g->dep_readers.len = g->dep_stamp.len = g->dep_level.len = 0;
+  memset(g->dep_width, 0, sizeof g->dep_width);
+  if (weft__vec_reserve(&g->dep_stamp, nn) != WEFT_OK || weft__vec_reserve(&g->dep_level, nn) != WEFT_OK)
+    return weft__oom("the dependency analysis");
   memset(g->dep_stamp.data, 0xff, nn * sizeof(uint32_t));
   g->dep_stamp.len = nn;
+  if (nn > 0) memset(g->dep_level.data, 0, nn);
+  g->dep_level.len = nn;
   uint32_t *eoff = NULL, *efrom = NULL;
   size_t obytes = 0, ebytes = 0;
   int rc = WEFT_OK, backward = 0;

@@ -268,8 +268,10 @@ struct weft_graph {
   uint64_t inc_version;
   weft__vec dep_readers; /* the analysis's reader entries (dep_analysis.c) */
   weft__vec dep_stamp;   /* uint32_t per node: the successor its last edge went to */
-  size_t dep_roots;      /* nodes the analysis gave no edge into (the run's roots, before a
-                            plan's own edges): how many workers a launch wakes early */
+  weft__vec dep_level;   /* uint8_t per node: the most edges on a path into it (255 at most) */
+  /* Nodes per level, for the first 8 levels (level 0: the roots, before a plan's own edges):
+   * how many workers a run can use at its start, which a launch wakes early (sched/dispatch.c). */
+  size_t dep_width[8];
   uint64_t agreed_version; /* across ranks: 1 + the version whose launch the ranks agreed on */
   /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
   struct weft__plan *plan;

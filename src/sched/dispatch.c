@@ -485,11 +485,16 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   int prewake = program->nodes.len >= PREWAKE_MIN_NODES && weft__pool_size(pool) >= PREWAKE_MIN_WORKERS &&
                 (program->nauto > 0 || program->plan == NULL || program->plan->version != program->version);
   if (prewake) {
-    /* As many as the analysis found roots, if it is current: a chain needs one worker at
-     * first, and the others would only take cores from the setup. */
-    int current = program->inc_version == program->version && program->explicit_edges.len == 0;
-    size_t roots = current && program->dep_roots > 0 ? program->dep_roots : (size_t)weft__pool_size(pool);
-    weft__pool_launch_begin(pool, roots < (size_t)weft__pool_size(pool) ? (int)roots : weft__pool_size(pool));
+    /* As many as the run's first levels are wide, if the analysis is current (and no explicit
+     * edge can point back): a chain needs one worker, a tree whose width doubles a level all
+     * of them; the ones it cannot use would only take cores from the setup. */
+    size_t want = (size_t)weft__pool_size(pool), widest = 0;
+    if (program->inc_version == program->version && program->explicit_edges.len == 0) {
+      for (size_t l = 0; l < sizeof program->dep_width / sizeof program->dep_width[0]; l++)
+        widest = program->dep_width[l] > widest ? program->dep_width[l] : widest;
+      if (widest > 0 && widest < want) want = widest;
+    }
+    weft__pool_launch_begin(pool, (int)want);
   }
   if ((rc = weft__place(program, &g)) != WEFT_OK) goto fail;
   if (g != program) {

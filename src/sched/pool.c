@@ -171,9 +171,9 @@ void weft__pool_wake(weft__pool *p, int k) { notify(p, k); }
  * 0.7-1 ms. The launching thread wakes one worker; that one wakes the rest (wake_more, see
  * worker_main), so the signalling is not the setup's either: signalled from the launching
  * thread, the 15 wake-ups of the 16-core host added 0.1 ms to its setup. As many as the run
- * has roots: the others would only take cores from the setup, and the run's own wake-ups
- * bring them when its nodes spread (a chain of 100 000 nodes planned while all 31 watched
- * took 1.7-5.5 ms longer on 32 cores, in three calls out of three). */
+ * can use at its start (dispatch.c: the widest of its first levels): the others would only
+ * take cores from the setup (a chain of 100 000 nodes planned while all 31 watched took
+ * 1.7-5.6 ms longer on 32 cores, in three calls out of three). */
 void weft__pool_launch_begin(weft__pool *p, int workers) {
   atomic_fetch_add_explicit(&p->launching, 1, memory_order_seq_cst);
   if (workers > 1) atomic_store_explicit(&p->wake_more, workers - 1, memory_order_relaxed);
