@@ -4,8 +4,9 @@
  * independent tiny tasks with every execution counted, a 100 000-reader fan-out, launches that
  * must wake sleeping workers (within 10 s each), launch/cancel races whose cancelled
  * runs must still have run a prefix of their chain, callback chains that relaunch their graph
- * from the completion callback, completions counted across threads, and ops registered and
- * run from several threads at once.
+ * from the completion callback, completions counted across threads, large graphs launched
+ * from several threads at once on a pool that pre-wakes for them, and ops registered and run
+ * from several threads at once.
  *
  * WEFT_STRESS_SCALE (default 100) scales the iteration counts in percent, for slow builds. */
 #define _POSIX_C_SOURCE 200809L
@@ -483,6 +484,108 @@ static void many_graphs_in_flight(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* ---- large launches at once: the pre-wake -------------------------------------------------- */
+
+/* out = 1 + the largest input (a stencil's step): after k steps every cell holds k. */
+static int step_kernel(weft_kernel_ctx *ctx) {
+  int n = weft_ctx_nargs(ctx);
+  double m = 0;
+  for (int i = 1; i < n; i++) {
+    double v = *(const double *)weft_ctx_data(ctx, i);
+    m = v > m ? v : m;
+  }
+  *(double *)weft_ctx_data(ctx, 0) = m + 1;
+  return WEFT_OK;
+}
+
+typedef struct stencil_thread {
+  weft_runtime *rt;
+  const weft_op *op;
+  int rounds, bad;
+  char msg[200];
+} stencil_thread;
+
+enum { ST_WIDTH = 16, ST_STEPS = 70 }; /* 1120 nodes: a launch that plans them pre-wakes (>= 1024) */
+
+/* Builds a 16-wide stencil of 70 steps, runs it, checks every cell of its last step, then
+ * appends another 70 steps (a new plan: the next launch pre-wakes again) and so on. */
+static void *stencil_launches(void *arg) {
+  stencil_thread *st = arg;
+  weft_graph *g;
+  if (weft_graph_create(st->rt, &g) != WEFT_OK) {
+    st->bad = 1;
+    return NULL;
+  }
+  weft_tensor *prev[ST_WIDTH], *cur[ST_WIDTH];
+  for (int x = 0; x < ST_WIDTH; x++) prev[x] = NULL;
+  int steps = 0;
+  for (int r = 0; r < st->rounds && !st->bad; r++) {
+    for (int k = 0; k < ST_STEPS && !st->bad; k++, steps++) {
+      for (int x = 0; x < ST_WIDTH && !st->bad; x++) {
+        weft_tensor *a[4];
+        int n = 0;
+        if (weft_tensor_create(g, NULL, WEFT_F64, 0, NULL, weft_cpu(), weft_zeros(), &cur[x]) != WEFT_OK) {
+          st->bad = 1;
+          break;
+        }
+        a[n++] = cur[x];
+        for (int y = x - 1; y <= x + 1; y++)
+          if (y >= 0 && y < ST_WIDTH && prev[y] != NULL) a[n++] = prev[y];
+        if (weft_call(g, st->op, a, n, NULL, 0) != WEFT_OK) st->bad = 1;
+      }
+      memcpy(prev, cur, sizeof prev);
+    }
+    weft_run *run;
+    if (st->bad || weft_graph_launch(g, &run) != WEFT_OK) {
+      st->bad = 1;
+      break;
+    }
+    if (weft_run_wait(run) != WEFT_OK) {
+      snprintf(st->msg, sizeof st->msg, "round %d: %s", r, weft_run_error(run));
+      st->bad = 1;
+    }
+    weft_run_destroy(run);
+    for (int x = 0; x < ST_WIDTH && !st->bad; x++) {
+      double v;
+      if (weft_tensor_get(cur[x], 0, &v) != WEFT_OK || v != (double)steps) {
+        snprintf(st->msg, sizeof st->msg, "round %d: cell %d holds %g after %d steps", r, x, v, steps);
+        st->bad = 1;
+      }
+    }
+  }
+  weft_graph_destroy(g);
+  return NULL;
+}
+
+/* Four threads launch large graphs (each a new plan) at once on a pool of 8 workers, so that
+ * launches pre-wake the pool and its workers watch while others' runs are in flight; every run
+ * must end, complete and in order (each cell the number of steps before it). */
+static void large_launches_at_once(void **state) {
+  (void)state;
+  weft_runtime *rt = tu_runtime_cpu(8);
+  weft_op_desc d;
+  memset(&d, 0, sizeof d);
+  d.name = "step";
+  d.nargs = 1;
+  d.access[0] = WEFT_WRITE;
+  d.rest = WEFT_READ; /* its stencil's inputs, 0 to 3 */
+  d.cpu = step_kernel;
+  const weft_op *op;
+  CHECK(weft_op_register(rt, &d, &op));
+  enum { NT = 4 };
+  pthread_t th[NT];
+  stencil_thread st[NT];
+  for (int i = 0; i < NT; i++) {
+    st[i] = (stencil_thread){.rt = rt, .op = op, .rounds = scaled(6)};
+    assert_int_equal(pthread_create(&th[i], NULL, stencil_launches, &st[i]), 0);
+  }
+  for (int i = 0; i < NT; i++) {
+    pthread_join(th[i], NULL);
+    if (st[i].bad) fail_msg("thread %d: %s", i, st[i].msg[0] ? st[i].msg : "a call failed");
+  }
+  weft_runtime_destroy(rt);
+}
+
 /* ---- the runtime from many threads ------------------------------------------------------- */
 
 typedef struct reg_thread {
@@ -559,6 +662,7 @@ int main(void) {
       cmocka_unit_test(launch_cancel_races),
       cmocka_unit_test(callbacks_relaunch),
       cmocka_unit_test(many_graphs_in_flight),
+      cmocka_unit_test(large_launches_at_once),
       cmocka_unit_test(runtime_used_from_many_threads),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
