@@ -386,6 +386,46 @@ static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared) {
  * wakes another to spin). */
 static void took_shared(weft__pool *p) { notify(p, 1); }
 
+/* Looks for work as a searcher (counted in p->searching, see notify), SPIN_ROUNDS rounds, or
+ * with `watch` until the launches being prepared have published their roots (LAUNCH_WATCH_NS at
+ * most). A round is a look and 32 pauses, or every YIELD_ROUNDS-th a yield: the thread woken by
+ * the end of a run (weft_run_wait) otherwise waited for a spinner's core, 0.15 ms with a worker
+ * on each of 32 cores, 0.02 with 16 of 32; and pauses, not a system call each round: with a
+ * yield each look the setup of a 16 000-node run took 2.4 ms instead of 1.3 while the workers
+ * watched (32 cores, medians of 8). A parallel job's tiles or a background task found meanwhile
+ * run uncounted (that is work, not searching; the setup's own parallel steps among them) and
+ * start the search afresh. The count drops before the sleep path's last look. */
+static weft__xnode *search(weft__pool *p, weft__worker *w, int watch) {
+  int shared = 0;
+  weft__xnode *x = NULL;
+  atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
+  uint64_t t0 = weft__now_ns();
+  for (int i = 0; x == NULL; i++) {
+    if (watch ? atomic_load_explicit(&p->launching, memory_order_acquire) == 0 ||
+                    weft__now_ns() - t0 >= LAUNCH_WATCH_NS || atomic_load_explicit(&p->stop, memory_order_acquire)
+              : i >= SPIN_ROUNDS)
+      break;
+    if (i % YIELD_ROUNDS == YIELD_ROUNDS - 1)
+      weft__thread_yield();
+    else
+      for (int k = 0; k < 32; k++) weft__cpu_relax();
+    x = find_work(p, w, &shared);
+    if (x == NULL) wake_for_launch(p);
+    if (x == NULL && (atomic_load_explicit(&p->njobs, memory_order_relaxed) != 0 ||
+                      atomic_load_explicit(&p->nbg, memory_order_relaxed) != 0)) {
+      atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
+      if (help(p)) {
+        i = -1;
+        t0 = weft__now_ns();
+      }
+      atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
+    }
+  }
+  atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
+  if (x != NULL && shared) took_shared(p);
+  return x;
+}
+
 static void *worker_main(void *arg) {
   weft__worker *w = arg;
   weft__pool *p = w->pool;
@@ -399,27 +439,7 @@ static void *worker_main(void *arg) {
     if (x == NULL && help(p)) continue;
     if (x == NULL) {
       weft__dispatch_flush();
-      atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
-      for (int i = 0; i < SPIN_ROUNDS && x == NULL; i++) {
-        /* Every YIELD_ROUNDS-th round gives the core to a thread that wants it: the thread
-         * woken by the end of a run (weft_run_wait) otherwise waited for a spinner's core, 0.15
-         * ms with a worker on each of 32 cores, 0.02 with 16 of 32. */
-        if (i % YIELD_ROUNDS == YIELD_ROUNDS - 1)
-          weft__thread_yield();
-        else
-          for (int k = 0; k < 32; k++) weft__cpu_relax();
-        x = find_work(p, w, &shared);
-        if (x == NULL) wake_for_launch(p);
-        if (x == NULL && (atomic_load_explicit(&p->njobs, memory_order_relaxed) != 0 ||
-                          atomic_load_explicit(&p->nbg, memory_order_relaxed) != 0)) {
-          /* Running a job's tiles is not searching. */
-          atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
-          if (help(p)) i = -1; /* worked: spin afresh */
-          atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
-        }
-      }
-      atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
-      if (x != NULL) took_shared(p);
+      x = search(p, w, 0);
     }
     if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
       uint64_t t0 = weft__now_ns();
@@ -434,32 +454,9 @@ static void *worker_main(void *arg) {
       atomic_store_explicit(&p->lookout, 0, memory_order_relaxed);
       if (x != NULL && shared) took_shared(p);
     }
-    if (x == NULL && atomic_load_explicit(&p->launching, memory_order_acquire) > 0) {
-      /* Searching while it watches: the roots' notify wakes no one for the work it will take.
-       * It stops counting before the sleep path's last look, as the spin above does. */
-      atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
-      for (uint64_t t0 = weft__now_ns(), round = 0;; round++) {
-        if ((x = find_work(p, w, &shared)) != NULL ||
-            atomic_load_explicit(&p->launching, memory_order_acquire) == 0 || weft__now_ns() - t0 >= LAUNCH_WATCH_NS ||
-            atomic_load_explicit(&p->stop, memory_order_acquire))
-          break;
-        if (atomic_load_explicit(&p->njobs, memory_order_relaxed) != 0 ||
-            atomic_load_explicit(&p->nbg, memory_order_relaxed) != 0) {
-          /* The setup's own parallel steps (the plan's records) are work, not searching. */
-          atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
-          if (help(p)) t0 = weft__now_ns();
-          atomic_fetch_add_explicit(&p->searching, 1, memory_order_seq_cst);
-        } else if (round % YIELD_ROUNDS == YIELD_ROUNDS - 1) {
-          weft__thread_yield();
-        } else {
-          /* Pauses between most looks, not a system call each: with a yield each look the
-           * setup of a 16 000-node run took 2.4 ms instead of 1.3 (32 cores, medians of 8). */
-          for (int k = 0; k < 32; k++) weft__cpu_relax();
-        }
-      }
-      atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
-      if (x != NULL && shared) took_shared(p);
-    }
+    /* A launch being prepared: watch for its roots, searching, so that its notify wakes no one
+     * for the work this worker will take. */
+    if (x == NULL && atomic_load_explicit(&p->launching, memory_order_acquire) > 0) x = search(p, w, 1);
     if (x == NULL) {
       atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
       /* Pairs with notify's fence. A seq_cst increment alone does not order the relaxed loads
