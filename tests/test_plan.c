@@ -2,11 +2,13 @@
  * the list), the order the analysis gives the planner (explicit edges that point backward),
  * weft_graph_depth, weft_node_placement for CPU nodes and for the GPU nodes of a simulated
  * machine (copy engines, the main stream, chains, the window's waits, batches), its bad
- * arguments, and a plan build that runs out of memory at each allocation in turn. */
+ * arguments, a plan build that runs out of memory at each allocation in turn, and the CSR of a
+ * large graph, which the pool's workers build, listing every edge as the serial build does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/sched.h"
 #include "testutil.h"
 #include "weft/sim.h"
 
@@ -286,6 +288,76 @@ static void plan_build_survives_every_failed_allocation(void **state) {
   assert_true(failures > 10);
 }
 
+static int noop(weft_kernel_ctx *ctx) {
+  (void)ctx;
+  return WEFT_OK;
+}
+
+/* A graph of 6000 nodes and about 20 000 edges (each node reads three of 500 tensors and
+ * writes one; some explicit edges), planned with 1 worker (the serial CSR) and with 4 (the
+ * workers'): each node's successors are the edges from it in their order (by target), its
+ * predecessors the edges into it in order, its in-degree their number, and the roots the nodes
+ * with none, ascending; the run then completes. */
+static void large_plans_list_every_edge(void **state) {
+  (void)state;
+  for (int workers = 1; workers <= 4; workers += 3) {
+    weft_runtime *rt = tu_runtime_cpu(workers);
+    const weft_op *op = tu_op(rt, "r3w1", 4, (weft_access[]){WEFT_READ, WEFT_READ, WEFT_READ, WEFT_WRITE}, noop, NULL);
+    weft_graph *g;
+    CHECK(weft_graph_create(rt, &g));
+    enum { T = 500, N = 6000 };
+    weft_tensor *t[T];
+    for (int i = 0; i < T; i++) t[i] = tu_tensor(g, NULL, WEFT_F32, 1, (int64_t[]){1}, weft_zeros());
+    uint32_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+      weft_tensor *a[4];
+      for (int k = 0; k < 4; k++) {
+        seed = seed * 1664525u + 1013904223u;
+        a[k] = t[(seed >> 8) % T];
+      }
+      CHECK(weft_call(g, op, a, 4, NULL, 0));
+      if (i % 97 == 5) CHECK(weft_graph_add_edge(g, weft_graph_node(g, (size_t)i / 3), weft_graph_node(g, (size_t)i)));
+    }
+    CHECK(weft_graph_run(g));
+    const weft__plan *p = g->plan;
+    const weft__edge *e = g->edges.data;
+    size_t m = g->edges.len;
+    assert_int_equal(p->n, N);
+    assert_int_equal(p->m, m);
+    assert_true(m >= 8192); /* the workers' CSR (build.c, PAR_EDGES_MIN) */
+    uint32_t *want_succ = calloc(m, sizeof *want_succ), *at = calloc(N + 1, sizeof *at), roots = 0;
+    for (size_t k = 0; k < m; k++) at[e[k].from + 1]++;
+    for (int i = 0; i < N; i++) at[i + 1] += at[i];
+    for (size_t k = 0; k < m; k++) want_succ[at[e[k].from]++] = e[k].to;
+    for (int i = N; i > 0; i--) at[i] = at[i - 1];
+    at[0] = 0;
+    size_t k_pred = 0;
+    for (uint32_t i = 0; i < N; i++) {
+      const weft__xnode *x = &p->x[i];
+      assert_int_equal(x->succ_begin, at[i]);
+      assert_int_equal(x->succ_end, at[i + 1]);
+      for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
+        assert_int_equal(p->succ[k], want_succ[k]);
+        assert_int_equal(p->succ_early[k], 0); /* CPU nodes: released at completion */
+      }
+      assert_int_equal(x->pred_begin, k_pred);
+      for (; k_pred < m && e[k_pred].to == i; k_pred++) assert_int_equal(p->pred[k_pred], e[k_pred].from);
+      assert_int_equal(x->pred_end, k_pred);
+      assert_int_equal(p->indeg[i], x->pred_end - x->pred_begin);
+      if (p->indeg[i] == 0) {
+        assert_true(roots < p->nroots);
+        assert_int_equal(p->roots[roots++], i);
+      }
+    }
+    assert_int_equal(roots, p->nroots);
+    assert_int_equal(k_pred, m);
+    free(want_succ);
+    free(at);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(policies_are_chosen_by_name),
@@ -297,6 +369,7 @@ int main(void) {
       cmocka_unit_test(gpu_placement_names_lanes_and_waits),
       cmocka_unit_test(gpu_placement_names_batches),
       cmocka_unit_test(plan_build_survives_every_failed_allocation),
+      cmocka_unit_test(large_plans_list_every_edge),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
