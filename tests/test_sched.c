@@ -2,7 +2,8 @@
  * tensor contents, WEFT_EBUSY for a launch or a change while a run is in flight, callbacks
  * called exactly once (and never for a launch that fails), weft_run_error and
  * weft_run_failed_node, independent nodes and several graphs running at the same time,
- * concurrent launches of one graph, and a graph destroyed while its run is in flight.
+ * concurrent launches of one graph, a graph destroyed while its run is in flight, and many
+ * small tensors made by the pool's workers at a launch as one thread makes them.
  *
  * Nodes are held in flight with a gate: a user kernel that waits until the test opens it
  * (with a timeout, so a broken scheduler fails the test instead of hanging it). */
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "graph/graph.h"
 #include "testutil.h"
 
 /* ---- gates, barriers, counters ------------------------------------------------------------ */
@@ -645,6 +647,64 @@ static void destroy_waits_for_the_run(void **state) {
   pthread_join(th, NULL);
 }
 
+static int write_one(weft_kernel_ctx *ctx) {
+  *(float *)weft_ctx_data(ctx, 0) = 1.0f;
+  return WEFT_OK;
+}
+
+/* 3000 host tensors at one launch, most small (the workers make those in tiles: storage.c,
+ * small_in_parallel), of both dtypes and sizes across the small limit, with every kind of
+ * initialiser, a tiled one among them: with 4 workers each holds what it holds with 1 (the
+ * one-by-one loop), bit for bit, small ones aligned as the arena aligns them (16 bytes up to
+ * 32, 64 above); and a second batch made at a second launch of the same graph too. */
+static void many_small_tensors_made_alike(void **state) {
+  (void)state;
+  enum { N = 3000 };
+  unsigned char *vals[2];
+  size_t total = 0;
+  for (int w = 0; w < 2; w++) {
+    weft_runtime *rt = tu_runtime_cpu(w == 0 ? 1 : 4);
+    const weft_op *op = tu_op(rt, "write_one", 1, (weft_access[]){WEFT_WRITE}, write_one, NULL);
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *t[2 * N];
+    for (int batch = 0; batch < 2; batch++) {
+      for (int i = batch * N; i < (batch + 1) * N; i++) {
+        int64_t numel = 1 + (i * 7) % 70;
+        weft_dtype dt = i % 3 == 0 ? WEFT_F64 : WEFT_F32;
+        weft_init init = i % 4 == 0 ? weft_zeros() : i % 4 == 1 ? weft_full(i) : i % 4 == 2 ? weft_uniform(-1, 1, (uint64_t)i) : weft_normal(0, 1, (uint64_t)i);
+        if (i == 100) {
+          CHECK(weft_tensor_create(g, NULL, WEFT_F32, 2, (int64_t[]){8, 8}, weft_cpu(), weft_eye(2), &t[i]));
+          CHECK(weft_tensor_tiles(g, t[i], 4, 4));
+        } else {
+          CHECK(weft_tensor_create(g, NULL, dt, 1, &numel, weft_cpu(), init, &t[i]));
+        }
+      }
+      CHECK(weft_call(g, op, &t[batch * N + 1], 1, NULL, 0));
+      CHECK(weft_graph_run(g));
+    }
+    size_t nt = weft_graph_tensor_count(g), at = 0;
+    if (w == 0) {
+      for (size_t i = 0; i < nt; i++) total += weft_tensor_bytes(weft_graph_tensor(g, i));
+    } else {
+      assert_int_equal(nt, weft_graph_tensor_count(g)); /* same graph shape */
+    }
+    vals[w] = malloc(total);
+    for (size_t i = 0; i < nt; i++) {
+      weft_tensor *x = weft_graph_tensor(g, i);
+      size_t b = weft_tensor_bytes(x);
+      if (x->view == NULL && b <= 256) assert_int_equal((uintptr_t)x->data % (b <= 32 ? 16 : 64), 0);
+      CHECK(weft_tensor_read(x, vals[w] + at, b));
+      at += b;
+    }
+    assert_int_equal(at, total);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+  }
+  assert_memory_equal(vals[0], vals[1], total);
+  free(vals[0]);
+  free(vals[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(runtime_options),
@@ -663,6 +723,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(many_waiters, setup, teardown),
       cmocka_unit_test_setup_teardown(destroy_waits_for_the_run, setup, teardown),
       cmocka_unit_test_setup_teardown(names_read_while_a_failure_is_described, setup, teardown),
+      cmocka_unit_test(many_small_tensors_made_alike),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
