@@ -3,7 +3,8 @@
  * called exactly once (and never for a launch that fails), weft_run_error and
  * weft_run_failed_node, independent nodes and several graphs running at the same time,
  * concurrent launches of one graph, a graph destroyed while its run is in flight, and many
- * small tensors made by the pool's workers at a launch as one thread makes them.
+ * small tensors made by the pool's workers at a launch as one thread makes them, and the first
+ * launch of a large graph failing at each of its allocations in turn.
  *
  * Nodes are held in flight with a gate: a user kernel that waits until the test opens it
  * (with a timeout, so a broken scheduler fails the test instead of hanging it). */
@@ -705,6 +706,50 @@ static void many_small_tensors_made_alike(void **state) {
   free(vals[1]);
 }
 
+static int write_first(weft_kernel_ctx *ctx) {
+  *(float *)weft_ctx_data(ctx, 0) = 2.0f;
+  return WEFT_OK;
+}
+
+/* The first launch of a graph large enough for the workers' passes (the plan's CSR, 4096 edges
+ * or more; the small tensors, 2048 or more), with each of its allocations failing in turn:
+ * WEFT_ENOMEM, nothing leaked, and the launch after it runs the graph whole. */
+static void large_first_launch_survives_every_failed_allocation(void **state) {
+  (void)state;
+  enum { N = 2500 };
+  int failures = 0;
+  for (long at = 0;; at++) {
+    tu_alloc_install(-1);
+    weft_runtime *rt = tu_runtime_cpu(2);
+    const weft_op *op = tu_op(rt, "w_rr", 3, (weft_access[]){WEFT_WRITE, WEFT_READ, WEFT_READ}, write_first, NULL);
+    weft_graph *g = tu_graph(rt);
+    weft_tensor *t[N];
+    for (int i = 0; i < N; i++) t[i] = tu_tensor(g, NULL, WEFT_F32, 1, (int64_t[]){1}, weft_full(1));
+    for (int i = 2; i < N; i++) CHECK(weft_call(g, op, (weft_tensor *[]){t[i], t[i / 2], t[i - 1]}, 3, NULL, 0));
+    CHECK(weft_graph_analyse(g));
+    assert_true(weft_graph_edge_count(g) >= 4096);
+    tu_alloc_fail_at(at);
+    int rc = weft_graph_run(g);
+    int failed = tu_alloc_failed();
+    tu_alloc_fail_at(-1);
+    if (failed) {
+      assert_int_equal(rc, WEFT_ENOMEM);
+      failures++;
+      CHECK(weft_graph_run(g)); /* memory is back: it runs */
+    } else {
+      CHECK(rc);
+    }
+    assert_true(tu_value(t[0]) == 1.0 && tu_value(t[2]) == 2.0 && tu_value(t[N - 1]) == 2.0);
+    weft_graph_destroy(g);
+    weft_runtime_destroy(rt);
+    long live = tu_alloc_live();
+    tu_alloc_uninstall();
+    if (live != 0) fail_msg("failing allocation %ld of the first launch leaked %ld blocks", at, live);
+    if (!failed) break;
+  }
+  assert_true(failures > 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(runtime_options),
@@ -724,6 +769,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(destroy_waits_for_the_run, setup, teardown),
       cmocka_unit_test_setup_teardown(names_read_while_a_failure_is_described, setup, teardown),
       cmocka_unit_test(many_small_tensors_made_alike),
+      cmocka_unit_test(large_first_launch_survives_every_failed_allocation),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
