@@ -205,11 +205,11 @@ static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, sta
    * the whole analysis stamps them all first). */
   if (g->dep_stamp.len <= n->id) {
     uint32_t none = NONE;
-    if ((rc = weft__vec_push(&g->dep_stamp, &none)) != WEFT_OK) return rc;
+    if ((rc = WEFT__VEC_PUSH(&g->dep_stamp, none)) != WEFT_OK) return rc;
   }
   if (g->dep_level.len <= n->id) {
     uint8_t zero = 0;
-    if ((rc = weft__vec_push(&g->dep_level, &zero)) != WEFT_OK) return rc;
+    if ((rc = WEFT__VEC_PUSH(&g->dep_level, zero)) != WEFT_OK) return rc;
   }
   s->tensors = g->tensors.data;
   s->stamp = g->dep_stamp.data;

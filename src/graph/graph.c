@@ -257,8 +257,8 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   atomic_init(&t->autoname_state, 0);
   t->dep_writer = t->dep_head = UINT32_MAX;
   t->copy_cache = t->copy_next = t->copy_src = NULL;
-  weft__vec_push(&g->tensors, &t); /* cannot fail: reserved */
-  if (flags & WEFT__T_AUTO) weft__vec_push(&g->autos, &t->id);
+  WEFT__VEC_PUSH(&g->tensors, t); /* cannot fail: reserved */
+  if (flags & WEFT__T_AUTO) WEFT__VEC_PUSH(&g->autos, t->id);
   weft__graph_bump(g);
   *out = t;
   return WEFT_OK;

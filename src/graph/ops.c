@@ -99,7 +99,7 @@ static int append_node(weft_graph *g, const weft_device *dev, int kind, const we
   n->name = NULL;
   n->origin = NULL;
   memcpy(n->args, args, (size_t)nargs * sizeof(weft__arg));
-  weft__vec_push(&g->nodes, &n); /* reserved */
+  WEFT__VEC_PUSH(&g->nodes, n); /* reserved */
   int in_step = g->inc_version == g->version;
   g->version++;
   if (in_step) weft__graph_analyse_append(g, n);
