@@ -720,7 +720,7 @@ static void large_first_launch_survives_every_failed_allocation(void **state) {
   int failures = 0;
   for (long at = 0;; at++) {
     tu_alloc_install(-1);
-    weft_runtime *rt = tu_runtime_cpu(2);
+    weft_runtime *rt = tu_runtime_cpu(4); /* the workers' passes: from 4 workers */
     const weft_op *op = tu_op(rt, "w_rr", 3, (weft_access[]){WEFT_WRITE, WEFT_READ, WEFT_READ}, write_first, NULL);
     weft_graph *g = tu_graph(rt);
     weft_tensor *t[N];

@@ -33,6 +33,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
   g->inc_version = 1; /* an empty graph: analysed, nothing to follow */
   atomic_init(&g->busy, 0);
   atomic_init(&g->handles, 0);
+  atomic_init(&g->owns_storage, 0);
   return g;
 }
 

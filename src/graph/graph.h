@@ -279,7 +279,17 @@ struct weft_graph {
   atomic_int busy;
   atomic_int handles; /* a placed graph: run handles of it not yet destroyed (place.c) */
   size_t materialised; /* tensors [0, materialised) have storage */
+  /* Set once a tensor of the graph gets storage its release must free (heap, pinned, device:
+   * weft__storage_owned); until then the release at destroy has no tensor to visit. */
+  atomic_uchar owns_storage;
 };
+
+/* Says that t now holds storage its release must free (the allocators of host, pinned and
+ * device storage call it): the graph's destroy then visits its tensors to free it. */
+static inline void weft__storage_owned(weft_tensor *t) {
+  atomic_store_explicit(&t->graph->owns_storage, 1, memory_order_relaxed);
+}
+
 
 /* `mem` (may be NULL) supplies the graph's large blocks. */
 weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem);

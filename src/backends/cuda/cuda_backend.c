@@ -593,6 +593,7 @@ int weft__cu_alloc_storage(cu_state *st, weft_tensor *t) {
   }
   t->data = p;
   t->storage_kind = WEFT__S_DEVICE;
+  weft__storage_owned(t);
   return WEFT_OK;
 }
 

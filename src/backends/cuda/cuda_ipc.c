@@ -81,6 +81,7 @@ int weft__cu_ipc_alloc(cu_device *d, weft_tensor *t) {
   }
   t->data = p;
   t->storage_kind = WEFT__S_IPC;
+  weft__storage_owned(t);
   size_t now = atomic_fetch_add_explicit(&d->ipc_bytes, t->bytes, memory_order_relaxed) + t->bytes;
   size_t peak = atomic_load_explicit(&d->ipc_peak, memory_order_relaxed);
   while (now > peak && !atomic_compare_exchange_weak(&d->ipc_peak, &peak, now)) {

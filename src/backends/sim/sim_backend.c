@@ -145,6 +145,7 @@ static int sim_alloc(weft__backend *b, weft_tensor *t) {
     return weft__err(WEFT_ENOMEM, "out of host memory for simulated device tensor %s (%zu bytes)",
                      weft__tensor_name(t), t->bytes);
   t->storage_kind = WEFT__S_DEVICE;
+  weft__storage_owned(t);
   return WEFT_OK;
 }
 

@@ -90,7 +90,7 @@ static void count_edges(weft__plan *p, const weft__edge *e, size_t len) {
  * predecessor runs (node tiles), the fill (edge tiles, an atomic cursor per node), then each
  * node's successors sorted by target, which is the order the serial fill gives them (edges in
  * order of target, one per pair): the same plan whoever built it. */
-enum { EDGE_TILE = 2048, PAR_EDGES_MIN = 4096 };
+enum { EDGE_TILE = 2048, PAR_EDGES_MIN = 4096, PAR_WORKERS_MIN = 4 }; /* its extra passes pay from 4 */
 
 typedef struct edges_job {
   weft__plan *p;
@@ -213,7 +213,7 @@ static int build_edges(weft__plan *p, const weft__vec *extra) {
   p->pred = weft__mem_get(p->mem, U32_BYTES(m));
   if (!p->succ || !p->succ_early || !p->pred) return weft__oom("a plan");
   weft__pool *pool = g->rt->pool;
-  if (extra->len == 0 && m >= PAR_EDGES_MIN && m < UINT32_MAX && weft__pool_size(pool) > 1) {
+  if (extra->len == 0 && m >= PAR_EDGES_MIN && m < UINT32_MAX && weft__pool_size(pool) >= PAR_WORKERS_MIN) {
     int rc = build_edges_parallel(p, pool);
     if (rc != WEFT_EAGAIN) return rc;
   }
