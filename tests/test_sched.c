@@ -18,6 +18,7 @@
 
 #include "graph/graph.h"
 #include "testutil.h"
+#include "weft/report.h"
 
 /* ---- gates, barriers, counters ------------------------------------------------------------ */
 
@@ -657,7 +658,8 @@ static int write_one(weft_kernel_ctx *ctx) {
  * small_in_parallel), of both dtypes and sizes across the small limit, with every kind of
  * initialiser, a tiled one among them: with 4 workers each holds what it holds with 1 (the
  * one-by-one loop), bit for bit, small ones aligned as the arena aligns them (16 bytes up to
- * 32, 64 above); and a second batch made at a second launch of the same graph too. */
+ * 32, 64 above), and the launch's setup counts them all; and a second batch made at a second
+ * launch of the same graph too. */
 static void many_small_tensors_made_alike(void **state) {
   (void)state;
   enum { N = 3000 };
@@ -681,7 +683,25 @@ static void many_small_tensors_made_alike(void **state) {
         }
       }
       CHECK(weft_call(g, op, &t[batch * N + 1], 1, NULL, 0));
-      CHECK(weft_graph_run(g));
+      /* The launch's setup counts every tensor it made (not the tiles: views), with its bytes,
+       * as the one-by-one loop counts them. */
+      weft_run *run;
+      CHECK(weft_graph_launch(g, &run));
+      CHECK(weft_run_wait(run));
+      weft_run_stats *st;
+      CHECK(weft_run_stats_create(run, &st));
+      const weft_setup_step *steps;
+      size_t nsteps = weft_run_stats_setup(st, &steps), made = 0, made_bytes = 0, want_bytes = 0;
+      for (size_t k = 0; k < nsteps; k++)
+        if (strcmp(steps[k].kind, "tensor") == 0) {
+          made += steps[k].count;
+          made_bytes += steps[k].bytes;
+        }
+      for (int i = batch * N; i < (batch + 1) * N; i++) want_bytes += weft_tensor_bytes(t[i]);
+      assert_int_equal(made, N);
+      assert_int_equal(made_bytes, want_bytes);
+      weft_run_stats_destroy(st);
+      weft_run_destroy(run);
     }
     size_t nt = weft_graph_tensor_count(g), at = 0;
     if (w == 0) {
