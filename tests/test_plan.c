@@ -294,7 +294,7 @@ static int noop(weft_kernel_ctx *ctx) {
 }
 
 /* A graph of 6000 nodes and about 20 000 edges (each node reads three of 500 tensors and
- * writes one; some explicit edges), planned with 1 worker (the serial CSR) and with 4 (the
+ * writes one; one tensor written first and read by every third node; some explicit edges), planned with 1 worker (the serial CSR) and with 4 (the
  * workers'): each node's successors are the edges from it in their order (by target), its
  * predecessors the edges into it in order, its in-degree their number, and the roots the nodes
  * with none, ascending; the run then completes. */
@@ -308,6 +308,7 @@ static void large_plans_list_every_edge(void **state) {
     enum { T = 500, N = 6000 };
     weft_tensor *t[T];
     for (int i = 0; i < T; i++) t[i] = tu_tensor(g, NULL, WEFT_F32, 1, (int64_t[]){1}, weft_zeros());
+    weft_tensor *c = tu_tensor(g, "c", WEFT_F32, 1, (int64_t[]){1}, weft_zeros());
     uint32_t seed = 12345;
     for (int i = 0; i < N; i++) {
       weft_tensor *a[4];
@@ -315,6 +316,8 @@ static void large_plans_list_every_edge(void **state) {
         seed = seed * 1664525u + 1013904223u;
         a[k] = t[(seed >> 8) % T];
       }
+      if (i == 0) a[3] = c;           /* c: written first, then read by every third node */
+      else if (i % 3 == 0) a[0] = c; /* (node 0's 2000 successors: the long lists' sort) */
       CHECK(weft_call(g, op, a, 4, NULL, 0));
       if (i % 97 == 5) CHECK(weft_graph_add_edge(g, weft_graph_node(g, (size_t)i / 3), weft_graph_node(g, (size_t)i)));
     }

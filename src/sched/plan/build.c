@@ -8,6 +8,7 @@
  * A plan is rebuilt only when the graph's version moved; re-running an unchanged graph reuses
  * it, including the dispatcher's per-run state, which launch resets in one pass. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/plan/planner.h"
@@ -146,30 +147,37 @@ static void fill_tile(void *arg, uint32_t t) {
   size_t lo = (size_t)t * EDGE_TILE, hi = j->m - lo < EDGE_TILE ? j->m : lo + EDGE_TILE;
   for (size_t k = lo; k < hi; k++) {
     const weft__edge *e = &j->e[k];
-    uint32_t s = atomic_fetch_add_explicit(&j->cur[e->from], 1, memory_order_relaxed);
-    const weft__backend *from = p->x[e->from].backend, *to = p->x[e->to].backend;
-    p->succ[s] = e->to;
-    p->succ_early[s] = from == to && (from->vt->flags & WEFT__BACKEND_ASYNC) != 0;
+    p->succ[atomic_fetch_add_explicit(&j->cur[e->from], 1, memory_order_relaxed)] = e->to;
     p->pred[k] = e->from;
   }
 }
 
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Each node's successors in order of target (insertion sort for the usual few; a node that
+ * many read, a constant every node of a large graph reads, by qsort), then their early marks. */
 static void sort_tile(void *arg, uint32_t t) {
   edges_job *j = arg;
   weft__plan *p = j->p;
   uint32_t lo = t * RECORD_TILE, hi = p->n - lo < RECORD_TILE ? p->n : lo + RECORD_TILE;
-  for (uint32_t i = lo; i < hi; i++) /* insertion sort: a node has few successors */
-    for (uint32_t a = p->x[i].succ_begin + 1; a < p->x[i].succ_end; a++) {
-      uint32_t v = p->succ[a];
-      uint8_t early = p->succ_early[a];
-      uint32_t b = a;
-      for (; b > p->x[i].succ_begin && p->succ[b - 1] > v; b--) {
-        p->succ[b] = p->succ[b - 1];
-        p->succ_early[b] = p->succ_early[b - 1];
+  for (uint32_t i = lo; i < hi; i++) {
+    uint32_t first = p->x[i].succ_begin, end = p->x[i].succ_end;
+    if (end - first > 32) {
+      qsort(p->succ + first, end - first, sizeof *p->succ, cmp_u32);
+    } else {
+      for (uint32_t a = first + 1; a < end; a++) {
+        uint32_t v = p->succ[a], b = a;
+        for (; b > first && p->succ[b - 1] > v; b--) p->succ[b] = p->succ[b - 1];
+        p->succ[b] = v;
       }
-      p->succ[b] = v;
-      p->succ_early[b] = early;
     }
+    const weft__backend *from = p->x[i].backend;
+    int async = (from->vt->flags & WEFT__BACKEND_ASYNC) != 0;
+    for (uint32_t a = first; a < end; a++) p->succ_early[a] = async && p->x[p->succ[a]].backend == from;
+  }
 }
 
 /* The CSR in parallel; WEFT_EAGAIN (nothing written but the counts) if the edges are not sorted
