@@ -119,7 +119,7 @@ void weft__ctx_parallel(weft_kernel_ctx *ctx, uint32_t ntiles, void (*fn)(void *
   weft_runtime *rt = ctx->run != NULL ? ctx->graph->rt : NULL;
   if (ntiles > 1 && weft__ctx_threads(ctx) > 1) {
     uint32_t helpers = (uint32_t)rt->intra - 1;
-    weft__pool_parallel(rt->pool, ntiles, helpers < ntiles - 1 ? helpers : ntiles - 1, fn, arg);
+    weft__pool_parallel(rt->pool, ntiles, helpers, fn, arg);
     return;
   }
   for (uint32_t t = 0; t < ntiles; t++) fn(arg, t);

@@ -328,6 +328,7 @@ int weft__pool_is_worker(const weft__pool *p) { return self != NULL && self->poo
 
 void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void (*fn)(void *arg, uint32_t tile),
                          void *arg) {
+  if (helpers > (ntiles > 0 ? ntiles - 1 : 0)) helpers = ntiles > 0 ? ntiles - 1 : 0; /* a tile each at most */
   weft__pjob j = {.fn = fn, .arg = arg, .ntiles = ntiles, .max_helpers = helpers};
   atomic_init(&j.next, 0);
   atomic_init(&j.done, 0);

@@ -254,7 +254,8 @@ void weft__pool_launch_end(weft__pool *p);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
 /* Runs fn(arg, t) for every t in [0, ntiles) on the calling thread and on up to `helpers` idle
- * workers of p (pool.c, "Parallel jobs"); returns when every tile is done. The caller is one of
+ * workers of p, never more than ntiles - 1 (pool.c, "Parallel jobs"); returns when every tile
+ * is done. The caller is one of
  * p's workers (a node's kernel), or a thread launching a run (the plan's node records). */
 void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void (*fn)(void *arg, uint32_t tile),
                          void *arg);

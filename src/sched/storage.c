@@ -124,7 +124,7 @@ static void host_fill(weft_tensor *t) {
   uint32_t tiles = (uint32_t)((t->numel + FILL_CHUNK - 1) / FILL_CHUNK);
   uint32_t helpers = (uint32_t)rt->intra - 1;
   if (tiles > 1 && helpers > 0)
-    weft__pool_parallel(rt->pool, tiles, helpers < tiles - 1 ? helpers : tiles - 1, fill_tile, &j);
+    weft__pool_parallel(rt->pool, tiles, helpers, fill_tile, &j);
   else
     weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
 }
@@ -286,7 +286,6 @@ static int small_in_parallel(weft_graph *g, size_t first, uint32_t *made, uint64
   }
   weft__pool *pool = g->rt->pool;
   uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1;
-  if (helpers > tiles - 1) helpers = tiles - 1;
   weft__pool_parallel(pool, tiles, helpers, small_size_tile, &j);
   for (uint32_t t = 0; t < tiles; t++)
     if (j.bytes[t] > 0 && (j.block[t] = weft__arena_alloc(&g->storage_arena, j.bytes[t], 64)) == NULL) {

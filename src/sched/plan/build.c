@@ -191,8 +191,7 @@ static int build_edges_parallel(weft__plan *p, weft__pool *pool) {
   memset(j.cur, 0, cur_bytes);
   uint32_t etiles = (uint32_t)((m + EDGE_TILE - 1) / EDGE_TILE), ntiles = (p->n + RECORD_TILE - 1) / RECORD_TILE;
   uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1; /* the launching thread takes a core */
-  uint32_t eh = helpers < etiles - 1 ? helpers : etiles - 1, nh = helpers < ntiles - 1 ? helpers : ntiles - 1;
-  weft__pool_parallel(pool, etiles, eh, count_tile, &j);
+  weft__pool_parallel(pool, etiles, helpers, count_tile, &j);
   if (atomic_load_explicit(&j.unsorted, memory_order_relaxed)) {
     weft__mem_put(p->mem, j.cur, cur_bytes);
     return WEFT_EAGAIN;
@@ -203,9 +202,9 @@ static int build_edges_parallel(weft__plan *p, weft__pool *pool) {
     atomic_store_explicit(&j.cur[i], off, memory_order_relaxed);
     off += c;
   }
-  weft__pool_parallel(pool, ntiles, nh, nodes_tile, &j);
-  weft__pool_parallel(pool, etiles, eh, fill_tile, &j);
-  weft__pool_parallel(pool, ntiles, nh, sort_tile, &j);
+  weft__pool_parallel(pool, ntiles, helpers, nodes_tile, &j);
+  weft__pool_parallel(pool, etiles, helpers, fill_tile, &j);
+  weft__pool_parallel(pool, ntiles, helpers, sort_tile, &j);
   weft__mem_put(p->mem, j.cur, cur_bytes);
   for (uint32_t i = 0; i < p->n; i++)
     if (p->indeg[i] == 0) p->roots[p->nroots++] = i;
@@ -312,7 +311,7 @@ static int node_records(weft__plan *p, weft_node **nodes, int *gpu, size_t *room
     }
     weft__pool *pool = p->graph->rt->pool;
     uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1; /* the launching thread takes a core */
-    weft__pool_parallel(pool, tiles, helpers < tiles - 1 ? helpers : tiles - 1, records_tile, &j);
+    weft__pool_parallel(pool, tiles, helpers, records_tile, &j);
   } else if (tiles == 1) {
     records_tile(&j, 0);
   }
