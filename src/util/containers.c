@@ -18,6 +18,16 @@ void weft__mem_put(const weft__mem *m, void *p, size_t size) {
     weft__free(p);
 }
 
+int weft__cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+int weft__cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
 void weft__vec_init_mem(weft__vec *v, size_t elem, const weft__mem *mem) {
   v->data = NULL;
   v->len = v->cap = 0;

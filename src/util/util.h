@@ -122,6 +122,10 @@ static inline int weft__vec_push(weft__vec *v, const void *item) { return weft__
 #define WEFT__VEC_PUSH(v, x) weft__vec_push_n((v), &(x), sizeof(x))
 #define WEFT__VEC_AT(v, type, i) (((type *)(v)->data)[i])
 
+/* qsort comparators of unsigned integers, ascending. */
+int weft__cmp_u32(const void *a, const void *b);
+int weft__cmp_u64(const void *a, const void *b);
+
 /* Bump arena: many small allocations freed together. Chunks come from weft__malloc. */
 typedef struct weft__arena {
   struct weft__arena_chunk *head;

@@ -152,11 +152,6 @@ static void fill_tile(void *arg, uint32_t t) {
   }
 }
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* Each node's successors in order of target (insertion sort for the usual few; a node that
  * many read, a constant every node of a large graph reads, by qsort), then their early marks. */
 static void sort_tile(void *arg, uint32_t t) {
@@ -166,7 +161,7 @@ static void sort_tile(void *arg, uint32_t t) {
   for (uint32_t i = lo; i < hi; i++) {
     uint32_t first = p->x[i].succ_begin, end = p->x[i].succ_end;
     if (end - first > 32) {
-      qsort(p->succ + first, end - first, sizeof *p->succ, cmp_u32);
+      qsort(p->succ + first, end - first, sizeof *p->succ, weft__cmp_u32);
     } else {
       for (uint32_t a = first + 1; a < end; a++) {
         uint32_t v = p->succ[a], b = a;

@@ -696,11 +696,6 @@ done:
 
 /* ---- waits for a worker ------------------------------------------------------------------ */
 
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* A node's start is its worker's previous end when it follows a node there directly (one clock
  * reading a node, dispatch.c), so a successor its predecessor's worker runs next waits 0, and
  * what the dispatcher does between two nodes counts in the second's duration: a wait is time in
@@ -725,7 +720,7 @@ int weft__rep_ready_waits(weft__rep *r) {
     if (any) w[k++] = x->start > ready ? x->start - ready : 0;
   }
   if (k > 0) {
-    qsort(w, k, sizeof *w, cmp_u64);
+    qsort(w, k, sizeof *w, weft__cmp_u64);
     r->nwaits = k;
     r->wait_p50 = w[(k + 1) / 2 - 1];                        /* nearest rank: ceil(k / 2) */
     r->wait_p99 = w[(uint32_t)(((uint64_t)k * 99 + 99) / 100) - 1]; /* ceil(0.99 k) */

@@ -92,11 +92,6 @@ const char *weft__stats_lane_kind(const weft_run_stats *st, uint32_t lane) {
 
 /* ---- building the snapshot ----------------------------------------------------------------- */
 
-static int cmp_u32(const void *a, const void *b) {
-  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-  return (x > y) - (x < y);
-}
-
 static int cmp_sample(const void *a, const void *b) {
   const weft__mem_sample *x = a, *y = b;
   return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
@@ -118,7 +113,7 @@ static int number_lanes(weft_run_stats *st, const weft__plan *p, uint64_t t0, ui
   for (uint32_t w = 0; w < nworkers; w++) codes[k++] = WEFT__LANE(WEFT__LANE_CPU, 0, w);
   for (uint32_t i = 0; i < n; i++)
     if (current(&p->exec->times[i], t0)) codes[k++] = atomic_load_explicit(&p->exec->times[i].lane, memory_order_relaxed);
-  qsort(codes, k, sizeof *codes, cmp_u32);
+  qsort(codes, k, sizeof *codes, weft__cmp_u32);
   uint32_t u = 0;
   for (uint32_t j = 0; j < k; j++)
     if (u == 0 || codes[j] != codes[u - 1]) codes[u++] = codes[j];
