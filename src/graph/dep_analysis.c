@@ -14,11 +14,14 @@
  *
  * The analysis follows the graph as it is built: each appended node gets its edges at once,
  * from the state kept in the graph (each tensor's last writer and readers since, in the
- * tensor; a stamp per node), while the tensors it names are in the cache. Any other change
+ * tensor; a stamp and a successor count per node), while the tensors it names are in the cache. Any other change
  * (an explicit edge, tiles, a failed call's nodes dropped) leaves it behind, and the next
  * analysis goes over every node again. A launch only marks the temporaries.
  *
- * Cost: O(nodes + accesses + edges) time; one word per node and per read access kept. */
+ * Edges are appended node by node, so g->edges is sorted by target, and each node counts its
+ * successors as they come: the plan lays out its successor lists from both (sched/plan/build.c).
+ *
+ * Cost: O(nodes + accesses + edges) time; two words per node and one per read access kept. */
 #include <stdio.h>
 #include <string.h>
 
@@ -32,12 +35,12 @@ typedef struct reader {
 
 /* The state lives in the graph, so that appends can follow one another (weft__graph_analyse_append):
  * per tensor its last writer and the head of its readers since (dep_writer, dep_head), per
- * node the successor its last edge went to (dep_stamp, for dedupe) and its level (dep_level,
+ * node the successor its last edge went to and its successors (dep_node) and its level (dep_level,
  * with the widths of the first levels), the readers' list (dep_readers) and the edges
  * (g->edges). */
 typedef struct state {
   weft_tensor **tensors;
-  uint32_t *stamp;
+  weft__dep_node *dn;
   reader *readers;
   uint32_t nreaders;
   weft__edge *edges;
@@ -45,8 +48,9 @@ typedef struct state {
 } state;
 
 static inline void add_edge(state *s, uint32_t from, uint32_t to, uint32_t tensor, int hazard) {
-  if (from == to || s->stamp[from] == to) return;
-  s->stamp[from] = to;
+  if (from == to || s->dn[from].stamp == to) return;
+  s->dn[from].stamp = to;
+  s->dn[from].nsucc++;
   s->edges[s->nedges++] = (weft__edge){from, to, tensor, (uint8_t)hazard};
 }
 
@@ -203,16 +207,16 @@ static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, sta
     return rc;
   /* Every node before this one has its stamp (an explicit edge may come from a later node:
    * the whole analysis stamps them all first). */
-  if (g->dep_stamp.len <= n->id) {
-    uint32_t none = NONE;
-    if ((rc = WEFT__VEC_PUSH(&g->dep_stamp, none)) != WEFT_OK) return rc;
+  if (g->dep_node.len <= n->id) {
+    weft__dep_node fresh = {NONE, 0};
+    if ((rc = WEFT__VEC_PUSH(&g->dep_node, fresh)) != WEFT_OK) return rc;
   }
   if (g->dep_level.len <= n->id) {
     uint8_t zero = 0;
     if ((rc = WEFT__VEC_PUSH(&g->dep_level, zero)) != WEFT_OK) return rc;
   }
   s->tensors = g->tensors.data;
-  s->stamp = g->dep_stamp.data;
+  s->dn = g->dep_node.data;
   s->readers = g->dep_readers.data;
   s->nreaders = (uint32_t)g->dep_readers.len;
   s->edges = g->edges.data;
@@ -282,12 +286,13 @@ static int analyse_all(weft_graph *g) {
   weft_node **nodes = g->nodes.data;
   weft_tensor **tensors = g->tensors.data;
   for (size_t t = 0; t < g->tensors.len; t++) tensors[t]->dep_writer = tensors[t]->dep_head = NONE;
-  g->edges.len = g->dep_readers.len = g->dep_stamp.len = g->dep_level.len = 0;
+  g->edges.len = g->dep_readers.len = g->dep_node.len = g->dep_level.len = 0;
   memset(g->dep_width, 0, sizeof g->dep_width);
-  if (weft__vec_reserve(&g->dep_stamp, nn) != WEFT_OK || weft__vec_reserve(&g->dep_level, nn) != WEFT_OK)
+  if (weft__vec_reserve(&g->dep_node, nn) != WEFT_OK || weft__vec_reserve(&g->dep_level, nn) != WEFT_OK)
     return weft__oom("the dependency analysis");
-  memset(g->dep_stamp.data, 0xff, nn * sizeof(uint32_t));
-  g->dep_stamp.len = nn;
+  weft__dep_node *dn = g->dep_node.data;
+  for (size_t i = 0; i < nn; i++) dn[i] = (weft__dep_node){NONE, 0};
+  g->dep_node.len = nn;
   if (nn > 0) memset(g->dep_level.data, 0, nn);
   g->dep_level.len = nn;
   uint32_t *eoff = NULL, *efrom = NULL;

@@ -237,6 +237,13 @@ struct weft_node {
   const char *origin;
 };
 
+/* The analysis's state of a node (dep_analysis.c), one cache line for both: the successor its
+ * last edge went to (to list a pair once), and its successors so far — the plan's successor
+ * lists are laid out from these counts (sched/plan/build.c). */
+typedef struct weft__dep_node {
+  uint32_t stamp, nsucc;
+} weft__dep_node;
+
 typedef struct weft__edge {
   uint32_t from, to;
   uint32_t tensor; /* UINT32_MAX for explicit edges */
@@ -267,7 +274,7 @@ struct weft_graph {
    * next analysis starts over. */
   uint64_t inc_version;
   weft__vec dep_readers; /* the analysis's reader entries (dep_analysis.c) */
-  weft__vec dep_stamp;   /* uint32_t per node: the successor its last edge went to */
+  weft__vec dep_node;    /* weft__dep_node per node */
   weft__vec dep_level;   /* uint8_t per node: the most edges on a path into it (255 at most) */
   /* Nodes per level, for the first 8 levels (level 0: the roots, before a plan's own edges):
    * how many workers a run can use at its start, which a launch wakes early (sched/dispatch.c). */

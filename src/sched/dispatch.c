@@ -1,6 +1,7 @@
 /* dispatch.c — runs: launch, the execution of ready nodes, completion, wait/poll/cancel.
  *
- * Protocol. At launch every node's `pending` counter is set to its number of predecessors,
+ * Protocol. At launch every node's `pending` counter holds its number of predecessors (the
+ * plan's build sets them, and each node sets its own back when it is taken: taken_skipped),
  * and the roots are handed to the pool. A worker that runs node x then *releases* x's
  * outgoing edges: each successor's counter is decremented, and a successor that reaches zero
  * is ready. The worker keeps the first ready successor and runs it next on the same thread
@@ -172,12 +173,16 @@ static inline __attribute__((always_inline)) int run_node(weft__xnode *x, weft_r
   return st;
 }
 
-/* Whether node x is not to run (an input failed: poisoned; or the run was cancelled); such a
- * node is marked skipped, and its backend told (a transport still owes its messages). */
-static int skipped(weft__plan *pl, weft_run *r, weft__xnode *x) {
-  if (!atomic_load_explicit(&pl->exec->poison[x->id], memory_order_relaxed) &&
-      !atomic_load_explicit(&r->cancel, memory_order_relaxed))
-    return 0;
+/* Takes node x, ready, to run or skip; returns whether it is not to run (an input failed:
+ * poisoned; or the run was cancelled): such a node is marked skipped, and its backend told (a
+ * transport still owes its messages). Every predecessor has released x, and none will again in
+ * this run: x sets its counter back for the next run (and clears its poison), so a run that
+ * ends leaves every node armed and a launch resets nothing (the plan's build arms them first). */
+static int taken_skipped(weft__plan *pl, weft_run *r, weft__xnode *x) {
+  atomic_store_explicit(&pl->exec->pending[x->id], pl->indeg[x->id], memory_order_relaxed);
+  int poisoned = atomic_load_explicit(&pl->exec->poison[x->id], memory_order_relaxed);
+  if (!poisoned && !atomic_load_explicit(&r->cancel, memory_order_relaxed)) return 0;
+  if (poisoned) atomic_store_explicit(&pl->exec->poison[x->id], 0, memory_order_relaxed);
   weft__timing_skip(pl, x->id);
   if (x->backend->vt->skip != NULL) x->backend->vt->skip(x->backend, r, x->id);
   return 1;
@@ -193,7 +198,7 @@ void weft__dispatch_chain(weft__pool *pool, int worker, weft__xnode *x) {
       tls.run = r;
     }
     int st, held = 0;
-    if (skipped(pl, r, x)) {
+    if (taken_skipped(pl, r, x)) {
       st = SKIPPED;
     } else {
       /* A node of an asynchronous backend may complete on another thread before launch even
@@ -269,7 +274,7 @@ void weft__sched_complete_here(weft_run *r, uint32_t index, int status, const ch
   tls.t = 0; /* each node's start read afresh: this thread is no worker's chain */
   while (y != NULL) {
     weft__xnode *next = NULL;
-    int st = skipped(pl, r, y) ? SKIPPED : run_node(y, r, lane, err, sizeof err);
+    int st = taken_skipped(pl, r, y) ? SKIPPED : run_node(y, r, lane, err, sizeof err);
     assert(st != WEFT__DEFERRED);
     if (st == WEFT__PENDING) {
       release(pool, pl, y, RELEASE_EARLY, 0, &next, y->backend); /* its completion counts it */
@@ -566,10 +571,6 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   atomic_init(&r->ended, 0);
   atomic_init(&r->done, 0);
   atomic_init(&r->drains, 0);
-  for (uint32_t i = 0; i < pl->n; i++) {
-    atomic_store_explicit(&pl->exec->pending[i], pl->indeg[i], memory_order_relaxed);
-    atomic_store_explicit(&pl->exec->poison[i], 0, memory_order_relaxed);
-  }
   pl->exec->run = r;
   *out = r;
   if (pl->n == 0 || owned) {

@@ -57,8 +57,8 @@ void weft__plan_free(weft_runtime *rt, weft__plan *p) {
   if (p != NULL) plan_free(rt, p, rt->nbackends);
 }
 
-/* The node records, RECORD_TILE nodes a tile (node_records; the CSR's node steps too). */
-enum { RECORD_TILE = 1024 };
+/* Node tiles: the records, and in a large graph the CSR's node steps (plan_job). */
+enum { NODE_TILE = 256 };
 
 /* Adds each edge of `e` to the CSR arrays; x[].succ_end and pred_end are the fill cursors. */
 static void fill_edges(weft__plan *p, const weft__edge *e, size_t len) {
@@ -79,41 +79,95 @@ static void count_edges(weft__plan *p, const weft__edge *e, size_t len) {
   }
 }
 
-/* ---- the CSR of a large graph, with the pool's idle workers --------------------------------
- *
- * At the first launch of a Task Bench graph of 8000 tasks on 16 cores the serial CSR took
- * 0.13-1.1 ms (1 to 16 edges a task), the launching thread alone while the pool waited for
- * the first node; the records it reads were written by other threads (node_records), each a
- * miss. The analysis appends each node's edges as the node is appended, so the graph's edges
- * are sorted by target: a node's predecessors are the run of edges into it, in place, and only
- * the successors need a transpose. In parallel: count each node's successors (edge tiles,
- * atomic counts), their offsets (one serial scan of the counts), the records' offsets and
- * predecessor runs (node tiles), the fill (edge tiles, an atomic cursor per node), then each
- * node's successors sorted by target, which is the order the serial fill gives them (edges in
- * order of target, one per pair): the same plan whoever built it. */
-enum { EDGE_TILE = 2048, PAR_EDGES_MIN = 4096, PAR_WORKERS_MIN = 4 }; /* its extra passes pay from 4 */
-
-typedef struct edges_job {
-  weft__plan *p;
-  const weft__edge *e;
-  size_t m;
-  atomic_uint *cur;   /* per node: its successors counted, then its offset, then the fill cursor */
-  atomic_int unsorted; /* an edge whose target is below its predecessor's: the serial build */
-} edges_job;
-
-static void count_tile(void *arg, uint32_t t) {
-  edges_job *j = arg;
-  size_t lo = (size_t)t * EDGE_TILE, hi = j->m - lo < EDGE_TILE ? j->m : lo + EDGE_TILE;
-  int bad = 0;
-  for (size_t k = lo; k < hi; k++) {
-    atomic_fetch_add_explicit(&j->cur[j->e[k].from], 1, memory_order_relaxed);
-    bad |= k > 0 && j->e[k].to < j->e[k - 1].to;
+/* Sets the counters of nodes [lo, hi) for the plan's first run (each node sets its own back as
+ * it is taken afterwards: dispatch.c). */
+static void arm(weft__plan *p, uint32_t lo, uint32_t hi) {
+  for (uint32_t i = lo; i < hi; i++) {
+    atomic_store_explicit(&p->exec->pending[i], p->indeg[i], memory_order_relaxed);
+    atomic_store_explicit(&p->exec->poison[i], 0, memory_order_relaxed);
   }
-  if (bad) atomic_store_explicit(&j->unsorted, 1, memory_order_relaxed);
+}
+
+/* ---- a large graph's plan, with the pool's idle workers -------------------------------------
+ *
+ * Before a first launch's first node the launching thread builds the plan while the pool waits
+ * (awake: the pre-wake, dispatch.c). A large graph's plan is built in node tiles that the idle
+ * workers share (weft__pool_parallel), in three passes:
+ *
+ *   records  each node's record (its node read once: in a large graph built a while ago, each a
+ *            miss), its timing record cleared, and — when the CSR is built here too — the
+ *            offsets of its successors within its tile, from the counts the analysis kept
+ *            (dep_analysis.c), with the tile's total;
+ *   (serial) the tiles' totals scanned into their first offsets (a few hundred numbers);
+ *   CSR      each node's lists: the analysis appends a node's edges with the node, so the
+ *            graph's edges are sorted by target and a node's predecessors are the run of edges
+ *            into it, in place; each of them gets the node as a successor through the
+ *            predecessor's fill cursor (an atomic add: two tiles may fill one list); the
+ *            node's counter is armed, and a root is listed at its tile's place;
+ *   sort     each node's successors sorted by target, which is the order the serial fill gives
+ *            them (edges in order of target, one a pair): the same plan whoever built it; then
+ *            their early marks. The roots are packed in order at the end (serial).
+ *
+ * At the first launch of a Task Bench graph of 8000 tasks on 16 cores (the H200 host) the six
+ * passes of the build before (a count of the successors with atomics, and tiles of 1024 and
+ * 2048 edges), the launch's reset of the counters and the timing records' clearing took
+ * 0.3-0.4 ms, and each pass 20-80 us; a GPU's plan (claims' edges) takes the serial build. */
+enum { PAR_EDGES_MIN = 4096, PAR_WORKERS_MIN = 4 }; /* its extra passes pay from 4 workers */
+
+typedef struct plan_job {
+  weft__plan *p;
+  weft_node **nodes;
+  uint8_t *gpu;  /* per tile: a GPU node among its nodes */
+  size_t *room;  /* per tile: the argument slots its nodes need beyond the inline ones */
+  /* The CSR's, when it is built in node tiles (dn not NULL): */
+  const weft__dep_node *dn; /* per node: its successors, counted by the analysis */
+  const weft__edge *e;      /* the graph's edges, sorted by target */
+  size_t m;
+  atomic_uint *cur;         /* per node: its next successor's offset within its tile's */
+  uint32_t *base;           /* per tile: its successors, then the offset of its first */
+  uint32_t *roots;          /* per tile: its roots, listed from roots[its first node] */
+} plan_job;
+
+static void job_free(plan_job *j) {
+  weft__free(j->gpu);
+  weft__free(j->room);
+  weft__free(j->cur);
+  weft__free(j->base);
+  weft__free(j->roots);
+  memset(j, 0, sizeof *j);
+}
+
+/* Tile t's records: the one pass over its nodes; what the plan needs of a node is read here,
+ * and its record written whole. Each record is its node's alone, so who writes it does not
+ * matter. */
+static void records_tile(void *arg, uint32_t t) {
+  plan_job *j = arg;
+  weft__plan *p = j->p;
+  weft_runtime *rt = p->graph->rt;
+  uint32_t lo = t * NODE_TILE, hi = p->n - lo < NODE_TILE ? p->n : lo + NODE_TILE;
+  size_t room = 0;
+  int gpu = 0;
+  uint32_t succ = 0; /* the tile's successors so far */
+  for (uint32_t i = lo; i < hi; i++) {
+    const weft_node *nd = j->nodes[i];
+    if (i + WEFT__AHEAD < hi) WEFT__PREFETCH(j->nodes[i + WEFT__AHEAD]);
+    p->x[i] = (weft__xnode){.node = j->nodes[i], .plan = p, .id = i, .backend = weft__node_backend(rt, nd)};
+    gpu |= nd->device.kind == WEFT_DEVICE_CUDA;
+    if (nd->nargs > WEFT__CTX_INLINE) room += nd->nargs;
+    if (j->dn != NULL) {
+      atomic_init(&j->cur[i], succ);
+      p->x[i].succ_begin = succ; /* the tile's offset is added by csr_tile */
+      succ += j->dn[i].nsucc;
+    }
+  }
+  weft__timing_plan_clear(p, lo, hi);
+  j->gpu[t] = (uint8_t)gpu;
+  j->room[t] = room;
+  if (j->dn != NULL) j->base[t] = succ;
 }
 
 /* First edge index whose target is >= node. */
-static size_t first_into(const edges_job *j, uint32_t node) {
+static size_t first_into(const plan_job *j, uint32_t node) {
   size_t lo = 0, hi = j->m;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -123,41 +177,35 @@ static size_t first_into(const edges_job *j, uint32_t node) {
   return lo;
 }
 
-static void nodes_tile(void *arg, uint32_t t) {
-  edges_job *j = arg;
+static void csr_tile(void *arg, uint32_t t) {
+  plan_job *j = arg;
   weft__plan *p = j->p;
-  uint32_t lo = t * RECORD_TILE, hi = p->n - lo < RECORD_TILE ? p->n : lo + RECORD_TILE;
+  uint32_t lo = t * NODE_TILE, hi = p->n - lo < NODE_TILE ? p->n : lo + NODE_TILE, roots = 0;
   size_t k = first_into(j, lo);
   for (uint32_t i = lo; i < hi; i++) {
     weft__xnode *x = &p->x[i];
-    uint32_t begin = atomic_load_explicit(&j->cur[i], memory_order_relaxed);
-    uint32_t end = i + 1 < p->n ? atomic_load_explicit(&j->cur[i + 1], memory_order_relaxed) : (uint32_t)j->m;
-    x->succ_begin = begin;
-    x->succ_end = end;
+    x->succ_begin += j->base[t];
+    x->succ_end = x->succ_begin + j->dn[i].nsucc;
     x->pred_begin = (uint32_t)k;
-    while (k < j->m && j->e[k].to == i) k++;
+    for (; k < j->m && j->e[k].to == i; k++) {
+      uint32_t from = j->e[k].from;
+      p->pred[k] = from;
+      p->succ[j->base[from / NODE_TILE] + atomic_fetch_add_explicit(&j->cur[from], 1, memory_order_relaxed)] = i;
+    }
     x->pred_end = (uint32_t)k;
     p->indeg[i] = x->pred_end - x->pred_begin;
+    if (p->indeg[i] == 0) p->roots[lo + roots++] = i;
   }
-}
-
-static void fill_tile(void *arg, uint32_t t) {
-  edges_job *j = arg;
-  weft__plan *p = j->p;
-  size_t lo = (size_t)t * EDGE_TILE, hi = j->m - lo < EDGE_TILE ? j->m : lo + EDGE_TILE;
-  for (size_t k = lo; k < hi; k++) {
-    const weft__edge *e = &j->e[k];
-    p->succ[atomic_fetch_add_explicit(&j->cur[e->from], 1, memory_order_relaxed)] = e->to;
-    p->pred[k] = e->from;
-  }
+  arm(p, lo, hi);
+  j->roots[t] = roots;
 }
 
 /* Each node's successors in order of target (insertion sort for the usual few; a node that
  * many read, a constant every node of a large graph reads, by qsort), then their early marks. */
 static void sort_tile(void *arg, uint32_t t) {
-  edges_job *j = arg;
+  plan_job *j = arg;
   weft__plan *p = j->p;
-  uint32_t lo = t * RECORD_TILE, hi = p->n - lo < RECORD_TILE ? p->n : lo + RECORD_TILE;
+  uint32_t lo = t * NODE_TILE, hi = p->n - lo < NODE_TILE ? p->n : lo + NODE_TILE;
   for (uint32_t i = lo; i < hi; i++) {
     uint32_t first = p->x[i].succ_begin, end = p->x[i].succ_end;
     if (end - first > 32) {
@@ -175,38 +223,29 @@ static void sort_tile(void *arg, uint32_t t) {
   }
 }
 
-/* The CSR in parallel; WEFT_EAGAIN (nothing written but the counts) if the edges are not sorted
- * by target, which the serial build then takes. */
-static int build_edges_parallel(weft__plan *p, weft__pool *pool) {
-  weft_graph *g = p->graph;
-  size_t m = g->edges.len, cur_bytes = (size_t)p->n * sizeof(atomic_uint);
-  edges_job j = {.p = p, .e = g->edges.data, .m = m};
-  atomic_init(&j.unsorted, 0);
-  if ((j.cur = weft__mem_get(p->mem, cur_bytes)) == NULL) return weft__oom("a plan");
-  memset(j.cur, 0, cur_bytes);
-  uint32_t etiles = (uint32_t)((m + EDGE_TILE - 1) / EDGE_TILE), ntiles = (p->n + RECORD_TILE - 1) / RECORD_TILE;
-  uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1; /* the launching thread takes a core */
-  weft__pool_parallel(pool, etiles, helpers, count_tile, &j);
-  if (atomic_load_explicit(&j.unsorted, memory_order_relaxed)) {
-    weft__mem_put(p->mem, j.cur, cur_bytes);
-    return WEFT_EAGAIN;
-  }
+/* The CSR in node tiles (the records pass counted each tile's successors); WEFT_EAGAIN, with
+ * nothing written, when the analysis's counts do not add up to the edges (never seen: the
+ * serial build then takes it). */
+static int build_edges_parallel(weft__plan *p, plan_job *j, uint32_t tiles) {
+  weft__pool *pool = p->graph->rt->pool;
   uint32_t off = 0;
-  for (uint32_t i = 0; i < p->n; i++) {
-    uint32_t c = atomic_load_explicit(&j.cur[i], memory_order_relaxed);
-    atomic_store_explicit(&j.cur[i], off, memory_order_relaxed);
+  for (uint32_t t = 0; t < tiles; t++) {
+    uint32_t c = j->base[t];
+    j->base[t] = off;
     off += c;
   }
-  weft__pool_parallel(pool, ntiles, helpers, nodes_tile, &j);
-  weft__pool_parallel(pool, etiles, helpers, fill_tile, &j);
-  weft__pool_parallel(pool, ntiles, helpers, sort_tile, &j);
-  weft__mem_put(p->mem, j.cur, cur_bytes);
-  for (uint32_t i = 0; i < p->n; i++)
-    if (p->indeg[i] == 0) p->roots[p->nroots++] = i;
+  if (off != j->m) return WEFT_EAGAIN;
+  uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1; /* the launching thread takes a core */
+  weft__pool_parallel(pool, tiles, helpers, csr_tile, j);
+  weft__pool_parallel(pool, tiles, helpers, sort_tile, j);
+  for (uint32_t t = 0; t < tiles; t++) {
+    memmove(p->roots + p->nroots, p->roots + (size_t)t * NODE_TILE, j->roots[t] * sizeof *p->roots);
+    p->nroots += j->roots[t];
+  }
   return WEFT_OK;
 }
 
-static int build_edges(weft__plan *p, const weft__vec *extra) {
+static int build_edges(weft__plan *p, const weft__vec *extra, plan_job *j, uint32_t tiles) {
   weft_graph *g = p->graph;
   size_t m = g->edges.len + extra->len;
   p->m = m;
@@ -214,11 +253,7 @@ static int build_edges(weft__plan *p, const weft__vec *extra) {
   p->succ_early = weft__mem_get(p->mem, U8_BYTES(m));
   p->pred = weft__mem_get(p->mem, U32_BYTES(m));
   if (!p->succ || !p->succ_early || !p->pred) return weft__oom("a plan");
-  weft__pool *pool = g->rt->pool;
-  if (extra->len == 0 && m >= PAR_EDGES_MIN && m < UINT32_MAX && weft__pool_size(pool) >= PAR_WORKERS_MIN) {
-    int rc = build_edges_parallel(p, pool);
-    if (rc != WEFT_EAGAIN) return rc;
-  }
+  if (j->dn != NULL && extra->len == 0 && build_edges_parallel(p, j, tiles) == WEFT_OK) return WEFT_OK;
   /* Counts, then prefix sums; x[i].succ_end and pred_end serve as fill cursors. */
   count_edges(p, g->edges.data, g->edges.len);
   count_edges(p, extra->data, extra->len);
@@ -236,6 +271,7 @@ static int build_edges(weft__plan *p, const weft__vec *extra) {
   fill_edges(p, extra->data, extra->len);
   for (uint32_t i = 0; i < p->n; i++)
     if (p->indeg[i] == 0) p->roots[p->nroots++] = i;
+  arm(p, 0, p->n);
   return WEFT_OK;
 }
 
@@ -257,66 +293,41 @@ static int plan_gpus(weft__plan *p, int any, weft__vec *extra) {
   return rc;
 }
 
-
-typedef struct records_job {
-  weft__plan *p;
-  weft_node **nodes;
-  uint8_t *gpu;  /* per tile: a GPU node among its nodes */
-  size_t *room;  /* per tile: the argument slots its nodes need beyond the inline ones */
-} records_job;
-
-/* Tile t's records: the one pass over its nodes (each a cache miss in a large graph built a
- * while ago): what the plan needs of a node is read here, and its record written whole. */
-static void records_tile(void *arg, uint32_t t) {
-  records_job *j = arg;
-  weft__plan *p = j->p;
-  weft_runtime *rt = p->graph->rt;
-  uint32_t lo = t * RECORD_TILE, hi = p->n - lo < RECORD_TILE ? p->n : lo + RECORD_TILE;
-  size_t room = 0;
-  int gpu = 0;
-  for (uint32_t i = lo; i < hi; i++) {
-    const weft_node *nd = j->nodes[i];
-    if (i + WEFT__AHEAD < hi) WEFT__PREFETCH(j->nodes[i + WEFT__AHEAD]);
-    p->x[i] = (weft__xnode){.node = j->nodes[i], .plan = p, .id = i, .backend = weft__node_backend(rt, nd)};
-    gpu |= nd->device.kind == WEFT_DEVICE_CUDA;
-    if (nd->nargs > WEFT__CTX_INLINE) room += nd->nargs;
+/* Writes every node's record (in tiles that the pool's idle workers share, for a large graph:
+ * at the first launch of a 32 000-node graph the records were about a third of the launch, made
+ * by the launching thread alone while the workers waited for the first node) and says whether
+ * any runs on a GPU and how many argument slots the nodes need beyond the inline ones. With
+ * the CSR built in tiles too (j->dn), each tile also lays out its nodes' successor lists. */
+static void node_records(plan_job *j, uint32_t tiles, int *gpu, size_t *room) {
+  weft__pool *pool = j->p->graph->rt->pool;
+  uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1; /* the launching thread takes a core */
+  weft__pool_parallel(pool, tiles, helpers, records_tile, j);
+  for (uint32_t t = 0; t < tiles; t++) {
+    *gpu |= j->gpu[t];
+    *room += j->room[t];
   }
-  j->gpu[t] = (uint8_t)gpu;
-  j->room[t] = room;
 }
 
-/* Writes every node's record and says whether any runs on a GPU and how many argument slots
- * the nodes need beyond the inline ones. A large graph's records are shared with the pool's
- * idle workers (weft__pool_parallel from the launching thread): at the first launch of a
- * 32 000-node graph they were about a third of the launch, which the launching thread made
- * alone while the workers waited for the first node. Each record is its node's alone, so
- * who writes it does not matter. */
-static int node_records(weft__plan *p, weft_node **nodes, int *gpu, size_t *room) {
-  uint32_t tiles = (p->n + RECORD_TILE - 1) / RECORD_TILE;
-  uint8_t gpu1;
-  size_t room1;
-  records_job j = {p, nodes, &gpu1, &room1};
-  if (tiles > 1) {
-    j.gpu = weft__malloc(tiles);
-    j.room = weft__malloc(tiles * sizeof *j.room);
-    if (j.gpu == NULL || j.room == NULL) {
-      weft__free(j.gpu);
-      weft__free(j.room);
-      return weft__oom("a plan");
-    }
-    weft__pool *pool = p->graph->rt->pool;
-    uint32_t helpers = (uint32_t)weft__pool_size(pool) - 1; /* the launching thread takes a core */
-    weft__pool_parallel(pool, tiles, helpers, records_tile, &j);
-  } else if (tiles == 1) {
-    records_tile(&j, 0);
-  }
-  for (uint32_t t = 0; t < tiles; t++) {
-    *gpu |= j.gpu[t];
-    *room += j.room[t];
-  }
-  if (tiles > 1) {
-    weft__free(j.gpu);
-    weft__free(j.room);
+/* The job's arrays; j->dn is set (the CSR to be built in tiles) for a graph large enough, on a
+ * pool wide enough, whose analysis counted each node's successors. */
+static int job_init(plan_job *j, weft__plan *p, uint32_t tiles) {
+  weft_graph *g = p->graph;
+  memset(j, 0, sizeof *j);
+  j->p = p;
+  j->nodes = g->nodes.data;
+  j->gpu = weft__malloc(tiles ? tiles : 1);
+  j->room = weft__malloc((tiles ? tiles : 1) * sizeof *j->room);
+  if (j->gpu == NULL || j->room == NULL) return weft__oom("a plan");
+  size_t m = g->edges.len;
+  if (tiles > 1 && m >= PAR_EDGES_MIN && m < UINT32_MAX && g->dep_node.len == p->n &&
+      weft__pool_size(g->rt->pool) >= PAR_WORKERS_MIN) {
+    j->e = g->edges.data;
+    j->m = m;
+    j->cur = weft__malloc((size_t)p->n * sizeof *j->cur);
+    j->base = weft__malloc(tiles * sizeof *j->base);
+    j->roots = weft__malloc(tiles * sizeof *j->roots);
+    if (j->cur == NULL || j->base == NULL || j->roots == NULL) return weft__oom("a plan");
+    j->dn = g->dep_node.data;
   }
   return WEFT_OK;
 }
@@ -329,6 +340,8 @@ int weft__plan_build(weft_graph *g) {
   uint32_t n = (uint32_t)g->nodes.len;
   weft__vec extra; /* weft__edge: the claims' edges */
   weft__vec_init(&extra, sizeof(weft__edge));
+  plan_job job;
+  memset(&job, 0, sizeof job);
   int hooked = 0; /* backends whose plan hook ran, for the cleanup */
   weft__plan *p = weft__calloc(1, sizeof *p);
   if (p == NULL) return weft__oom("a plan");
@@ -348,7 +361,9 @@ int weft__plan_build(weft_graph *g) {
   weft_node **nodes = g->nodes.data;
   size_t room = 0;
   int gpu = 0;
-  if ((rc = node_records(p, nodes, &gpu, &room)) != WEFT_OK) goto fail;
+  uint32_t tiles = (n + NODE_TILE - 1) / NODE_TILE;
+  if ((rc = job_init(&job, p, tiles)) != WEFT_OK) goto fail;
+  node_records(&job, tiles, &gpu, &room);
   if (room > 0) {
     if ((p->args_room = weft__mem_get(p->mem, room * sizeof(void *))) == NULL) {
       rc = weft__oom("a plan");
@@ -361,7 +376,9 @@ int weft__plan_build(weft_graph *g) {
         at += nodes[i]->nargs;
       }
   }
-  if ((rc = plan_gpus(p, gpu, &extra)) != WEFT_OK || (rc = build_edges(p, &extra)) != WEFT_OK) goto fail;
+  if ((rc = plan_gpus(p, gpu, &extra)) != WEFT_OK || (rc = build_edges(p, &extra, &job, tiles)) != WEFT_OK)
+    goto fail;
+  job_free(&job);
   if (p->gpu.node != NULL && (rc = weft__plan_batches(p)) != WEFT_OK) goto fail;
   weft__vec_fini(&extra);
   for (int b = 0; b < rt->nbackends; b++) {
@@ -377,6 +394,7 @@ fail:
   /* plan_free undoes whatever part of `plan` a backend got through (it must accept a plan it
    * attached nothing to). */
   weft__vec_fini(&extra);
+  job_free(&job);
   plan_free(rt, p, hooked);
   return rc;
 }

@@ -176,8 +176,9 @@ typedef struct weft__plan {
   uint32_t *succ;       /* CSR of successors; succ_early[k] marks edges released at issue */
   uint8_t *succ_early;
   uint32_t *pred;       /* CSR of predecessors */
-  uint32_t *indeg;      /* per node: its predecessors, the count a launch starts it at (an array
-                           of its own: the launch's reset reads 4 bytes a node, not a record) */
+  uint32_t *indeg;      /* per node: its predecessors, the count each run starts it at (an array
+                           of its own: a node taken sets its counter back from it, 4 bytes, not
+                           a record: dispatch.c) */
   uint32_t *roots;
   uint32_t nroots;
   void **args_room;     /* the nodes' args_room, one block */

@@ -37,10 +37,13 @@ int weft__timing_plan_init(weft__plan *p) {
     weft__free(t);
     return weft__oom("the timing records of a plan");
   }
-  /* Zero ends mark every record as "not from this run" (see timing.h). */
-  memset(p->exec->times, 0, TIMES_BYTES(p->n));
-  p->exec->timing = t;
+  p->exec->timing = t; /* the records are cleared by the plan's build (weft__timing_plan_clear) */
   return WEFT_OK;
+}
+
+void weft__timing_plan_clear(weft__plan *p, uint32_t lo, uint32_t hi) {
+  /* Zero ends mark every record as "not from this run" (see timing.h). */
+  if (p->exec->times != NULL) memset(p->exec->times + lo, 0, (size_t)(hi - lo) * sizeof *p->exec->times);
 }
 
 void weft__timing_plan_free(weft__plan *p) {

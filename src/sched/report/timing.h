@@ -49,6 +49,9 @@ typedef struct weft__timing {
  * the runtime flag WEFT_RUNTIME_NO_TIMING or the environment variable WEFT_TIMING=0), and
  * calibrates the clock on first use. Returns WEFT_OK or WEFT_ENOMEM (message set). */
 int weft__timing_plan_init(struct weft__plan *p);
+/* Clears the records of nodes [lo, hi): the plan's build does, a tile of nodes at a time on the
+ * pool's workers (a plan's records are cleared once; runs only overwrite them). */
+void weft__timing_plan_clear(struct weft__plan *p, uint32_t lo, uint32_t hi);
 /* Frees what weft__timing_plan_init allocated. */
 void weft__timing_plan_free(struct weft__plan *p);
 /* Called by launch before the run starts: forgets the previous run's memory samples, refines
