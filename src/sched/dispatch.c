@@ -89,15 +89,14 @@ enum { RELEASE_LATE = 0, RELEASE_EARLY = 1, RELEASE_ALL = 2 };
 static inline __attribute__((always_inline)) void release(weft__pool *pool, weft__plan *pl, weft__xnode *x,
                                                           int which, int poisoned, weft__xnode **next,
                                                           const weft__backend *only) {
-  atomic_uint *pending = pl->exec->pending;
   atomic_uchar *poison = pl->exec->poison;
   int queued = 0;
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
     if (which != RELEASE_ALL && pl->succ_early[k] != which) continue;
     uint32_t s = pl->succ[k];
     if (poisoned) atomic_store_explicit(&poison[s], 1, memory_order_relaxed);
-    if (atomic_fetch_sub_explicit(&pending[s], 1, memory_order_acq_rel) == 1) {
-      weft__xnode *xs = &pl->x[s];
+    weft__xnode *xs = &pl->x[s];
+    if (atomic_fetch_sub_explicit(&xs->pending, 1, memory_order_acq_rel) == 1) {
       WEFT__PREFETCH(xs->node); /* the first of the misses its run chases (node, args, tensors) */
       if (next != NULL && *next == NULL && (only == NULL || xs->backend == only))
         *next = xs;
@@ -179,7 +178,7 @@ static inline __attribute__((always_inline)) int run_node(weft__xnode *x, weft_r
  * this run: x sets its counter back for the next run (and clears its poison), so a run that
  * ends leaves every node armed and a launch resets nothing (the plan's build arms them first). */
 static int taken_skipped(weft__plan *pl, weft_run *r, weft__xnode *x) {
-  atomic_store_explicit(&pl->exec->pending[x->id], pl->indeg[x->id], memory_order_relaxed);
+  atomic_store_explicit(&x->pending, x->pred_end - x->pred_begin, memory_order_relaxed);
   int poisoned = atomic_load_explicit(&pl->exec->poison[x->id], memory_order_relaxed);
   if (!poisoned && !atomic_load_explicit(&r->cancel, memory_order_relaxed)) return 0;
   if (poisoned) atomic_store_explicit(&pl->exec->poison[x->id], 0, memory_order_relaxed);
@@ -386,16 +385,14 @@ static void end_run(weft_run *r) {
 
 /* ---- the plan's per-run state, and what backends may know of a run ------------------------ */
 
-#define EXEC_U32(n) ((size_t)((n) ? (n) : 1) * sizeof(uint32_t))
 #define EXEC_U8(n) ((size_t)((n) ? (n) : 1))
 
 int weft__exec_init(weft__plan *p) {
   weft__plan_exec *e = weft__calloc(1, sizeof *e);
   if (e == NULL) return weft__oom("a plan");
   p->exec = e;
-  e->pending = weft__mem_get(p->mem, EXEC_U32(p->n));
   e->poison = weft__mem_get(p->mem, EXEC_U8(p->n));
-  if (e->pending == NULL || e->poison == NULL) return weft__oom("a plan");
+  if (e->poison == NULL) return weft__oom("a plan");
   return weft__timing_plan_init(p);
 }
 
@@ -403,7 +400,6 @@ void weft__exec_free(weft__plan *p) {
   weft__plan_exec *e = p->exec;
   if (e == NULL) return;
   weft__timing_plan_free(p);
-  weft__mem_put(p->mem, e->pending, EXEC_U32(p->n));
   weft__mem_put(p->mem, e->poison, EXEC_U8(p->n));
   weft__free(e);
   p->exec = NULL;

@@ -169,7 +169,6 @@ const weft__node_place *weft__placement_of(const weft_graph *g, uint32_t node, c
 /* The dispatcher's per-run state of a plan (plan.h holds the plan itself), allocated with it
  * and reused by every run of it. */
 typedef struct weft__plan_exec {
-  atomic_uint *pending; /* per node: predecessors not yet released in this run */
   atomic_uchar *poison; /* per node: a predecessor failed or was skipped */
   weft_run *run;        /* the run in flight, if any */
   weft__ntime *times;   /* per node: start, end, lane of the latest run; NULL: timing off */

@@ -38,7 +38,6 @@ static void plan_free_arrays(weft__plan *p) {
   weft__mem_put(mem, p->succ, U32_BYTES(p->m));
   weft__mem_put(mem, p->succ_early, U8_BYTES(p->m));
   weft__mem_put(mem, p->pred, U32_BYTES(p->m));
-  weft__mem_put(mem, p->indeg, U32_BYTES(p->n));
   weft__mem_put(mem, p->roots, U32_BYTES(p->n));
   weft__mem_put(mem, p->args_room, p->nargs_room * sizeof(void *));
   gpu_free(&p->gpu);
@@ -83,7 +82,7 @@ static void count_edges(weft__plan *p, const weft__edge *e, size_t len) {
  * it is taken afterwards: dispatch.c). */
 static void arm(weft__plan *p, uint32_t lo, uint32_t hi) {
   for (uint32_t i = lo; i < hi; i++) {
-    atomic_store_explicit(&p->exec->pending[i], p->indeg[i], memory_order_relaxed);
+    atomic_store_explicit(&p->x[i].pending, p->x[i].pred_end - p->x[i].pred_begin, memory_order_relaxed);
     atomic_store_explicit(&p->exec->poison[i], 0, memory_order_relaxed);
   }
 }
@@ -193,8 +192,7 @@ static void csr_tile(void *arg, uint32_t t) {
       p->succ[j->base[from / NODE_TILE] + atomic_fetch_add_explicit(&j->cur[from], 1, memory_order_relaxed)] = i;
     }
     x->pred_end = (uint32_t)k;
-    p->indeg[i] = x->pred_end - x->pred_begin;
-    if (p->indeg[i] == 0) p->roots[lo + roots++] = i;
+    if (x->pred_end == x->pred_begin) p->roots[lo + roots++] = i;
   }
   arm(p, lo, hi);
   j->roots[t] = roots;
@@ -260,7 +258,6 @@ static int build_edges(weft__plan *p, const weft__vec *extra, plan_job *j, uint3
   uint32_t so = 0, po = 0;
   for (uint32_t i = 0; i < p->n; i++) {
     weft__xnode *x = &p->x[i];
-    p->indeg[i] = x->pred_end;
     uint32_t sc = x->succ_end, pc = x->pred_end;
     x->succ_begin = x->succ_end = so;
     x->pred_begin = x->pred_end = po;
@@ -270,7 +267,7 @@ static int build_edges(weft__plan *p, const weft__vec *extra, plan_job *j, uint3
   fill_edges(p, g->edges.data, g->edges.len);
   fill_edges(p, extra->data, extra->len);
   for (uint32_t i = 0; i < p->n; i++)
-    if (p->indeg[i] == 0) p->roots[p->nroots++] = i;
+    if (p->x[i].pred_end == p->x[i].pred_begin) p->roots[p->nroots++] = i;
   arm(p, 0, p->n);
   return WEFT_OK;
 }
@@ -351,8 +348,7 @@ int weft__plan_build(weft_graph *g) {
   p->x = weft__mem_get(p->mem, X_BYTES(n));
   p->order = weft__mem_get(p->mem, U32_BYTES(n));
   p->roots = weft__mem_get(p->mem, U32_BYTES(n));
-  p->indeg = weft__mem_get(p->mem, U32_BYTES(n));
-  if (!p->x || !p->order || !p->roots || !p->indeg) {
+  if (!p->x || !p->order || !p->roots) {
     rc = weft__oom("a plan");
     goto fail;
   }

@@ -157,6 +157,11 @@ typedef struct weft__xnode {
   uint32_t succ_begin, succ_end;
   uint32_t pred_begin, pred_end;
   uint32_t id;
+  /* The dispatcher's: predecessors not yet released in this run (in the record, not an array
+   * of its own: a node's predecessors release it from as many workers, and packed 16 to a
+   * cache line the counters of a step's nodes were one line that every worker of a wide
+   * step wrote). */
+  atomic_uint pending;
   struct weft__xnode *next_ready; /* the dispatcher's; backends never touch it */
   void **args_room;               /* a node of more than WEFT__CTX_INLINE arguments: room for
                                      its kernel context's argument pointers (weft__ctx_bind) */
@@ -176,9 +181,6 @@ typedef struct weft__plan {
   uint32_t *succ;       /* CSR of successors; succ_early[k] marks edges released at issue */
   uint8_t *succ_early;
   uint32_t *pred;       /* CSR of predecessors */
-  uint32_t *indeg;      /* per node: its predecessors, the count each run starts it at (an array
-                           of its own: a node taken sets its counter back from it, 4 bytes, not
-                           a record: dispatch.c) */
   uint32_t *roots;
   uint32_t nroots;
   void **args_room;     /* the nodes' args_room, one block */
