@@ -606,14 +606,25 @@ static void variadic_user_calls(void **state) {
   assert_int_equal(m, WEFT_WRITE);
   assert_ptr_equal(weft_node_arg(n, W, &m), in[W - 1]);
   assert_int_equal(m, WEFT_READ);
+  /* A second such call (its arguments pass through the buffer the first used) leaves the
+   * first node's as they were. */
+  weft_tensor *out2 = vec(g, "out2", WEFT_F32, 4), *rev[W + 1];
+  rev[0] = out2;
+  for (int i = 0; i < W; i++) rev[i + 1] = in[W - 1 - i];
+  CHECK(weft_call(g, op, rev, W + 1, NULL, 0));
+  weft_node *n2 = weft_graph_last_node(g);
+  for (int i = 0; i < W; i++) {
+    assert_ptr_equal(weft_node_arg(n, i + 1, NULL), in[i]);
+    assert_ptr_equal(weft_node_arg(n2, i + 1, NULL), in[W - 1 - i]);
+  }
   CHECK(weft_graph_analyse(g));
   int raw = 0;
   for (size_t k = 0; k < weft_graph_edge_count(g); k++) {
     weft_edge e;
     CHECK(weft_graph_edge(g, k, &e));
-    raw += e.to == n && e.hazard == WEFT_HAZARD_RAW;
+    raw += (e.to == n || e.to == n2) && e.hazard == WEFT_HAZARD_RAW;
   }
-  assert_int_equal(raw, W);
+  assert_int_equal(raw, 2 * W);
 }
 
 static void user_calls(void **state) {

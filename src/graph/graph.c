@@ -24,6 +24,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
   weft__vec_init_mem(&g->autos, sizeof(uint32_t), mem);
   weft__vec_init_mem(&g->nodes, sizeof(weft_node *), mem);
   weft__vec_init(&g->explicit_edges, sizeof(weft__edge));
+  weft__vec_init(&g->call_args, sizeof(weft__arg));
   weft__vec_init_mem(&g->edges, sizeof(weft__edge), mem);
   weft__vec_init_mem(&g->order, sizeof(uint32_t), mem);
   weft__vec_init_mem(&g->dep_readers, 2 * sizeof(uint32_t), mem);
@@ -42,6 +43,7 @@ void weft__graph_free(weft_graph *g) {
   weft__vec_fini(&g->autos);
   weft__vec_fini(&g->nodes);
   weft__vec_fini(&g->explicit_edges);
+  weft__vec_fini(&g->call_args);
   weft__vec_fini(&g->edges);
   weft__vec_fini(&g->order);
   weft__vec_fini(&g->dep_readers);

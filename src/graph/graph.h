@@ -263,6 +263,7 @@ struct weft_graph {
                          only ones that can be temporaries */
   weft__vec nodes;    /* weft_node * */
   weft__vec explicit_edges; /* weft__edge */
+  weft__vec call_args;      /* weft__arg: weft_call's arguments past WEFT_MAX_ARGS, call to call */
   weft__vec edges;    /* weft__edge: the analysis result */
   weft__vec order;    /* uint32_t: the analysis's topological order where insertion order is not
                          one (an explicit edge points backward); empty where it is */
