@@ -110,7 +110,13 @@ static void arm(weft__plan *p, uint32_t lo, uint32_t hi) {
  * At the first launch of a Task Bench graph of 8000 tasks on 16 cores (the H200 host) the six
  * passes of the build before (a count of the successors with atomics, and tiles of 1024 and
  * 2048 edges), the launch's reset of the counters and the timing records' clearing took
- * 0.3-0.4 ms, and each pass 20-80 us; a GPU's plan (claims' edges) takes the serial build. */
+ * 0.3-0.42 ms, each pass 20-80 us; these three, in tiles of 256 nodes, 0.24-0.37 ms. Of that
+ * the records pass is 70-150 us, mostly the workers' wake-up (their own time on it is 40-50 ns
+ * a node; a broadcast from the launching thread shortened the pass to 55 us but took as long
+ * itself, and a tree of wake-ups, 2 or 3 a worker, did nothing). A GPU's plan (claims' edges)
+ * takes the serial build, and so does a pool of fewer than 4 workers: on 2 cores the tiles'
+ * passes cost more than the second thread saves (dev, 100 000-node chain: 30 ns a node in
+ * tiles, 22-24 serial). */
 enum { PAR_EDGES_MIN = 4096, PAR_WORKERS_MIN = 4 }; /* its extra passes pay from 4 workers */
 
 typedef struct plan_job {
