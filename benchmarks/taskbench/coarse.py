@@ -76,6 +76,9 @@ def main():
     ap.add_argument("--timeout", type=float, default=300, help="seconds per run")
     ap.add_argument("--out", default=os.environ.get("OUT") or "taskbench-results")
     a = ap.parse_args()
+    for name, v, least in (("--cores", a.cores, 1), ("--runs", a.runs, 1), ("--steps", a.steps, 1), ("--iter", a.iter, 1)):
+        if v < least:
+            sys.exit("coarse.py: %s must be at least %d, got %d" % (name, least, v))
     here = os.path.dirname(os.path.abspath(__file__))
     bindir = a.bin or os.path.normpath(os.path.join(here, "..", "..", "build", "benchmarks", "taskbench"))
     exe = {s: metg.find_bin(bindir, "taskbench_" + s) for s in ("weft", "taskflow")}
