@@ -563,15 +563,7 @@ static void *stencil_launches(void *arg) {
 static void large_launches_at_once(void **state) {
   (void)state;
   weft_runtime *rt = tu_runtime_cpu(8);
-  weft_op_desc d;
-  memset(&d, 0, sizeof d);
-  d.name = "step";
-  d.nargs = 1;
-  d.access[0] = WEFT_WRITE;
-  d.rest = WEFT_READ; /* its stencil's inputs, 0 to 3 */
-  d.cpu = step_kernel;
-  const weft_op *op;
-  CHECK(weft_op_register(rt, &d, &op));
+  const weft_op *op = tu_op_gather(rt, "step", step_kernel); /* its stencil's inputs, 0 to 3 */
   enum { NT = 4 };
   pthread_t th[NT];
   stencil_thread st[NT];

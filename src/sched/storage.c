@@ -15,6 +15,10 @@
 
 enum { SMALL = 256 };
 
+/* A tensor of up to SMALL bytes in the storage arena: tiny ones (scalars, small vectors) 16-byte
+ * aligned, packed several to a cache line; the rest on a line of their own. */
+static size_t small_align(size_t bytes) { return bytes <= 32 ? 16 : 64; }
+
 /* Storage that copies ask of their ends: pinned host memory for a CPU tensor a GPU copies to
  * or from; for a GPU tensor another rank's GPU copies into, memory the host's other processes
  * can map (weft__gpu_direct). */
@@ -53,8 +57,7 @@ static int host_alloc_storage(weft_graph *g, weft_tensor *t) {
     /* Pinned memory is a speed-up, not a requirement: fall back to pageable memory. */
   }
   if (t->bytes <= SMALL) {
-    /* Tiny tensors (scalars, small vectors) pack 16 to a cache line's worth of alignment. */
-    t->data = weft__arena_alloc(&g->storage_arena, t->bytes, t->bytes <= 32 ? 16 : 64);
+    t->data = weft__arena_alloc(&g->storage_arena, t->bytes, small_align(t->bytes));
     if (t->data == NULL) return weft__oom("tensor contents");
     t->storage_kind = WEFT__S_SMALL;
     return WEFT_OK;
@@ -229,7 +232,7 @@ static int plain_small(const weft_graph *g, const weft_tensor *t) {
 }
 
 static size_t place_small(size_t off, size_t bytes) {
-  size_t align = bytes <= 32 ? 16 : 64;
+  size_t align = small_align(bytes);
   return (off + align - 1) & ~(align - 1);
 }
 
