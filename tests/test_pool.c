@@ -4,8 +4,9 @@
  * lost (asleep while work waits, never started, or starved of its core) turns it into a wait
  * that a generous deadline turns into a failure. Checked right after the runtime is created,
  * right after a matrix product (a BLAS that starts threads of its own would compete then), and
- * over many steps of a stencil, for 1, 2, 4, 16 workers and one a core; and the run's counts of
- * steals and wake-ups. No timing is asserted: the deadline only bounds a hang.
+ * over many steps of a stencil, for 1, 2, 4, 16 workers and one a core, and of an all_to_all whose
+ * steps are bursts that workers hand to each other; and the run's counts of steals, hand-offs and
+ * wake-ups. No timing is asserted: the deadline only bounds a hang.
  *
  * And the block pool's warm-up (src/sched/blockpool.c): blocks asked for after a first one that
  * found none come with their pages already in memory (mincore), touched by an idle worker, and
@@ -64,26 +65,34 @@ static int barrier_task(weft_kernel_ctx *ctx) {
 }
 
 /* A runtime of `workers` and a graph of `steps` x `workers` barrier tasks; each task of a step
- * reads its neighbours' tensors of the step before (a 1-D stencil), so steps follow each other
- * through the dependencies alone. Runs it and checks that every worker ran a task each step. */
-static void run_barrier_graph(weft_runtime *rt, int workers, int steps) {
+ * reads its neighbours' tensors of the step before (a 1-D stencil), or with `all` every tensor of
+ * the step before (all_to_all: the last task of a step to end readies the whole next step), so
+ * steps follow each other through the dependencies alone. Runs it and checks that every worker
+ * ran a task each step; *pc (when not NULL) gets the run's pool counts. */
+static void run_barrier_graph_counted(weft_runtime *rt, int workers, int steps, int all, weft_pool_counts *pc) {
   static const weft_access modes[3] = {WEFT_WRITE, WEFT_READ, WEFT_READ};
   barrier b = {.width = workers};
   atomic_init(&b.in_flight, 0);
   atomic_init(&b.timed_out, 0);
-  const weft_op *op = weft_op_find(rt, "barrier");
-  if (op == NULL) op = tu_op(rt, "barrier", 3, modes, barrier_task, NULL);
+  const char *name = all ? "barrier_all" : "barrier";
+  const weft_op *op = weft_op_find(rt, name);
+  if (op == NULL) op = all ? tu_op_gather(rt, name, barrier_task) : tu_op(rt, name, 3, modes, barrier_task, NULL);
   weft_graph *g = tu_graph(rt);
   weft_tensor **cur = calloc((size_t)workers, sizeof *cur), **next = calloc((size_t)workers, sizeof *next);
+  weft_tensor **args = calloc((size_t)(workers > 2 ? workers : 2) + 1, sizeof *args);
   assert_non_null(cur);
   assert_non_null(next);
+  assert_non_null(args);
   for (int i = 0; i < workers; i++) cur[i] = tu_scalar(g, "s", 0);
   for (int k = 0; k < steps; k++) {
     for (int i = 0; i < workers; i++) {
       next[i] = tu_scalar(g, "s", 0);
-      weft_tensor *args[3] = {next[i], cur[(i + workers - 1) % workers], cur[(i + 1) % workers]};
+      args[0] = next[i];
+      int nargs = all ? workers + 1 : 3;
+      for (int j = 1; j < nargs; j++)
+        args[j] = all ? cur[j - 1] : cur[(i + (j == 1 ? workers - 1 : 1)) % workers];
       task_params tp = {&b, k};
-      CHECK(weft_call(g, op, args, 3, &tp, sizeof tp));
+      CHECK(weft_call(g, op, args, nargs, &tp, sizeof tp));
     }
     weft_tensor **t = cur;
     cur = next;
@@ -107,11 +116,17 @@ static void run_barrier_graph(weft_runtime *rt, int workers, int steps) {
     }
   }
   assert_int_equal(busy, workers);
+  if (pc != NULL) weft_run_stats_pool(st, pc);
   weft_run_stats_destroy(st);
   weft_run_destroy(r);
   weft_graph_destroy(g);
   free(cur);
   free(next);
+  free(args);
+}
+
+static void run_barrier_graph(weft_runtime *rt, int workers, int steps) {
+  run_barrier_graph_counted(rt, workers, steps, 0, NULL);
 }
 
 static int cores(void) {
@@ -156,6 +171,25 @@ static void every_worker_every_step(void **state) {
     /* A graph large enough that its launch wakes the workers before it is planned, and they
      * watch for its roots (weft__pool_launch_begin): none may miss them or the steps after. */
     run_barrier_graph(rt, widths[w], 1100 / widths[w] + 1);
+    weft_runtime_destroy(rt);
+  }
+}
+
+/* A burst: the last task of each all_to_all step readies W tasks at once, runs one, queues two
+ * and hands the rest to workers searching (pool.c, "Hand-off"), the other workers of the step
+ * before, which ended with it (each task waits for the whole step) and search: none may be lost
+ * (the barrier of the next step), and hand-offs happen (W - 3 a step, where every other worker
+ * still searches; over 20 steps some must, though a worker the kernel keeps from its core may
+ * fall asleep first). 16 workers, and one a core. */
+static void bursts_are_handed_off(void **state) {
+  (void)state;
+  int widths[2] = {16, cores() > 4 ? cores() : 5};
+  for (int w = 0; w < 2; w++) {
+    weft_runtime *rt = tu_runtime_cpu(widths[w]);
+    weft_pool_counts pc;
+    run_barrier_graph_counted(rt, widths[w], 20, 1, &pc);
+    assert_true(pc.handoffs > 0);
+    assert_true(pc.handoffs <= (uint64_t)(widths[w] - 3) * 19);
     weft_runtime_destroy(rt);
   }
 }
@@ -349,6 +383,7 @@ int main(void) {
       cmocka_unit_test(every_worker_right_after_create),
       cmocka_unit_test(every_worker_right_after_a_product),
       cmocka_unit_test(every_worker_every_step),
+      cmocka_unit_test(bursts_are_handed_off),
       cmocka_unit_test(the_pool_counts_steals_and_wakeups),
       cmocka_unit_test(blocks_primed),
       cmocka_unit_test(blocks_warmed_ahead),

@@ -241,11 +241,11 @@ static void details(const weft_run_stats *st, const tb_flags *f, const char *whi
     free(dur);
     printf("Stats: %s: makespan %.6e s, workers busy %.1f%% of it (%zu workers), node median "
            "%.3e s, max %.3e s; ready waits median %.3e s, p99 %.3e s, max %.3e s; steals %llu, "
-           "sleeps %llu, wake-ups %llu\n",
+           "hand-offs %llu, sleeps %llu, wake-ups %llu\n",
            which, su.makespan_s,
            su.makespan_s > 0 && workers > 0 ? 100.0 * busy / ((double)workers * su.makespan_s) : 0,
            workers, med, max, su.ready_wait_p50_s, su.ready_wait_p99_s, su.ready_wait_max_s,
-           (unsigned long long)pc.steals, (unsigned long long)pc.sleeps,
+           (unsigned long long)pc.steals, (unsigned long long)pc.handoffs, (unsigned long long)pc.sleeps,
            (unsigned long long)pc.wakeups);
   }
   if (f->trace != NULL) {

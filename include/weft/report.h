@@ -142,6 +142,8 @@ typedef struct weft_pool_counts {
   uint64_t injected; /* ready nodes queued from outside the workers (GPU completions, reports) */
   uint64_t sleeps;   /* times a worker went to sleep for want of work */
   uint64_t wakeups;  /* times a sleeping worker was signalled */
+  uint64_t handoffs; /* ready nodes a worker handed to a searching worker (a burst's, after its
+                      * first two: the rest of a burst is not queued to be stolen) */
 } weft_pool_counts;
 
 /* Fills *out with the run's pool counts. Thread-safe: yes. */

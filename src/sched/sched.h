@@ -241,9 +241,11 @@ int weft__pool_size(const weft__pool *p);
 /* Makes a run's roots available to the workers. */
 void weft__pool_submit_roots(weft__pool *p, weft_run *run);
 /* Queues a ready node on the calling worker's deque and returns 1: the caller then wakes
- * workers for what it queued (weft__pool_wake), once for a batch. Where it cannot (not a
- * worker of p, or the deque cannot grow), injects the node (which wakes a worker) and returns 0. */
-int weft__pool_queue(weft__pool *p, weft__xnode *x);
+ * workers for what it queued (weft__pool_wake), once for a batch. The nth node (from 0) that
+ * one release queues may be handed to a searching worker instead, from the third on (a burst,
+ * pool.c): then it returns 0, as where it cannot queue (not a worker of p, or the deque cannot
+ * grow) and injects the node (which wakes a worker). */
+int weft__pool_queue(weft__pool *p, weft__xnode *x, int nth);
 /* Wakes sleeping workers for k nodes just queued: k less the workers searching for work. */
 void weft__pool_wake(weft__pool *p, int k);
 /* Around the setup of a large run: wakes up to `workers` sleeping workers, who watch for its

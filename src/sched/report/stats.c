@@ -475,6 +475,7 @@ int weft_run_stats_create(weft_run *run, weft_run_stats **out) {
   st->pool.injected = run->pool_end.injected - run->pool_launch.injected;
   st->pool.sleeps = run->pool_end.sleeps - run->pool_launch.sleeps;
   st->pool.wakeups = run->pool_end.wakeups - run->pool_launch.wakeups;
+  st->pool.handoffs = run->pool_end.handoffs - run->pool_launch.handoffs;
   st->rep->wall = run->t_end > t0 ? run->t_end - t0 : 0;
   if ((rc = weft__rep_mirror_edges(st->rep, 1)) != WEFT_OK) goto fail;
   if ((rc = weft__rep_analyse(st->rep)) != WEFT_OK) goto fail;
@@ -739,9 +740,10 @@ int weft__stats_write_text(const weft_run_stats *st, FILE *f) {
   write_setup_text(st, &s, f);
   const weft_blas_info *blas = run_blas(st);
   if (blas != NULL && blas->message[0]) fprintf(f, "note: %s\n", blas->message);
-  fprintf(f, "workers: %llu steals, %llu sleeps, %llu wake-ups, %llu nodes queued from outside\n",
-          (unsigned long long)st->pool.steals, (unsigned long long)st->pool.sleeps,
-          (unsigned long long)st->pool.wakeups, (unsigned long long)st->pool.injected);
+  fprintf(f, "workers: %llu steals, %llu hand-offs, %llu sleeps, %llu wake-ups, %llu nodes queued from outside\n",
+          (unsigned long long)st->pool.steals, (unsigned long long)st->pool.handoffs,
+          (unsigned long long)st->pool.sleeps, (unsigned long long)st->pool.wakeups,
+          (unsigned long long)st->pool.injected);
   if (s.ready_wait_nodes > 0) {
     weft__fmt_time(a, sizeof a, s.ready_wait_p50_s);
     weft__fmt_time(b, sizeof b, s.ready_wait_p99_s);
@@ -911,9 +913,10 @@ int weft__stats_write_json(const weft_run_stats *st, FILE *f) {
   weft__strbuf_init(&bj);
   if (blas != NULL) weft__json_put_blas(&bj, blas);
   if (bj.failed && rc == WEFT_OK) rc = weft__oom("the run statistics (JSON)");
-  fprintf(f, "], \"pool\": {\"steals\": %llu, \"sleeps\": %llu, \"wakeups\": %llu, \"injected\": %llu}",
-          (unsigned long long)st->pool.steals, (unsigned long long)st->pool.sleeps,
-          (unsigned long long)st->pool.wakeups, (unsigned long long)st->pool.injected);
+  fprintf(f, "], \"pool\": {\"steals\": %llu, \"handoffs\": %llu, \"sleeps\": %llu, \"wakeups\": %llu, \"injected\": %llu}",
+          (unsigned long long)st->pool.steals, (unsigned long long)st->pool.handoffs,
+          (unsigned long long)st->pool.sleeps, (unsigned long long)st->pool.wakeups,
+          (unsigned long long)st->pool.injected);
   fprintf(f, ", \"blas\": %s, \"host_timed_nodes\": %zu, \"mem_samples_dropped\": %zu}\n",
           blas != NULL && !bj.failed ? bj.data : "null", s.host_timed_nodes, s.mem_samples_dropped);
   weft__strbuf_fini(&bj);
