@@ -180,18 +180,26 @@ static void every_worker_every_step(void **state) {
  * before, which ended with it (each task waits for the whole step) and search: none may be lost
  * (the barrier of the next step), and hand-offs happen (W - 3 a step, where every other worker
  * still searches; over 20 steps some must, though a worker the kernel keeps from its core may
- * fall asleep first). 16 workers, and one a core. */
+ * fall asleep first). 16 workers and one a core, hand-offs turned on whatever the cores (so that
+ * a machine of few cores checks them too); and by default none in a pool of more workers than
+ * cores, where a searcher is often off its core. */
 static void bursts_are_handed_off(void **state) {
   (void)state;
   int widths[2] = {16, cores() > 4 ? cores() : 5};
+  weft_pool_counts pc;
   for (int w = 0; w < 2; w++) {
     weft_runtime *rt = tu_runtime_cpu(widths[w]);
-    weft_pool_counts pc;
+    weft__pool_set_hand_offs(rt->pool, 1);
     run_barrier_graph_counted(rt, widths[w], 20, 1, &pc);
     assert_true(pc.handoffs > 0);
     assert_true(pc.handoffs <= (uint64_t)(widths[w] - 3) * 19);
     weft_runtime_destroy(rt);
   }
+  int over = cores() + 3;
+  weft_runtime *rt = tu_runtime_cpu(over);
+  run_barrier_graph_counted(rt, over, 20, 1, &pc);
+  assert_int_equal(pc.handoffs, 0);
+  weft_runtime_destroy(rt);
 }
 
 /* The run's pool counts: a node whose W successors each wait until W of them are in flight

@@ -22,7 +22,14 @@
  *             (CAS x -> NULL) unless the worker took it; it is queued instead
  *   searcher: searching := 0 (seq_cst)  ->  load the slot (seq_cst)  ->  a node: its own
  * so either the searcher sees the node as it stops searching or the hander sees it stopped.
- * A searcher that found other work as well queues the handed node on its own deque.
+ * A searcher that found other work as well queues the handed node on its own deque. A node
+ * still in a slot may also be taken by another worker (steal, `slots`): whoever exchanges it out
+ * of the slot owns it, and the hander's take-back then fails, as when the searcher took it.
+ * Hand-offs are on only in a pool of no more workers than the process's cores: with more, the
+ * kernel shares the cores among the workers, a searcher is often off its core, and a node
+ * handed to it waits for its next time slice unless another worker's look takes it (all_to_all
+ * of 8 workers on 2 cores: a step 5 x slower than with the deque alone, and 4.5 x when the
+ * searchers' yielding looks took such nodes).
  *
  * Sleeping (Taskflow's notifier, an eventcount):
  *   waiter:   waiters++ (seq_cst)  ->  look for work again  ->  found: waiters--, run it
@@ -100,6 +107,7 @@ typedef struct weft__worker {
 struct weft__pool {
   weft_runtime *rt;
   int n;  /* workers running */
+  int hand; /* hand-offs on (see the top of the file) */
   int nq; /* workers allocated (each owns a deque) */
   weft__worker *w;
   weft__mutex inject_lock;
@@ -206,7 +214,7 @@ int weft__pool_queue(weft__pool *p, weft__xnode *x, int nth) {
     weft__pool_inject(p, x);
     return 0;
   }
-  if (nth >= HAND_FROM && hand_off(p, w, x)) return 0;
+  if (nth >= HAND_FROM && p->hand && hand_off(p, w, x)) return 0;
   if (weft__wsq_push(&w->q, x) == WEFT_OK) return 1;
   weft__pool_inject(p, x);
   return 0;
@@ -292,7 +300,11 @@ static weft__xnode *claim_roots(weft__pool *p, weft__worker *w) {
   return chunk[0];
 }
 
-static weft__xnode *steal(weft__pool *p, weft__worker *w) {
+/* Steals the oldest node of another worker's deque; with `slots`, in its second round, a node
+ * handed to another worker that has not taken it: with more workers than free cores, a hand-off
+ * to a searcher the kernel has taken off its core waited for its next time slice (all_to_all,
+ * 8 workers on 2 cores: a step 5 x slower than before hand-offs). */
+static weft__xnode *steal(weft__pool *p, weft__worker *w, int slots) {
   if (p->n < 2) return NULL;
   for (int round = 0; round < 2; round++) {
     w->rng = w->rng * 1664525u + 1013904223u;
@@ -306,7 +318,10 @@ static weft__xnode *steal(weft__pool *p, weft__worker *w) {
       void *x;
       while ((x = weft__wsq_steal(&p->w[v].q)) == WEFT__WSQ_ABORT) {
       }
-      if (x != WEFT__WSQ_EMPTY) {
+      if (x != WEFT__WSQ_EMPTY ||
+          /* A node handed to a worker that has not taken it yet: it may be off its core. */
+          (round == 1 && slots && atomic_load_explicit(&p->w[v].handed, memory_order_relaxed) != NULL &&
+           (x = atomic_exchange_explicit(&p->w[v].handed, NULL, memory_order_acquire)) != NULL)) {
         atomic_fetch_add_explicit(&w->steals, 1, memory_order_relaxed);
         return x;
       }
@@ -375,6 +390,8 @@ static int help(weft__pool *p) {
   return ran;
 }
 
+void weft__pool_set_hand_offs(weft__pool *p, int on) { p->hand = on; }
+
 int weft__pool_is_worker(const weft__pool *p) { return self != NULL && self->pool == p; }
 
 void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void (*fn)(void *arg, uint32_t tile),
@@ -422,9 +439,10 @@ void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void 
 }
 
 /* The next node for worker w, or NULL: from its own deque, else (*shared set) from where any
- * worker may take work. An empty deque is seen without a take: a take writes the deque's
+ * worker may take work (with `slots`, the nodes handed to others too: the searchers' yielding
+ * looks, the lookout's and the last look before sleep; see steal). An empty deque is seen without a take: a take writes the deque's
  * bottom, a line every thief reads, and idle workers look many times a microsecond. */
-static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared) {
+static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared, int slots) {
   void *x = weft__wsq_empty(&w->q) ? WEFT__WSQ_EMPTY : weft__wsq_take(&w->q);
   if (x != WEFT__WSQ_EMPTY) return x;
   *shared = 1;
@@ -433,7 +451,7 @@ static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared) {
     return x;
   if ((x = pop_inject(p)) != NULL) return x;
   if ((x = claim_roots(p, w)) != NULL) return x;
-  return steal(p, w);
+  return steal(p, w, slots);
 }
 
 /* A worker took a node from where any worker may take work: it wakes a sleeping worker to look
@@ -480,7 +498,7 @@ static weft__xnode *search(weft__pool *p, weft__worker *w, int watch) {
     else
       for (int k = 0; k < 32 && atomic_load_explicit(&w->handed, memory_order_relaxed) == NULL; k++)
         weft__cpu_relax();
-    x = find_work(p, w, &shared);
+    x = find_work(p, w, &shared, i % YIELD_ROUNDS == YIELD_ROUNDS - 1);
     if (x == NULL) wake_for_launch(p);
     if (x == NULL && (atomic_load_explicit(&p->njobs, memory_order_relaxed) != 0 ||
                       atomic_load_explicit(&p->nbg, memory_order_relaxed) != 0)) {
@@ -514,7 +532,7 @@ static void *worker_main(void *arg) {
   weft__topology_bind_worker(p->rt->topology, w->index);
   for (;;) {
     int shared = 0;
-    weft__xnode *x = find_work(p, w, &shared);
+    weft__xnode *x = find_work(p, w, &shared, 0);
     if (x != NULL && shared) took_shared(p);
     if (x == NULL) wake_for_launch(p);
     if (x == NULL && help(p)) continue;
@@ -524,7 +542,7 @@ static void *worker_main(void *arg) {
     }
     if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
       uint64_t t0 = weft__now_ns();
-      while ((x = find_work(p, w, &shared)) == NULL && weft__now_ns() - t0 < LOOKOUT_NS &&
+      while ((x = find_work(p, w, &shared, 1)) == NULL && weft__now_ns() - t0 < LOOKOUT_NS &&
              !atomic_load_explicit(&p->stop, memory_order_acquire)) {
         wake_for_launch(p);
         if (help(p))
@@ -545,7 +563,7 @@ static void *worker_main(void *arg) {
        * without the fence the second look could miss work whose notifier saw no waiter. */
       WEFT__FENCE();
       uint_fast64_t key = atomic_load_explicit(&p->epoch, memory_order_seq_cst);
-      x = find_work(p, w, &shared);
+      x = find_work(p, w, &shared, 1);
       /* A job published after the count went up wakes this worker (its notify sees it). */
       if (x == NULL && help(p)) {
         atomic_fetch_sub_explicit(&p->waiters, 1, memory_order_relaxed);
@@ -591,6 +609,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   if (p == NULL) return weft__oom("the worker pool");
   p->rt = rt;
   p->n = nworkers;
+  p->hand = nworkers <= weft__cpu_count();
   atomic_init(&p->inject_count, 0);
   atomic_init(&p->injected, 0);
   atomic_init(&p->wakeups, 0);

@@ -246,6 +246,9 @@ void weft__pool_submit_roots(weft__pool *p, weft_run *run);
  * pool.c): then it returns 0, as where it cannot queue (not a worker of p, or the deque cannot
  * grow) and injects the node (which wakes a worker). */
 int weft__pool_queue(weft__pool *p, weft__xnode *x, int nth);
+/* Hand-offs on or off (by default on where the pool has no more workers than the process has
+ * cores; tests turn them on in any pool). Call while the pool is idle. */
+void weft__pool_set_hand_offs(weft__pool *p, int on);
 /* Wakes sleeping workers for k nodes just queued: k less the workers searching for work. */
 void weft__pool_wake(weft__pool *p, int k);
 /* Around the setup of a large run: wakes up to `workers` sleeping workers, who watch for its
