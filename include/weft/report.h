@@ -143,7 +143,8 @@ typedef struct weft_pool_counts {
   uint64_t sleeps;   /* times a worker went to sleep for want of work */
   uint64_t wakeups;  /* times a sleeping worker was signalled */
   uint64_t handoffs; /* ready nodes a worker handed to a searching worker (a burst's, after its
-                      * first two: the rest of a burst is not queued to be stolen) */
+                      * first two: the rest of a burst is not queued to be stolen); one another
+                      * worker took out of the searcher's hands counts too */
 } weft_pool_counts;
 
 /* Fills *out with the run's pool counts. Thread-safe: yes. */

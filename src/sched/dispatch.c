@@ -90,7 +90,7 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
                                                           int which, int poisoned, weft__xnode **next,
                                                           const weft__backend *only) {
   atomic_uchar *poison = pl->exec->poison;
-  int queued = 0, nth = 0;
+  int queued = 0, burst = 0;
   for (uint32_t k = x->succ_begin; k < x->succ_end; k++) {
     if (which != RELEASE_ALL && pl->succ_early[k] != which) continue;
     uint32_t s = pl->succ[k];
@@ -101,7 +101,7 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
       if (next != NULL && *next == NULL && (only == NULL || xs->backend == only))
         *next = xs;
       else if (next != NULL && only == NULL)
-        queued += weft__pool_queue(pool, xs, nth++);
+        queued += weft__pool_queue(pool, xs, &burst);
       else /* from a completion or a report of issue: first in, first out (the order matters
             * to a run of copies: a deque's owner would take the newest first) */
         weft__pool_inject(pool, xs);

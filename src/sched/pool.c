@@ -107,7 +107,7 @@ typedef struct weft__worker {
 struct weft__pool {
   weft_runtime *rt;
   int n;  /* workers running */
-  int hand; /* hand-offs on (see the top of the file) */
+  atomic_int hand; /* hand-offs on (see the top of the file) */
   int nq; /* workers allocated (each owns a deque) */
   weft__worker *w;
   weft__mutex inject_lock;
@@ -185,9 +185,12 @@ void weft__pool_inject(weft__pool *p, weft__xnode *x) {
   notify(p, 1);
 }
 
-/* Hands x to a worker that searches (see the top of the file); returns 0 if none took it. */
+/* Hands x to a worker that searches (see the top of the file); returns 1 if one took it, 0 if
+ * the one it chose stopped searching first, -1 if none searches with an empty slot. The
+ * take-back's CAS cannot mistake another node for x: x is not readied again before the run
+ * ends, and the run cannot end while its hander still holds its own node's count. */
 static int hand_off(weft__pool *p, weft__worker *w, weft__xnode *x) {
-  if (atomic_load_explicit(&p->searching, memory_order_relaxed) == 0) return 0;
+  if (atomic_load_explicit(&p->searching, memory_order_relaxed) == 0) return -1;
   int n = p->n;
   for (int k = 0, c = w->hand_next; k < n; k++, c = c + 1 < n ? c + 1 : 0) {
     weft__worker *v = &p->w[c];
@@ -205,16 +208,20 @@ static int hand_off(weft__pool *p, weft__worker *w, weft__xnode *x) {
     atomic_fetch_add_explicit(&w->handoffs, 1, memory_order_relaxed);
     return 1;
   }
-  return 0;
+  return -1;
 }
 
-int weft__pool_queue(weft__pool *p, weft__xnode *x, int nth) {
+int weft__pool_queue(weft__pool *p, weft__xnode *x, int *burst) {
   weft__worker *w = self;
   if (w == NULL || w->pool != p) {
     weft__pool_inject(p, x);
     return 0;
   }
-  if (nth >= HAND_FROM && p->hand && hand_off(p, w, x)) return 0;
+  if (*burst >= 0 && (*burst)++ >= HAND_FROM && atomic_load_explicit(&p->hand, memory_order_relaxed)) {
+    int h = hand_off(p, w, x);
+    if (h > 0) return 1;
+    if (h < 0) *burst = -1; /* no searcher free: the rest of the burst is queued without a look */
+  }
   if (weft__wsq_push(&w->q, x) == WEFT_OK) return 1;
   weft__pool_inject(p, x);
   return 0;
@@ -321,7 +328,7 @@ static weft__xnode *steal(weft__pool *p, weft__worker *w, int slots) {
       if (x != WEFT__WSQ_EMPTY ||
           /* A node handed to a worker that has not taken it yet: it may be off its core. */
           (round == 1 && slots && atomic_load_explicit(&p->w[v].handed, memory_order_relaxed) != NULL &&
-           (x = atomic_exchange_explicit(&p->w[v].handed, NULL, memory_order_acquire)) != NULL)) {
+           (x = atomic_exchange_explicit(&p->w[v].handed, NULL, memory_order_acq_rel)) != NULL)) {
         atomic_fetch_add_explicit(&w->steals, 1, memory_order_relaxed);
         return x;
       }
@@ -390,7 +397,7 @@ static int help(weft__pool *p) {
   return ran;
 }
 
-void weft__pool_set_hand_offs(weft__pool *p, int on) { p->hand = on; }
+void weft__pool_set_hand_offs(weft__pool *p, int on) { atomic_store_explicit(&p->hand, on, memory_order_relaxed); }
 
 int weft__pool_is_worker(const weft__pool *p) { return self != NULL && self->pool == p; }
 
@@ -447,7 +454,7 @@ static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared, int s
   if (x != WEFT__WSQ_EMPTY) return x;
   *shared = 1;
   if (atomic_load_explicit(&w->handed, memory_order_relaxed) != NULL &&
-      (x = atomic_exchange_explicit(&w->handed, NULL, memory_order_acquire)) != NULL)
+      (x = atomic_exchange_explicit(&w->handed, NULL, memory_order_acq_rel)) != NULL)
     return x;
   if ((x = pop_inject(p)) != NULL) return x;
   if ((x = claim_roots(p, w)) != NULL) return x;
@@ -471,7 +478,10 @@ static weft__xnode *search_end(weft__pool *p, weft__worker *w) {
   atomic_fetch_sub_explicit(&p->searching, 1, memory_order_seq_cst);
   atomic_store_explicit(&w->searching, 0, memory_order_seq_cst);
   if (atomic_load_explicit(&w->handed, memory_order_seq_cst) == NULL) return NULL;
-  return atomic_exchange_explicit(&w->handed, NULL, memory_order_acquire);
+  /* acq_rel, as every exchange of a slot: its NULL then heads the release sequence that a
+   * hander's CAS continues, so the seq_cst load above cannot read an older NULL of this
+   * worker's under C11's wording (before P0668). */
+  return atomic_exchange_explicit(&w->handed, NULL, memory_order_acq_rel);
 }
 
 /* Looks for work as a searcher (counted in p->searching, see notify), SPIN_ROUNDS rounds, or
@@ -517,7 +527,7 @@ static weft__xnode *search(weft__pool *p, weft__worker *w, int watch) {
     if (x == NULL) {
       x = h;
       shared = 1;
-    } else if (weft__pool_queue(p, h, 0)) {
+    } else if (weft__pool_queue(p, h, &(int){-1})) {
       notify(p, 1);
     }
   }
@@ -609,7 +619,7 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   if (p == NULL) return weft__oom("the worker pool");
   p->rt = rt;
   p->n = nworkers;
-  p->hand = nworkers <= weft__cpu_count();
+  atomic_init(&p->hand, nworkers <= weft__cpu_count());
   atomic_init(&p->inject_count, 0);
   atomic_init(&p->injected, 0);
   atomic_init(&p->wakeups, 0);

@@ -240,12 +240,13 @@ void weft__pool_destroy(weft__pool *p);
 int weft__pool_size(const weft__pool *p);
 /* Makes a run's roots available to the workers. */
 void weft__pool_submit_roots(weft__pool *p, weft_run *run);
-/* Queues a ready node on the calling worker's deque and returns 1: the caller then wakes
- * workers for what it queued (weft__pool_wake), once for a batch. The nth node (from 0) that
- * one release queues may be handed to a searching worker instead, from the third on (a burst,
- * pool.c): then it returns 0, as where it cannot queue (not a worker of p, or the deque cannot
- * grow) and injects the node (which wakes a worker). */
-int weft__pool_queue(weft__pool *p, weft__xnode *x, int nth);
+/* Queues a ready node on the calling worker's deque, or hands it to a searching worker (a
+ * burst's third node on, pool.c), and returns 1: the caller then wakes workers for what it
+ * queued (weft__pool_wake), once for a batch. *burst is the caller's count of the nodes it has
+ * queued in one go (0 at first; -1 once no searcher was free, or for no hand-off). Where it
+ * cannot queue (not a worker of p, or the deque cannot grow), injects the node (which wakes a
+ * worker) and returns 0. */
+int weft__pool_queue(weft__pool *p, weft__xnode *x, int *burst);
 /* Hand-offs on or off (by default on where the pool has no more workers than the process has
  * cores; tests turn them on in any pool). Call while the pool is idle. */
 void weft__pool_set_hand_offs(weft__pool *p, int on);
