@@ -10,14 +10,15 @@
  * Hand-off (weft__pool_queue). A node that readies many successors at once queues the first
  * two on its own deque and hands the rest, one each, to workers that are searching (until it
  * finds none free: the rest is queued too): each worker has a slot that others fill with a
- * compare-and-swap and that it checks at every look (and between its pauses). Queued on one deque, a burst reaches the idle workers one steal at
- * a time through the deque's top, which they all compete for: an empty step of all_to_all at
- * width 32 (each of its nodes reads every node of the step before, so the last to end readies
- * the whole next step) took 37 us on 32 cores, its nodes waiting 15 us from ready to start,
- * Taskflow's 21; with hand-offs 15. The first two stay queued: the worker that readied them
- * takes them back after its current chain unless a thief steals them first, and handed one at a
- * time they cost more than they save (every queued node handed: a step of stencil_1d 25% slower
- * on 32 cores, of nearest 70%). A hand-off and the end of a search meet as Dekker's pair:
+ * compare-and-swap and that it checks at every look (and between its pauses). Queued on one
+ * deque, a burst reaches the idle workers one steal at a time through the deque's top, which
+ * they all compete for: an empty step of all_to_all at width 32 (each of its nodes reads every
+ * node of the step before, so the last to end readies the whole next step) took 37 us on 32
+ * cores, its nodes waiting 15 us from ready to start, Taskflow's 21; with hand-offs 15. The
+ * first two stay queued: the worker that readied them takes them back after its current chain
+ * unless a thief steals them first, and handed one at a time they cost more than they save
+ * (every queued node handed: a step of stencil_1d 25% slower on 32 cores, of nearest 70%). A
+ * hand-off and the end of a search meet as Dekker's pair:
  *   hander:   slot := x (CAS, seq_cst)  ->  load `searching` (seq_cst)  ->  0: take x back
  *             (CAS x -> NULL) unless the worker took it; it is queued instead
  *   searcher: searching := 0 (seq_cst)  ->  load the slot (seq_cst)  ->  a node: its own
@@ -447,8 +448,9 @@ void weft__pool_parallel(weft__pool *p, uint32_t ntiles, uint32_t helpers, void 
 
 /* The next node for worker w, or NULL: from its own deque, else (*shared set) from where any
  * worker may take work (with `slots`, the nodes handed to others too: the searchers' yielding
- * looks, the lookout's and the last look before sleep; see steal). An empty deque is seen without a take: a take writes the deque's
- * bottom, a line every thief reads, and idle workers look many times a microsecond. */
+ * looks, the lookout's and the last look before sleep; see steal). An empty deque is seen
+ * without a take: a take writes the deque's bottom, a line every thief reads, and idle workers
+ * look many times a microsecond. */
 static weft__xnode *find_work(weft__pool *p, weft__worker *w, int *shared, int slots) {
   void *x = weft__wsq_empty(&w->q) ? WEFT__WSQ_EMPTY : weft__wsq_take(&w->q);
   if (x != WEFT__WSQ_EMPTY) return x;
@@ -527,7 +529,7 @@ static weft__xnode *search(weft__pool *p, weft__worker *w, int watch) {
     if (x == NULL) {
       x = h;
       shared = 1;
-    } else if (weft__pool_queue(p, h, &(int){-1})) {
+    } else if (weft__pool_queue(p, h, &(int){-1})) { /* -1: queued, not handed on */
       notify(p, 1);
     }
   }
