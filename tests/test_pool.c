@@ -386,6 +386,43 @@ static void blocks_warmed_ahead(void **state) {
   weft_runtime_destroy(rt);
 }
 
+/* A graph's vectors grow fourfold: one that has just grown to 4 MiB hints its next block,
+ * 16 MiB, which idle workers warm in pieces meanwhile, so the growth finds every page in memory.
+ * One block a class however often the hint comes; none past 16 MiB. */
+static void vectors_next_block_warmed(void **state) {
+  (void)state;
+  const size_t four = (size_t)4 << 20, sixteen = (size_t)16 << 20, elem = 16;
+  for (int workers = 2; workers <= 5; workers += 3) { /* 1 piece at a time, then 4 */
+    weft_runtime *rt = tu_runtime_cpu(workers);
+    const weft__mem *mem = weft__blockpool_mem(rt->blocks);
+    assert_int_equal(weft__blockpool_listed(rt->blocks, sixteen), 0);
+    weft__vec v;
+    weft__vec_init_mem(&v, elem, mem);
+    assert_int_equal(weft__vec_reserve(&v, four / elem), WEFT_OK);
+    assert_int_equal(v.cap * elem, four);
+    /* The hint finds no room while other warm-ups fill the workers it may use (one of two
+     * workers): hinted again until it is listed, and never a second block. */
+    double t0 = now_s();
+    while (weft__blockpool_listed(rt->blocks, sixteen) < 1 && now_s() - t0 < DEADLINE_S) {
+      weft__mem_ahead(mem, sixteen);
+      usleep(1000);
+    }
+    usleep(20000); /* a second block would have been listed by now */
+    assert_int_equal(weft__blockpool_listed(rt->blocks, sixteen), 1);
+    memset(v.data, 1, four);
+    v.len = v.cap;
+    assert_int_equal(weft__vec_reserve(&v, 1), WEFT_OK);
+    assert_int_equal(v.cap * elem, sixteen);
+    assert_int_equal(absent_pages(v.data, sixteen), 0); /* warmed, the copied part and the rest */
+    assert_int_equal(weft__blockpool_listed(rt->blocks, sixteen), 0);
+    assert_int_equal(((unsigned char *)v.data)[four - 1], 1);
+    usleep(20000); /* the hint of 64 MiB warms nothing */
+    assert_int_equal(weft__blockpool_listed(rt->blocks, (size_t)64 << 20), 0);
+    weft__vec_fini(&v);
+    weft_runtime_destroy(rt);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_worker_right_after_create),
@@ -395,6 +432,7 @@ int main(void) {
       cmocka_unit_test(the_pool_counts_steals_and_wakeups),
       cmocka_unit_test(blocks_primed),
       cmocka_unit_test(blocks_warmed_ahead),
+      cmocka_unit_test(vectors_next_block_warmed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

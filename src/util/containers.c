@@ -10,6 +10,10 @@ void *weft__mem_get(const weft__mem *m, size_t size) {
   return m != NULL ? m->get(m->ctx, size) : weft__malloc(size);
 }
 
+void weft__mem_ahead(const weft__mem *m, size_t size) {
+  if (m != NULL && m->ahead != NULL) m->ahead(m->ctx, size);
+}
+
 void weft__mem_put(const weft__mem *m, void *p, size_t size) {
   if (p == NULL) return;
   if (m != NULL)
@@ -62,6 +66,9 @@ int weft__vec_grow(weft__vec *v, size_t extra) {
   if (d == NULL) return weft__oom("a vector");
   v->data = d;
   v->cap = cap;
+  /* The next growth's block, prepared while this one fills (the block pool warms large ones on
+   * idle workers). */
+  if (v->mem != NULL && cap <= SIZE_MAX / 4 / v->elem) weft__mem_ahead(v->mem, 4 * cap * v->elem);
   return WEFT_OK;
 }
 

@@ -74,15 +74,19 @@ void weft__set_last_error(const char *msg);
 
 /* A source of large blocks that may recycle them (the runtime's block pool, so that building
  * and destroying graph after graph does not fault fresh pages in each time). NULL means the
- * allocation hook directly. `put` takes the size given to `get`. */
+ * allocation hook directly. `put` takes the size given to `get`. `ahead` (may be NULL) is a
+ * hint that a block of `size` bytes will likely be asked for soon (a vector's next growth),
+ * which the source may prepare meanwhile. */
 typedef struct weft__mem {
   void *(*get)(void *ctx, size_t size);
   void (*put)(void *ctx, void *p, size_t size);
   void *ctx;
+  void (*ahead)(void *ctx, size_t size);
 } weft__mem;
 
 void *weft__mem_get(const weft__mem *m, size_t size);
 void weft__mem_put(const weft__mem *m, void *p, size_t size);
+void weft__mem_ahead(const weft__mem *m, size_t size);
 
 /* Growable vector of fixed-size elements. */
 typedef struct weft__vec {
