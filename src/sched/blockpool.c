@@ -38,8 +38,10 @@
  * - A vector's next growth warmed ahead (weft__mem_ahead, from weft__vec_grow): a graph's
  *   vectors grow fourfold, so one that has just grown to 1 or 4 MiB (edges, readers) will next
  *   ask for 4 or 16 MiB, which no prime covers past 2 MiB blocks on 2 cores, 4 on 16 and more.
- *   One block of that class is warmed meanwhile unless one is listed or warming, in pieces of
- *   2 MiB that idle workers touch at once (the workers are idle while the user's thread builds):
+ *   One block of that class is warmed meanwhile unless one is listed or warming (or the cache
+ *   is full), in equal pieces that idle workers touch at once (the workers are idle while the
+ *   user's thread builds): as many as warm_max leaves room for, a power of two, so that every
+ *   piece, and the task at its start, is 2 MiB-aligned within the block and at least 2 MiB:
  *   Task Bench's all_to_all of width 32, 500 steps, grows its edges to 16 MiB and its readers to
  *   8 MiB, 12 MB of fresh pages that its builder faulted in itself before. Classes up to 16 MiB:
  *   a vector's last growth leaves its hint unused, and such a block stays listed for the next
@@ -53,7 +55,7 @@
  * (2 MiB, an arena's chunk once it stops doubling) to WARM_MAX_CLASS. */
 enum { MIN_CLASS = 16, MAX_CLASS = 40, AHEAD_MIN_CLASS = 21, WARM_MAX_CLASS = 22, PRIME_MAX_CLASS = 22 };
 /* A vector's next growth warmed ahead (pool_ahead): classes from 4 MiB (above an arena's chunk)
- * to VEC_AHEAD_MAX_CLASS (16 MiB), in pieces of PIECE_BYTES. */
+ * to VEC_AHEAD_MAX_CLASS (16 MiB), in pieces of PIECE_BYTES or more. */
 enum { VEC_AHEAD_MAX_CLASS = 24 };
 #define PIECE_BYTES ((size_t)2 << 20)
 #define CACHE_CAP ((size_t)256 << 20)
@@ -120,7 +122,9 @@ static void warm(weft__bgtask *t) {
   weft__free(left);
 }
 
-/* Starts the warm-up of a block of class c in `pieces` pieces (its count and theirs taken). */
+/* Starts the warm-up of a block of class c in `pieces` pieces, a power of two no larger than the
+ * block's 2 MiB parts (its count and theirs taken): each piece starts 2 MiB-aligned in the
+ * block, where its task lives. */
 static void start_warming(weft__blockpool *p, weft__pool *workers, int c, int pieces) {
   size_t size = (size_t)1 << c;
   char *b = weft__malloc(size);
@@ -131,7 +135,7 @@ static void start_warming(weft__blockpool *p, weft__pool *workers, int c, int pi
     weft__mutex_unlock(&p->lock);
     return;
   }
-  size_t piece = size / (size_t)pieces;
+  size_t piece = size / (size_t)pieces; /* exact: both are powers of two */
   warm_task *first = (warm_task *)b;
   atomic_init(&first->left, pieces);
   for (int k = 0; k < pieces; k++) {
@@ -139,7 +143,7 @@ static void start_warming(weft__blockpool *p, weft__pool *workers, int c, int pi
     w->task.fn = warm;
     w->pool = p;
     w->first = first;
-    w->len = k + 1 < pieces ? piece : size - (size_t)k * piece;
+    w->len = piece;
     w->c = c;
     weft__pool_background(workers, &w->task);
   }
@@ -213,8 +217,8 @@ static void *pool_get(void *ctx, size_t size) {
 }
 
 /* A vector's next growth (weft__vec_grow): one block of its class, warmed in pieces of
- * PIECE_BYTES by as many idle workers at once as warm_max leaves room for, unless one is listed
- * or warming already. */
+ * PIECE_BYTES or more by as many idle workers at once as warm_max leaves room for (a power of
+ * two), unless one is listed or warming already or the cache has no room for it. */
 static void pool_ahead(void *ctx, size_t size) {
   weft__blockpool *p = ctx;
   if (size <= ((size_t)1 << AHEAD_MIN_CLASS) || size > ((size_t)1 << VEC_AHEAD_MAX_CLASS)) return;
@@ -223,8 +227,9 @@ static void pool_ahead(void *ctx, size_t size) {
   weft__pool *workers = p->workers;
   int room = p->warm_max - p->warming_all;
   int pieces = (int)(((size_t)1 << c) / PIECE_BYTES);
-  if (pieces > room) pieces = room;
-  if (workers == NULL || pieces < 1 || p->listed[c] + p->warming[c] > 0) {
+  while (pieces > room) pieces /= 2;
+  if (workers == NULL || pieces < 1 || p->listed[c] + p->warming[c] > 0 ||
+      p->cached + ((size_t)1 << c) > CACHE_CAP) {
     weft__mutex_unlock(&p->lock);
     return;
   }
@@ -262,10 +267,11 @@ int weft__blockpool_create(weft__blockpool **out) {
 
 const weft__mem *weft__blockpool_mem(weft__blockpool *p) { return &p->mem; }
 
-int weft__blockpool_listed(weft__blockpool *p, size_t size) {
+int weft__blockpool_listed(weft__blockpool *p, size_t size, int *warming) {
   int c = class_of(size);
   weft__mutex_lock(&p->lock);
   int n = p->listed[c];
+  if (warming != NULL) *warming = p->warming[c];
   weft__mutex_unlock(&p->lock);
   return n;
 }

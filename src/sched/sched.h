@@ -29,8 +29,8 @@ void weft__blockpool_warm_with(weft__blockpool *p, weft__pool *workers);
 size_t weft__blockpool_prime(weft__blockpool *p);
 /* The bytes of the blocks on the lists now. */
 size_t weft__blockpool_cached(weft__blockpool *p);
-/* The blocks on the list of `size`'s class now. */
-int weft__blockpool_listed(weft__blockpool *p, size_t size);
+/* The blocks on the list of `size`'s class now, and (warming not NULL) those being warmed. */
+int weft__blockpool_listed(weft__blockpool *p, size_t size, int *warming);
 
 /* A task for a worker with nothing else to do (weft__pool_background): fn(t) runs once, on a
  * worker, or at the pool's end on the thread that destroys it. The task is the caller's
