@@ -10,7 +10,8 @@
  *
  * And the block pool's warm-up (src/sched/blockpool.c): blocks asked for after a first one that
  * found none come with their pages already in memory (mincore), touched by an idle worker, and
- * blocks that recycle warm nothing more. */
+ * blocks that recycle warm nothing more; a vector's next growth finds its block warmed, in
+ * pieces, while it fills the one before. */
 #define _DEFAULT_SOURCE
 #include <stdatomic.h>
 #include <stdio.h>
