@@ -4,10 +4,12 @@
  * order, temporaries, re-analysis after a change (the edges and the widths of the first
  * levels alike), and a property check on random programs against a naive reference of the
  * edge rule plus a check that every conflicting pair of nodes is ordered. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "graph/graph.h"
 #include "oracle_gen.h"
@@ -457,6 +459,47 @@ static void random_programs_match_the_reference(void **state) {
 }
 
 /* A long chain of read-write accesses and a wide fan analyse to the expected edge counts. */
+/* Twins analysed two ways have the same edges, in the same order, the same widths of the first
+ * levels (how many workers a launch wakes early), checked against levels computed from the edges
+ * (a node's is one more than its deepest predecessor's; edges go forward), and the same
+ * temporaries. */
+static void expect_same_analysis(weft_graph *g0, weft_graph *g1, uint64_t seed, int round) {
+  size_t m = weft_graph_edge_count(g0);
+  assert_int_equal(weft_graph_edge_count(g1), m);
+  size_t nn = g0->nodes.len, width[8] = {0};
+  unsigned *lv = calloc(nn > 0 ? nn : 1, sizeof *lv);
+  assert_non_null(lv);
+  for (size_t i = 0; i < m; i++) {
+    weft_edge a, b;
+    CHECK(weft_graph_edge(g0, i, &a));
+    CHECK(weft_graph_edge(g1, i, &b));
+    if (weft_node_id(a.from) != weft_node_id(b.from) || weft_node_id(a.to) != weft_node_id(b.to) ||
+        a.hazard != b.hazard || (a.tensor == NULL) != (b.tensor == NULL) ||
+        (a.tensor != NULL && weft_tensor_id(a.tensor) != weft_tensor_id(b.tensor)))
+      fail_msg("seed %llu round %d: edge %zu differs", (unsigned long long)seed, round, i);
+    size_t from = weft_node_id(a.from), to = weft_node_id(a.to);
+    assert_true(from < to);
+    if (lv[from] + 1 > lv[to]) lv[to] = lv[from] + 1;
+    /* edges come by target, so a node's level is final before its successors read it */
+    if (i > 0) {
+      weft_edge p;
+      CHECK(weft_graph_edge(g0, i - 1, &p));
+      assert_true(weft_node_id(p.to) <= to);
+    }
+  }
+  for (size_t i = 0; i < nn; i++)
+    if (lv[i] < 8) width[lv[i]]++;
+  free(lv);
+  for (int l = 0; l < 8; l++) {
+    assert_int_equal(g0->dep_width[l], width[l]);
+    assert_int_equal(g1->dep_width[l], width[l]);
+  }
+  assert_int_equal(g0->tensors.len, g1->tensors.len);
+  for (size_t t = 0; t < g0->tensors.len; t++)
+    assert_int_equal(WEFT__VEC_AT(&g0->tensors, weft_tensor *, t)->flags,
+                     WEFT__VEC_AT(&g1->tensors, weft_tensor *, t)->flags);
+}
+
 /* The analysis follows appends node by node; after any other change it goes over the whole
  * graph again, then follows the appends after it. Both give the same edges, in the same
  * order, and the same temporaries: twins of random programs (explicit edges included),
@@ -476,46 +519,60 @@ static void appends_and_whole_analysis_agree(void **state) {
     for (int round = 0; round < 3; round++) {
       g[1]->inc_version = 0; /* as after a change other than an append */
       for (int k = 0; k < 2; k++) CHECK(weft_graph_analyse(g[k]));
-      size_t m = weft_graph_edge_count(g[0]);
-      assert_int_equal(weft_graph_edge_count(g[1]), m);
-      for (size_t i = 0; i < m; i++) {
-        weft_edge a, b;
-        CHECK(weft_graph_edge(g[0], i, &a));
-        CHECK(weft_graph_edge(g[1], i, &b));
-        if (weft_node_id(a.from) != weft_node_id(b.from) || weft_node_id(a.to) != weft_node_id(b.to) ||
-            a.hazard != b.hazard || (a.tensor == NULL) != (b.tensor == NULL) ||
-            (a.tensor != NULL && weft_tensor_id(a.tensor) != weft_tensor_id(b.tensor)))
-          fail_msg("seed %llu round %d: edge %zu differs", (unsigned long long)seed, round, i);
-      }
-      /* The widths of the first levels the analysis counts (how many workers a launch wakes
-       * early), as appends come and by the whole analysis alike, against levels computed from
-       * the edges: a node's is one more than its deepest predecessor's (edges go forward). */
-      size_t nn = g[0]->nodes.len, width[8] = {0};
-      unsigned *lv = calloc(nn > 0 ? nn : 1, sizeof *lv);
-      assert_non_null(lv);
-      for (size_t to = 0; to < nn; to++)
-        for (size_t i = 0; i < m; i++) {
-          weft_edge e;
-          CHECK(weft_graph_edge(g[0], i, &e));
-          if (weft_node_id(e.to) != to) continue;
-          assert_true(weft_node_id(e.from) < to);
-          if (lv[weft_node_id(e.from)] + 1 > lv[to]) lv[to] = lv[weft_node_id(e.from)] + 1;
-        }
-      for (size_t i = 0; i < nn; i++)
-        if (lv[i] < 8) width[lv[i]]++;
-      free(lv);
-      for (int l = 0; l < 8; l++) {
-        assert_int_equal(g[0]->dep_width[l], width[l]);
-        assert_int_equal(g[1]->dep_width[l], width[l]);
-      }
-      assert_int_equal(g[0]->tensors.len, g[1]->tensors.len);
-      for (size_t t = 0; t < g[0]->tensors.len; t++)
-        assert_int_equal(WEFT__VEC_AT(&g[0]->tensors, weft_tensor *, t)->flags,
-                         WEFT__VEC_AT(&g[1]->tensors, weft_tensor *, t)->flags);
+      expect_same_analysis(g[0], g[1], seed, round);
       for (int k = 0; k < 2; k++) CHECK(oracle_grow(g[k], seed, round, 12, &cfg));
     }
     for (int k = 0; k < 2; k++) weft_graph_destroy(g[k]);
   }
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {0, ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* A long build's analysis runs on an idle worker behind the builder (a follower, from the
+ * 1024th node appended since the last analysis), and the builder takes over the rest at the
+ * analysis or at any other change: the twin built with a follower gives what the whole
+ * analysis does, round after round of 1500 more appends (a new follower each), with an
+ * explicit edge in the last round (it closes the follower in the middle of a build). The
+ * builder pauses now and then, so that the worker catches up and goes idle, and is posted
+ * again. The followers did analyse nodes on a worker. */
+static void followed_builds_agree(void **state) {
+  tu_fixture *f = *state;
+  if (f->g->spare.post == NULL) skip(); /* one core: no worker follows */
+  oracle_register_ops(f->rt);
+  oracle_cfg cfg;
+  oracle_cfg_init(&cfg);
+  cfg.cycle_per_mille = 0;
+  cfg.edge_percent = 0;
+  cfg.min_nodes = 2000;
+  cfg.max_nodes = 3000;
+  uint64_t followed = 0;
+  for (uint64_t seed = 0; seed < 4; seed++) {
+    weft_graph *g[2];
+    for (int k = 0; k < 2; k++) {
+      CHECK(weft_graph_create(f->rt, &g[k]));
+      CHECK(oracle_build(g[k], seed, &cfg));
+    }
+    for (int round = 0; round < 3; round++) {
+      sleep_ms(5);
+      g[1]->inc_version = 0;
+      for (int k = 0; k < 2; k++) CHECK(weft_graph_analyse(g[k]));
+      assert_null(g[0]->follow);
+      expect_same_analysis(g[0], g[1], seed, round);
+      for (int part = 0; part < 3; part++) {
+        for (int k = 0; k < 2; k++) CHECK(oracle_grow(g[k], seed, 3 * round + part, 500, &cfg));
+        sleep_ms(1);
+      }
+      if (round == 1)
+        for (int k = 0; k < 2; k++)
+          CHECK(weft_graph_add_edge(g[k], weft_graph_node(g[k], 5), weft_graph_node(g[k], g[k]->nodes.len - 1)));
+    }
+    followed += g[0]->followed;
+    for (int k = 0; k < 2; k++) weft_graph_destroy(g[k]);
+  }
+  assert_true(followed > 0);
 }
 
 static void large_graphs(void **state) {
@@ -539,6 +596,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(raw_war_waw, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(appends_and_whole_analysis_agree, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(followed_builds_agree, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(reads_of_initial_contents, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(independent_tensors_give_no_edges, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(pairs_are_deduplicated, setup, tu_teardown),

@@ -61,8 +61,8 @@ WEFT_API const char *weft_copy_why_name(int why);
  * launched again (or changed and re-planned) since this run, WEFT_ENOTSUP when timing is off
  * (WEFT_RUNTIME_NO_TIMING or WEFT_TIMING=0), WEFT_ENOMEM. Works for failed and cancelled runs
  * (nodes that did not run are left out). The graph must outlive the snapshot.
- * Thread-safe: yes, with respect to other runs; not concurrently with a launch of the same
- * graph. */
+ * Thread-safe: yes, with respect to other runs; not concurrently with a launch or a change of
+ * the same graph. */
 WEFT_NODISCARD WEFT_API int weft_run_stats_create(weft_run *run, weft_run_stats **out);
 /* Frees the snapshot. NULL is a no-op. Thread-safe: no (with respect to the snapshot). */
 WEFT_API void weft_run_stats_destroy(weft_run_stats *st);

@@ -39,7 +39,7 @@ typedef struct reader {
  * with the widths of the first levels), the readers' list (dep_readers) and the edges
  * (g->edges). */
 typedef struct state {
-  weft_tensor **tensors;
+  weft__dep_tensor *dt;
   weft__dep_node *dn;
   reader *readers;
   uint32_t nreaders;
@@ -54,23 +54,25 @@ static inline void add_edge(state *s, uint32_t from, uint32_t to, uint32_t tenso
   s->edges[s->nedges++] = (weft__edge){from, to, tensor, (uint8_t)hazard};
 }
 
-static inline void read_access(state *s, uint32_t id, weft_tensor *t) {
-  if (t->dep_writer != NONE) add_edge(s, t->dep_writer, id, t->id, WEFT_HAZARD_RAW);
-  s->readers[s->nreaders] = (reader){id, t->dep_head};
-  t->dep_head = s->nreaders++;
+static inline void read_access(state *s, uint32_t id, uint32_t t) {
+  weft__dep_tensor *d = &s->dt[t];
+  if (d->writer != NONE) add_edge(s, d->writer, id, t, WEFT_HAZARD_RAW);
+  s->readers[s->nreaders] = (reader){id, d->head};
+  d->head = s->nreaders++;
 }
 
-static inline void write_access(state *s, uint32_t id, weft_tensor *t) {
+static inline void write_access(state *s, uint32_t id, uint32_t t) {
+  weft__dep_tensor *d = &s->dt[t];
   int any_reader = 0;
-  for (uint32_t r = t->dep_head; r != NONE; r = s->readers[r].next) {
+  for (uint32_t r = d->head; r != NONE; r = s->readers[r].next) {
     uint32_t from = s->readers[r].node;
     if (from == id) continue;
     any_reader = 1;
-    add_edge(s, from, id, t->id, WEFT_HAZARD_WAR);
+    add_edge(s, from, id, t, WEFT_HAZARD_WAR);
   }
-  if (!any_reader && t->dep_writer != NONE) add_edge(s, t->dep_writer, id, t->id, WEFT_HAZARD_WAW);
-  t->dep_writer = id;
-  t->dep_head = NONE;
+  if (!any_reader && d->writer != NONE) add_edge(s, d->writer, id, t, WEFT_HAZARD_WAW);
+  d->writer = id;
+  d->head = NONE;
 }
 
 /* The ids of a partitioned tensor's tiles. */
@@ -178,30 +180,47 @@ void weft__graph_order(const weft_graph *g, uint32_t *out) {
     for (size_t i = 0; i < n; i++) out[i] = (uint32_t)i;
 }
 
-/* The reader entries of t since its last write: the WAR edges a write of t may add. */
-static size_t readers_since(const weft_graph *g, const weft_tensor *t) {
+/* The reader entries of tensor t since its last write: the WAR edges a write of t may add. */
+static size_t readers_since(const weft_graph *g, uint32_t t) {
   const reader *rd = g->dep_readers.data;
   size_t k = 0;
-  for (uint32_t r = t->dep_head; r != NONE; r = rd[r].next) k++;
+  for (uint32_t r = ((const weft__dep_tensor *)g->dep_tensor.data)[t].head; r != NONE; r = rd[r].next) k++;
   return k;
 }
 
 /* Reserves room for node n's worst case (a read adds at most one RAW edge and one reader
  * entry, a write one WAR edge per reader entry of the tensor and at most one WAW edge; and the
- * explicit edges into it) and points s at the graph's state. The bound is the node's own, not
- * the graph's: the edges grow with the graph, with no room kept for readers elsewhere. */
+ * explicit edges into it), gives every tensor it names a state, and points s at the graph's
+ * state. The bound is the node's own, not the graph's: the edges grow with the graph, with no
+ * room kept for readers elsewhere. It reads of the node and its tensors only what never changes
+ * once the node is appended (its arguments, their ids and grids): a follower calls it. */
 static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, state *s) {
-  size_t accesses = 0, war = 0;
-  weft_tensor **tensors = g->tensors.data;
+  size_t accesses = 0, war = 0, ids = g->dep_tensor.len;
   for (int a = 0; a < n->nargs; a++) {
     const weft_tensor *t = n->args[a].t;
-    accesses += 1 + (t->grid != NULL ? (size_t)(t->grid->rows * t->grid->cols) : 0);
+    size_t end = (size_t)t->id + 1;
+    if (t->grid != NULL) {
+      size_t tiles = (size_t)(t->grid->rows * t->grid->cols);
+      accesses += tiles;
+      end = end > t->grid->first + tiles ? end : t->grid->first + tiles;
+    }
+    accesses++;
+    ids = end > ids ? end : ids;
+  }
+  int rc;
+  if (ids > g->dep_tensor.len) {
+    if ((rc = weft__vec_reserve(&g->dep_tensor, ids - g->dep_tensor.len)) != WEFT_OK) return rc;
+    weft__dep_tensor *dt = g->dep_tensor.data;
+    for (size_t i = g->dep_tensor.len; i < ids; i++) dt[i] = (weft__dep_tensor){NONE, NONE};
+    g->dep_tensor.len = ids;
+  }
+  for (int a = 0; a < n->nargs; a++) {
+    const weft_tensor *t = n->args[a].t;
     if (!(n->args[a].mode & WEFT_WRITE)) continue;
-    war += readers_since(g, t);
-    if (t->grid != NULL) FOR_TILES(t, k) war += readers_since(g, tensors[k]);
+    war += readers_since(g, t->id);
+    if (t->grid != NULL) FOR_TILES(t, k) war += readers_since(g, k);
   }
   size_t bound = 2 * accesses + war + explicit_in;
-  int rc;
   if ((rc = weft__vec_reserve(&g->edges, bound)) != WEFT_OK ||
       (rc = weft__vec_reserve(&g->dep_readers, accesses)) != WEFT_OK)
     return rc;
@@ -215,7 +234,7 @@ static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, sta
     uint8_t zero = 0;
     if ((rc = WEFT__VEC_PUSH(&g->dep_level, zero)) != WEFT_OK) return rc;
   }
-  s->tensors = g->tensors.data;
+  s->dt = g->dep_tensor.data;
   s->dn = g->dep_node.data;
   s->readers = g->dep_readers.data;
   s->nreaders = (uint32_t)g->dep_readers.len;
@@ -232,15 +251,15 @@ static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efr
   size_t before = s->nedges;
   for (int a = 0; a < n->nargs; a++) {
     if (!(n->args[a].mode & WEFT_READ)) continue;
-    weft_tensor *t = n->args[a].t;
-    read_access(s, id, t);
-    if (t->grid != NULL) FOR_TILES(t, k) read_access(s, id, s->tensors[k]);
+    const weft_tensor *t = n->args[a].t;
+    read_access(s, id, t->id);
+    if (t->grid != NULL) FOR_TILES(t, k) read_access(s, id, k);
   }
   for (int a = 0; a < n->nargs; a++) {
     if (!(n->args[a].mode & WEFT_WRITE)) continue;
-    weft_tensor *t = n->args[a].t;
-    write_access(s, id, t);
-    if (t->grid != NULL) FOR_TILES(t, k) write_access(s, id, s->tensors[k]);
+    const weft_tensor *t = n->args[a].t;
+    write_access(s, id, t->id);
+    if (t->grid != NULL) FOR_TILES(t, k) write_access(s, id, k);
   }
   for (size_t k = 0; k < nexplicit; k++) add_edge(s, efrom[k], id, NONE, WEFT_HAZARD_EXPLICIT);
   /* Its level: one more than its deepest predecessor's (an explicit edge from a later node
@@ -257,11 +276,157 @@ static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efr
   g->dep_readers.len = s->nreaders;
 }
 
+/* ---- the follower: a large build's analysis on an idle worker ---------------------------
+
+ * The builder hands the nodes to it (links each after the last one, and counts them in
+ * `published` FOLLOW_BATCH at a time) and goes on; the analysis runs behind it on a worker, which the build leaves
+ * idle anyway, and the launch finds it done or nearly so. Whoever holds the claim analyses: the
+ * worker's task, or at the close the builder itself (the rest, when the task is late or never
+ * got a worker). The task spins a while when it has caught up, then gives the worker back; the
+ * builder posts it again when it finds it so. A node published after the task last looked is
+ * never left behind: the builder counts it and then reads `queued`, the task clears `queued`
+ * and then reads the count (both sequentially consistent), so one of them sees the other.
+ * After it lets go of the claim the task reads only the follower itself, which it holds a
+ * reference to: the graph may be gone by then. */
+
+#define FOLLOW_MIN_NODES 1024 /* a build this long pays for a task and its wake-up */
+#define FOLLOW_BATCH 32       /* nodes handed over at a time: the count's line moves once a batch */
+#define FOLLOW_SPINS 4096     /* relaxes a caught-up task waits for the next batch */
+
+enum { FOLLOW_FREE, FOLLOW_HELD, FOLLOW_CLOSED };
+
+typedef struct weft__follow {
+  weft__bgtask task;
+  weft_graph *g;
+  weft_node *first; /* the first node handed to it */
+  atomic_int claim;   /* FOLLOW_FREE, _HELD, _CLOSED */
+  atomic_int closing; /* the builder waits for the claim to close it */
+  atomic_int refs;    /* the graph's, and a posted task's */
+  /* The builder's, read by the task once per batch: on a line of its own. */
+  _Alignas(64) atomic_uint_fast64_t published; /* nodes handed to it */
+  atomic_int queued;                           /* its task is queued or running */
+  /* The claim holder's: the last node analysed (NULL: none yet), how many, and whether the
+   * analysis ran out of memory (it then falls behind, and the next one starts over). */
+  _Alignas(64) weft_node *last;
+  uint64_t done;
+  int failed;
+} weft__follow;
+
+static void follow_unref(weft__follow *f) {
+  if (atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) weft__aligned_free(f);
+}
+
+/* Analyses the nodes handed over so far (all `upto`, where the builder itself closes it), with
+ * the claim held; spins (spin: relaxes) for more while the builder is not closing it. */
+static void follow_catch_up(weft__follow *f, unsigned spin, uint64_t upto) {
+  weft_graph *g = f->g;
+  weft_node *n = f->last;
+  uint64_t done = f->done;
+  void (*relax)(void) = g->spare.relax; /* read once: the builder writes the graph's lines */
+  for (unsigned idle = 0; !f->failed;) {
+    uint64_t avail = upto ? upto : atomic_load_explicit(&f->published, memory_order_acquire);
+    if (done == avail) {
+      if (++idle > spin || atomic_load_explicit(&f->closing, memory_order_relaxed)) break;
+      relax();
+      continue;
+    }
+    idle = 0;
+    for (; done < avail; done++) {
+      n = n == NULL ? f->first : n->follow_next;
+      state s;
+      if (node_begin(g, n, 0, &s) != WEFT_OK) {
+        f->failed = 1;
+        break;
+      }
+      node_accesses(g, n, NULL, 0, &s);
+      f->last = n;
+    }
+  }
+  f->done = done;
+}
+
+static void follow_task(weft__bgtask *t) {
+  weft__follow *f = (weft__follow *)t;
+  for (;;) {
+    int free_ = FOLLOW_FREE;
+    if (!atomic_compare_exchange_strong_explicit(&f->claim, &free_, FOLLOW_HELD, memory_order_acquire,
+                                                 memory_order_relaxed))
+      break; /* closed, or being closed: the builder does the rest */
+    follow_catch_up(f, FOLLOW_SPINS, 0);
+    uint64_t done = f->done;
+    int stop = f->failed;
+    atomic_store_explicit(&f->claim, FOLLOW_FREE, memory_order_release);
+    atomic_store(&f->queued, 0);
+    if (stop || atomic_load(&f->published) == done || atomic_exchange(&f->queued, 1)) break;
+  }
+  follow_unref(f);
+}
+
+static void follow_post(weft_graph *g, weft__follow *f) {
+  atomic_fetch_add_explicit(&f->refs, 1, memory_order_relaxed);
+  g->spare.post(g->spare.ctx, &f->task);
+}
+
+/* Starts a follower at node n; 0 if it cannot (no memory: the analysis stays inline). */
+static int follow_open(weft_graph *g, weft_node *n) {
+  weft__follow *f = weft__aligned_alloc(64, sizeof *f);
+  if (f == NULL) return 0;
+  f->task = (weft__bgtask){follow_task, NULL};
+  f->g = g;
+  f->first = n;
+  f->last = NULL;
+  f->done = 0;
+  f->failed = 0;
+  atomic_init(&f->published, 1);
+  atomic_init(&f->claim, FOLLOW_FREE);
+  atomic_init(&f->queued, 1);
+  atomic_init(&f->closing, 0);
+  atomic_init(&f->refs, 1);
+  g->follow = f;
+  g->follow_tail = n;
+  g->follow_count = 1;
+  follow_post(g, f);
+  return 1;
+}
+
+void weft__graph_follow_close(weft_graph *g) {
+  weft__follow *f = g->follow;
+  if (f == NULL) return;
+  atomic_store_explicit(&f->closing, 1, memory_order_relaxed);
+  for (unsigned spins = 0;; spins++) {
+    int free_ = FOLLOW_FREE;
+    if (atomic_compare_exchange_weak_explicit(&f->claim, &free_, FOLLOW_CLOSED, memory_order_acquire,
+                                              memory_order_relaxed))
+      break;
+    if (spins < 64)
+      g->spare.relax();
+    else
+      g->spare.yield();
+  }
+  g->followed += f->done;
+  follow_catch_up(f, 0, g->follow_count);
+  if (f->failed) g->inc_version = 0; /* behind: the next analysis starts over */
+  g->follow = NULL;
+  g->follow_tail = NULL;
+  g->follow_from = g->nodes.len;
+  follow_unref(f);
+}
+
 void weft__graph_analyse_append(weft_graph *g, weft_node *n) {
-  state s;
-  /* Out of memory: the analysis falls behind, and the next one starts over (and reports it). */
-  if (node_begin(g, n, 0, &s) != WEFT_OK) return;
-  node_accesses(g, n, NULL, 0, &s);
+  weft__follow *f = g->follow;
+  if (f != NULL) {
+    g->follow_tail->follow_next = n;
+    g->follow_tail = n;
+    if (++g->follow_count % FOLLOW_BATCH == 0) {
+      atomic_store(&f->published, g->follow_count);
+      if (!atomic_load(&f->queued) && !atomic_exchange(&f->queued, 1)) follow_post(g, f);
+    }
+  } else if (!(g->spare.post != NULL && n->id >= g->follow_from + FOLLOW_MIN_NODES && follow_open(g, n))) {
+    state s;
+    /* Out of memory: the analysis falls behind, and the next one starts over (and reports it). */
+    if (node_begin(g, n, 0, &s) != WEFT_OK) return;
+    node_accesses(g, n, NULL, 0, &s);
+  }
   g->inc_version = g->version;
 }
 
@@ -272,10 +437,11 @@ void weft__graph_analyse_append(weft_graph *g, weft_node *n) {
 static void mark_temporaries(weft_graph *g) {
   weft_tensor **tensors = g->tensors.data;
   const uint32_t *autos = g->autos.data;
+  const weft__dep_tensor *dt = g->dep_tensor.data;
   for (size_t i = 0; i < g->autos.len; i++) {
     weft_tensor *t = tensors[autos[i]];
     uint8_t f = t->flags & (uint8_t)~WEFT__T_TEMP;
-    if (!(f & WEFT__T_KEEP) && t->dep_head != NONE) f |= WEFT__T_TEMP;
+    if (!(f & WEFT__T_KEEP) && t->id < g->dep_tensor.len && dt[t->id].head != NONE) f |= WEFT__T_TEMP;
     t->flags = f;
   }
 }
@@ -284,9 +450,7 @@ static void mark_temporaries(weft_graph *g) {
 static int analyse_all(weft_graph *g) {
   size_t nn = g->nodes.len;
   weft_node **nodes = g->nodes.data;
-  weft_tensor **tensors = g->tensors.data;
-  for (size_t t = 0; t < g->tensors.len; t++) tensors[t]->dep_writer = tensors[t]->dep_head = NONE;
-  g->edges.len = g->dep_readers.len = g->dep_node.len = g->dep_level.len = 0;
+  g->edges.len = g->dep_readers.len = g->dep_node.len = g->dep_level.len = g->dep_tensor.len = 0;
   memset(g->dep_width, 0, sizeof g->dep_width);
   if (weft__vec_reserve(&g->dep_node, nn) != WEFT_OK || weft__vec_reserve(&g->dep_level, nn) != WEFT_OK)
     return weft__oom("the dependency analysis");
@@ -342,6 +506,7 @@ done:
 }
 
 int weft__graph_analyse(weft_graph *g) {
+  weft__graph_follow_close(g);
   if (g->analysed_version == g->version) return WEFT_OK;
   int rc = WEFT_OK;
   /* Only appends since the last analysis, and no explicit edge: their edges are in already.

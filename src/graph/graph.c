@@ -10,13 +10,15 @@
 
 #include "graph/graph.h"
 
-weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
-  weft_graph *g = weft__calloc(1, sizeof *g);
+weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem, const weft__spare *spare) {
+  weft_graph *g = weft__aligned_alloc(64, sizeof *g); /* the analysis's lines apart (graph.h) */
   if (g == NULL) {
     weft__oom("a graph");
     return NULL;
   }
+  memset(g, 0, sizeof *g);
   g->rt = rt;
+  if (spare != NULL) g->spare = *spare;
   g->mem = mem;
   weft__arena_init(&g->arena, 64 * 1024, mem);
   weft__arena_init(&g->storage_arena, 64 * 1024, mem);
@@ -30,6 +32,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
   weft__vec_init_mem(&g->dep_readers, 2 * sizeof(uint32_t), mem);
   weft__vec_init_mem(&g->dep_node, sizeof(weft__dep_node), mem);
   weft__vec_init_mem(&g->dep_level, 1, mem);
+  weft__vec_init_mem(&g->dep_tensor, sizeof(weft__dep_tensor), mem);
   g->version = 1;
   g->inc_version = 1; /* an empty graph: analysed, nothing to follow */
   atomic_init(&g->busy, 0);
@@ -39,6 +42,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem) {
 }
 
 void weft__graph_free(weft_graph *g) {
+  weft__graph_follow_close(g);
   weft__vec_fini(&g->tensors);
   weft__vec_fini(&g->autos);
   weft__vec_fini(&g->nodes);
@@ -49,9 +53,10 @@ void weft__graph_free(weft_graph *g) {
   weft__vec_fini(&g->dep_readers);
   weft__vec_fini(&g->dep_node);
   weft__vec_fini(&g->dep_level);
+  weft__vec_fini(&g->dep_tensor);
   weft__arena_fini(&g->arena);
   weft__arena_fini(&g->storage_arena);
-  weft__free(g);
+  weft__aligned_free(g);
 }
 
 int weft__graph_check_idle(weft_graph *g, const char *what) {
@@ -258,7 +263,6 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   for (int i = 0; i < WEFT_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 0;
   t->name = tname;
   atomic_init(&t->autoname_state, 0);
-  t->dep_writer = t->dep_head = UINT32_MAX;
   t->copy_cache = t->copy_next = t->copy_src = NULL;
   WEFT__VEC_PUSH(&g->tensors, t); /* cannot fail: reserved */
   if (flags & WEFT__T_AUTO) WEFT__VEC_PUSH(&g->autos, t->id);
@@ -303,6 +307,7 @@ int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows, int64_t 
                      weft__tensor_name(x), (long long)x->grid->rows, (long long)x->grid->cols);
   int rc = weft__graph_check_idle(g, "weft_tensor_tiles");
   if (rc != WEFT_OK) return rc;
+  weft__graph_follow_close(g); /* it reads x->grid */
   int64_t rows = x->shape[0] == 0 ? 0 : (x->shape[0] + tile_rows - 1) / tile_rows;
   int64_t cols = x->shape[1] == 0 ? 0 : (x->shape[1] + tile_cols - 1) / tile_cols;
   if (rows * cols >= (int64_t)(UINT32_MAX / 2) - (int64_t)g->tensors.len)
@@ -335,7 +340,7 @@ int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows, int64_t 
     }
   x->grid = grid;
   x->flags |= WEFT__T_KEEP; /* the tiles' storage: never a temporary's, released early */
-  g->version++;
+  weft__graph_changed(g);
   return WEFT_OK;
 }
 
@@ -387,7 +392,7 @@ int weft_tensor_distribute(weft_graph *g, weft_tensor *x, int P, int Q) {
    * every rank's own CPU, for the API calls that take the whole (gathers, writes of the tiles
    * a rank owns). */
   x->device = weft_on_rank(weft_cpu(), weft_runtime_rank(g->rt));
-  g->version++;
+  weft__graph_changed(g);
   return WEFT_OK;
 }
 
@@ -492,7 +497,7 @@ int weft_graph_add_edge(weft_graph *g, weft_node *before, weft_node *after) {
   if (rc != WEFT_OK) return rc;
   weft__edge e = {before->id, after->id, UINT32_MAX, WEFT_HAZARD_EXPLICIT};
   if ((rc = weft__vec_push(&g->explicit_edges, &e)) != WEFT_OK) return rc;
-  g->version++;
+  weft__graph_changed(g);
   return WEFT_OK;
 }
 

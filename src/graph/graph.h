@@ -98,9 +98,6 @@ struct weft_tensor {
   /* 0: autoname not written, 1: being written, 2: ready. A worker describing a failed node and
    * the user asking for a name may make it at the same moment: one writes, the other waits. */
   atomic_uchar autoname_state;
-  /* The dependency analysis's state (dep_analysis.c): the last node that wrote this tensor and
-   * the first of the readers since, UINT32_MAX for none. */
-  uint32_t dep_writer, dep_head;
   /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
    * runs through copy_next, newest first), valid until a later node writes this tensor or the
    * copy. So readers on several devices (or ranks) in turn share one copy on each. */
@@ -235,6 +232,7 @@ struct weft_node {
   size_t params_size;
   const char *name;
   const char *origin;
+  weft_node *follow_next; /* the next node handed to the analysis's follower (dep_analysis.c) */
 };
 
 /* The analysis's state of a node (dep_analysis.c), one cache line for both: the successor its
@@ -243,6 +241,13 @@ struct weft_node {
 typedef struct weft__dep_node {
   uint32_t stamp, nsucc;
 } weft__dep_node;
+
+/* The analysis's state of a tensor (dep_analysis.c), by its id: the last node that wrote it and
+ * the first of the readers since, UINT32_MAX for none. Kept apart from the tensor, which the
+ * builder reads while a worker follows the build (the analysis's own lines). */
+typedef struct weft__dep_tensor {
+  uint32_t writer, head;
+} weft__dep_tensor;
 
 typedef struct weft__edge {
   uint32_t from, to;
@@ -264,23 +269,35 @@ struct weft_graph {
   weft__vec nodes;    /* weft_node * */
   weft__vec explicit_edges; /* weft__edge */
   weft__vec call_args;      /* weft__arg: weft_call's arguments past WEFT_MAX_ARGS, call to call */
-  weft__vec edges;    /* weft__edge: the analysis result */
   weft__vec order;    /* uint32_t: the analysis's topological order where insertion order is not
                          one (an explicit edge points backward); empty where it is */
   int strict;
   size_t nauto;       /* tensors and nodes created on auto: the graph is placed (sched/plan/place.c) */
   uint64_t version, analysed_version;
   /* The analysis follows appends as they come (dep_analysis.c): while inc_version == version
-   * every node so far has its edges in `edges`. Any other change leaves it behind, and the
-   * next analysis starts over. */
+   * every node so far has its edges in `edges`, or is on its way to them on a worker (follow).
+   * Any other change leaves it behind, and the next analysis starts over. */
   uint64_t inc_version;
+  /* A large build's analysis follows it on an idle worker (dep_analysis.c): the follower while
+   * one is open, the last node handed to it and their count, the nodes when the last one closed, and where
+   * the follower's task goes (the runtime's pool; post NULL: always inline). */
+  struct weft__follow *follow;
+  weft_node *follow_tail;
+  uint64_t follow_count; /* the nodes handed to it */
+  size_t follow_from;
+  uint64_t followed; /* nodes a follower analysed on a worker, all told (tests read it) */
+  weft__spare spare;
+  /* The analysis's state, which a follower writes while the builder goes on: on lines of its
+   * own (the graph is 64-byte aligned). */
+  _Alignas(64) weft__vec edges; /* weft__edge: the analysis result */
   weft__vec dep_readers; /* the analysis's reader entries (dep_analysis.c) */
   weft__vec dep_node;    /* weft__dep_node per node */
   weft__vec dep_level;   /* uint8_t per node: the most edges on a path into it (255 at most) */
+  weft__vec dep_tensor;  /* weft__dep_tensor per tensor id, as far as the nodes so far name */
   /* Nodes per level, for the first 8 levels (level 0: the roots, before a plan's own edges):
    * how many workers a run can use at its start, which a launch wakes early (sched/dispatch.c). */
   size_t dep_width[8];
-  uint64_t agreed_version; /* across ranks: 1 + the version whose launch the ranks agreed on */
+  _Alignas(64) uint64_t agreed_version; /* across ranks: 1 + the version whose launch the ranks agreed on */
   /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
   struct weft__plan *plan;
   struct weft__placement *placement; /* a graph with auto devices: its placed graph (place.c) */
@@ -299,8 +316,9 @@ static inline void weft__storage_owned(weft_tensor *t) {
 }
 
 
-/* `mem` (may be NULL) supplies the graph's large blocks. */
-weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem);
+/* `mem` (may be NULL) supplies the graph's large blocks; `spare` (may be NULL) the idle
+ * workers a large build's analysis follows it on. */
+weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem, const weft__spare *spare);
 /* Frees everything the graph module owns (not tensor storage: that is the scheduler's). */
 void weft__graph_free(weft_graph *g);
 
@@ -315,8 +333,20 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
 /* Runs the analysis if the graph changed. */
 int weft__graph_analyse(weft_graph *g);
 /* The analysis of node n, just appended: its edges from the nodes before it, when the analysis
- * is up to date with the graph so far (else nothing: the next analysis starts over). */
+ * is up to date with the graph so far (else nothing: the next analysis starts over). From the
+ * FOLLOW_MIN_NODES-th node of a build on, an idle worker analyses the nodes behind the
+ * builder (a follower), until weft__graph_follow_close. */
 void weft__graph_analyse_append(weft_graph *g, weft_node *n);
+/* Waits for the follower to finish the nodes handed to it (it does the rest on the calling
+ * thread, the graph's builder) and closes it. Before anything reads the analysis's state or
+ * changes the graph other than by an append; a no-op with none open. */
+void weft__graph_follow_close(weft_graph *g);
+/* A change other than an append (an explicit edge, tiles, nodes dropped): the analysis falls
+ * behind, and the next one starts over. The follower closes first. */
+static inline void weft__graph_changed(weft_graph *g) {
+  weft__graph_follow_close(g);
+  g->version++;
+}
 /* A change that adds no edge (a new tensor, a kept one) keeps the analysis up to date. */
 static inline void weft__graph_bump(weft_graph *g) {
   int in_step = g->inc_version == g->version;

@@ -56,6 +56,7 @@ static void call_begin(call *c, weft_graph *g, int kind, const char *opname) {
 
 static int call_fail(call *c, int rc) {
   /* Drop what this call appended; the arena keeps the bytes until the graph dies. */
+  weft__graph_follow_close(c->g);
   weft_tensor **ts = c->g->tensors.data;
   for (size_t i = 0; i < c->tensors0; i++) /* the call's copies went to the front of the caches */
     while (ts[i]->copy_cache != NULL && ts[i]->copy_cache->id >= c->tensors0)
@@ -64,7 +65,7 @@ static int call_fail(call *c, int rc) {
   c->g->tensors.len = c->tensors0;
   uint32_t *autos = c->g->autos.data;
   while (c->g->autos.len > 0 && autos[c->g->autos.len - 1] >= c->tensors0) c->g->autos.len--;
-  c->g->version++;
+  weft__graph_changed(c->g);
   return rc;
 }
 
@@ -98,6 +99,7 @@ static int append_node(weft_graph *g, const weft_device *dev, int kind, const we
   n->params_size = 0;
   n->name = NULL;
   n->origin = NULL;
+  n->follow_next = NULL;
   memcpy(n->args, args, (size_t)nargs * sizeof(weft__arg));
   WEFT__VEC_PUSH(&g->nodes, n); /* reserved */
   int in_step = g->inc_version == g->version;

@@ -473,6 +473,9 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   weft__vec setup; /* what happens before the first node, as it happens */
   weft__vec_init(&setup, sizeof(weft__setup_rec));
   uint64_t t_enter = weft__clock_now();
+  /* The analysis of a large build's last nodes, where a worker follows it (graph/dep_analysis.c):
+   * part of the plan step, unless the graph is placed (then of the placement's). */
+  weft__graph_follow_close(program);
   /* A program with auto devices runs as its placed graph (src/sched/plan/place.c), which only
    * its runs use: it is idle whenever the program is. */
   /* Across ranks, a launch that plans the program anew is agreed on by every rank once it has
@@ -502,7 +505,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
     atomic_store_explicit(&g->busy, 1, memory_order_relaxed);
     if ((rc = setup_step(&setup, WEFT__SETUP_PLACE, t_enter)) != WEFT_OK) goto fail;
   }
-  uint64_t t_plan = weft__clock_now();
+  uint64_t t_plan = g != program ? weft__clock_now() : t_enter;
   if ((rc = weft__plan_build(g)) != WEFT_OK) goto fail;
   if ((rc = setup_step(&setup, WEFT__SETUP_PLAN, t_plan)) != WEFT_OK) goto fail;
   if ((rc = weft__storage_materialise(g, &setup)) != WEFT_OK) goto fail;

@@ -125,6 +125,8 @@ static int place_facts(weft_runtime *rt) {
   return rt->remote->vt->bcast(rt->remote, f, sizeof *f, 0);
 }
 
+static void post_background(void *pool, weft__bgtask *t) { weft__pool_background(pool, t); }
+
 int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if (out == NULL) return weft__err(WEFT_EINVAL, "weft_runtime_create: out is NULL");
   weft__clock_init(); /* the clock's anchor: its first calibration window starts now */
@@ -275,6 +277,9 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if ((rc = place_facts(rt)) != WEFT_OK) goto fail;
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   weft__blockpool_warm_with(rt->blocks, rt->pool);
+  /* A large build's analysis follows it on an idle worker, where a core is left for it beside
+   * the building thread (graph/dep_analysis.c). */
+  if (cores >= 2) rt->spare = (weft__spare){post_background, rt->pool, weft__cpu_relax, weft__thread_yield};
   made(rt, "the CPU worker pool", &t0);
   made_bytes(rt, "the block pool: blocks for the first graphs, their pages touched", weft__blockpool_prime(rt->blocks),
              &t0);

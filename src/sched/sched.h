@@ -32,13 +32,6 @@ size_t weft__blockpool_cached(weft__blockpool *p);
 /* The blocks on the list of `size`'s class now, and (warming not NULL) those being warmed. */
 int weft__blockpool_listed(weft__blockpool *p, size_t size, int *warming);
 
-/* A task for a worker with nothing else to do (weft__pool_background): fn(t) runs once, on a
- * worker, or at the pool's end on the thread that destroys it. The task is the caller's
- * memory until fn runs. */
-typedef struct weft__bgtask {
-  void (*fn)(struct weft__bgtask *t);
-  struct weft__bgtask *next;
-} weft__bgtask;
 
 /* A step of what happens before a run's first node (its "setup", shown by the statistics, the
  * trace and the timeline): the runtime's creation (reported with the runtime's first run),
@@ -88,6 +81,7 @@ struct weft_runtime {
   const struct weft__policy *policy; /* placement (src/sched/plan/policy.h) */
   weft__pool *pool;
   weft__blockpool *blocks;
+  weft__spare spare; /* the pool's idle workers for its graphs' analyses (post NULL: none) */
   weft__mutex ops_lock;
   weft__vec ops; /* weft_op * */
   atomic_int graphs; /* live graphs, to catch destroy-before-graphs */

@@ -665,7 +665,7 @@ int weft_tensor_get(weft_tensor *t, int64_t index, double *out) {
 
 int weft_graph_create(weft_runtime *rt, weft_graph **out) {
   if (rt == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_create: NULL argument");
-  weft_graph *g = weft__graph_new(rt, weft__blockpool_mem(rt->blocks));
+  weft_graph *g = weft__graph_new(rt, weft__blockpool_mem(rt->blocks), &rt->spare);
   if (g == NULL) return WEFT_ENOMEM;
   atomic_fetch_add(&rt->graphs, 1);
   *out = g;

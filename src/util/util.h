@@ -88,6 +88,23 @@ void *weft__mem_get(const weft__mem *m, size_t size);
 void weft__mem_put(const weft__mem *m, void *p, size_t size);
 void weft__mem_ahead(const weft__mem *m, size_t size);
 
+/* A task for a worker with nothing else to do (the pool's background tasks, sched/pool.c): fn(t)
+ * runs once, on a worker, or at the pool's end on the thread that destroys it. The task is the
+ * caller's memory until fn runs. */
+typedef struct weft__bgtask {
+  void (*fn)(struct weft__bgtask *t);
+  struct weft__bgtask *next;
+} weft__bgtask;
+
+/* Idle workers for a layer below the scheduler (the graph's analysis follows a large build on
+ * one): post(ctx, t) queues t as a background task; relax and yield are for spinning on it. */
+typedef struct weft__spare {
+  void (*post)(void *ctx, weft__bgtask *t);
+  void *ctx;
+  void (*relax)(void);
+  void (*yield)(void);
+} weft__spare;
+
 /* Growable vector of fixed-size elements. */
 typedef struct weft__vec {
   void *data;

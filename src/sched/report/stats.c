@@ -359,14 +359,16 @@ static void fill_model(weft_run_stats *st, const weft__plan *p, uint64_t t0, con
     for (uint32_t j = p->x[i].succ_begin; j < p->x[i].succ_end; j++) r->succ[k++] = p->succ[j];
   }
   r->succ_off[p->n] = k;
+  /* Nodes appended since the run are not in it (their edges are after its own, by target). */
+  weft__graph_follow_close(g);
   const weft__edge *e = g->edges.data;
-  for (size_t j = 0; j < g->edges.len; j++)
+  for (size_t j = 0; j < g->edges.len && e[j].to < p->n; j++)
     for (uint32_t q = r->succ_off[e[j].from]; q < r->succ_off[e[j].from + 1]; q++)
       if (r->succ[q] == e[j].to) {
         r->succ_hazard[q] = e[j].hazard;
         break;
       }
-  st->edges = g->edges.len;
+  for (size_t j = 0; j < g->edges.len && e[j].to < p->n; j++) st->edges++;
   for (uint32_t i = 0; i < p->n; i++)
     for (uint32_t q = r->succ_off[i]; q < r->succ_off[i + 1]; q++) {
       uint32_t a = r->node[i].lane, b = r->node[r->succ[q]].lane;
