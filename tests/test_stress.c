@@ -5,7 +5,7 @@
  * must wake sleeping workers (within 10 s each), launch/cancel races whose cancelled
  * runs must still have run a prefix of their chain, callback chains that relaunch their graph
  * from the completion callback, completions counted across threads, large graphs launched
- * from several threads at once on a pool that pre-wakes for them, and ops registered and run
+ * and built from several threads at once (their analyses on workers), and ops registered and run
  * from several threads at once.
  *
  * WEFT_STRESS_SCALE (default 100) scales the iteration counts in percent, for slow builds. */
@@ -484,7 +484,7 @@ static void many_graphs_in_flight(void **state) {
   weft_runtime_destroy(rt);
 }
 
-/* ---- large launches at once: the pre-wake -------------------------------------------------- */
+/* ---- large builds and launches at once: followers and parallel plans ---------------------- */
 
 /* out = 1 + the largest input (a stencil's step): after k steps every cell holds k. */
 static int step_kernel(weft_kernel_ctx *ctx) {
@@ -505,10 +505,10 @@ typedef struct stencil_thread {
   char msg[200];
 } stencil_thread;
 
-enum { ST_WIDTH = 16, ST_STEPS = 70 }; /* 1120 nodes: a launch that plans them pre-wakes (>= 1024) */
+enum { ST_WIDTH = 16, ST_STEPS = 70 }; /* 1120 nodes: a worker follows their analysis (>= 1024) */
 
 /* Builds a 16-wide stencil of 70 steps, runs it, checks every cell of its last step, then
- * appends another 70 steps (a new plan: the next launch pre-wakes again) and so on. */
+ * appends another 70 steps (a new follower and a new plan) and so on. */
 static void *stencil_launches(void *arg) {
   stencil_thread *st = arg;
   weft_graph *g;
@@ -557,8 +557,9 @@ static void *stencil_launches(void *arg) {
   return NULL;
 }
 
-/* Four threads launch large graphs (each a new plan) at once on a pool of 8 workers, so that
- * launches pre-wake the pool and its workers watch while others' runs are in flight; every run
+/* Four threads build and launch large graphs (each a new plan) at once on a pool of 8 workers,
+ * so that the builds' analyses follow them on workers (queued behind, and beside, the others'
+ * runs, plans and followers) while others' runs are in flight; every run
  * must end, complete and in order (each cell the number of steps before it). */
 static void large_launches_at_once(void **state) {
   (void)state;

@@ -34,10 +34,9 @@ typedef struct reader {
 #define NONE UINT32_MAX
 
 /* The state lives in the graph, so that appends can follow one another (weft__graph_analyse_append):
- * per tensor its last writer and the head of its readers since (dep_writer, dep_head), per
- * node the successor its last edge went to and its successors (dep_node) and its level (dep_level,
- * with the widths of the first levels), the readers' list (dep_readers) and the edges
- * (g->edges). */
+ * per tensor its last writer and the head of its readers since (dep_tensor), per node the
+ * successor its last edge went to and its successors (dep_node), the readers' list
+ * (dep_readers) and the edges (g->edges). */
 typedef struct state {
   weft__dep_tensor *dt;
   weft__dep_node *dn;
@@ -230,10 +229,6 @@ static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, sta
     weft__dep_node fresh = {NONE, 0};
     if ((rc = WEFT__VEC_PUSH(&g->dep_node, fresh)) != WEFT_OK) return rc;
   }
-  if (g->dep_level.len <= n->id) {
-    uint8_t zero = 0;
-    if ((rc = WEFT__VEC_PUSH(&g->dep_level, zero)) != WEFT_OK) return rc;
-  }
   s->dt = g->dep_tensor.data;
   s->dn = g->dep_node.data;
   s->readers = g->dep_readers.data;
@@ -248,7 +243,6 @@ static int node_begin(weft_graph *g, const weft_node *n, size_t explicit_in, sta
  * its tiles. Then the explicit edges into it, which the one stamp dedupes with the rest. */
 static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efrom, size_t nexplicit, state *s) {
   uint32_t id = n->id;
-  size_t before = s->nedges;
   for (int a = 0; a < n->nargs; a++) {
     if (!(n->args[a].mode & WEFT_READ)) continue;
     const weft_tensor *t = n->args[a].t;
@@ -262,16 +256,6 @@ static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efr
     if (t->grid != NULL) FOR_TILES(t, k) write_access(s, id, k);
   }
   for (size_t k = 0; k < nexplicit; k++) add_edge(s, efrom[k], id, NONE, WEFT_HAZARD_EXPLICIT);
-  /* Its level: one more than its deepest predecessor's (an explicit edge from a later node
-   * finds that one's level not yet known: the widths are then not used, see dispatch.c). */
-  uint8_t *level = g->dep_level.data;
-  unsigned lv = 0;
-  for (size_t e = before; e < s->nedges; e++) {
-    unsigned l = level[s->edges[e].from] + 1u;
-    lv = l > lv ? l : lv;
-  }
-  level[id] = (uint8_t)(lv < 255 ? lv : 255);
-  if (lv < sizeof g->dep_width / sizeof g->dep_width[0]) g->dep_width[lv]++;
   g->edges.len = s->nedges;
   g->dep_readers.len = s->nreaders;
 }
@@ -450,15 +434,12 @@ static void mark_temporaries(weft_graph *g) {
 static int analyse_all(weft_graph *g) {
   size_t nn = g->nodes.len;
   weft_node **nodes = g->nodes.data;
-  g->edges.len = g->dep_readers.len = g->dep_node.len = g->dep_level.len = g->dep_tensor.len = 0;
-  memset(g->dep_width, 0, sizeof g->dep_width);
-  if (weft__vec_reserve(&g->dep_node, nn) != WEFT_OK || weft__vec_reserve(&g->dep_level, nn) != WEFT_OK)
+  g->edges.len = g->dep_readers.len = g->dep_node.len = g->dep_tensor.len = 0;
+  if (weft__vec_reserve(&g->dep_node, nn) != WEFT_OK)
     return weft__oom("the dependency analysis");
   weft__dep_node *dn = g->dep_node.data;
   for (size_t i = 0; i < nn; i++) dn[i] = (weft__dep_node){NONE, 0};
   g->dep_node.len = nn;
-  if (nn > 0) memset(g->dep_level.data, 0, nn);
-  g->dep_level.len = nn;
   uint32_t *eoff = NULL, *efrom = NULL;
   size_t obytes = 0, ebytes = 0;
   int rc = WEFT_OK, backward = 0;

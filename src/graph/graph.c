@@ -31,7 +31,6 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem, const weft__
   weft__vec_init_mem(&g->order, sizeof(uint32_t), mem);
   weft__vec_init_mem(&g->dep_readers, 2 * sizeof(uint32_t), mem);
   weft__vec_init_mem(&g->dep_node, sizeof(weft__dep_node), mem);
-  weft__vec_init_mem(&g->dep_level, 1, mem);
   weft__vec_init_mem(&g->dep_tensor, sizeof(weft__dep_tensor), mem);
   g->version = 1;
   g->inc_version = 1; /* an empty graph: analysed, nothing to follow */
@@ -52,7 +51,6 @@ void weft__graph_free(weft_graph *g) {
   weft__vec_fini(&g->order);
   weft__vec_fini(&g->dep_readers);
   weft__vec_fini(&g->dep_node);
-  weft__vec_fini(&g->dep_level);
   weft__vec_fini(&g->dep_tensor);
   weft__arena_fini(&g->arena);
   weft__arena_fini(&g->storage_arena);

@@ -292,11 +292,7 @@ struct weft_graph {
   _Alignas(64) weft__vec edges; /* weft__edge: the analysis result */
   weft__vec dep_readers; /* the analysis's reader entries (dep_analysis.c) */
   weft__vec dep_node;    /* weft__dep_node per node */
-  weft__vec dep_level;   /* uint8_t per node: the most edges on a path into it (255 at most) */
   weft__vec dep_tensor;  /* weft__dep_tensor per tensor id, as far as the nodes so far name */
-  /* Nodes per level, for the first 8 levels (level 0: the roots, before a plan's own edges):
-   * how many workers a run can use at its start, which a launch wakes early (sched/dispatch.c). */
-  size_t dep_width[8];
   _Alignas(64) uint64_t agreed_version; /* across ranks: 1 + the version whose launch the ranks agreed on */
   /* Scheduler state (src/sched): the plan of the current version, the run in flight. */
   struct weft__plan *plan;

@@ -455,13 +455,6 @@ static void end_backends(weft_runtime *rt, weft__plan *pl, weft_run *r, int nb) 
   weft__mutex_destroy(&r->lock);
 }
 
-/* Graphs from this many nodes wake the workers before their plan is built (or placed: a
- * placement may plan anew at any launch): a plan of fewer takes less time than the wake-up it
- * would hide. Only in pools of PREWAKE_MIN_WORKERS or more: with 2 workers on 2 cores the
- * watchers took the launching thread's cores (launch to end of a 16 000-node run 1.73 -> 1.84
- * ms, medians of 15), while the wake-ups they save grow with the workers. */
-enum { PREWAKE_MIN_NODES = 1024, PREWAKE_MIN_WORKERS = 8 };
-
 static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out) {
   if (program == NULL || out == NULL) return weft__err(WEFT_EINVAL, "weft_graph_launch: NULL argument");
   int expected = 0;
@@ -484,22 +477,6 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   weft__backend *agreer = program->rt->remote;
   int agreeing = agreer != NULL && agreer->vt->launch_agree != NULL && program->agreed_version != program->version + 1;
   weft_graph *g = program;
-  /* A large graph to plan: the workers wake while it is planned and set up (pool.c). */
-  weft__pool *pool = program->rt->pool;
-  int prewake = program->nodes.len >= PREWAKE_MIN_NODES && weft__pool_size(pool) >= PREWAKE_MIN_WORKERS &&
-                (program->nauto > 0 || program->plan == NULL || program->plan->version != program->version);
-  if (prewake) {
-    /* As many as the run's first levels are wide, if the analysis is current (and no explicit
-     * edge can point back): a chain needs one worker, a tree whose width doubles a level all
-     * of them; the ones it cannot use would only take cores from the setup. */
-    size_t want = (size_t)weft__pool_size(pool), widest = 0;
-    if (program->inc_version == program->version && program->explicit_edges.len == 0) {
-      for (size_t l = 0; l < sizeof program->dep_width / sizeof program->dep_width[0]; l++)
-        widest = program->dep_width[l] > widest ? program->dep_width[l] : widest;
-      if (widest > 0 && widest < want) want = widest;
-    }
-    weft__pool_launch_begin(pool, (int)want);
-  }
   if ((rc = weft__place(program, &g)) != WEFT_OK) goto fail;
   if (g != program) {
     atomic_store_explicit(&g->busy, 1, memory_order_relaxed);
@@ -578,10 +555,8 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   } else {
     weft__pool_submit_roots(rt->pool, r); /* the pool's lock publishes the run */
   }
-  if (prewake) weft__pool_launch_end(pool);
   return WEFT_OK;
 fail:
-  if (prewake) weft__pool_launch_end(pool);
   if (agreeing) (void)agreer->vt->launch_agree(agreer, NULL, rc); /* rc and its message stand */
   weft__vec_fini(&setup);
   weft__aligned_free(r);

@@ -55,9 +55,10 @@
  * LOOKOUT_NS more, yielding its core between looks: a program that launches run after run finds
  * a worker awake for the next one. Otherwise every run long enough for the workers to fall
  * asleep would start with a wake-up, which delays its first node and adds to a short run's
- * fixed cost (docs/benchmarks.md, "Diagnostics"). A launch that plans a large graph wakes
- * the pool before its setup, and the workers watch for its roots meanwhile (the launch watch,
- * weft__pool_launch_begin).
+ * fixed cost (docs/benchmarks.md, "Diagnostics"). A launch does not wake the pool before its
+ * setup: workers watching while a large graph was planned took the cores from the setup's own
+ * tiles on the 32-core GPU host, whose plan of 0.3-0.5 ms then took 2.5-7 ms in 7 first runs of
+ * 25 (none of 25 without; the medians the same).
  *
  * Parallel jobs (intra-op parallelism). A worker running a node whose kernel splits its work
  * into tiles (a large product) publishes a job: a tile counter that anyone may advance. It runs
@@ -130,8 +131,6 @@ struct weft__pool {
   atomic_int waiters;
   atomic_int searching; /* workers looking for work, awake (worker_main) */
   atomic_int lookout; /* 1 while a worker keeps watch (worker_main) */
-  atomic_int launching; /* launches preparing a large run (weft__pool_launch_begin) */
-  atomic_int wake_more; /* sleepers the next idle worker wakes for a launch (weft__pool_launch_begin) */
   weft__mutex sleep_lock;
   weft__cond sleep_cond;
   atomic_int stop;
@@ -150,7 +149,6 @@ static void *zalloc64(size_t size) {
 
 enum { SPIN_ROUNDS = 64, YIELD_ROUNDS = 8, ROOT_CHUNK_MAX = 64, HAND_FROM = 2 };
 #define LOOKOUT_NS 1000000ull
-#define LAUNCH_WATCH_NS 2000000ull
 
 int weft__pool_size(const weft__pool *p) { return p->n; }
 
@@ -229,34 +227,6 @@ int weft__pool_queue(weft__pool *p, weft__xnode *x, int *burst) {
 }
 
 void weft__pool_wake(weft__pool *p, int k) { notify(p, k); }
-
-/* A launch about to plan and set up a large run has the sleeping workers woken first, and they
- * watch (pausing, now and then yielding their cores) until it publishes the roots: their
- * wake-up overlaps the setup instead of following it. On the 32-core GPU host the first node
- * of a 16 000-node run started 0.13-0.37 ms after the roots were published, and the launching
- * thread spent 0.2-0.5 ms more signalling 31 sleepers one by one; the setup before took
- * 0.7-1 ms. The launching thread wakes one worker; that one wakes the rest (wake_more, see
- * worker_main), so the signalling is not the setup's either: signalled from the launching
- * thread, the 15 wake-ups of the 16-core host added 0.1 ms to its setup. As many as the run
- * can use at its start (dispatch.c: the widest of its first levels): the others would only
- * take cores from the setup (a chain of 100 000 nodes planned while all 31 watched took
- * 1.7-5.6 ms longer on 32 cores, in three calls out of three). */
-void weft__pool_launch_begin(weft__pool *p, int workers) {
-  atomic_fetch_add_explicit(&p->launching, 1, memory_order_seq_cst);
-  if (workers > 1) atomic_store_explicit(&p->wake_more, workers - 1, memory_order_relaxed);
-  notify(p, 1);
-}
-
-/* An idle worker that finds wake_more set wakes that many more sleepers, less the searchers
- * (weft__pool_launch_begin). */
-static void wake_for_launch(weft__pool *p) {
-  if (atomic_load_explicit(&p->wake_more, memory_order_relaxed) != 0) {
-    int k = atomic_exchange_explicit(&p->wake_more, 0, memory_order_relaxed);
-    if (k > 0) notify(p, k);
-  }
-}
-
-void weft__pool_launch_end(weft__pool *p) { atomic_fetch_sub_explicit(&p->launching, 1, memory_order_release); }
 
 void weft__pool_submit_roots(weft__pool *p, weft_run *run) {
   weft__mutex_lock(&p->inject_lock);
@@ -486,42 +456,30 @@ static weft__xnode *search_end(weft__pool *p, weft__worker *w) {
   return atomic_exchange_explicit(&w->handed, NULL, memory_order_acq_rel);
 }
 
-/* Looks for work as a searcher (counted in p->searching, see notify), SPIN_ROUNDS rounds, or
- * with `watch` until the launches being prepared have published their roots (LAUNCH_WATCH_NS at
- * most). A round is a look and 32 pauses, or every YIELD_ROUNDS-th a yield: the thread woken by
- * the end of a run (weft_run_wait) otherwise waited for a spinner's core, 0.15 ms with a worker
- * on each of 32 cores, 0.02 with 16 of 32; and pauses, not a system call each round: with a
- * yield each look the setup of a 16 000-node run took 2.4 ms instead of 1.3 while the workers
- * watched (32 cores, medians of 8). A parallel job's tiles or a background task found meanwhile
+/* Looks for work as a searcher (counted in p->searching, see notify), SPIN_ROUNDS rounds. A
+ * round is a look and 32 pauses, or every YIELD_ROUNDS-th a yield: the thread woken by the end
+ * of a run (weft_run_wait) otherwise waited for a spinner's core, 0.15 ms with a worker on each
+ * of 32 cores, 0.02 with 16 of 32. A parallel job's tiles or a background task found meanwhile
  * run uncounted (that is work, not searching; the setup's own parallel steps among them) and
  * start the search afresh. The count drops before the sleep path's last look. */
-static weft__xnode *search(weft__pool *p, weft__worker *w, int watch) {
+static weft__xnode *search(weft__pool *p, weft__worker *w) {
   int shared = 0;
   weft__xnode *x = NULL, *h;
   search_begin(p, w);
-  uint64_t t0 = weft__now_ns();
-  for (int i = 0; x == NULL; i++) {
-    if (watch ? atomic_load_explicit(&p->launching, memory_order_acquire) == 0 ||
-                    weft__now_ns() - t0 >= LAUNCH_WATCH_NS || atomic_load_explicit(&p->stop, memory_order_acquire)
-              : i >= SPIN_ROUNDS)
-      break;
+  for (int i = 0; x == NULL && i < SPIN_ROUNDS; i++) {
     if (i % YIELD_ROUNDS == YIELD_ROUNDS - 1)
       weft__thread_yield();
     else
       for (int k = 0; k < 32 && atomic_load_explicit(&w->handed, memory_order_relaxed) == NULL; k++)
         weft__cpu_relax();
     x = find_work(p, w, &shared, i % YIELD_ROUNDS == YIELD_ROUNDS - 1);
-    if (x == NULL) wake_for_launch(p);
     if (x == NULL && (atomic_load_explicit(&p->njobs, memory_order_relaxed) != 0 ||
                       atomic_load_explicit(&p->nbg, memory_order_relaxed) != 0)) {
       if ((h = search_end(p, w)) != NULL) {
         took_shared(p);
         return h;
       }
-      if (help(p)) {
-        i = -1;
-        t0 = weft__now_ns();
-      }
+      if (help(p)) i = -1;
       search_begin(p, w);
     }
   }
@@ -546,17 +504,15 @@ static void *worker_main(void *arg) {
     int shared = 0;
     weft__xnode *x = find_work(p, w, &shared, 0);
     if (x != NULL && shared) took_shared(p);
-    if (x == NULL) wake_for_launch(p);
     if (x == NULL && help(p)) continue;
     if (x == NULL) {
       weft__dispatch_flush();
-      x = search(p, w, 0);
+      x = search(p, w);
     }
     if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
       uint64_t t0 = weft__now_ns();
       while ((x = find_work(p, w, &shared, 1)) == NULL && weft__now_ns() - t0 < LOOKOUT_NS &&
              !atomic_load_explicit(&p->stop, memory_order_acquire)) {
-        wake_for_launch(p);
         if (help(p))
           t0 = weft__now_ns();
         else
@@ -565,9 +521,6 @@ static void *worker_main(void *arg) {
       atomic_store_explicit(&p->lookout, 0, memory_order_relaxed);
       if (x != NULL && shared) took_shared(p);
     }
-    /* A launch being prepared: watch for its roots, searching, so that its notify wakes no one
-     * for the work this worker will take. */
-    if (x == NULL && atomic_load_explicit(&p->launching, memory_order_acquire) > 0) x = search(p, w, 1);
     if (x == NULL) {
       atomic_fetch_add_explicit(&p->waiters, 1, memory_order_seq_cst);
       /* Pairs with notify's fence. A seq_cst increment alone does not order the relaxed loads
@@ -632,8 +585,6 @@ int weft__pool_create(weft_runtime *rt, int nworkers, weft__pool **out) {
   atomic_init(&p->waiters, 0);
   atomic_init(&p->searching, 0);
   atomic_init(&p->lookout, 0);
-  atomic_init(&p->launching, 0);
-  atomic_init(&p->wake_more, 0);
   atomic_init(&p->stop, 0);
   int have_inject = 0, have_sleep = 0, have_cond = 0, have_jobs = 0;
   if ((rc = weft__mutex_init(&p->inject_lock)) != WEFT_OK) goto fail;

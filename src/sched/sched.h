@@ -248,10 +248,6 @@ int weft__pool_queue(weft__pool *p, weft__xnode *x, int *burst);
 void weft__pool_set_hand_offs(weft__pool *p, int on);
 /* Wakes sleeping workers for k nodes just queued: k less the workers searching for work. */
 void weft__pool_wake(weft__pool *p, int k);
-/* Around the setup of a large run: wakes up to `workers` sleeping workers, who watch for its
- * roots until the matching end (pool.c). */
-void weft__pool_launch_begin(weft__pool *p, int workers);
-void weft__pool_launch_end(weft__pool *p);
 /* Queues a ready node from any thread (the injection list) and wakes a worker. */
 void weft__pool_inject(weft__pool *p, weft__xnode *x);
 /* Runs fn(arg, t) for every t in [0, ntiles) on the calling thread and on up to `helpers` idle

@@ -89,8 +89,8 @@ static void arm(weft__plan *p, uint32_t lo, uint32_t hi) {
 
 /* ---- a large graph's plan, with the pool's idle workers -------------------------------------
  *
- * Before a first launch's first node the launching thread builds the plan while the pool waits
- * (awake: the pre-wake, dispatch.c). A large graph's plan is built in node tiles that the idle
+ * Before a first launch's first node the launching thread builds the plan while the pool waits.
+ * A large graph's plan is built in node tiles that the idle
  * workers share (weft__pool_parallel), in three passes:
  *
  *   records  each node's record (its node read once: in a large graph built a while ago, each a
