@@ -147,7 +147,8 @@ static void *zalloc64(size_t size) {
   return p;
 }
 
-enum { SPIN_ROUNDS = 64, YIELD_ROUNDS = 8, ROOT_CHUNK_MAX = 64, HAND_FROM = 2 };
+enum { YIELD_ROUNDS = 8, ROOT_CHUNK_MAX = 64, HAND_FROM = 2 };
+#define SEARCH_NS 200000ull
 #define LOOKOUT_NS 1000000ull
 
 int weft__pool_size(const weft__pool *p) { return p->n; }
@@ -456,8 +457,12 @@ static weft__xnode *search_end(weft__pool *p, weft__worker *w) {
   return atomic_exchange_explicit(&w->handed, NULL, memory_order_acq_rel);
 }
 
-/* Looks for work as a searcher (counted in p->searching, see notify), SPIN_ROUNDS rounds. A
- * round is a look and 32 pauses, or every YIELD_ROUNDS-th a yield: the thread woken by the end
+/* Looks for work as a searcher (counted in p->searching, see notify) for SEARCH_NS: a sleep
+ * costs its wake-up (a futex and, in a VM, an interrupt to a halted CPU: tens of microseconds),
+ * and when 64 rounds were the spin, workers between tasks of 20-70 us slept and were woken
+ * thousands of times a run (Task Bench's fft, 32 cores: 2264-2933 sleeps in a 16 000-node run;
+ * Taskflow's workers yield up to 100 times before they sleep). A round is a look and 32
+ * pauses, or every YIELD_ROUNDS-th a yield: the thread woken by the end
  * of a run (weft_run_wait) otherwise waited for a spinner's core, 0.15 ms with a worker on each
  * of 32 cores, 0.02 with 16 of 32. A parallel job's tiles or a background task found meanwhile
  * run uncounted (that is work, not searching; the setup's own parallel steps among them) and
@@ -466,7 +471,9 @@ static weft__xnode *search(weft__pool *p, weft__worker *w) {
   int shared = 0;
   weft__xnode *x = NULL, *h;
   search_begin(p, w);
-  for (int i = 0; x == NULL && i < SPIN_ROUNDS; i++) {
+  uint64_t t0 = weft__now_ns();
+  for (int i = 0; x == NULL; i++) {
+    if (i % YIELD_ROUNDS == 0 && weft__now_ns() - t0 >= SEARCH_NS) break;
     if (i % YIELD_ROUNDS == YIELD_ROUNDS - 1)
       weft__thread_yield();
     else
@@ -479,7 +486,7 @@ static weft__xnode *search(weft__pool *p, weft__worker *w) {
         took_shared(p);
         return h;
       }
-      if (help(p)) i = -1;
+      if (help(p)) t0 = weft__now_ns();
       search_begin(p, w);
     }
   }
