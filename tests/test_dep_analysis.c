@@ -483,6 +483,14 @@ static void expect_same_analysis(weft_graph *g0, weft_graph *g1, uint64_t seed, 
                      WEFT__VEC_AT(&g1->tensors, weft_tensor *, t)->flags);
 }
 
+/* Two graphs of the same random program. */
+static void build_twins(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, weft_graph *g[2]) {
+  for (int k = 0; k < 2; k++) {
+    CHECK(weft_graph_create(rt, &g[k]));
+    CHECK(oracle_build(g[k], seed, cfg));
+  }
+}
+
 /* The analysis follows appends node by node; after any other change it goes over the whole
  * graph again, then follows the appends after it. Both give the same edges, in the same
  * order, and the same temporaries: twins of random programs (explicit edges included),
@@ -495,10 +503,7 @@ static void appends_and_whole_analysis_agree(void **state) {
   cfg.cycle_per_mille = 0;
   for (uint64_t seed = 0; seed < 150; seed++) {
     weft_graph *g[2];
-    for (int k = 0; k < 2; k++) {
-      CHECK(weft_graph_create(f->rt, &g[k]));
-      CHECK(oracle_build(g[k], seed, &cfg));
-    }
+    build_twins(f->rt, seed, &cfg, g);
     for (int round = 0; round < 3; round++) {
       g[1]->inc_version = 0; /* as after a change other than an append */
       for (int k = 0; k < 2; k++) CHECK(weft_graph_analyse(g[k]));
@@ -534,10 +539,7 @@ static void followed_builds_agree(void **state) {
   uint64_t followed = 0;
   for (uint64_t seed = 0; seed < 4; seed++) {
     weft_graph *g[2];
-    for (int k = 0; k < 2; k++) {
-      CHECK(weft_graph_create(f->rt, &g[k]));
-      CHECK(oracle_build(g[k], seed, &cfg));
-    }
+    build_twins(f->rt, seed, &cfg, g);
     for (int round = 0; round < 3; round++) {
       sleep_ms(5);
       g[1]->inc_version = 0;
