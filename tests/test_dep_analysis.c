@@ -6,6 +6,7 @@
  * against a naive reference of the edge rule plus a check that every conflicting pair of nodes
  * is ordered. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -514,6 +515,12 @@ static void appends_and_whole_analysis_agree(void **state) {
   }
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void sleep_ms(long ms) {
   struct timespec ts = {0, ms * 1000000L};
   nanosleep(&ts, NULL);
@@ -560,6 +567,158 @@ static void followed_builds_agree(void **state) {
   assert_true(followed > 0);
 }
 
+/* Tiles made before the follower opens, then thousands of nodes on the whole tensor, on its
+ * tiles and on another tensor: a node on the whole is an access to every tile (FOR_TILES), on a
+ * worker as inline. Twins against the whole analysis, round after round. */
+static void followed_builds_with_tiles(void **state) {
+  tu_fixture *f = *state;
+  if (f->g->spare.post == NULL) skip();
+  const weft_op *o[3] = {ops.r1, ops.w1, ops.rw1};
+  uint64_t followed = 0;
+  for (unsigned seed = 0; seed < 3; seed++) {
+    weft_graph *g[2];
+    for (int k = 0; k < 2; k++) {
+      CHECK(weft_graph_create(f->rt, &g[k]));
+      weft_tensor *x, *y;
+      CHECK(weft_tensor_create(g[k], "x", WEFT_F32, 2, (int64_t[]){64, 64}, weft_cpu(), weft_zeros(), &x));
+      CHECK(weft_tensor_create(g[k], "y", WEFT_F32, 2, (int64_t[]){64, 64}, weft_cpu(), weft_zeros(), &y));
+      CHECK(weft_tensor_tiles(g[k], x, 4, 64)); /* 16 tiles */
+    }
+    unsigned rng = seed * 7919u + 1;
+    for (int round = 0; round < 3; round++) {
+      for (int i = 0; i < 2500; i++) {
+        rng = rng * 1103515245u + 12345u;
+        unsigned r = rng >> 8, which = r % 18; /* the whole x, y, or one of x's 16 tiles */
+        for (int k = 0; k < 2; k++) {
+          weft_tensor *x = weft_graph_tensor(g[k], 0);
+          weft_tensor *t = which == 0 ? x : which == 1 ? weft_graph_tensor(g[k], 1) : weft_tensor_tile(x, which - 2, 0);
+          CHECK(weft_call(g[k], o[(r / 18) % 3], &t, 1, NULL, 0));
+        }
+        if (i % 500 == 499) sleep_ms(1);
+      }
+      g[1]->inc_version = 0;
+      for (int k = 0; k < 2; k++) CHECK(weft_graph_analyse(g[k]));
+      expect_same_analysis(g[0], g[1], seed, round);
+    }
+    followed += g[0]->followed;
+    for (int k = 0; k < 2; k++) weft_graph_destroy(g[k]);
+  }
+  assert_true(followed > 0);
+}
+
+/* A follower gives way to runs: on a pool of one worker, while a long build is followed, a
+ * run of another graph launched meanwhile ends while the build goes on, its nodes before the
+ * follower's next batch. (A follower that kept the worker as long as batches came held such a
+ * run until the builder paused: this does not catch that reliably, since a build pauses now
+ * and then, for a vector's growth, and the follower let go then.) */
+static void runs_are_not_held_up_by_a_follower(void **state) {
+  (void)state;
+  weft_runtime *rt = tu_runtime_cpu(1);
+  const weft_op *rw = tu_op(rt, "rw", 1, (weft_access[]){WEFT_READ_WRITE}, noop, NULL);
+  weft_graph *other, *g;
+  weft_tensor *u, *t;
+  CHECK(weft_graph_create(rt, &other));
+  CHECK(weft_tensor_create(other, "u", WEFT_F32, 1, (int64_t[]){4}, weft_cpu(), weft_zeros(), &u));
+  CHECK(weft_call(other, rw, &u, 1, NULL, 0));
+  CHECK(weft_graph_create(rt, &g));
+  if (g->spare.post == NULL) {
+    weft_graph_destroy(g);
+    weft_graph_destroy(other);
+    weft_runtime_destroy(rt);
+    skip();
+  }
+  CHECK(weft_tensor_create(g, "t", WEFT_F32, 1, (int64_t[]){4}, weft_cpu(), weft_zeros(), &t));
+  for (int i = 0; i < 2048; i++) CHECK(weft_call(g, rw, &t, 1, NULL, 0));
+  assert_non_null(g->follow);
+  /* Appends go on until the follower has the worker (10 s at most), and from then on without
+   * a pause, so that it never runs out of nodes. */
+  int appended = 0;
+  uint64_t t0 = now_ns();
+  while (weft__graph_follow_progress(g) == 0 && now_ns() - t0 < 10000000000ull) {
+    CHECK(weft_call(g, rw, &t, 1, NULL, 0));
+    appended++;
+  }
+  assert_true(weft__graph_follow_progress(g) > 0);
+  weft_run *r;
+  CHECK(weft_graph_launch(other, &r));
+  int more = 0;
+  while (weft_run_poll(r) == WEFT_EAGAIN && more < 200000) {
+    CHECK(weft_call(g, rw, &t, 1, NULL, 0));
+    more++;
+  }
+  if (more == 200000) fail_msg("the run waited for the whole build (%d appends)", more);
+  appended += more;
+  CHECK(weft_run_wait(r));
+  weft_run_destroy(r);
+  CHECK(weft_graph_run(g)); /* the followed build runs */
+  assert_int_equal(weft_graph_edge_count(g), 2048 + (size_t)appended - 1);
+  weft_graph_destroy(g);
+  weft_graph_destroy(other);
+  weft_runtime_destroy(rt);
+}
+
+/* Out of memory on the worker that follows a build (every allocation off the building thread
+ * fails meanwhile): the analysis falls behind, and the next one starts over on the builder and
+ * agrees with the whole analysis of a twin built without failures. */
+static pthread_t builder_thread;
+static atomic_int fail_off_builder, failed_off_builder;
+static void *off_builder_malloc(size_t size, void *user) {
+  (void)user;
+  if (atomic_load(&fail_off_builder) && !pthread_equal(pthread_self(), builder_thread)) {
+    atomic_fetch_add(&failed_off_builder, 1);
+    return NULL;
+  }
+  return malloc(size);
+}
+static void *off_builder_realloc(void *p, size_t size, void *user) {
+  (void)user;
+  if (atomic_load(&fail_off_builder) && !pthread_equal(pthread_self(), builder_thread)) {
+    atomic_fetch_add(&failed_off_builder, 1);
+    return NULL;
+  }
+  return realloc(p, size);
+}
+static void off_builder_free(void *p, void *user) {
+  (void)user;
+  free(p);
+}
+
+static void followers_out_of_memory(void **state) {
+  (void)state;
+  builder_thread = pthread_self();
+  weft_allocator al = {off_builder_malloc, off_builder_realloc, off_builder_free, NULL};
+  weft_set_allocator(&al);
+  weft_runtime *rt = tu_runtime_cpu(2);
+  oracle_register_ops(rt);
+  oracle_cfg cfg;
+  oracle_cfg_init(&cfg);
+  cfg.cycle_per_mille = 0;
+  cfg.edge_percent = 0;
+  cfg.min_nodes = 1100;
+  cfg.max_nodes = 1200;
+  int skipped = 0;
+  for (uint64_t seed = 0; seed < 3; seed++) {
+    weft_graph *g[2];
+    build_twins(rt, seed, &cfg, g);
+    if (g[0]->spare.post == NULL) skipped = 1;
+    atomic_store(&fail_off_builder, 1);
+    for (int part = 0; part < 20; part++) {
+      CHECK(oracle_grow(g[0], seed, part, 500, &cfg));
+      sleep_ms(1);
+    }
+    atomic_store(&fail_off_builder, 0);
+    for (int part = 0; part < 20; part++) CHECK(oracle_grow(g[1], seed, part, 500, &cfg));
+    g[1]->inc_version = 0;
+    for (int k = 0; k < 2; k++) CHECK(weft_graph_analyse(g[k]));
+    expect_same_analysis(g[0], g[1], seed, 0);
+    for (int k = 0; k < 2; k++) weft_graph_destroy(g[k]);
+  }
+  weft_runtime_destroy(rt);
+  weft_set_allocator(NULL);
+  if (skipped) skip();
+  assert_true(atomic_load(&failed_off_builder) > 0); /* a worker did run into it */
+}
+
 static void large_graphs(void **state) {
   tu_fixture *f = *state;
   weft_graph *g = f->g;
@@ -582,6 +741,9 @@ int main(void) {
       cmocka_unit_test_setup_teardown(raw_war_waw, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(appends_and_whole_analysis_agree, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(followed_builds_agree, setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(followed_builds_with_tiles, setup, tu_teardown),
+      cmocka_unit_test(runs_are_not_held_up_by_a_follower),
+      cmocka_unit_test(followers_out_of_memory),
       cmocka_unit_test_setup_teardown(reads_of_initial_contents, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(independent_tensors_give_no_edges, setup, tu_teardown),
       cmocka_unit_test_setup_teardown(pairs_are_deduplicated, setup, tu_teardown),

@@ -282,7 +282,8 @@ enum { FOLLOW_FREE, FOLLOW_HELD, FOLLOW_CLOSED };
 typedef struct weft__follow {
   weft__bgtask task;
   weft_graph *g;
-  weft_node *first; /* the first node handed to it */
+  weft_node *first;   /* the first node handed to it */
+  void (*relax)(void); /* the graph's spare.relax, for a task that must not read the graph */
   atomic_int claim;   /* FOLLOW_FREE, _HELD, _CLOSED */
   atomic_int closing; /* the builder waits for the claim to close it */
   atomic_int refs;    /* the graph's, and a posted task's */
@@ -294,6 +295,7 @@ typedef struct weft__follow {
   _Alignas(64) weft_node *last;
   uint64_t done;
   int failed;
+  atomic_uint_fast64_t progress; /* `done` after each batch, for weft__graph_follow_progress */
 } weft__follow;
 
 static void follow_unref(weft__follow *f) {
@@ -301,17 +303,22 @@ static void follow_unref(weft__follow *f) {
 }
 
 /* Analyses the nodes handed over so far (all `upto`, where the builder itself closes it), with
- * the claim held; spins (spin: relaxes) for more while the builder is not closing it. */
-static void follow_catch_up(weft__follow *f, unsigned spin, uint64_t upto) {
+ * the claim held. The task (upto 0) spins (spin: relaxes) for more, and after each batch stops
+ * if the builder is closing it, or gives way (returns 1) if a run is in flight: background work
+ * comes after every run's nodes, and a long build must not hold a worker they need. */
+static int follow_catch_up(weft__follow *f, unsigned spin, uint64_t upto) {
   weft_graph *g = f->g;
   weft_node *n = f->last;
   uint64_t done = f->done;
-  void (*relax)(void) = g->spare.relax; /* read once: the builder writes the graph's lines */
+  /* Read once: the builder writes the graph's lines. */
+  int (*busy)(void *) = g->spare.busy;
+  void *ctx = g->spare.ctx;
+  int gave_way = 0;
   for (unsigned idle = 0; !f->failed;) {
     uint64_t avail = upto ? upto : atomic_load_explicit(&f->published, memory_order_acquire);
     if (done == avail) {
-      if (++idle > spin || atomic_load_explicit(&f->closing, memory_order_relaxed)) break;
-      relax();
+      if (upto || ++idle > spin || atomic_load_explicit(&f->closing, memory_order_relaxed)) break;
+      f->relax();
       continue;
     }
     idle = 0;
@@ -325,23 +332,45 @@ static void follow_catch_up(weft__follow *f, unsigned spin, uint64_t upto) {
       node_accesses(g, n, NULL, 0, &s);
       f->last = n;
     }
+    atomic_store_explicit(&f->progress, done, memory_order_relaxed);
+    if (upto) continue;
+    if (atomic_load_explicit(&f->closing, memory_order_relaxed) || (busy != NULL && (gave_way = busy(ctx)) != 0))
+      break;
   }
   f->done = done;
+  return gave_way;
 }
+
+static void follow_post(weft_graph *g, weft__follow *f);
 
 static void follow_task(weft__bgtask *t) {
   weft__follow *f = (weft__follow *)t;
   for (;;) {
-    int free_ = FOLLOW_FREE;
-    if (!atomic_compare_exchange_strong_explicit(&f->claim, &free_, FOLLOW_HELD, memory_order_acquire,
-                                                 memory_order_relaxed))
-      break; /* closed, or being closed: the builder does the rest */
-    follow_catch_up(f, FOLLOW_SPINS, 0);
+    int c = FOLLOW_FREE;
+    if (!atomic_compare_exchange_strong_explicit(&f->claim, &c, FOLLOW_HELD, memory_order_acquire,
+                                                 memory_order_relaxed)) {
+      if (c == FOLLOW_HELD) { /* the task that queued this one again, letting go */
+        f->relax();
+        continue;
+      }
+      break; /* closed: the builder did the rest */
+    }
+    if (follow_catch_up(f, FOLLOW_SPINS, 0) && !f->failed) {
+      /* A run is in flight: this worker goes back to it, and the task queues again behind the
+       * pool's other work (`queued` stays set: the builder posts no other). Posted with the
+       * claim held, so the graph, and its runtime, are still there. */
+      follow_post(f->g, f);
+      atomic_store_explicit(&f->claim, FOLLOW_FREE, memory_order_release);
+      break;
+    }
     uint64_t done = f->done;
-    int stop = f->failed;
+    int stop = f->failed || atomic_load_explicit(&f->closing, memory_order_relaxed);
     atomic_store_explicit(&f->claim, FOLLOW_FREE, memory_order_release);
+    /* Failed (out of memory) or closing: `queued` stays set, so the builder posts no more, and
+     * the close finds the analysis behind or takes over the rest. */
+    if (stop) break;
     atomic_store(&f->queued, 0);
-    if (stop || atomic_load(&f->published) == done || atomic_exchange(&f->queued, 1)) break;
+    if (atomic_load(&f->published) == done || atomic_exchange(&f->queued, 1)) break;
   }
   follow_unref(f);
 }
@@ -358,9 +387,11 @@ static int follow_open(weft_graph *g, weft_node *n) {
   f->task = (weft__bgtask){follow_task, NULL};
   f->g = g;
   f->first = n;
+  f->relax = g->spare.relax;
   f->last = NULL;
   f->done = 0;
   f->failed = 0;
+  atomic_init(&f->progress, 0);
   atomic_init(&f->published, 1);
   atomic_init(&f->claim, FOLLOW_FREE);
   atomic_init(&f->queued, 1);
@@ -373,7 +404,7 @@ static int follow_open(weft_graph *g, weft_node *n) {
   return 1;
 }
 
-void weft__graph_follow_close(weft_graph *g) {
+void weft__graph_follow_close(weft_graph *g, int keep) {
   weft__follow *f = g->follow;
   if (f == NULL) return;
   atomic_store_explicit(&f->closing, 1, memory_order_relaxed);
@@ -388,15 +419,22 @@ void weft__graph_follow_close(weft_graph *g) {
       g->spare.yield();
   }
   g->followed += f->done;
-  follow_catch_up(f, 0, g->follow_count);
-  if (f->failed) g->inc_version = 0; /* behind: the next analysis starts over */
+  if (keep) follow_catch_up(f, 0, g->follow_count);
+  if (!keep || f->failed) g->inc_version = 0; /* behind: the next analysis starts over */
   g->follow = NULL;
   g->follow_tail = NULL;
   g->follow_from = g->nodes.len;
   follow_unref(f);
 }
 
+uint64_t weft__graph_follow_progress(const weft_graph *g) {
+  return g->follow != NULL ? atomic_load_explicit(&g->follow->progress, memory_order_relaxed) : 0;
+}
+
 void weft__graph_analyse_append(weft_graph *g, weft_node *n) {
+  /* A graph with explicit edges is analysed whole at each analysis (an edge may point back):
+   * following it would be work thrown away. */
+  if (g->explicit_edges.len > 0) return;
   weft__follow *f = g->follow;
   if (f != NULL) {
     g->follow_tail->follow_next = n;
@@ -487,7 +525,8 @@ done:
 }
 
 int weft__graph_analyse(weft_graph *g) {
-  weft__graph_follow_close(g);
+  weft__graph_follow_close(g, 1);
+  g->follow_from = g->nodes.len; /* the next follower: FOLLOW_MIN_NODES appends from here */
   if (g->analysed_version == g->version) return WEFT_OK;
   int rc = WEFT_OK;
   /* Only appends since the last analysis, and no explicit edge: their edges are in already.

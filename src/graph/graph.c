@@ -41,7 +41,7 @@ weft_graph *weft__graph_new(weft_runtime *rt, const weft__mem *mem, const weft__
 }
 
 void weft__graph_free(weft_graph *g) {
-  weft__graph_follow_close(g);
+  weft__graph_follow_close(g, 0);
   weft__vec_fini(&g->tensors);
   weft__vec_fini(&g->autos);
   weft__vec_fini(&g->nodes);
@@ -305,7 +305,7 @@ int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows, int64_t 
                      weft__tensor_name(x), (long long)x->grid->rows, (long long)x->grid->cols);
   int rc = weft__graph_check_idle(g, "weft_tensor_tiles");
   if (rc != WEFT_OK) return rc;
-  weft__graph_follow_close(g); /* it reads x->grid */
+  weft__graph_follow_close(g, 0); /* it reads x->grid */
   int64_t rows = x->shape[0] == 0 ? 0 : (x->shape[0] + tile_rows - 1) / tile_rows;
   int64_t cols = x->shape[1] == 0 ? 0 : (x->shape[1] + tile_cols - 1) / tile_cols;
   if (rows * cols >= (int64_t)(UINT32_MAX / 2) - (int64_t)g->tensors.len)

@@ -333,14 +333,18 @@ int weft__graph_analyse(weft_graph *g);
  * FOLLOW_MIN_NODES-th node of a build on, an idle worker analyses the nodes behind the
  * builder (a follower), until weft__graph_follow_close. */
 void weft__graph_analyse_append(weft_graph *g, weft_node *n);
-/* Waits for the follower to finish the nodes handed to it (it does the rest on the calling
- * thread, the graph's builder) and closes it. Before anything reads the analysis's state or
- * changes the graph other than by an append; a no-op with none open. */
-void weft__graph_follow_close(weft_graph *g);
+/* Closes the follower, on the graph's building thread: takes its claim (it lets go after the
+ * batch in hand) and, with `keep`, analyses the rest of the nodes handed to it; without, leaves
+ * the analysis behind (the next one starts over). Before anything reads the analysis's state
+ * (keep) or changes the graph other than by an append, or destroys it (not keep); a no-op with
+ * none open. */
+void weft__graph_follow_close(weft_graph *g, int keep);
+/* The nodes the open follower has analysed so far (0 with none open): tests wait on it. */
+uint64_t weft__graph_follow_progress(const weft_graph *g);
 /* A change other than an append (an explicit edge, tiles, nodes dropped): the analysis falls
  * behind, and the next one starts over. The follower closes first. */
 static inline void weft__graph_changed(weft_graph *g) {
-  weft__graph_follow_close(g);
+  weft__graph_follow_close(g, 0);
   g->version++;
 }
 /* A change that adds no edge (a new tensor, a kept one) keeps the analysis up to date. */

@@ -56,7 +56,7 @@ static void call_begin(call *c, weft_graph *g, int kind, const char *opname) {
 
 static int call_fail(call *c, int rc) {
   /* Drop what this call appended; the arena keeps the bytes until the graph dies. */
-  weft__graph_follow_close(c->g);
+  weft__graph_follow_close(c->g, 0);
   weft_tensor **ts = c->g->tensors.data;
   for (size_t i = 0; i < c->tensors0; i++) /* the call's copies went to the front of the caches */
     while (ts[i]->copy_cache != NULL && ts[i]->copy_cache->id >= c->tensors0)

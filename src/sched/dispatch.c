@@ -372,6 +372,7 @@ static void end_run(weft_run *r) {
   r->t_end = weft__clock_now();
   weft__pool_counts(rt->pool, &r->pool_end);
   pl->exec->run = NULL;
+  atomic_fetch_sub_explicit(&rt->running, 1, memory_order_relaxed);
   atomic_store_explicit(&g->busy, 0, memory_order_release);
   if (r->program != g) atomic_store_explicit(&r->program->busy, 0, memory_order_release);
   /* The callback may ask for the run's error and failed node: publish them first. */
@@ -468,7 +469,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   uint64_t t_enter = weft__clock_now();
   /* The analysis of a large build's last nodes, where a worker follows it (graph/dep_analysis.c):
    * part of the plan step, unless the graph is placed (then of the placement's). */
-  weft__graph_follow_close(program);
+  weft__graph_follow_close(program, 1);
   /* A program with auto devices runs as its placed graph (src/sched/plan/place.c), which only
    * its runs use: it is idle whenever the program is. */
   /* Across ranks, a launch that plans the program anew is agreed on by every rank once it has
@@ -547,6 +548,7 @@ static int launch(weft_graph *program, weft_run_cb cb, void *arg, weft_run **out
   atomic_init(&r->ended, 0);
   atomic_init(&r->done, 0);
   atomic_init(&r->drains, 0);
+  atomic_fetch_add_explicit(&rt->running, 1, memory_order_relaxed);
   pl->exec->run = r;
   *out = r;
   if (pl->n == 0 || owned) {

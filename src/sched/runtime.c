@@ -125,7 +125,10 @@ static int place_facts(weft_runtime *rt) {
   return rt->remote->vt->bcast(rt->remote, f, sizeof *f, 0);
 }
 
-static void post_background(void *pool, weft__bgtask *t) { weft__pool_background(pool, t); }
+static void post_background(void *rt, weft__bgtask *t) { weft__pool_background(((weft_runtime *)rt)->pool, t); }
+static int runs_in_flight(void *rt) {
+  return atomic_load_explicit(&((weft_runtime *)rt)->running, memory_order_relaxed) > 0;
+}
 
 int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if (out == NULL) return weft__err(WEFT_EINVAL, "weft_runtime_create: out is NULL");
@@ -175,6 +178,7 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   rt->nranks = 1;
   rt->local_ranks = 1;
   atomic_init(&rt->graphs, 0);
+  atomic_init(&rt->running, 0);
   atomic_init(&rt->host_bytes, 0);
   atomic_init(&rt->host_peak, 0);
   weft__vec_init(&rt->ops, sizeof(weft_op *));
@@ -277,9 +281,10 @@ int weft_runtime_create(const weft_runtime_options *opts, weft_runtime **out) {
   if ((rc = place_facts(rt)) != WEFT_OK) goto fail;
   if ((rc = weft__pool_create(rt, workers, &rt->pool)) != WEFT_OK) goto fail;
   weft__blockpool_warm_with(rt->blocks, rt->pool);
-  /* A large build's analysis follows it on an idle worker, where a core is left for it beside
-   * the building thread (graph/dep_analysis.c). */
-  if (cores >= 2) rt->spare = (weft__spare){post_background, rt->pool, weft__cpu_relax, weft__thread_yield};
+  /* A large build's analysis follows it on an idle worker, where this rank's share of the
+   * cores leaves one for it beside the building thread (graph/dep_analysis.c). */
+  if (cores / rt->local_ranks >= 2)
+    rt->spare = (weft__spare){post_background, runs_in_flight, rt, weft__cpu_relax, weft__thread_yield};
   made(rt, "the CPU worker pool", &t0);
   made_bytes(rt, "the block pool: blocks for the first graphs, their pages touched", weft__blockpool_prime(rt->blocks),
              &t0);

@@ -85,6 +85,7 @@ struct weft_runtime {
   weft__mutex ops_lock;
   weft__vec ops; /* weft_op * */
   atomic_int graphs; /* live graphs, to catch destroy-before-graphs */
+  atomic_int running; /* runs launched and not ended: a graph's follower gives way to them */
   struct weft__cost_model *place_model; /* auto placement's prices, made at its first use (ops_lock) */
   char *place_profile;                  /* ... from this profile (a path or a shipped name) */
   struct weft__learned *learned;        /* ... refined by measured node times (place.c; ops_lock) */

@@ -677,6 +677,7 @@ void weft_graph_destroy(weft_graph *g) {
   /* A run still in flight uses the graph's storage: let it finish (its handle stays the
    * user's to destroy). Runs end on their own, so this wait is bounded. */
   while (atomic_load_explicit(&g->busy, memory_order_acquire)) weft__thread_yield();
+  weft__graph_follow_close(g, 0); /* its task stops before anything of the graph goes */
   weft_runtime *rt = g->rt;
   weft__placement_free(g); /* the placed graph's views of g's tensors go first */
   weft__plan_free(rt, g->plan);

@@ -97,9 +97,11 @@ typedef struct weft__bgtask {
 } weft__bgtask;
 
 /* Idle workers for a layer below the scheduler (the graph's analysis follows a large build on
- * one): post(ctx, t) queues t as a background task; relax and yield are for spinning on it. */
+ * one): post(ctx, t) queues t as a background task; busy(ctx) says whether a run is in flight
+ * (a background task gives way to it); relax and yield are for spinning. */
 typedef struct weft__spare {
   void (*post)(void *ctx, weft__bgtask *t);
+  int (*busy)(void *ctx);
   void *ctx;
   void (*relax)(void);
   void (*yield)(void);
