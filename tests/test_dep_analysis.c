@@ -484,6 +484,19 @@ static void expect_same_analysis(weft_graph *g0, weft_graph *g1, uint64_t seed, 
                      WEFT__VEC_AT(&g1->tensors, weft_tensor *, t)->flags);
 }
 
+/* Random programs of min..max nodes with no explicit edge (one leaves the analysis behind, and
+ * then no worker follows), on the oracle's ops of rt. */
+static oracle_cfg followed_cfg(weft_runtime *rt, int min, int max) {
+  oracle_register_ops(rt);
+  oracle_cfg cfg;
+  oracle_cfg_init(&cfg);
+  cfg.cycle_per_mille = 0;
+  cfg.edge_percent = 0;
+  cfg.min_nodes = min;
+  cfg.max_nodes = max;
+  return cfg;
+}
+
 /* Two graphs of the same random program. */
 static void build_twins(weft_runtime *rt, uint64_t seed, const oracle_cfg *cfg, weft_graph *g[2]) {
   for (int k = 0; k < 2; k++) {
@@ -536,13 +549,7 @@ static void sleep_ms(long ms) {
 static void followed_builds_agree(void **state) {
   tu_fixture *f = *state;
   if (f->g->spare.post == NULL) skip(); /* one core: no worker follows */
-  oracle_register_ops(f->rt);
-  oracle_cfg cfg;
-  oracle_cfg_init(&cfg);
-  cfg.cycle_per_mille = 0;
-  cfg.edge_percent = 0;
-  cfg.min_nodes = 2000;
-  cfg.max_nodes = 3000;
+  oracle_cfg cfg = followed_cfg(f->rt, 2000, 3000);
   uint64_t followed = 0;
   for (uint64_t seed = 0; seed < 4; seed++) {
     weft_graph *g[2];
@@ -689,13 +696,7 @@ static void followers_out_of_memory(void **state) {
   weft_allocator al = {off_builder_malloc, off_builder_realloc, off_builder_free, NULL};
   weft_set_allocator(&al);
   weft_runtime *rt = tu_runtime_cpu(2);
-  oracle_register_ops(rt);
-  oracle_cfg cfg;
-  oracle_cfg_init(&cfg);
-  cfg.cycle_per_mille = 0;
-  cfg.edge_percent = 0;
-  cfg.min_nodes = 1100;
-  cfg.max_nodes = 1200;
+  oracle_cfg cfg = followed_cfg(rt, 1100, 1200);
   int skipped = 0;
   for (uint64_t seed = 0; seed < 3; seed++) {
     weft_graph *g[2];
