@@ -895,7 +895,9 @@ static void writing_an_inserted_copy(void **state) {
   for (int i = 0; i < 4; i++) assert_true(v[i] == 1.0);
 }
 
-/* A call that fails after it inserted a copy takes the copy back out, cache included. */
+/* A call that fails after it inserted a copy takes the copy back out, cache included: an
+ * elementwise op's result made for it, and a linear-algebra op's (gemm: its inputs go to the
+ * updated operand's device). */
 static void failed_call_drops_its_copy(void **state) {
   (void)state;
   tu_alloc_install(-1);
@@ -932,6 +934,26 @@ static void failed_call_drops_its_copy(void **state) {
   double v[4];
   tu_read_doubles(o1, v);
   for (int i = 0; i < 4; i++) assert_true(v[i] == 6.0);
+  weft_graph *g2; /* a fresh graph: its first node's call allocates */
+  CHECK(weft_graph_create(rt, &g2));
+  weft_tensor *b = on(g2, "b", weft_cpu(), 2, 1), *c = on(g2, "c", weft_cuda(0), 2, 0);
+  failures = 0;
+  for (long at = 0;; at++) {
+    tu_alloc_fail_at(at);
+    int rc = weft_gemm(g2, b, 0, b, 0, 1.0, 0.0, c); /* b goes to cuda:0, once */
+    tu_alloc_fail_at(-1);
+    if (rc == WEFT_OK) break;
+    assert_int_equal(rc, WEFT_ENOMEM);
+    assert_int_equal(weft_graph_node_count(g2), 0);
+    assert_int_equal(weft_graph_tensor_count(g2), 2);
+    failures++;
+  }
+  assert_true(failures > 0);
+  assert_int_equal(weft_graph_node_count(g2), 2); /* b's copy and the product */
+  CHECK(weft_graph_run(g2));
+  tu_read_doubles(c, v);
+  for (int i = 0; i < 4; i++) assert_true(v[i] == 2.0); /* [[1,1],[1,1]] squared */
+  weft_graph_destroy(g2);
   weft_graph_destroy(g);
   weft_runtime_destroy(rt);
   assert_int_equal(tu_alloc_live(), 0);

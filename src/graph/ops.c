@@ -601,10 +601,11 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
       return weft__err(WEFT_EINVAL, "node %u '%s': %s (%s) and %s (%s) share elements; the updated operand must be apart",
                        c->id, c->opname, names[i], weft__tensor_name(ts[i]), names[nts - 1], weft__tensor_name(out));
   if ((rc = weft__graph_check_idle(c->g, c->opname)) != WEFT_OK) return rc;
+  /* From here on a failure takes back the copies localise inserted (call_fail). */
   for (int i = 0; i < nts - 1; i++)
-    if ((rc = localise(c, &ts[i], weft__tensor_dev(out), names[i])) != WEFT_OK) return rc;
+    if ((rc = localise(c, &ts[i], weft__tensor_dev(out), names[i])) != WEFT_OK) return call_fail(c, rc);
   weft__la *p = weft__arena_alloc(&c->g->arena, sizeof *p, 8);
-  if (p == NULL) return WEFT_ENOMEM;
+  if (p == NULL) return call_fail(c, weft__oom("a linear-algebra op's parameters"));
   memset(p, 0, sizeof *p); /* the padding too: params are compared byte for byte */
   p->alpha = la.alpha;
   p->beta = la.beta;
@@ -616,7 +617,7 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? out_mode : WEFT_READ};
   weft_device dev = weft__tensor_dev(out);
   weft_node *n;
-  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nts, 0, &n)) != WEFT_OK) return rc;
+  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nts, 0, &n)) != WEFT_OK) return call_fail(c, rc);
   n->params = p;
   n->params_size = sizeof *p;
   n->alpha = la.alpha;
