@@ -260,11 +260,11 @@ static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efr
   g->dep_readers.len = s->nreaders;
 }
 
-/* ---- the follower: a large build's analysis on an idle worker ---------------------------
+/* ---- the follower: a large build's analysis on an idle worker ----------------------------- */
 
- * The builder hands the nodes to it (links each after the last one, and counts them in
- * `published` FOLLOW_BATCH at a time) and goes on; the analysis runs behind it on a worker, which the build leaves
- * idle anyway, and the launch finds it done or nearly so. Whoever holds the claim analyses: the
+/* The builder hands the nodes to it (links each after the last one, and counts them in
+ * `published` FOLLOW_BATCH at a time) and goes on; the analysis runs behind it on a worker,
+ * which the build leaves idle anyway, and the launch finds it done or nearly so. Whoever holds the claim analyses: the
  * worker's task, or at the close the builder itself (the rest, when the task is late or never
  * got a worker). The task spins a while when it has caught up, then gives the worker back; the
  * builder posts it again when it finds it so. A node published after the task last looked is

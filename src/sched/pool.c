@@ -462,11 +462,11 @@ static weft__xnode *search_end(weft__pool *p, weft__worker *w) {
  * and when 64 rounds were the spin, workers between tasks of 20-70 us slept and were woken
  * thousands of times a run (Task Bench's fft, 32 cores: 2264-2933 sleeps in a 16 000-node run;
  * Taskflow's workers yield up to 100 times before they sleep). A round is a look and 32
- * pauses, or every YIELD_ROUNDS-th a yield: the thread woken by the end
- * of a run (weft_run_wait) otherwise waited for a spinner's core, 0.15 ms with a worker on each
- * of 32 cores, 0.02 with 16 of 32. A parallel job's tiles or a background task found meanwhile
- * run uncounted (that is work, not searching; the setup's own parallel steps among them) and
- * start the search afresh. The count drops before the sleep path's last look. */
+ * pauses, or every YIELD_ROUNDS-th a yield: the thread woken by the end of a run
+ * (weft_run_wait) otherwise waited for a spinner's core, 0.15 ms with a worker on each of 32
+ * cores, 0.02 with 16 of 32. A parallel job's tiles or a background task found meanwhile run
+ * uncounted (that is work, not searching; the setup's own parallel steps among them) and start
+ * the search afresh. The count drops before the sleep path's last look. */
 static weft__xnode *search(weft__pool *p, weft__worker *w) {
   int shared = 0;
   weft__xnode *x = NULL, *h;

@@ -363,15 +363,15 @@ static void fill_model(weft_run_stats *st, const weft__plan *p, uint64_t t0, con
    * target), unless a worker still follows such appends and writes them (then hazards are left
    * unknown, and the count is the run's own). */
   const weft__edge *e = g->edges.data;
-  size_t m = g->follow == NULL ? g->edges.len : 0;
-  for (size_t j = 0; j < m && e[j].to < p->n; j++)
-    for (uint32_t q = r->succ_off[e[j].from]; q < r->succ_off[e[j].from + 1]; q++)
-      if (r->succ[q] == e[j].to) {
-        r->succ_hazard[q] = e[j].hazard;
-        break;
-      }
-  for (size_t j = 0; j < m && e[j].to < p->n; j++) st->edges++;
-  if (g->follow != NULL) st->edges = k;
+  if (g->follow != NULL)
+    st->edges = k;
+  else
+    for (size_t j = 0; j < g->edges.len && e[j].to < p->n; j++, st->edges++)
+      for (uint32_t q = r->succ_off[e[j].from]; q < r->succ_off[e[j].from + 1]; q++)
+        if (r->succ[q] == e[j].to) {
+          r->succ_hazard[q] = e[j].hazard;
+          break;
+        }
   for (uint32_t i = 0; i < p->n; i++)
     for (uint32_t q = r->succ_off[i]; q < r->succ_off[i + 1]; q++) {
       uint32_t a = r->node[i].lane, b = r->node[r->succ[q]].lane;
