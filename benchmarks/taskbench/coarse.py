@@ -127,7 +127,7 @@ def main():
                 misses.append("%s: a weft run took %.2f x its series' median" % (p, lost))
     print("**Machine**: %s, %d CPUs. **Date**: %s UTC. **Command**: `benchmarks/taskbench/coarse.py %s`. "
           "Width = workers = %d, %d steps, medians of %d runs each, interleaved; ms."
-          % (platform.node() or "?", os.cpu_count(), datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"),
+          % (platform.node() or "?", os.cpu_count(), datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M"),
              " ".join(sys.argv[1:]), a.cores, a.steps, a.runs))
     print()
     print("| pattern (-iter, task) | weft first / replay | Taskflow first / replay | weft first / replay: ratio "
