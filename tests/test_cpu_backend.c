@@ -501,9 +501,10 @@ static void many_arguments(void **state) {
 }
 
 /* Products large enough to be computed in tiles (several GFLOP), with edge tiles, the
- * transposed B of linear, and a result that aliases its input: the same bits with 1 worker (one
- * BLAS call each), 2 and 3 (tiles fixed by the shape alone), and within float rounding of a
- * BLAS call made here. */
+ * transposed B of linear, and a result that aliases its input: the same bits with 1 worker (the
+ * tiles one after another), 2 and 3 (tiles fixed by the shape alone), and within float rounding
+ * of one BLAS call made here (whose bits may differ from the tiles': OpenBLAS's Haswell kernels
+ * sum in an order that depends on where a call's part of the result ends). */
 static void large_products_are_tiled_the_same_on_any_workers(void **state) {
   (void)state;
   enum { M = 1500, N = 700, K = 1100 };
@@ -531,7 +532,7 @@ static void large_products_are_tiled_the_same_on_any_workers(void **state) {
       CHECK(weft_tensor_read(res[r], got[r], sizes[r] * sizeof(float)));
     }
     if (w == 1) {
-      /* One BLAS call each, from the inputs as weft made them. */
+      /* One BLAS call each, from the inputs as weft made them: within rounding. */
       float *av = malloc((size_t)M * K * 4), *bv = malloc((size_t)K * N * 4), *btv = malloc((size_t)N * K * 4);
       float *sqv = malloc((size_t)K * K * 4), *ref = malloc((size_t)M * K * 4);
       assert_true(av && bv && btv && sqv && ref);

@@ -346,9 +346,6 @@ void weft__ctx_bind(weft_kernel_ctx *ctx);
  * workers — for its results to be the same bits on every machine. fn must not block on other
  * work of the pool. */
 void weft__ctx_parallel(weft_kernel_ctx *ctx, uint32_t ntiles, void (*fn)(void *arg, uint32_t tile), void *arg);
-/* How many threads weft__ctx_parallel may run the context's tiles on at most: the runtime's
- * intra-op width when the node runs on a worker of a run, else 1. */
-int weft__ctx_threads(const weft_kernel_ctx *ctx);
 
 /* The CPU kernels, shared by the CPU backend, the serial interpreter and (for host-side
  * checks) other backends: executes `ctx->node` with host pointers in ctx->data. */

@@ -110,14 +110,16 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
   if (queued > 0) weft__pool_wake(pool, queued);
 }
 
-int weft__ctx_threads(const weft_kernel_ctx *ctx) {
+/* How many threads weft__ctx_parallel may run the context's tiles on at most: the runtime's
+ * intra-op width when the node runs on a worker of a run, else 1. */
+static int ctx_threads(const weft_kernel_ctx *ctx) {
   const weft_runtime *rt = ctx->run != NULL ? ctx->graph->rt : NULL;
   return rt != NULL && rt->intra > 1 && weft__pool_is_worker(rt->pool) ? rt->intra : 1;
 }
 
 void weft__ctx_parallel(weft_kernel_ctx *ctx, uint32_t ntiles, void (*fn)(void *arg, uint32_t tile), void *arg) {
   weft_runtime *rt = ctx->run != NULL ? ctx->graph->rt : NULL;
-  if (ntiles > 1 && weft__ctx_threads(ctx) > 1) {
+  if (ntiles > 1 && ctx_threads(ctx) > 1) {
     uint32_t helpers = (uint32_t)rt->intra - 1;
     weft__pool_parallel(rt->pool, ntiles, helpers, fn, arg);
     return;

@@ -22,15 +22,17 @@
 
 /* A product of m x n x k, split into tiles of the result: square tiles of `side` rows and
  * columns (the last ones smaller), each computed by one BLAS call over the whole of k. The tiles
- * depend on the product's shape alone, never on the workers (weft__ctx_parallel). A tile holds
- * about TILE_FLOPS of work, so that the scheduler's cost per tile is nothing beside it; products
- * smaller than two tiles are one call, and so is a product that one thread runs alone (a pool
- * of one worker, or blas_threads 1): tiles only share the work, and each costs its own packing
- * of A's and B's panels (169 tiles of 320^2 for a 4000^2 product ran at 0.78-0.80 of one call's
- * rate on one core of the development machine, 512^2 tiles 0.86, one call 1.0). Its bits are the
- * same either way: the BLAS sums each element's k products in the same blocks whatever part of
- * the result a call covers (OpenBLAS, checked for 320^2 and 512^2 tiles against one call; test
- * large_products_are_tiled_the_same_on_any_workers compares 1, 2 and 3 workers bit for bit). */
+ * depend on the product's shape alone, never on the workers (weft__ctx_parallel): one thread
+ * runs them one after another, several share them. A tile holds about TILE_FLOPS of work, so
+ * that the scheduler's cost per tile is nothing beside it; products smaller than two tiles are
+ * one call. One call for a whole product would give other bits than its tiles with some BLAS
+ * kernels (OpenBLAS 0.3.21's Haswell kernels, which it also gives an AMD Zen 5: 2-8% of the
+ * elements of a 1500 x 700 x 1100 product differ when it is cut at 64-multiples, along m or n;
+ * its SkylakeX kernels give the same bits), so a product that one thread runs alone is cut the
+ * same way too, and a result never depends on the workers (test
+ * large_products_are_tiled_the_same_on_any_workers compares 1, 2 and 3 workers bit for bit).
+ * Each tile packs its own panels of A and B: a 4000^2 f32 product in 320^2 tiles on one worker
+ * ran at 0.94-0.97 of one call's rate on the Zen 5 dev machine (0.78-0.80 on an earlier one). */
 #define TILE_FLOPS (WEFT__CPU_SPLIT_FLOPS / 2) /* 2^30 */
 
 /* C[m,n] = alpha op(A) op(B) + beta C, row-major with row strides lda, ldb, ldc; op(A) is
@@ -78,7 +80,7 @@ static void gemm_tile(void *arg, uint32_t tile) {
 /* A product as one call, or split into tiles of the result that the workers share. */
 static void gemm_run(weft_kernel_ctx *ctx, const gemm_args *g) {
   double flops = 2.0 * (double)g->m * (double)g->n * (double)g->k;
-  if (flops < WEFT__CPU_SPLIT_FLOPS || weft__ctx_threads(ctx) <= 1) {
+  if (flops < WEFT__CPU_SPLIT_FLOPS) {
     gemm_call(g);
     return;
   }
