@@ -4,9 +4,12 @@
  * plan's build sets them, and each node sets its own back when it is taken: taken_skipped),
  * and the roots are handed to the pool. A worker that runs node x then *releases* x's
  * outgoing edges: each successor's counter is decremented, and a successor that reaches zero
- * is ready. The worker keeps the first ready successor and runs it next on the same thread
- * (no queue, no wake-up: a chain runs as a loop), and queues the others where idle workers
- * can steal them. The acq_rel decrement orders x's writes before the successor's reads.
+ * is ready; a successor of one predecessor is ready at its one release, with no decrement (a
+ * locked instruction a node of every chain and tree paid, which also waits for the worker's
+ * stores before it). The worker keeps the first ready successor and runs it next on the same
+ * thread (no queue, no wake-up: a chain runs as a loop), and queues the others where idle
+ * workers can steal them. The acq_rel decrement orders x's writes before the successor's reads
+ * (with one predecessor: the same thread, or the queue's release and a thief's acquire).
  *
  * Asynchronous backends (CUDA): launch returns WEFT__PENDING once the work is enqueued. Edges
  * to successors on the same asynchronous backend are released right then ("early": the
@@ -96,7 +99,8 @@ static inline __attribute__((always_inline)) void release(weft__pool *pool, weft
     uint32_t s = pl->succ[k];
     if (poisoned) atomic_store_explicit(&poison[s], 1, memory_order_relaxed);
     weft__xnode *xs = &pl->x[s];
-    if (atomic_fetch_sub_explicit(&xs->pending, 1, memory_order_acq_rel) == 1) {
+    if (xs->pred_end - xs->pred_begin == 1 ||
+        atomic_fetch_sub_explicit(&xs->pending, 1, memory_order_acq_rel) == 1) {
       WEFT__PREFETCH(xs->node); /* the first of the misses its run chases (node, args, tensors) */
       if (next != NULL && *next == NULL && (only == NULL || xs->backend == only))
         *next = xs;
@@ -178,9 +182,12 @@ static inline __attribute__((always_inline)) int run_node(weft__xnode *x, weft_r
  * poisoned; or the run was cancelled): such a node is marked skipped, and its backend told (a
  * transport still owes its messages). Every predecessor has released x, and none will again in
  * this run: x sets its counter back for the next run (and clears its poison), so a run that
- * ends leaves every node armed and a launch resets nothing (the plan's build arms them first). */
+ * ends leaves every node armed and a launch resets nothing (the plan's build arms them first).
+ * A counter of one predecessor or none was never decremented (release) and is left alone: the
+ * record of such a node is only read in a run. */
 static int taken_skipped(weft__plan *pl, weft_run *r, weft__xnode *x) {
-  atomic_store_explicit(&x->pending, x->pred_end - x->pred_begin, memory_order_relaxed);
+  uint32_t preds = x->pred_end - x->pred_begin;
+  if (preds > 1) atomic_store_explicit(&x->pending, preds, memory_order_relaxed);
   int poisoned = atomic_load_explicit(&pl->exec->poison[x->id], memory_order_relaxed);
   if (!poisoned && !atomic_load_explicit(&r->cancel, memory_order_relaxed)) return 0;
   if (poisoned) atomic_store_explicit(&pl->exec->poison[x->id], 0, memory_order_relaxed);
