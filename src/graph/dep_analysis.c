@@ -276,6 +276,7 @@ static void node_accesses(weft_graph *g, const weft_node *n, const uint32_t *efr
 #define FOLLOW_MIN_NODES 1024 /* a build this long pays for a task and its wake-up */
 #define FOLLOW_BATCH 32       /* nodes handed over at a time: the count's line moves once a batch */
 #define FOLLOW_SPINS 4096     /* relaxes a caught-up task waits for the next batch */
+#define FOLLOW_CHUNK 256      /* nodes the task analyses between two looks for a run to give way to */
 
 enum { FOLLOW_FREE, FOLLOW_HELD, FOLLOW_CLOSED };
 
@@ -303,9 +304,10 @@ static void follow_unref(weft__follow *f) {
 }
 
 /* Analyses the nodes handed over so far (all `upto`, where the builder itself closes it), with
- * the claim held. The task (upto 0) spins (spin: relaxes) for more, and after each batch stops
- * if the builder is closing it, or gives way (returns 1) if a run is in flight: background work
- * comes after every run's nodes, and a long build must not hold a worker they need. */
+ * the claim held. The task (upto 0) spins (spin: relaxes) for more, and after each FOLLOW_CHUNK
+ * nodes at most stops if the builder is closing it, or gives way (returns 1) if a run is in
+ * flight: background work comes after every run's nodes, and a long build must not hold a
+ * worker they need, not even while the task catches up on a backlog. */
 static int follow_catch_up(weft__follow *f, unsigned spin, uint64_t upto) {
   weft_graph *g = f->g;
   weft_node *n = f->last;
@@ -322,6 +324,7 @@ static int follow_catch_up(weft__follow *f, unsigned spin, uint64_t upto) {
       continue;
     }
     idle = 0;
+    if (!upto && avail - done > FOLLOW_CHUNK) avail = done + FOLLOW_CHUNK;
     for (; done < avail; done++) {
       n = n == NULL ? f->first : n->follow_next;
       state s;

@@ -511,9 +511,14 @@ static void *worker_main(void *arg) {
     int shared = 0;
     weft__xnode *x = find_work(p, w, &shared, 0);
     if (x != NULL && shared) took_shared(p);
-    if (x == NULL && help(p)) continue;
     if (x == NULL) {
+      /* The nodes this worker finished count toward their runs first: a background task (a
+       * build's follower, which gives way while a run is in flight) or another node's tiles
+       * may follow, and a run whose last node was done but not counted stayed in flight as
+       * long as the follower kept coming back (a one-node run behind a followed build on one
+       * worker: until the build stopped, 50 000-130 000 appends later). */
       weft__dispatch_flush();
+      if (help(p)) continue;
       x = search(p, w);
     }
     if (x == NULL && !atomic_exchange_explicit(&p->lookout, 1, memory_order_relaxed)) {
