@@ -296,7 +296,7 @@ typedef struct weft__follow {
   _Alignas(64) weft_node *last;
   uint64_t done;
   int failed;
-  atomic_uint_fast64_t progress; /* `done` after each batch, for weft__graph_follow_progress */
+  atomic_uint_fast64_t progress; /* `done` after each chunk, for weft__graph_follow_progress */
 } weft__follow;
 
 static void follow_unref(weft__follow *f) {
