@@ -100,7 +100,11 @@ static int append_node(weft_graph *g, const weft_device *dev, int kind, const we
   n->name = NULL;
   n->origin = NULL;
   n->follow_next = NULL;
-  memcpy(n->args, args, (size_t)nargs * sizeof(weft__arg));
+  /* Field by field, not memcpy: the caller has just written `args` (8 + 1 bytes an argument),
+   * and a 16-byte load of two stores cannot take them from the store buffer: it waits until
+   * every older store has reached the cache, fresh lines of earlier nodes included (a third of
+   * a chain's build on the Zen 5 dev machine). */
+  for (int i = 0; i < nargs; i++) n->args[i] = (weft__arg){args[i].t, args[i].mode};
   WEFT__VEC_PUSH(&g->nodes, n); /* reserved */
   int in_step = g->inc_version == g->version;
   g->version++;
@@ -456,7 +460,7 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   if ((rc = weft__graph_check_idle(g, "fill")) != WEFT_OK) return rc;
   weft__arg arg = {t, WEFT_WRITE};
   weft_device dev = weft__tensor_dev(t);
-  weft_node *n;
+  weft_node *n = NULL;
   if ((rc = append_node(g, &dev, WEFT__OP_FILL, NULL, &arg, 1, 0, &n)) != WEFT_OK) return rc;
   n->fill = init;
   invalidate_copies(n);
