@@ -75,6 +75,7 @@ int weft__vec_grow(weft__vec *v, size_t extra) {
 struct weft__arena_chunk {
   struct weft__arena_chunk *next;
   size_t used, size;
+  size_t ahead; /* the lines before this offset have been asked for (weft__arena_alloc) */
   unsigned char mem[]; /* aligned by hand: the block is only as aligned as malloc makes it */
 };
 
@@ -101,12 +102,20 @@ enum { ARENA_BLOCK_MAX = 2u << 20 };
 
 /* A builder fills its arena front to back, each object's fields written once, and on the GPU
  * hosts a core's stream of stores to lines it does not hold is slow (docs/architecture.md,
- * "Building a graph"). So each allocation asks for the two lines ARENA_AHEAD bytes on, in the
- * chunk, ahead of the stores that will want them: the first graph of a fresh process, a tree
- * of 16 000 tensors and one-input calls, built in 72-140 ns a node on the 32-core host against
- * 81-171 without (medians 81 and 96, 10 runs each, interleaved; 512 and 2048 bytes did no
- * better in a warm loop); on dev, 33-37 ns either way. */
-enum { ARENA_AHEAD = 1024 };
+ * "Building a graph"), the more so when another core wrote them last: a graph's blocks come
+ * back from the block pool with lines the previous graph's run wrote on the workers. So the
+ * arena asks for every line of a chunk, once, ARENA_AHEAD bytes before an allocation reaches
+ * it, and asks to write it (PREFETCHW takes the line exclusive in one step). On the 16-core
+ * host: bench_overhead's wave, 90 000 tensors and calls a graph, 137-224 ns a task in all
+ * against 252 with two lines read-prefetched 1 KiB ahead of each allocation (three calls);
+ * bench_build's warm graphs built in 136 ns a node against 263. */
+enum { ARENA_AHEAD = 2048 };
+
+/* Asks for the chunk's lines up to ARENA_AHEAD bytes past `end`, those not asked for yet. */
+static inline void arena_ahead(struct weft__arena_chunk *c, size_t end) {
+  size_t to = end + ARENA_AHEAD < c->size ? end + ARENA_AHEAD : c->size;
+  for (; c->ahead < to; c->ahead += 64) WEFT__PREFETCHW(c->mem + c->ahead);
+}
 
 void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   /* No block that large can exist, and the offset and chunk arithmetic below would wrap. */
@@ -122,10 +131,7 @@ void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
     size_t off = (size_t)(((base + c->used + align - 1) & ~(uintptr_t)(align - 1)) - base);
     if (off + size <= c->size) {
       c->used = off + size;
-      if (off + ARENA_AHEAD + 128 <= c->size) {
-        WEFT__PREFETCH(c->mem + off + ARENA_AHEAD);
-        WEFT__PREFETCH(c->mem + off + ARENA_AHEAD + 64);
-      }
+      arena_ahead(c, c->used);
       return c->mem + off;
     }
   }
@@ -144,6 +150,8 @@ void *weft__arena_alloc(weft__arena *a, size_t size, size_t align) {
   uintptr_t base = (uintptr_t)c->mem;
   size_t off = ((base + align - 1) & ~(uintptr_t)(align - 1)) - base;
   c->used = off + size;
+  c->ahead = off & ~(size_t)63;
+  arena_ahead(c, c->used);
   return c->mem + off;
 }
 
