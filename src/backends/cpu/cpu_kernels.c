@@ -18,22 +18,47 @@
 #include <emmintrin.h>
 #endif
 
+#include <stdatomic.h>
+#include <unistd.h>
+
 #include "backends/backend.h"
 
 /* A product of m x n x k, split into tiles of the result: square tiles of `side` rows and
  * columns (the last ones smaller), each computed by one BLAS call over the whole of k. The tiles
- * depend on the product's shape alone, never on the workers (weft__ctx_parallel): one thread
- * runs them one after another, several share them. A tile holds about TILE_FLOPS of work, so
- * that the scheduler's cost per tile is nothing beside it; products smaller than two tiles are
- * one call. One call for a whole product would give other bits than its tiles with some BLAS
- * kernels (OpenBLAS 0.3.21's Haswell kernels, which it also gives an AMD Zen 5: 2-8% of the
- * elements of a 1500 x 700 x 1100 product differ when it is cut at 64-multiples, along m or n;
- * its SkylakeX kernels give the same bits), so a product that one thread runs alone is cut the
- * same way too, and a result never depends on the workers (test
+ * depend on the product's shape and the machine alone, never on the workers
+ * (weft__ctx_parallel): one thread runs them one after another, several share them. One call
+ * for a whole product would give other bits than its tiles: OpenBLAS's Haswell kernels (which
+ * 0.3.21 also gives an AMD Zen 5) differ in 2-8% of the elements of every f32 product tried when
+ * it is cut at multiples of 64, along m or n; its SkylakeX and Cooperlake kernels agree in f32
+ * but not in f64 (1500 x 700 x 1100 cut at 640: 5510 elements). So a product that one thread
+ * runs alone is cut the same way too, and a result never depends on the workers (test
  * large_products_are_tiled_the_same_on_any_workers compares 1, 2 and 3 workers bit for bit).
- * Each tile packs its own panels of A and B: a 4000^2 f32 product in 320^2 tiles on one worker
- * ran at 0.94-0.97 of one call's rate on the Zen 5 dev machine (0.78-0.80 on an earlier one). */
+ *
+ * Each tile's call packs its own panels of A and B, (rows + columns) x k elements, so a side
+ * of s costs about 2/s packed elements a multiply-add: on the 16-core GPU host, one thread ran
+ * 4000^2 f32 in tiles of 320 at 0.77 of one call's rate, 512 at 0.90, 768 at 0.89, 1024 at
+ * 0.92 (one call 847 ms); the Zen 5 dev machine 0.94 at 320. Small tiles share out evenly,
+ * large ones pack less: a tile holds at least TILE_FLOPS of work, and is as large as still
+ * leaves TILES_A_CORE tiles for each core of the machine (the configured processors, the same
+ * for every runtime and process on it): 4000^2 in tiles of 2048 on 2 cores, 768 on 16, 512 on
+ * 32. Products smaller than two tiles' worth of work are one call. */
 #define TILE_FLOPS (WEFT__CPU_SPLIT_FLOPS / 2) /* 2^30 */
+enum { TILES_A_CORE = 2 };
+
+static int64_t tile_side(int64_t m, int64_t n, int64_t k) {
+  static atomic_long cores_read; /* read once: a tile never changes within a process */
+  long cores = atomic_load_explicit(&cores_read, memory_order_relaxed);
+  if (cores == 0) {
+    cores = sysconf(_SC_NPROCESSORS_CONF);
+    if (cores < 1) cores = 1;
+    atomic_store_explicit(&cores_read, cores, memory_order_relaxed);
+  }
+  /* In multiples of 64 (the BLAS kernels' blocking). */
+  int64_t side = (int64_t)sqrt(TILE_FLOPS / (2.0 * (double)k)) / 64 * 64;
+  int64_t wide = ((int64_t)ceil(sqrt((double)m * (double)n / (double)(TILES_A_CORE * cores))) + 63) / 64 * 64;
+  if (side < wide) side = wide;
+  return side < 256 ? 256 : side;
+}
 
 /* C[m,n] = alpha op(A) op(B) + beta C, row-major with row strides lda, ldb, ldc; op(A) is
  * m x k. */
@@ -84,9 +109,7 @@ static void gemm_run(weft_kernel_ctx *ctx, const gemm_args *g) {
     gemm_call(g);
     return;
   }
-  /* The side of a tile of TILE_FLOPS, in multiples of 64 (the BLAS kernels' blocking). */
-  int64_t side = (int64_t)sqrt(TILE_FLOPS / (2.0 * (double)g->k)) / 64 * 64;
-  if (side < 256) side = 256;
+  int64_t side = tile_side(g->m, g->n, g->k);
   gemm_job j = {*g, side, (g->n + side - 1) / side};
   uint32_t tiles = (uint32_t)(((g->m + side - 1) / side) * j.cols);
   weft__ctx_parallel(ctx, tiles, gemm_tile, &j);
