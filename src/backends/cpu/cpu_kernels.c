@@ -23,7 +23,7 @@
 
 #include "backends/backend.h"
 
-/* A product of m x n x k, split into tiles of the result: square tiles of `side` rows and
+/* A product of m x n x k, split into tiles of the result: a grid of tiles of `h` rows and `w`
  * columns (the last ones smaller), each computed by one BLAS call over the whole of k. The tiles
  * depend on the product's shape and the machine alone, never on the workers
  * (weft__ctx_parallel): one thread runs them one after another, several share them. One call
@@ -34,18 +34,19 @@
  * runs alone is cut the same way too, and a result never depends on the workers (test
  * large_products_are_tiled_the_same_on_any_workers compares 1, 2 and 3 workers bit for bit).
  *
- * Each tile's call packs its own panels of A and B, (rows + columns) x k elements, so a side
- * of s costs about 2/s packed elements a multiply-add: on the 16-core GPU host, one thread ran
- * 4000^2 f32 in tiles of 320 at 0.77 of one call's rate, 512 at 0.90, 768 at 0.89, 1024 at
- * 0.92 (one call 847 ms); the Zen 5 dev machine 0.94 at 320. Small tiles share out evenly,
- * large ones pack less: a tile holds at least TILE_FLOPS of work, and is as large as still
- * leaves TILES_A_CORE tiles for each core of the machine (the configured processors, the same
- * for every runtime and process on it): 4000^2 in tiles of 2048 on 2 cores, 768 on 16, 512 on
- * 32. Products smaller than two tiles' worth of work are one call. */
+ * Each tile's call packs its own panels of A and B, (h + w) x k elements, about 1/h + 1/w
+ * packed elements a multiply-add: on the 16-core GPU host one thread ran 4000^2 f32 in square
+ * tiles of 320 at 0.77 of one call's rate, 512 at 0.90, 768 at 0.89, 1024 at 0.92 (one call
+ * 847 ms); the Zen 5 dev machine 0.94 at 320. So a product gets one tile for each configured
+ * processor of the machine (the same for every runtime and process on it), laid out as the grid
+ * that packs least, and fewer where a tile would hold less than TILE_FLOPS of work: the workers
+ * of a machine share them evenly when nothing else runs, and one worker packs little. 4000^2:
+ * 1024^2 tiles on 16 cores (16), 1024 x 512 on 32, 4000 x 2048 on 2. Products smaller than two
+ * tiles' worth of work are one call. */
 #define TILE_FLOPS (WEFT__CPU_SPLIT_FLOPS / 2) /* 2^30 */
-enum { TILES_A_CORE = 2 };
 
-static int64_t tile_side(int64_t m, int64_t n, int64_t k) {
+/* h x w tiles for an m x n x k product of two tiles' worth or more. */
+static void tile_grid(int64_t m, int64_t n, int64_t k, int64_t *h, int64_t *w) {
   static atomic_long cores_read; /* read once: a tile never changes within a process */
   long cores = atomic_load_explicit(&cores_read, memory_order_relaxed);
   if (cores == 0) {
@@ -53,11 +54,23 @@ static int64_t tile_side(int64_t m, int64_t n, int64_t k) {
     if (cores < 1) cores = 1;
     atomic_store_explicit(&cores_read, cores, memory_order_relaxed);
   }
-  /* In multiples of 64 (the BLAS kernels' blocking). */
-  int64_t side = (int64_t)sqrt(TILE_FLOPS / (2.0 * (double)k)) / 64 * 64;
-  int64_t wide = ((int64_t)ceil(sqrt((double)m * (double)n / (double)(TILES_A_CORE * cores))) + 63) / 64 * 64;
-  if (side < wide) side = wide;
-  return side < 256 ? 256 : side;
+  double most = 2.0 * (double)m * (double)n * (double)k / TILE_FLOPS;
+  int64_t want = most < (double)cores ? (int64_t)most : cores;
+  if (want < 2) want = 2;
+  /* Among the grids of `want` tiles (rows x columns of the grid), the one that packs least;
+   * sides in multiples of 64 (the BLAS kernels' blocking), which may leave fewer tiles. */
+  double best = 0;
+  for (int64_t r = 1; r <= want; r++) {
+    if (want % r != 0) continue;
+    int64_t c = want / r;
+    int64_t th = ((m + r - 1) / r + 63) / 64 * 64, tw = ((n + c - 1) / c + 63) / 64 * 64;
+    double cost = 1.0 / (double)(th < m ? th : m) + 1.0 / (double)(tw < n ? tw : n);
+    if (best == 0 || cost < best) {
+      best = cost;
+      *h = th;
+      *w = tw;
+    }
+  }
 }
 
 /* C[m,n] = alpha op(A) op(B) + beta C, row-major with row strides lda, ldb, ldc; op(A) is
@@ -72,7 +85,7 @@ typedef struct gemm_args {
 
 typedef struct gemm_job {
   gemm_args g;
-  int64_t side, cols; /* cols: tiles across n */
+  int64_t h, w, cols; /* a tile's rows and columns; cols: tiles across n */
 } gemm_job;
 
 static void gemm_call(const gemm_args *g) {
@@ -91,9 +104,9 @@ static void gemm_tile(void *arg, uint32_t tile) {
   const gemm_job *j = arg;
   gemm_args t = j->g;
   size_t es = weft_dtype_size(t.dtype);
-  int64_t r0 = (int64_t)(tile / (uint32_t)j->cols) * j->side, c0 = (int64_t)(tile % (uint32_t)j->cols) * j->side;
-  t.m = t.m - r0 < j->side ? t.m - r0 : j->side;
-  t.n = t.n - c0 < j->side ? t.n - c0 : j->side;
+  int64_t r0 = (int64_t)(tile / (uint32_t)j->cols) * j->h, c0 = (int64_t)(tile % (uint32_t)j->cols) * j->w;
+  t.m = t.m - r0 < j->h ? t.m - r0 : j->h;
+  t.n = t.n - c0 < j->w ? t.n - c0 : j->w;
   /* op(A)'s rows r0..: A[m,k]'s rows, or A[k,m]'s columns; op(B)'s columns c0..: B[k,n]'s
    * columns, or B[n,k]'s rows. */
   t.a = (const char *)t.a + (size_t)(t.ta ? r0 : r0 * t.lda) * es;
@@ -109,9 +122,10 @@ static void gemm_run(weft_kernel_ctx *ctx, const gemm_args *g) {
     gemm_call(g);
     return;
   }
-  int64_t side = tile_side(g->m, g->n, g->k);
-  gemm_job j = {*g, side, (g->n + side - 1) / side};
-  uint32_t tiles = (uint32_t)(((g->m + side - 1) / side) * j.cols);
+  int64_t h = 0, w = 0;
+  tile_grid(g->m, g->n, g->k, &h, &w);
+  gemm_job j = {*g, h, w, (g->n + w - 1) / w};
+  uint32_t tiles = (uint32_t)(((g->m + h - 1) / h) * j.cols);
   weft__ctx_parallel(ctx, tiles, gemm_tile, &j);
 }
 
