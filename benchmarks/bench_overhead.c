@@ -12,9 +12,14 @@
  * threads as weft has workers), measured the same way; the ratios weft / TBB follow. Target
  * (issue 18): first-run totals <= 0.3 x TBB's on every workload; re-runs no slower than before.
  *
- * Usage: bench_overhead [--reps N] [--workers N] [--workload indep|chain|wave] [--json]
+ * With --phases, each workload's total is also taken apart: the build (graph, tensors, calls:
+ * what the builder's thread spends), the first run (plan, materialisation, nodes) and the
+ * teardown, medians a task (each its own median, so they need not add up to the total's).
+ *
+ * Usage: bench_overhead [--reps N] [--workers N] [--workload indep|chain|wave] [--phases] [--json]
  * With --json, one object per line: {"workload":..,"tasks":..,"total_ns_per_task":..,
- * "rerun_ns_per_task":.., and with TBB "tbb_total_ns_per_task":.., "tbb_rerun_ns_per_task":..}. */
+ * "rerun_ns_per_task":..,"build_ns_per_task":..,"first_run_ns_per_task":..,
+ * "destroy_ns_per_task":.., and with TBB "tbb_total_ns_per_task":.., "tbb_rerun_ns_per_task":..}. */
 #include "bench_common.h"
 
 #include <string.h>
@@ -62,6 +67,7 @@ static void register_ops(weft_runtime *rt) {
 
 typedef struct result {
   double total, rerun;
+  double build, first, destroy; /* the total's parts (--phases) */
 } result;
 
 static size_t build(weft_graph *g, const char *w) {
@@ -95,13 +101,14 @@ static size_t build(weft_graph *g, const char *w) {
 static double median(double *v, int n) { return bench_median(v, n, NULL); }
 
 static result measure(weft_runtime *rt, const char *w, int reps) {
-  double total[64], rerun[64];
+  double total[64], rerun[64], built[64], first[64], destroy[64];
   size_t tasks = 0;
   for (int r = 0; r < reps; r++) {
     weft_graph *g;
     double t0 = now_ns();
     CHECK(weft_graph_create(rt, &g));
     tasks = build(g, w);
+    double tb = now_ns();
     CHECK(weft_graph_run(g));
     double t1 = now_ns();
     CHECK(weft_graph_run(g));
@@ -110,12 +117,16 @@ static result measure(weft_runtime *rt, const char *w, int reps) {
     double t3 = now_ns();
     total[r] = ((t1 - t0) + (t3 - t2)) / (double)tasks;
     rerun[r] = (t2 - t1) / (double)tasks;
+    built[r] = (tb - t0) / (double)tasks;
+    first[r] = (t1 - tb) / (double)tasks;
+    destroy[r] = (t3 - t2) / (double)tasks;
   }
-  return (result){median(total, reps), median(rerun, reps)};
+  return (result){median(total, reps), median(rerun, reps), median(built, reps), median(first, reps),
+                  median(destroy, reps)};
 }
 
 int main(int argc, char **argv) {
-  int reps = 5, workers = 0, json = 0;
+  int reps = 5, workers = 0, json = 0, phases = 0;
   const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
@@ -126,8 +137,11 @@ int main(int argc, char **argv) {
       only = argv[++i];
     else if (strcmp(argv[i], "--json") == 0)
       json = 1;
+    else if (strcmp(argv[i], "--phases") == 0)
+      phases = 1;
     else {
-      fprintf(stderr, "usage: %s [--reps N] [--workers N] [--workload indep|chain|wave] [--json]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--reps N] [--workers N] [--workload indep|chain|wave] [--phases] [--json]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -156,6 +170,8 @@ int main(int argc, char **argv) {
     if (json) {
       printf("{\"workload\":\"%s\",\"tasks\":%zu,\"total_ns_per_task\":%.1f,\"rerun_ns_per_task\":%.1f", names[k],
              counts[k], res.total, res.rerun);
+      printf(",\"build_ns_per_task\":%.1f,\"first_run_ns_per_task\":%.1f,\"destroy_ns_per_task\":%.1f", res.build,
+             res.first, res.destroy);
       if (tbb.total > 0)
         printf(",\"tbb_total_ns_per_task\":%.1f,\"tbb_rerun_ns_per_task\":%.1f", tbb.total, tbb.rerun);
       printf("}\n");
@@ -164,6 +180,9 @@ int main(int argc, char **argv) {
       if (tbb.total > 0)
         printf(" %14.1f %14.1f %12.3f %12.3f", tbb.total, tbb.rerun, res.total / tbb.total, res.rerun / tbb.rerun);
       printf("\n");
+      if (phases)
+        printf("%-6s %8s   the total's parts, ns/task: build %.1f, first run %.1f, teardown %.1f\n", "", "", res.build,
+               res.first, res.destroy);
     }
   }
   weft_runtime_destroy(rt);
