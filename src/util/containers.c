@@ -111,9 +111,13 @@ enum { ARENA_BLOCK_MAX = 2u << 20 };
  * bench_build's warm graphs built in 136 ns a node against 263. */
 enum { ARENA_AHEAD = 2048 };
 
-/* Asks for the chunk's lines up to ARENA_AHEAD bytes past `end`, those not asked for yet. */
+/* Asks for the chunk's lines up to ARENA_AHEAD bytes past `end`, those not asked for yet. An
+ * allocation that ends past them (a chunk's first, or one larger than the window: a large
+ * parameter block, which its caller writes front to back, as the hardware's prefetchers follow)
+ * is not asked for itself. */
 static inline void arena_ahead(struct weft__arena_chunk *c, size_t end) {
   size_t to = end + ARENA_AHEAD < c->size ? end + ARENA_AHEAD : c->size;
+  if (c->ahead < end) c->ahead = end & ~(size_t)63;
   for (; c->ahead < to; c->ahead += 64) WEFT__PREFETCHW(c->mem + c->ahead);
 }
 
