@@ -360,7 +360,7 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
   }
   switch (n->kind) {
     case WEFT__OP_SCALE:
-      weft__strbuf_printf(b, ", %s", weft__dsl_fmt_double(num, n->alpha));
+      weft__strbuf_printf(b, ", %s", weft__dsl_fmt_double(num, weft__node_alpha(n)));
       break;
     case WEFT__OP_COPY:
       weft__strbuf_puts(b, ", ");
@@ -368,7 +368,7 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
       break;
     case WEFT__OP_FILL:
       weft__strbuf_puts(b, ", ");
-      put_init(w, n->fill);
+      put_init(w, weft__node_fill(n));
       break;
     case WEFT__OP_USER:
       put_params(w, n, nin > 0);
@@ -396,9 +396,9 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
       break;
   }
   weft__strbuf_puts(b, ")");
-  if (n->name != NULL) {
+  if (weft__node_name(n) != NULL) {
     weft__strbuf_puts(b, " as ");
-    weft__dsl_buf_name(b, n->name);
+    weft__dsl_buf_name(b, weft__node_name(n));
   }
   weft__strbuf_puts(b, "\n");
 
@@ -429,10 +429,10 @@ static void put_node(writer *w, const weft_node *n, uint32_t first) {
 /* A node reference for an edge: its name when that names it at the end (it is the last node
  * with that name), else @id. */
 static void put_node_ref(writer *w, const weft_node *n) {
-  if (n->name != NULL) {
-    weft__dsl_sym *s = weft__dsl_sym_find(&w->node_names, n->name);
+  if (weft__node_name(n) != NULL) {
+    weft__dsl_sym *s = weft__dsl_sym_find(&w->node_names, weft__node_name(n));
     if (s != NULL && s->node == n) {
-      weft__dsl_buf_name(&w->out, n->name);
+      weft__dsl_buf_name(&w->out, weft__node_name(n));
       return;
     }
   }
@@ -510,9 +510,9 @@ int weft_graph_write(const weft_graph *g, char **out) {
   for (uint32_t i = 0; i < nn && w.rc == WEFT_OK; i++) {
     const weft_node *n = WEFT__VEC_AT(&g->nodes, weft_node *, i);
     if (n->flags & WEFT__N_INSERTED) {
-      if (n->name != NULL)
+      if (weft__node_name(n) != NULL)
         fail(&w, WEFT_ENOTSUP, "weft_graph_write: node %u is a copy weft inserted but has a name ('%s')", n->id,
-             n->name);
+             weft__node_name(n));
       continue;
     }
     put_node(&w, n, first);
@@ -523,8 +523,8 @@ int weft_graph_write(const weft_graph *g, char **out) {
   declare_upto(&w, nt);
   for (size_t i = 0; i < nn && w.rc == WEFT_OK && g->explicit_edges.len; i++) {
     weft_node *n = WEFT__VEC_AT(&g->nodes, weft_node *, i);
-    if (n->name == NULL) continue;
-    weft__dsl_sym *s = weft__dsl_sym_slot(&w.node_names, &w.arena, n->name);
+    if (weft__node_name(n) == NULL) continue;
+    weft__dsl_sym *s = weft__dsl_sym_slot(&w.node_names, &w.arena, weft__node_name(n));
     if (s == NULL)
       fail(&w, WEFT_ENOMEM, "weft_graph_write: out of host memory");
     else

@@ -511,23 +511,34 @@ weft_tensor *weft_node_arg(const weft_node *n, int i, weft_access *mode) {
   if (mode != NULL) *mode = (weft_access)n->args[i].mode;
   return n->args[i].t;
 }
-double weft_node_alpha(const weft_node *n) { return n->alpha; }
-weft_init weft_node_fill_init(const weft_node *n) { return n->fill; }
+double weft_node_alpha(const weft_node *n) { return weft__node_alpha(n); }
+weft_init weft_node_fill_init(const weft_node *n) { return weft__node_fill(n); }
 const void *weft_node_params(const weft_node *n, size_t *size) {
   if (size != NULL) *size = n->params_size;
   return n->params;
 }
 int weft_node_is_inserted(const weft_node *n) { return (n->flags & WEFT__N_INSERTED) != 0; }
-const char *weft_node_name(const weft_node *n) { return n->name ? n->name : ""; }
-const char *weft_node_origin(const weft_node *n) { return n->origin ? n->origin : ""; }
+const char *weft_node_name(const weft_node *n) { return weft__node_name(n) ? weft__node_name(n) : ""; }
+const char *weft_node_origin(const weft_node *n) { return weft__node_origin(n) ? weft__node_origin(n) : ""; }
+
+weft__node_rare *weft__node_rare_of(weft_node *n) {
+  if (n->rare == NULL) {
+    weft__node_rare *r = weft__arena_alloc(&n->graph->arena, sizeof *r, 8);
+    if (r == NULL) return NULL;
+    *r = (weft__node_rare){0};
+    n->rare = r;
+  }
+  return n->rare;
+}
 
 int weft_node_set_name(weft_node *n, const char *name) {
   if (n == NULL || name == NULL) return weft__err(WEFT_EINVAL, "weft_node_set_name: NULL argument");
   int rc = weft__graph_check_idle(n->graph, "weft_node_set_name");
   if (rc != WEFT_OK) return rc;
   char *s = weft__arena_strdup(&n->graph->arena, name);
-  if (s == NULL) return WEFT_ENOMEM;
-  n->name = s;
+  weft__node_rare *r = s != NULL ? weft__node_rare_of(n) : NULL;
+  if (r == NULL) return WEFT_ENOMEM;
+  r->name = s;
   return WEFT_OK;
 }
 
@@ -536,8 +547,9 @@ int weft_node_set_origin(weft_node *n, const char *origin) {
   int rc = weft__graph_check_idle(n->graph, "weft_node_set_origin");
   if (rc != WEFT_OK) return rc;
   char *s = weft__arena_strdup(&n->graph->arena, origin);
-  if (s == NULL) return WEFT_ENOMEM;
-  n->origin = s;
+  weft__node_rare *r = s != NULL ? weft__node_rare_of(n) : NULL;
+  if (r == NULL) return WEFT_ENOMEM;
+  r->origin = s;
   return WEFT_OK;
 }
 
@@ -551,14 +563,14 @@ char *weft_node_describe(const weft_node *n, char *buf, size_t size) {
     }
   int len = snprintf(buf, size, "node %u '%s'", n->id, weft_node_op_name(n));
   if (len < 0 || (size_t)len >= size) return buf;
-  if (n->name != NULL)
-    len += snprintf(buf + len, size - (size_t)len, " \"%s\"", n->name);
+  if (weft__node_name(n) != NULL)
+    len += snprintf(buf + len, size - (size_t)len, " \"%s\"", weft__node_name(n));
   else if (*result)
     len += snprintf(buf + len, size - (size_t)len, " (%s)", result);
   if (len < 0 || (size_t)len >= size) return buf;
   len += snprintf(buf + len, size - (size_t)len, " on %s",
                   weft_device_str(n->device, dev, sizeof dev));
-  if (n->origin != NULL && len >= 0 && (size_t)len < size)
-    snprintf(buf + len, size - (size_t)len, " at %s", n->origin);
+  if (weft__node_origin(n) != NULL && len >= 0 && (size_t)len < size)
+    snprintf(buf + len, size - (size_t)len, " at %s", weft__node_origin(n));
   return buf;
 }

@@ -216,6 +216,17 @@ typedef struct weft__arg {
 
 enum { WEFT__N_INSERTED = 1u << 0, WEFT__N_AUTO = 1u << 1 /* its device is the planner's */ };
 
+/* What few nodes have, apart from the node: a user op's node and its arguments take two lines
+ * or less, not three (a build writes every line of a node once, and on the GPU hosts a line
+ * costs: docs/architecture.md, "Building a graph"). Read through the accessors below; written
+ * through weft__node_rare, which makes it on first use. */
+typedef struct weft__node_rare {
+  double alpha;                /* scale, and the linear-algebra ops' */
+  weft_init fill;              /* fill */
+  const weft_tensor **targs;   /* user ops with a cost hint: the argument tensors in order */
+  const char *name, *origin;   /* NULL: none */
+} weft__node_rare;
+
 struct weft_node {
   weft_graph *graph;
   uint32_t id;
@@ -225,15 +236,24 @@ struct weft_node {
   weft_device device; /* where it runs */
   const weft_op *user_op;
   weft__arg *args;
-  const weft_tensor **targs; /* user ops: the argument tensors in order, for the cost hint */
-  double alpha;     /* scale */
-  weft_init fill;   /* fill */
-  void *params;     /* user op parameters (arena) */
+  weft__node_rare *rare; /* NULL: none of its fields set */
+  void *params;          /* user op parameters (arena) */
   size_t params_size;
-  const char *name;
-  const char *origin;
   weft_node *follow_next; /* the next node handed to the analysis's follower (dep_analysis.c) */
 };
+
+/* n's rare fields, made (zeroed, in the graph's arena) on first use; NULL when out of memory
+ * (message set). On the graph's building thread, as any change of a node. */
+weft__node_rare *weft__node_rare_of(weft_node *n);
+static inline double weft__node_alpha(const weft_node *n) { return n->rare != NULL ? n->rare->alpha : 0; }
+static inline weft_init weft__node_fill(const weft_node *n) {
+  return n->rare != NULL ? n->rare->fill : (weft_init){0};
+}
+static inline const weft_tensor **weft__node_targs(const weft_node *n) {
+  return n->rare != NULL ? n->rare->targs : NULL;
+}
+static inline const char *weft__node_name(const weft_node *n) { return n->rare != NULL ? n->rare->name : NULL; }
+static inline const char *weft__node_origin(const weft_node *n) { return n->rare != NULL ? n->rare->origin : NULL; }
 
 /* The analysis's state of a node (dep_analysis.c), one cache line for both: the successor its
  * last edge went to (to list a pair once), and its successors so far — the plan's successor

@@ -5,6 +5,7 @@
  * result tensor) or returns an error and leaves the graph as it was. Errors name the node the
  * call would have added, the op, and what is wrong with which argument. */
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "graph/graph.h"
@@ -69,11 +70,24 @@ static int call_fail(call *c, int rc) {
   return rc;
 }
 
+/* A node's rare fields (graph.h), zeroed, in the graph's arena: made before the node, so that a
+ * call that cannot have them fails before it appends anything. NULL: out of memory (message
+ * set). */
+static weft__node_rare *rare_new(weft_graph *g) {
+  weft__node_rare *r = weft__arena_alloc(&g->arena, sizeof *r, 8);
+  if (r == NULL) {
+    weft__oom("a node");
+    return NULL;
+  }
+  *r = (weft__node_rare){0};
+  return r;
+}
+
 /* The device by address: passed by value it went on the stack (eight arguments leave it no
  * register), where weft_call wrote its three ints one by one and read them back as an 8-byte
  * word to pass it on, a store-forwarding stall in every call. */
 static int append_node(weft_graph *g, const weft_device *dev, int kind, const weft_op *uop, const weft__arg *args,
-                       int nargs, unsigned flags, weft_node **out) {
+                       int nargs, unsigned flags, weft__node_rare *rare, weft_node **out) {
   int rc = weft__vec_reserve(&g->nodes, 1);
   if (rc != WEFT_OK) return rc;
   if (g->nodes.len >= UINT32_MAX - 1) return weft__err(WEFT_ELIMIT, "graph has too many nodes");
@@ -92,13 +106,9 @@ static int append_node(weft_graph *g, const weft_device *dev, int kind, const we
   n->device = *dev;
   n->user_op = uop;
   n->args = (weft__arg *)(n + 1);
-  n->targs = NULL;
-  n->alpha = 0;
-  n->fill = (weft_init){0};
+  n->rare = rare;
   n->params = NULL;
   n->params_size = 0;
-  n->name = NULL;
-  n->origin = NULL;
   n->follow_next = NULL;
   /* Field by field, not memcpy: the caller has just written `args` (8 + 1 bytes an argument),
    * and a 16-byte load of two stores cannot take them from the store buffer: it waits until
@@ -173,7 +183,7 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
   weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
   weft_device run_on = src->device.kind != WEFT_DEVICE_CPU ? src->device : dev;
   weft_node *n;
-  if ((rc = append_node(c->g, &run_on, WEFT__OP_COPY, NULL, args, 2, WEFT__N_INSERTED, &n)) != WEFT_OK)
+  if ((rc = append_node(c->g, &run_on, WEFT__OP_COPY, NULL, args, 2, WEFT__N_INSERTED, NULL, &n)) != WEFT_OK)
     return rc;
   dst->copy_next = src->copy_cache;
   src->copy_cache = dst;
@@ -268,10 +278,16 @@ static int finish_op(call *c, weft_tensor **ins, const char *const *names, int n
   weft__arg args[4];
   for (int i = 0; i < nin; i++) args[i] = (weft__arg){ins[i], WEFT_READ};
   args[nin] = (weft__arg){res, WEFT_WRITE};
+  /* A factor of +0 is what a node without its rare fields reads (a -0 is kept: its sign is in
+   * the results). */
+  weft__node_rare *rare = NULL;
+  if (signbit(alpha) || alpha != 0) {
+    if ((rare = rare_new(c->g)) == NULL) return call_fail(c, WEFT_ENOMEM);
+    rare->alpha = alpha;
+  }
   weft_node *n;
-  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nin + 1, 0, &n)) != WEFT_OK)
+  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nin + 1, 0, rare, &n)) != WEFT_OK)
     return call_fail(c, rc);
-  n->alpha = alpha;
   invalidate_copies(n);
   *out = res;
   return WEFT_OK;
@@ -433,7 +449,7 @@ int weft_copy(weft_graph *g, weft_tensor *src, weft_device device, weft_tensor *
                        : sd.kind != WEFT_DEVICE_CPU                              ? sd
                                                                                  : dd;
   weft_node *n;
-  if ((rc = append_node(g, &run_on, WEFT__OP_COPY, NULL, args, 2, 0, &n)) != WEFT_OK)
+  if ((rc = append_node(g, &run_on, WEFT__OP_COPY, NULL, args, 2, 0, NULL, &n)) != WEFT_OK)
     return call_fail(&c, rc);
   invalidate_copies(n);
   *out = dst;
@@ -460,9 +476,11 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   if ((rc = weft__graph_check_idle(g, "fill")) != WEFT_OK) return rc;
   weft__arg arg = {t, WEFT_WRITE};
   weft_device dev = weft__tensor_dev(t);
+  weft__node_rare *rare = rare_new(g);
+  if (rare == NULL) return WEFT_ENOMEM;
+  rare->fill = init;
   weft_node *n = NULL;
-  if ((rc = append_node(g, &dev, WEFT__OP_FILL, NULL, &arg, 1, 0, &n)) != WEFT_OK) return rc;
-  n->fill = init;
+  if ((rc = append_node(g, &dev, WEFT__OP_FILL, NULL, &arg, 1, 0, rare, &n)) != WEFT_OK) return rc;
   invalidate_copies(n);
   return WEFT_OK;
 }
@@ -544,11 +562,13 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     local[i] = (weft__arg){t, (uint8_t)mode};
   }
   /* The tensors in order, for the op's cost hint (planners and the simulator call it). */
-  const weft_tensor **targs = NULL;
+  weft__node_rare *rare = NULL;
   if (op->desc.cost != NULL) {
-    if ((targs = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *targs, 8)) == NULL)
-      return call_fail(&c, weft__oom("a call's arguments"));
+    const weft_tensor **targs = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *targs, 8);
+    if (targs == NULL) return call_fail(&c, weft__oom("a call's arguments"));
     for (int i = 0; i < nargs; i++) targs[i] = local[i].t;
+    if ((rare = rare_new(g)) == NULL) return call_fail(&c, WEFT_ENOMEM);
+    rare->targs = targs;
   }
   void *p = NULL;
   if (params_size > 0) {
@@ -556,11 +576,10 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     memcpy(p, params, params_size);
   }
   weft_node *n;
-  if ((rc = append_node(g, &dev, WEFT__OP_USER, op, local, nargs, 0, &n)) != WEFT_OK)
+  if ((rc = append_node(g, &dev, WEFT__OP_USER, op, local, nargs, 0, rare, &n)) != WEFT_OK)
     return call_fail(&c, rc);
   n->params = p;
   n->params_size = params_size;
-  n->targs = targs;
   invalidate_copies(n);
   return WEFT_OK;
 }
@@ -620,11 +639,13 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   weft__arg args[3];
   for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? out_mode : WEFT_READ};
   weft_device dev = weft__tensor_dev(out);
+  weft__node_rare *rare = rare_new(c->g);
+  if (rare == NULL) return call_fail(c, WEFT_ENOMEM);
+  rare->alpha = la.alpha;
   weft_node *n;
-  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nts, 0, &n)) != WEFT_OK) return call_fail(c, rc);
+  if ((rc = append_node(c->g, &dev, c->kind, NULL, args, nts, 0, rare, &n)) != WEFT_OK) return call_fail(c, rc);
   n->params = p;
   n->params_size = sizeof *p;
-  n->alpha = la.alpha;
   invalidate_copies(n);
   return WEFT_OK;
 }
@@ -779,23 +800,27 @@ int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args
     if ((params = weft__arena_alloc(&g->arena, n->params_size, 16)) == NULL) return WEFT_ENOMEM;
     memcpy(params, n->params, n->params_size);
   }
-  const weft_tensor **targs = NULL;
-  if (n->targs != NULL) {
-    if ((targs = weft__arena_alloc(&g->arena, (size_t)(n->nargs ? n->nargs : 1) * sizeof *targs, 8)) == NULL)
+  weft__node_rare *rare = NULL;
+  if (n->rare != NULL) {
+    if ((rare = rare_new(g)) == NULL) return WEFT_ENOMEM;
+    rare->alpha = n->rare->alpha;
+    rare->fill = n->rare->fill;
+    if (n->rare->targs != NULL) {
+      const weft_tensor **targs = weft__arena_alloc(&g->arena, (size_t)(n->nargs ? n->nargs : 1) * sizeof *targs, 8);
+      if (targs == NULL) return WEFT_ENOMEM;
+      for (int i = 0; i < n->nargs; i++) targs[i] = args[i];
+      rare->targs = targs;
+    }
+    rare->name = n->rare->name != NULL ? weft__arena_strdup(&g->arena, n->rare->name) : NULL;
+    rare->origin = n->rare->origin != NULL ? weft__arena_strdup(&g->arena, n->rare->origin) : NULL;
+    if ((n->rare->name != NULL && rare->name == NULL) || (n->rare->origin != NULL && rare->origin == NULL))
       return WEFT_ENOMEM;
-    for (int i = 0; i < n->nargs; i++) targs[i] = args[i];
   }
   weft_node *c;
-  int rc = append_node(g, &device, n->kind, n->user_op, a, n->nargs, flags, &c);
+  int rc = append_node(g, &device, n->kind, n->user_op, a, n->nargs, flags, rare, &c);
   if (rc != WEFT_OK) return rc;
-  c->alpha = n->alpha;
-  c->fill = n->fill;
   c->params = params;
   c->params_size = n->params_size;
-  c->targs = targs;
-  c->name = n->name != NULL ? weft__arena_strdup(&g->arena, n->name) : NULL;
-  c->origin = n->origin != NULL ? weft__arena_strdup(&g->arena, n->origin) : NULL;
-  if ((n->name != NULL && c->name == NULL) || (n->origin != NULL && c->origin == NULL)) return WEFT_ENOMEM;
   if (out != NULL) *out = c;
   return WEFT_OK;
 }
@@ -803,5 +828,5 @@ int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args
 int weft__copy_node(weft_graph *g, weft_tensor *src, weft_tensor *dst, weft_device device, unsigned flags) {
   weft__arg args[2] = {{src, WEFT_READ}, {dst, WEFT_WRITE}};
   weft_node *n;
-  return append_node(g, &device, WEFT__OP_COPY, NULL, args, 2, flags, &n);
+  return append_node(g, &device, WEFT__OP_COPY, NULL, args, 2, flags, NULL, &n);
 }

@@ -507,7 +507,7 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
     case WEFT__OP_SCALE:
     case WEFT__OP_RELU: {
       int binary = nd->kind == WEFT__OP_ADD || nd->kind == WEFT__OP_SUB || nd->kind == WEFT__OP_MUL;
-      ew_job j = {nd->kind, dt, n, d[0], binary ? d[1] : NULL, d[binary ? 2 : 1], nd->alpha, nd->fill};
+      ew_job j = {nd->kind, dt, n, d[0], binary ? d[1] : NULL, d[binary ? 2 : 1], weft__node_alpha(nd), weft__node_fill(nd)};
       elementwise(ctx, &j);
       return WEFT_OK;
     }
@@ -522,7 +522,7 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
       const weft_tensor *t1 = nd->args[1].t;
       if (d[0] == d[1] || t0->bytes == 0) return WEFT_OK;
       if (weft__tensor_contiguous(t0) && weft__tensor_contiguous(t1)) {
-        ew_job j = {WEFT__OP_COPY, dt, n, d[0], NULL, d[1], 0, nd->fill};
+        ew_job j = {WEFT__OP_COPY, dt, n, d[0], NULL, d[1], 0, weft__node_fill(nd)};
         elementwise(ctx, &j);
         return WEFT_OK;
       }
@@ -540,7 +540,7 @@ int weft__cpu_exec(weft_kernel_ctx *ctx) {
       return WEFT_OK;
     }
     case WEFT__OP_FILL: {
-      ew_job j = {WEFT__OP_FILL, dt, n, NULL, NULL, d[0], 0, nd->fill};
+      ew_job j = {WEFT__OP_FILL, dt, n, NULL, NULL, d[0], 0, weft__node_fill(nd)};
       if (t0->bytes) elementwise(ctx, &j);
       return WEFT_OK;
     }

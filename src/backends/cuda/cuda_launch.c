@@ -169,7 +169,7 @@ static int batch_add(weft_kernel_ctx *ctx, cu_plan *cp, const weft__gnode *x, la
   o->a = ctx->data[0];
   o->b = kind <= WEFT__CU_MUL ? ctx->data[1] : NULL;
   o->c = ctx->data[nd->nargs - 1];
-  o->alpha = kind == WEFT__CU_SCALE ? nd->alpha : 0;
+  o->alpha = kind == WEFT__CU_SCALE ? weft__node_alpha(nd) : 0;
   o->n = (uint32_t)nd->args[0].t->numel;
   o->kind = (uint8_t)kind;
   o->dtype = (uint8_t)nd->args[0].t->dtype;
@@ -568,7 +568,7 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, const weft__gno
                            "the elementwise kernel");
     }
     case WEFT__OP_SCALE:
-      return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_SCALE, dt, t0->numel, d[0], NULL, d[1], nd->alpha, l->s),
+      return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_SCALE, dt, t0->numel, d[0], NULL, d[1], weft__node_alpha(nd), l->s),
                            "the scale kernel");
     case WEFT__OP_RELU:
       return kernel_status(ctx, weft__cu_elementwise(WEFT__CU_RELU, dt, t0->numel, d[0], NULL, d[1], 0, l->s),
@@ -580,7 +580,7 @@ static int work(weft_kernel_ctx *ctx, cu_state *st, cu_plan *cp, const weft__gno
     case WEFT__OP_COPY:
       return copy(ctx, st, cp, x, l, cap);
     case WEFT__OP_FILL:
-      return kernel_status(ctx, weft__cu_fill(dt, t0->numel, d[0], nd->fill, l->s), "the fill kernel");
+      return kernel_status(ctx, weft__cu_fill(dt, t0->numel, d[0], weft__node_fill(nd), l->s), "the fill kernel");
     case WEFT__OP_GEMM:
     case WEFT__OP_POTRF:
     case WEFT__OP_TRSM:

@@ -48,7 +48,7 @@ static size_t arg_bytes(const weft_node *n) {
 static double user_flops(const weft_node *n) {
   const weft_op_desc *d = &n->user_op->desc;
   if (d->cost == NULL) return -1;
-  double f = d->cost(n->targs, n->nargs, n->params, d->user);
+  double f = d->cost(weft__node_targs(n), n->nargs, n->params, d->user);
   return f >= 0 && isfinite(f) ? f : -1;
 }
 
@@ -175,7 +175,7 @@ double weft__cost_gpu(const weft__cost_model *m, const weft_node *n, double *sha
       break;
     }
     case WEFT__OP_FILL:
-      t = tpeak = (double)t0->bytes / (n->fill.kind == WEFT_INIT_UNIFORM || n->fill.kind == WEFT_INIT_NORMAL
+      t = tpeak = (double)t0->bytes / (weft__node_fill(n).kind == WEFT_INIT_UNIFORM || weft__node_fill(n).kind == WEFT_INIT_NORMAL
                                            ? g->fill_bandwidth
                                            : g->memory_bandwidth);
       break;
@@ -232,7 +232,7 @@ double weft__cost_cpu(const weft__cost_model *m, const weft_node *n) {
       break;
     }
     case WEFT__OP_FILL:
-      t = n->fill.kind == WEFT_INIT_UNIFORM || n->fill.kind == WEFT_INIT_NORMAL
+      t = weft__node_fill(n).kind == WEFT_INIT_UNIFORM || weft__node_fill(n).kind == WEFT_INIT_NORMAL
               ? (double)t0->numel / h->fill_rate
               : (double)t0->bytes / h->memory_bandwidth;
       break;

@@ -42,7 +42,7 @@ double weft__plan_work(const weft_node *nd) {
     case WEFT__OP_USER:
       if (nd->user_op->desc.cost != NULL) {
         /* A hint below zero (or NaN) counts as none: the orders built on it need it so. */
-        double c = nd->user_op->desc.cost(nd->targs, nd->nargs, nd->params, nd->user_op->desc.user);
+        double c = nd->user_op->desc.cost(weft__node_targs(nd), nd->nargs, nd->params, nd->user_op->desc.user);
         return c > 0 ? c : 0;
       }
       return (double)a->numel;

@@ -59,7 +59,7 @@ char *weft__stats_label(const weft_run_stats *st, uint32_t i, char *buf, size_t 
              weft_device_str(n->args[1].t->device, b, sizeof b), i);
     return buf;
   }
-  const char *res = n->name != NULL ? n->name : result_name(n);
+  const char *res = weft__node_name(n) != NULL ? weft__node_name(n) : result_name(n);
   if (res != NULL)
     snprintf(buf, size, "%s %s (node %u)", weft_node_op_name(n), res, i);
   else

@@ -105,9 +105,9 @@ static void slices(const weft_run_stats *st, tw *w) {
     fputs(", \"writes\": ", f);
     tensor_list(w, n, WEFT_WRITE);
     fprintf(f, ", \"bytes\": %zu, \"critical\": %s", bytes, x->critical ? "true" : "false");
-    if (n->origin != NULL) {
+    if (weft__node_origin(n) != NULL) {
       fputs(", \"origin\": ", f);
-      weft__json_fput_str(f, n->origin, &w->rc);
+      weft__json_fput_str(f, weft__node_origin(n), &w->rc);
     }
     fputs("}}", f);
   }
