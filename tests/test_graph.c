@@ -5,6 +5,7 @@
  * and device placement: same-device ops insert no copy, unknown devices are refused, and on a
  * simulated GPU inputs of another device get copies inserted (cached until written; refused in
  * strict mode; taken back out by a call that fails). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -405,6 +406,48 @@ static void elementwise_rules(void **state) {
   assert_string_equal(weft_node_op_name(weft_graph_last_node(g)), "relu");
   EXPECT_FAIL(g, WEFT_EINVAL, "'relu': argument x is NULL", weft_relu(g, NULL, &out));
   EXPECT_FAIL(g, WEFT_EINVAL, "'relu': the out pointer is NULL", weft_relu(g, x4, NULL));
+}
+
+/* What few nodes have (a factor, an initialiser, a name, an origin) reads as its default on a
+ * node without it, and as set on one with it; a factor of -0 is a factor, whose sign reaches the
+ * results. */
+static void node_rare_fields(void **state) {
+  tu_fixture *f = *state;
+  weft_graph *g = f->g;
+  weft_tensor *x = tu_tensor(g, "x", WEFT_F32, 1, (int64_t[]){4}, weft_ones());
+  weft_tensor *s = NULL, *z = NULL, *p = NULL;
+  CHECK(weft_add(g, x, x, &s));
+  weft_node *add = weft_graph_last_node(g);
+  assert_true(weft_node_alpha(add) == 0 && !signbit(weft_node_alpha(add)));
+  assert_int_equal(weft_node_fill_init(add).kind, ((weft_init){0}).kind);
+  assert_string_equal(weft_node_name(add), "");
+  assert_string_equal(weft_node_origin(add), "");
+  CHECK(weft_node_set_name(add, "twice"));
+  CHECK(weft_node_set_origin(add, "model.weft:3"));
+  assert_string_equal(weft_node_name(add), "twice");
+  assert_string_equal(weft_node_origin(add), "model.weft:3");
+  assert_true(weft_node_alpha(add) == 0); /* the record made for the name holds the defaults */
+  char desc[200];
+  assert_non_null(strstr(weft_node_describe(add, desc, sizeof desc), "\"twice\""));
+  assert_non_null(strstr(desc, " at model.weft:3"));
+  CHECK(weft_scale(g, x, -0.0, &z));
+  assert_true(signbit(weft_node_alpha(weft_graph_last_node(g))));
+  CHECK(weft_scale(g, x, 0.0, &p));
+  assert_true(weft_node_alpha(weft_graph_last_node(g)) == 0 && !signbit(weft_node_alpha(weft_graph_last_node(g))));
+  weft_tensor *y = tu_tensor(g, "y", WEFT_F32, 1, (int64_t[]){4}, weft_zeros());
+  CHECK(weft_fill(g, y, weft_full(2.5)));
+  assert_int_equal(weft_node_fill_init(weft_graph_last_node(g)).kind, weft_full(2.5).kind);
+  assert_true(weft_node_fill_init(weft_graph_last_node(g)).a == 2.5);
+  CHECK(weft_graph_run(g));
+  float vz[4], vp[4], vy[4];
+  CHECK(weft_tensor_read(z, vz, sizeof vz));
+  CHECK(weft_tensor_read(p, vp, sizeof vp));
+  CHECK(weft_tensor_read(y, vy, sizeof vy));
+  for (int i = 0; i < 4; i++) {
+    assert_true(vz[i] == 0 && signbit(vz[i]));
+    assert_true(vp[i] == 0 && !signbit(vp[i]));
+    assert_true(vy[i] == 2.5f);
+  }
 }
 
 static void reduction_rules(void **state) {
@@ -1146,6 +1189,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(temporaries_and_keep, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(failed_calls_change_nothing, tu_setup, tu_teardown),
       cmocka_unit_test_setup_teardown(variadic_user_calls, tu_setup, tu_teardown),
+      cmocka_unit_test_setup_teardown(node_rare_fields, tu_setup, tu_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
