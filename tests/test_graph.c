@@ -408,9 +408,9 @@ static void elementwise_rules(void **state) {
   EXPECT_FAIL(g, WEFT_EINVAL, "'relu': the out pointer is NULL", weft_relu(g, x4, NULL));
 }
 
-/* What few nodes have (a factor, an initialiser, a name, an origin) reads as its default on a
- * node without it, and as set on one with it; a factor of -0 is a factor, whose sign reaches the
- * results. */
+/* What few nodes and tensors have (a factor, an initialiser, a name, an origin) reads as its
+ * default on one without it, and as set on one with it; a factor of -0 is a factor, whose sign
+ * reaches the results. */
 static void node_rare_fields(void **state) {
   tu_fixture *f = *state;
   weft_graph *g = f->g;
@@ -432,6 +432,16 @@ static void node_rare_fields(void **state) {
   CHECK(weft_fill(g, y, weft_full(2.5)));
   assert_int_equal(weft_node_fill_init(weft_graph_last_node(g)).kind, weft_full(2.5).kind);
   assert_true(weft_node_fill_init(weft_graph_last_node(g)).a == 2.5);
+  /* A tensor of zeros with no name has no record (tensor_introspection covers the rest). */
+  weft_tensor *u = tu_tensor(g, NULL, WEFT_F32, 1, (int64_t[]){2}, weft_zeros());
+  weft_init ui = weft_tensor_init(u);
+  assert_true(ui.kind == WEFT_INIT_ZEROS && ui.a == 0 && ui.b == 0 && ui.seed == 0);
+  char expect[16];
+  snprintf(expect, sizeof expect, "t%u", (unsigned)weft_tensor_id(u));
+  assert_string_equal(weft_tensor_name(u), expect);
+  CHECK(weft_tensor_set_name(u, "later"));
+  assert_string_equal(weft_tensor_name(u), "later");
+  assert_int_equal(weft_tensor_init(u).kind, WEFT_INIT_ZEROS);
   CHECK(weft_graph_run(g));
   float vz[4], vp[4], vy[4];
   CHECK(weft_tensor_read(z, vz, sizeof vz));

@@ -189,7 +189,7 @@ static void declare_upto(writer *w, size_t limit) {
      * GPU when its places are GPUs (any GPU: its tiles go to all). */
     put_device(w, !weft__tensor_distributed(t) ? weft__tensor_dev(t) : t->grid->gpus > 0 ? weft_cuda(0) : weft_cpu());
     weft__strbuf_puts(&w->out, " = ");
-    put_init(w, t->init);
+    put_init(w, weft__tensor_init(t));
     weft__strbuf_puts(&w->out, "\n");
     w->created[t->id] = 1;
     bind(w, t, 1);

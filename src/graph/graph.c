@@ -234,6 +234,18 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   if ((flags & WEFT__T_AUTO) && (rc = weft__vec_reserve(&g->autos, 1)) != WEFT_OK) return rc;
   const char *tname = NULL;
   if (name != NULL && (tname = weft__arena_strdup(&g->arena, name)) == NULL) return WEFT_ENOMEM;
+  /* The rare record, where the tensor has a name or an initialiser other than zeros; made first,
+   * so that a tensor that cannot have it is not made at all. */
+  weft_init tinit = init;
+  tinit.seed = seed;
+  weft__tensor_rare *rare = NULL;
+  static const double zero = 0;
+  int zeros = tinit.kind == 0 && tinit.seed == 0 && memcmp(&tinit.a, &zero, sizeof zero) == 0 &&
+              memcmp(&tinit.b, &zero, sizeof zero) == 0;
+  if (tname != NULL || !zeros) {
+    if ((rare = weft__arena_alloc(&g->arena, sizeof *rare, 8)) == NULL) return WEFT_ENOMEM;
+    *rare = (weft__tensor_rare){.init = tinit, .name = tname};
+  }
   weft_tensor *t = weft__arena_alloc(&g->arena, sizeof *t, 64);
   if (t == NULL) return WEFT_ENOMEM;
   if (device.kind == WEFT_DEVICE_AUTO) {
@@ -256,12 +268,9 @@ int weft__tensor_new(weft_graph *g, const char *name, int dtype, int ndim, const
   t->initialised = 0;
   t->ipc = 0;
   t->numel = numel;
-  t->init = init;
-  t->init.seed = seed;
   for (int i = 0; i < WEFT_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 0;
-  t->name = tname;
+  t->rare = rare;
   atomic_init(&t->autoname_state, 0);
-  t->copy_cache = t->copy_next = t->copy_src = NULL;
   WEFT__VEC_PUSH(&g->tensors, t); /* cannot fail: reserved */
   if (flags & WEFT__T_AUTO) WEFT__VEC_PUSH(&g->autos, t->id);
   weft__graph_bump(g);
@@ -324,7 +333,7 @@ int weft_tensor_tiles(weft_graph *g, weft_tensor *x, int64_t tile_rows, int64_t 
       weft_tensor *t = NULL;
       weft__view *v = weft__arena_alloc(&g->arena, sizeof *v, 8);
       if (v == NULL) rc = WEFT_ENOMEM;
-      else rc = weft__tensor_new(g, name, x->dtype, 2, shape, x->device, x->init, 0, &t);
+      else rc = weft__tensor_new(g, name, x->dtype, 2, shape, x->device, weft__tensor_init(x), 0, &t);
       if (rc != WEFT_OK) {
         g->tensors.len = tensors0; /* the arena keeps the bytes until the graph dies */
         return rc;
@@ -423,11 +432,21 @@ size_t weft_tensor_bytes(const weft_tensor *t) { return t->bytes; }
 weft_device weft_tensor_device(const weft_tensor *t) { return t->device; }
 size_t weft_tensor_id(const weft_tensor *t) { return t->id; }
 weft_graph *weft_tensor_graph(const weft_tensor *t) { return t->graph; }
-weft_init weft_tensor_init(const weft_tensor *t) { return t->init; }
+weft_init weft_tensor_init(const weft_tensor *t) { return weft__tensor_init(t); }
+
+weft__tensor_rare *weft__tensor_rare_of(weft_tensor *t) {
+  if (t->rare == NULL) {
+    weft__tensor_rare *r = weft__arena_alloc(&t->graph->arena, sizeof *r, 8);
+    if (r == NULL) return NULL;
+    *r = (weft__tensor_rare){0};
+    t->rare = r;
+  }
+  return t->rare;
+}
 int weft_tensor_is_auto(const weft_tensor *t) { return (t->flags & WEFT__T_AUTODEV) != 0; }
 
 const char *weft__tensor_name(const weft_tensor *t) {
-  if (t->name != NULL) return t->name;
+  if (t->rare != NULL && t->rare->name != NULL) return t->rare->name;
   weft_tensor *m = (weft_tensor *)t;
   /* Acquire pairs with the release below: the name is written before it is seen ready. */
   unsigned char st = atomic_load_explicit(&m->autoname_state, memory_order_acquire);
@@ -454,8 +473,9 @@ int weft_tensor_set_name(weft_tensor *t, const char *name) {
   int rc = weft__graph_check_idle(t->graph, "weft_tensor_set_name");
   if (rc != WEFT_OK) return rc;
   char *n = weft__arena_strdup(&t->graph->arena, name);
-  if (n == NULL) return WEFT_ENOMEM;
-  t->name = n;
+  weft__tensor_rare *r = n != NULL ? weft__tensor_rare_of(t) : NULL;
+  if (r == NULL) return WEFT_ENOMEM;
+  r->name = n;
   return WEFT_OK;
 }
 

@@ -71,10 +71,24 @@ enum {
   WEFT__S_IPC,        /* device memory the host's other processes can map (weft_tensor.ipc) */
 };
 
+/* What few tensors have, apart from the tensor, so that a tensor is two lines (128 bytes), not
+ * three: a build writes each of its lines once (see weft__node_rare). Made on first use, on the
+ * graph's building thread; read through the accessors below. */
+typedef struct weft__tensor_rare {
+  weft_init init;   /* the creation initialiser, where it is not all zero (weft_zeros) */
+  const char *name; /* NULL: the name is "t<id>", written into autoname on demand */
+  /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
+   * runs through copy_next, newest first), valid until a later node writes this tensor or the
+   * copy. So readers on several devices (or ranks) in turn share one copy on each. */
+  weft_tensor *copy_cache;
+  weft_tensor *copy_next; /* an inserted copy: the next copy of the same tensor in its cache */
+  weft_tensor *copy_src;  /* an inserted copy: the tensor it copies (whose cache it may be in) */
+} weft__tensor_rare;
+
 struct weft_tensor {
   /* The fields the analysis, the plan and the dispatch read for every access come first, in
-   * one cache line (a tensor is three, and starts one: graph.c allocates it 64-aligned); what
-   * materialisation reads besides (numel, init) is in the second. */
+   * one cache line (a tensor is two, and starts one: graph.c allocates it 64-aligned); what
+   * materialisation reads besides (numel, shape) is in the second. */
   weft_graph *graph;
   uint32_t id;
   uint8_t dtype, ndim, flags;
@@ -91,20 +105,23 @@ struct weft_tensor {
   uint8_t ipc;         /* a GPU tensor another rank's GPU copies into: storage the processes of
                           its host can map (CUDA IPC; storage.c marks it, the GPU backend gives it) */
   int64_t numel;
-  weft_init init;
   int64_t shape[WEFT_MAX_DIMS];
-  const char *name; /* NULL: the name is "t<id>", written into autoname on demand */
+  weft__tensor_rare *rare; /* NULL: none of its fields set */
   char autoname[15];
   /* 0: autoname not written, 1: being written, 2: ready. A worker describing a failed node and
    * the user asking for a name may make it at the same moment: one writes, the other waits. */
   atomic_uchar autoname_state;
-  /* Copy cache for automatic copies: this tensor's copies, at most one per device (the list
-   * runs through copy_next, newest first), valid until a later node writes this tensor or the
-   * copy. So readers on several devices (or ranks) in turn share one copy on each. */
-  weft_tensor *copy_cache;
-  weft_tensor *copy_next; /* an inserted copy: the next copy of the same tensor in its cache */
-  weft_tensor *copy_src;  /* an inserted copy: the tensor it copies (whose cache it may be in) */
 };
+
+/* t's rare fields, made (zeroed, in the graph's arena) on first use; NULL when out of memory
+ * (message set). On the graph's building thread. */
+weft__tensor_rare *weft__tensor_rare_of(weft_tensor *t);
+static inline weft_init weft__tensor_init(const weft_tensor *t) {
+  return t->rare != NULL ? t->rare->init : (weft_init){0};
+}
+static inline weft_tensor *weft__copy_cache(const weft_tensor *t) { return t->rare != NULL ? t->rare->copy_cache : NULL; }
+static inline weft_tensor *weft__copy_next(const weft_tensor *t) { return t->rare != NULL ? t->rare->copy_next : NULL; }
+static inline weft_tensor *weft__copy_src(const weft_tensor *t) { return t->rare != NULL ? t->rare->copy_src : NULL; }
 
 /* A tile: rows x cols of `parent` from element `offset` (row-major), rows `ld` elements
  * apart. Its storage is the parent's. */

@@ -60,8 +60,8 @@ static int call_fail(call *c, int rc) {
   weft__graph_follow_close(c->g, 0);
   weft_tensor **ts = c->g->tensors.data;
   for (size_t i = 0; i < c->tensors0; i++) /* the call's copies went to the front of the caches */
-    while (ts[i]->copy_cache != NULL && ts[i]->copy_cache->id >= c->tensors0)
-      ts[i]->copy_cache = ts[i]->copy_cache->copy_next;
+    while (weft__copy_cache(ts[i]) != NULL && weft__copy_cache(ts[i])->id >= c->tensors0)
+      ts[i]->rare->copy_cache = weft__copy_next(ts[i]->rare->copy_cache);
   c->g->nodes.len = c->nodes0;
   c->g->tensors.len = c->tensors0;
   uint32_t *autos = c->g->autos.data;
@@ -128,12 +128,13 @@ static int append_node(weft_graph *g, const weft_device *dev, int kind, const we
 static void invalidate_copies(weft_node *n) {
   for (int i = 0; i < n->nargs; i++) {
     if (!(n->args[i].mode & WEFT_WRITE)) continue;
-    weft_tensor *t = n->args[i].t;
-    t->copy_cache = NULL;
-    if (t->copy_src != NULL)
-      for (weft_tensor **at = &t->copy_src->copy_cache; *at != NULL; at = &(*at)->copy_next)
-        if (*at == t) {
-          *at = t->copy_next;
+    weft__tensor_rare *r = n->args[i].t->rare;
+    if (r == NULL) continue; /* no copies, and not a copy */
+    r->copy_cache = NULL;
+    if (r->copy_src != NULL)
+      for (weft_tensor **at = &r->copy_src->rare->copy_cache; *at != NULL; at = &(*at)->rare->copy_next)
+        if (*at == n->args[i].t) {
+          *at = r->copy_next;
           break;
         }
   }
@@ -169,11 +170,15 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
     *t = src;
     if (weft__same_device(src->device, dev)) return WEFT_OK;
   }
-  for (weft_tensor *k = src->copy_cache; k != NULL; k = k->copy_next)
+  for (weft_tensor *k = weft__copy_cache(src); k != NULL; k = weft__copy_next(k))
     if (weft__same_device(k->device, dev)) {
       *t = k;
       return WEFT_OK;
     }
+  /* The source's cache will list the copy: its record first, so that nothing is appended
+   * when there is no room for it. */
+  weft__tensor_rare *sr = weft__tensor_rare_of(src);
+  if (sr == NULL) return WEFT_ENOMEM;
   char name[160];
   snprintf(name, sizeof name, "%s@%s", weft__tensor_name(src), weft_device_str(dev, d1, sizeof d1));
   weft_tensor *dst;
@@ -185,9 +190,10 @@ static int localise(call *c, weft_tensor **t, weft_device dev, const char *argna
   weft_node *n;
   if ((rc = append_node(c->g, &run_on, WEFT__OP_COPY, NULL, args, 2, WEFT__N_INSERTED, NULL, &n)) != WEFT_OK)
     return rc;
-  dst->copy_next = src->copy_cache;
-  src->copy_cache = dst;
-  dst->copy_src = src;
+  /* dst has its record: it has a name. */
+  dst->rare->copy_next = sr->copy_cache;
+  sr->copy_cache = dst;
+  dst->rare->copy_src = src;
   c->id = (uint32_t)c->g->nodes.len;
   *t = dst;
   return WEFT_OK;

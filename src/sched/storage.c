@@ -114,7 +114,7 @@ static void fill_tile_rows(const weft_tensor *t, void *dst) {
   size_t es = weft_dtype_size(t->dtype), row = (size_t)t->shape[1];
   for (int64_t r = 0; r < t->shape[0]; r++)
     weft__cpu_fill_at((char *)dst + (size_t)r * row * es, t->dtype, t->view->offset + r * t->view->ld, t->shape[1],
-                      p->init);
+                      weft__tensor_init(p));
 }
 
 static void host_fill(weft_tensor *t) {
@@ -123,13 +123,13 @@ static void host_fill(weft_tensor *t) {
     fill_tile_rows(t, t->data);
     return;
   }
-  fill_job j = {t->data, t->dtype, t->numel, t->init};
+  fill_job j = {t->data, t->dtype, t->numel, weft__tensor_init(t)};
   uint32_t tiles = (uint32_t)((t->numel + FILL_CHUNK - 1) / FILL_CHUNK);
   uint32_t helpers = (uint32_t)rt->intra - 1;
   if (tiles > 1 && helpers > 0)
     weft__pool_parallel(rt->pool, tiles, helpers, fill_tile, &j);
   else
-    weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
+    weft__cpu_fill(t->data, t->dtype, t->numel, weft__tensor_init(t));
 }
 
 /* Whether every element of a tensor so initialised has the same value, whatever its index. */
@@ -186,7 +186,7 @@ int weft__storage_prepare(weft_tensor *t) {
     if (t->storage_kind == WEFT__S_EMPTY) {
     } else if (t->device.kind == WEFT_DEVICE_CPU) {
       host_fill(t);
-    } else if (weft__tile_owns_storage(t) && !init_is_constant(t->init)) {
+    } else if (weft__tile_owns_storage(t) && !init_is_constant(weft__tensor_init(t))) {
       if ((rc = device_tile_fill(t)) != WEFT_OK) return rc;
     } else {
       weft__backend *b = weft__backend_for(g->rt, t->device);
@@ -265,7 +265,7 @@ static void small_make_tile(void *arg, uint32_t tile) {
     t->data = j->block[tile] + off;
     off += t->bytes;
     t->storage_kind = WEFT__S_SMALL;
-    weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
+    weft__cpu_fill(t->data, t->dtype, t->numel, weft__tensor_init(t));
     t->initialised = 1;
     made++;
     bytes += t->bytes;

@@ -638,7 +638,7 @@ static int cu_init_tensor(weft__backend *b, weft_tensor *t) {
   int rc = device_of(st, t, &d);
   if (rc != WEFT_OK) return rc;
   weft__cu_lock(&d->sync);
-  cudaError_t e = (cudaError_t)weft__cu_fill(t->dtype, t->numel, t->data, t->init, d->sync.s);
+  cudaError_t e = (cudaError_t)weft__cu_fill(t->dtype, t->numel, t->data, weft__tensor_init(t), d->sync.s);
   rc = sync_finish(d, e, "initialising", t);
   weft__cu_unlock(&d->sync);
   return rc;

@@ -175,7 +175,7 @@ static int sim_write(weft__backend *b, weft_tensor *t, const void *src) {
 
 static int sim_init_tensor(weft__backend *b, weft_tensor *t) {
   (void)b;
-  if (t->data != NULL) weft__cpu_fill(t->data, t->dtype, t->numel, t->init);
+  if (t->data != NULL) weft__cpu_fill(t->data, t->dtype, t->numel, weft__tensor_init(t));
   return WEFT_OK;
 }
 

@@ -1144,11 +1144,11 @@ static int lower(weft_graph *g, weft__placement *pl, tstate *ts, const space *sp
     if (x->flags & WEFT__T_TEMP) {
       /* A temporary of the program (nobody may read it after the run): the placed graph's
        * own, so that its memory plan frees it after its last reader. */
-      rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, x->init, WEFT__T_AUTO,
+      rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, weft__tensor_init(x), WEFT__T_AUTO,
                             &c.twin[t]);
       continue;
     }
-    rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, x->init, 0, &c.twin[t]);
+    rc = weft__tensor_new(pg, weft__tensor_name(x), x->dtype, x->ndim, x->shape, x->device, weft__tensor_init(x), 0, &c.twin[t]);
     weft__view *v = rc == WEFT_OK ? weft__arena_alloc(&pg->arena, sizeof *v, 8) : NULL;
     if (rc == WEFT_OK && v == NULL) rc = WEFT_ENOMEM;
     if (rc != WEFT_OK) break;
