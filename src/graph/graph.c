@@ -434,13 +434,16 @@ size_t weft_tensor_id(const weft_tensor *t) { return t->id; }
 weft_graph *weft_tensor_graph(const weft_tensor *t) { return t->graph; }
 weft_init weft_tensor_init(const weft_tensor *t) { return weft__tensor_init(t); }
 
+/* `size` zeroed bytes of g's arena (a tensor's or a node's rare record); NULL when out of
+ * memory (message set). */
+static void *arena_zeroed(weft_graph *g, size_t size) {
+  void *p = weft__arena_alloc(&g->arena, size, 8);
+  if (p != NULL) memset(p, 0, size);
+  return p;
+}
+
 weft__tensor_rare *weft__tensor_rare_of(weft_tensor *t) {
-  if (t->rare == NULL) {
-    weft__tensor_rare *r = weft__arena_alloc(&t->graph->arena, sizeof *r, 8);
-    if (r == NULL) return NULL;
-    *r = (weft__tensor_rare){0};
-    t->rare = r;
-  }
+  if (t->rare == NULL) t->rare = arena_zeroed(t->graph, sizeof *t->rare);
   return t->rare;
 }
 int weft_tensor_is_auto(const weft_tensor *t) { return (t->flags & WEFT__T_AUTODEV) != 0; }
@@ -542,12 +545,7 @@ const char *weft_node_name(const weft_node *n) { return weft__node_name(n) ? wef
 const char *weft_node_origin(const weft_node *n) { return weft__node_origin(n) ? weft__node_origin(n) : ""; }
 
 weft__node_rare *weft__node_rare_of(weft_node *n) {
-  if (n->rare == NULL) {
-    weft__node_rare *r = weft__arena_alloc(&n->graph->arena, sizeof *r, 8);
-    if (r == NULL) return NULL;
-    *r = (weft__node_rare){0};
-    n->rare = r;
-  }
+  if (n->rare == NULL) n->rare = arena_zeroed(n->graph, sizeof *n->rare);
   return n->rare;
 }
 
