@@ -544,8 +544,10 @@ int weft_node_is_inserted(const weft_node *n) { return (n->flags & WEFT__N_INSER
 const char *weft_node_name(const weft_node *n) { return weft__node_name(n) ? weft__node_name(n) : ""; }
 const char *weft_node_origin(const weft_node *n) { return weft__node_origin(n) ? weft__node_origin(n) : ""; }
 
+weft__node_rare *weft__node_rare_new(weft_graph *g) { return arena_zeroed(g, sizeof(weft__node_rare)); }
+
 weft__node_rare *weft__node_rare_of(weft_node *n) {
-  if (n->rare == NULL) n->rare = arena_zeroed(n->graph, sizeof *n->rare);
+  if (n->rare == NULL) n->rare = weft__node_rare_new(n->graph);
   return n->rare;
 }
 

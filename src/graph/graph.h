@@ -259,8 +259,11 @@ struct weft_node {
   weft_node *follow_next; /* the next node handed to the analysis's follower (dep_analysis.c) */
 };
 
-/* n's rare fields, made (zeroed, in the graph's arena) on first use; NULL when out of memory
- * (message set). On the graph's building thread, as any change of a node. */
+/* A node's rare fields, zeroed, in g's arena: the ops make them before the node, so that a call
+ * that cannot have them fails before it appends anything; weft__node_rare_of makes n's on first
+ * use. NULL when out of memory (message set). On the graph's building thread, as any change of
+ * a node. */
+weft__node_rare *weft__node_rare_new(weft_graph *g);
 weft__node_rare *weft__node_rare_of(weft_node *n);
 static inline double weft__node_alpha(const weft_node *n) { return n->rare != NULL ? n->rare->alpha : 0; }
 static inline weft_init weft__node_fill(const weft_node *n) {

@@ -70,19 +70,6 @@ static int call_fail(call *c, int rc) {
   return rc;
 }
 
-/* A node's rare fields (graph.h), zeroed, in the graph's arena: made before the node, so that a
- * call that cannot have them fails before it appends anything. NULL: out of memory (message
- * set). */
-static weft__node_rare *rare_new(weft_graph *g) {
-  weft__node_rare *r = weft__arena_alloc(&g->arena, sizeof *r, 8);
-  if (r == NULL) {
-    weft__oom("a node");
-    return NULL;
-  }
-  *r = (weft__node_rare){0};
-  return r;
-}
-
 /* The device by address: passed by value it went on the stack (eight arguments leave it no
  * register), where weft_call wrote its three ints one by one and read them back as an 8-byte
  * word to pass it on, a store-forwarding stall in every call. */
@@ -288,7 +275,7 @@ static int finish_op(call *c, weft_tensor **ins, const char *const *names, int n
    * the results). */
   weft__node_rare *rare = NULL;
   if (signbit(alpha) || alpha != 0) {
-    if ((rare = rare_new(c->g)) == NULL) return call_fail(c, WEFT_ENOMEM);
+    if ((rare = weft__node_rare_new(c->g)) == NULL) return call_fail(c, WEFT_ENOMEM);
     rare->alpha = alpha;
   }
   weft_node *n;
@@ -482,7 +469,7 @@ int weft_fill(weft_graph *g, weft_tensor *t, weft_init init) {
   if ((rc = weft__graph_check_idle(g, "fill")) != WEFT_OK) return rc;
   weft__arg arg = {t, WEFT_WRITE};
   weft_device dev = weft__tensor_dev(t);
-  weft__node_rare *rare = rare_new(g);
+  weft__node_rare *rare = weft__node_rare_new(g);
   if (rare == NULL) return WEFT_ENOMEM;
   rare->fill = init;
   weft_node *n = NULL;
@@ -573,7 +560,7 @@ int weft_call(weft_graph *g, const weft_op *op, weft_tensor *const *args, int na
     const weft_tensor **targs = weft__arena_alloc(&g->arena, (size_t)(nargs ? nargs : 1) * sizeof *targs, 8);
     if (targs == NULL) return call_fail(&c, weft__oom("a call's arguments"));
     for (int i = 0; i < nargs; i++) targs[i] = local[i].t;
-    if ((rare = rare_new(g)) == NULL) return call_fail(&c, WEFT_ENOMEM);
+    if ((rare = weft__node_rare_new(g)) == NULL) return call_fail(&c, WEFT_ENOMEM);
     rare->targs = targs;
   }
   void *p = NULL;
@@ -645,7 +632,7 @@ static int la_op(call *c, weft_tensor **ts, const char *const *names, int nts, w
   weft__arg args[3];
   for (int i = 0; i < nts; i++) args[i] = (weft__arg){ts[i], i == nts - 1 ? out_mode : WEFT_READ};
   weft_device dev = weft__tensor_dev(out);
-  weft__node_rare *rare = rare_new(c->g);
+  weft__node_rare *rare = weft__node_rare_new(c->g);
   if (rare == NULL) return call_fail(c, WEFT_ENOMEM);
   rare->alpha = la.alpha;
   weft_node *n;
@@ -808,7 +795,7 @@ int weft__node_clone(weft_graph *g, const weft_node *n, weft_tensor *const *args
   }
   weft__node_rare *rare = NULL;
   if (n->rare != NULL) {
-    if ((rare = rare_new(g)) == NULL) return WEFT_ENOMEM;
+    if ((rare = weft__node_rare_new(g)) == NULL) return WEFT_ENOMEM;
     rare->alpha = n->rare->alpha;
     rare->fill = n->rare->fill;
     if (n->rare->targs != NULL) {
